@@ -1,0 +1,1 @@
+"""Micro-benchmarks, run with `python -m raftkafka.bench.<name>` (figures go in the README)."""
