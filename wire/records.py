@@ -1,0 +1,297 @@
+"""RecordBatch v2 records: build batches and decode their records.
+
+The header (61 bytes, CRC-32C) lives in `wire.batch_header`; this module owns
+what follows it. Each record is (DefaultRecord.java):
+
+    length varint | attributes int8 (0) | timestampDelta varlong | offsetDelta varint
+    keyLength varint | key | valueLength varint | value          (-1 length = null)
+    headersCount varint | { keyLength varint | key utf-8 | valueLength varint | value }*
+
+In a compressed batch the records region (everything after the header) is one
+compressed blob; the record count stays in the header.
+
+Decoding is strict: every length must fit its record, every record must be
+consumed exactly, offset deltas must increase and stay within lastOffsetDelta,
+the count must match and nothing may trail the last record. Any violation
+raises `CorruptRecordError` (a `DecodeError`), never another exception.
+
+Control records (transaction markers, KRaft's LeaderChange etc.) are ordinary
+records in a batch with the control attribute; see `wire.control_records`-style
+helpers `build_control_batch` / `parse_control_record` below.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+from crc32c import crc32c
+
+from wire.batch_header import (
+    ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    HEADER_SIZE,
+    MAGIC,
+    BatchHeader,
+    iter_batches,
+    validate_batch,
+)
+from wire.compression import DEFAULT_MAX_DECOMPRESSED, Compression, compress, decompress
+from wire.errors import CorruptRecordError
+
+__all__ = [
+    "Compression",
+    "SimpleRecord",
+    "Record",
+    "build_batch",
+    "decode_batch",
+    "decode_records",
+    "iter_records",
+    "NO_TIMESTAMP",
+]
+
+NO_TIMESTAMP = -1
+
+_HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
+_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+_UINT32 = struct.Struct(">I")
+
+
+@dataclass(slots=True, frozen=True)
+class SimpleRecord:
+    """What a producer hands in."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp: int | None = None  # ms; None = the batch's base timestamp
+
+
+@dataclass(slots=True, frozen=True)
+class Record:
+    """What a reader gets back: absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+# --------------------------------------------------------------------------- #
+# Encoding
+# --------------------------------------------------------------------------- #
+
+
+def _put_varint(out: bytearray, value: int) -> None:
+    """ZigZag varint/varlong (the caller keeps values in range)."""
+    value = (value << 1) ^ (value >> 63)
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _put_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        out.append(1)  # zigzag(-1)
+    else:
+        _put_varint(out, len(data))
+        out += data
+
+
+def _encode_record(out: bytearray, record: SimpleRecord, timestamp_delta: int, offset_delta: int) -> None:
+    body = bytearray(b"\x00")  # attributes: unused
+    _put_varint(body, timestamp_delta)
+    _put_varint(body, offset_delta)
+    _put_bytes(body, record.key)
+    _put_bytes(body, record.value)
+    _put_varint(body, len(record.headers))
+    for header_key, header_value in record.headers:
+        _put_bytes(body, header_key.encode("utf-8"))
+        _put_bytes(body, header_value)
+    _put_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: Sequence[SimpleRecord],
+    *,
+    base_offset: int = 0,
+    base_timestamp: int | None = None,
+    compression: Compression = Compression.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    log_append_time: bool = False,
+    transactional: bool = False,
+    control: bool = False,
+    offset_deltas: Sequence[int] | None = None,
+    last_offset_delta: int | None = None,
+    max_timestamp: int | None = None,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """Encode one RecordBatch v2 (with CRC) holding `records`.
+
+    - base_timestamp defaults to the first record's timestamp (as Kafka's
+      MemoryRecordsBuilder), or NO_TIMESTAMP if no record has one; records
+      without a timestamp get the base timestamp.
+    - offset_deltas (strictly increasing, >= 0) lets compaction keep original
+      offsets; last_offset_delta lets it keep the original batch end. An empty
+      batch (compaction keeps them for producer state) needs last_offset_delta.
+    - delete_horizon_ms sets attribute bit 6 and becomes the base timestamp;
+      record timestamps are still stored exactly, as deltas from it.
+    """
+    count = len(records)
+    if offset_deltas is None:
+        offset_deltas = range(count)
+    elif len(offset_deltas) != count:
+        raise ValueError(f"{len(offset_deltas)} offset deltas for {count} records")
+    previous = -1
+    for delta in offset_deltas:
+        if delta <= previous:
+            raise ValueError("offset deltas must be non-negative and strictly increasing")
+        previous = delta
+    if last_offset_delta is None:
+        if count == 0:
+            raise ValueError("an empty batch needs an explicit last_offset_delta")
+        last_offset_delta = offset_deltas[-1]
+    elif last_offset_delta < previous or last_offset_delta < 0:
+        raise ValueError(f"last_offset_delta {last_offset_delta} below the last record's delta {previous}")
+
+    timestamps = [r.timestamp for r in records]
+    if base_timestamp is None:
+        base_timestamp = next((t for t in timestamps if t is not None), NO_TIMESTAMP)
+    timestamps = [base_timestamp if t is None else t for t in timestamps]
+    if max_timestamp is None:
+        max_timestamp = max(timestamps, default=base_timestamp)
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
+
+    body = bytearray()
+    for record, timestamp, delta in zip(records, timestamps, offset_deltas):
+        _encode_record(body, record, timestamp - base_timestamp, delta)
+    payload = compress(compression, body) if compression else body
+
+    attributes = int(compression)
+    if log_append_time:
+        attributes |= ATTR_TIMESTAMP_TYPE
+    if transactional:
+        attributes |= ATTR_TRANSACTIONAL
+    if control:
+        attributes |= ATTR_CONTROL
+    if delete_horizon_ms is not None:
+        attributes |= ATTR_DELETE_HORIZON
+
+    after_crc = bytearray(
+        _HEADER_AFTER_CRC.pack(
+            attributes, last_offset_delta, base_timestamp, max_timestamp,
+            producer_id, producer_epoch, base_sequence, count,
+        )
+    )
+    after_crc += payload
+    batch_length = HEADER_SIZE - 12 + len(payload)
+    prefix = _PREFIX.pack(base_offset, batch_length, partition_leader_epoch, MAGIC)
+    return b"".join((prefix, _UINT32.pack(crc32c(after_crc)), after_crc))
+
+
+# --------------------------------------------------------------------------- #
+# Decoding
+# --------------------------------------------------------------------------- #
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """ZigZag varint/varlong at `pos` (up to 10 bytes); IndexError when truncated."""
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    raw = b & 0x7F
+    shift = 7
+    while True:
+        pos += 1
+        b = data[pos]
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos + 1
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("record varint longer than 10 bytes")
+
+
+def _read_bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    length, pos = _varint(data, pos)
+    if length < 0:
+        if length != -1:
+            raise CorruptRecordError(f"invalid field length {length}")
+        return None, pos
+    if pos + length > end:
+        raise CorruptRecordError(f"field of {length} bytes overruns its record")
+    return data[pos : pos + length], pos + length
+
+
+def decode_records(header: BatchHeader, payload, *, max_uncompressed: int = DEFAULT_MAX_DECOMPRESSED) -> list[Record]:
+    """Decode the records region `payload` (after the 61-byte header) of a batch."""
+    data = decompress(header.compression, payload, max_output=max_uncompressed)
+    count = header.records_count
+    if count > len(data) // 7:  # the smallest record is 7 bytes
+        raise CorruptRecordError(f"record count {count} impossible in {len(data)} bytes")
+    base_offset = header.base_offset
+    base_timestamp = header.base_timestamp
+    append_time = header.max_timestamp if header.log_append_time else None
+    last_delta = header.last_offset_delta
+    previous_delta = -1
+    records = []
+    pos = 0
+    end = len(data)
+    try:
+        for _ in range(count):
+            length, pos = _varint(data, pos)
+            record_end = pos + length
+            if length < 6 or record_end > end:
+                raise CorruptRecordError(f"invalid record length {length}")
+            pos += 1  # attributes, unused
+            timestamp_delta, pos = _varint(data, pos)
+            offset_delta, pos = _varint(data, pos)
+            if not previous_delta < offset_delta <= last_delta:
+                raise CorruptRecordError(f"offset delta {offset_delta} out of order or beyond {last_delta}")
+            previous_delta = offset_delta
+            key, pos = _read_bytes(data, pos, record_end)
+            value, pos = _read_bytes(data, pos, record_end)
+            header_count, pos = _varint(data, pos)
+            if header_count < 0 or header_count > record_end - pos:
+                raise CorruptRecordError(f"invalid header count {header_count}")
+            headers = []
+            for _ in range(header_count):
+                header_key, pos = _read_bytes(data, pos, record_end)
+                if header_key is None:
+                    raise CorruptRecordError("null record header key")
+                header_value, pos = _read_bytes(data, pos, record_end)
+                headers.append((header_key.decode("utf-8"), header_value))
+            if pos != record_end:
+                raise CorruptRecordError(f"record length {length} does not match its fields")
+            timestamp = append_time if append_time is not None else base_timestamp + timestamp_delta
+            records.append(Record(base_offset + offset_delta, timestamp, key, value, tuple(headers)))
+    except IndexError:
+        raise CorruptRecordError("record truncated") from None
+    except UnicodeDecodeError:
+        raise CorruptRecordError("record header key is not valid utf-8") from None
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes trail the last record of the batch")
+    return records
+
+
+def decode_batch(buf, pos: int = 0, *, max_uncompressed: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[BatchHeader, list[Record]]:
+    """Validate the batch at `pos` (length, CRC) and decode its records."""
+    header = validate_batch(buf, pos)
+    payload = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
+    return header, decode_records(header, payload, max_uncompressed=max_uncompressed)
+
+
+def iter_records(buf, pos: int = 0, *, max_uncompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[Record]:
+    """All records of all whole batches in `buf` (a trailing partial batch is ignored)."""
+    for batch_pos, header in iter_batches(buf, pos):
+        payload = bytes(memoryview(buf)[batch_pos + HEADER_SIZE : batch_pos + header.size])
+        yield from decode_records(header, payload, max_uncompressed=max_uncompressed)
