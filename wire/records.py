@@ -16,13 +16,15 @@ the count must match and nothing may trail the last record. Any violation
 raises `CorruptRecordError` (a `DecodeError`), never another exception.
 
 Control records (transaction markers, KRaft's LeaderChange etc.) are ordinary
-records in a batch with the control attribute; see `wire.control_records`-style
-helpers `build_control_batch` / `parse_control_record` below.
+records in a batch with the control attribute: the key is int16 version +
+int16 type, the value depends on the type. See `build_control_batch` and
+`parse_control_record` at the end of this module.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Iterator, Sequence
 
 from crc32c import crc32c
@@ -50,6 +52,12 @@ __all__ = [
     "decode_records",
     "iter_records",
     "NO_TIMESTAMP",
+    "ControlType",
+    "ControlRecord",
+    "build_control_batch",
+    "parse_control_record",
+    "build_end_txn_marker",
+    "parse_end_txn_marker",
 ]
 
 NO_TIMESTAMP = -1
@@ -57,6 +65,8 @@ NO_TIMESTAMP = -1
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
 _PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 _UINT32 = struct.Struct(">I")
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_END_TXN_VALUE = struct.Struct(">hi")  # version, coordinatorEpoch
 
 
 @dataclass(slots=True, frozen=True)
@@ -295,3 +305,101 @@ def iter_records(buf, pos: int = 0, *, max_uncompressed: int = DEFAULT_MAX_DECOM
     for batch_pos, header in iter_batches(buf, pos):
         payload = bytes(memoryview(buf)[batch_pos + HEADER_SIZE : batch_pos + header.size])
         yield from decode_records(header, payload, max_uncompressed=max_uncompressed)
+
+
+# --------------------------------------------------------------------------- #
+# Control records
+# --------------------------------------------------------------------------- #
+
+
+class ControlType(IntEnum):
+    """Control record types (ControlRecordType.java); 2-6 are KRaft's own."""
+
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
+
+
+@dataclass(slots=True, frozen=True)
+class ControlRecord:
+    version: int
+    type: int  # a ControlType value, or an unknown type from a newer writer
+    value: bytes | None
+
+
+def build_control_batch(
+    control_type: int,
+    value: bytes | None,
+    *,
+    timestamp: int,
+    base_offset: int = 0,
+    version: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    partition_leader_epoch: int = -1,
+    transactional: bool | None = None,
+) -> bytes:
+    """A control batch of one record. Transaction markers are transactional;
+    KRaft's control records (LeaderChange, snapshot header/footer, voters) are not."""
+    if transactional is None:
+        transactional = control_type in (ControlType.ABORT, ControlType.COMMIT)
+    record = SimpleRecord(_CONTROL_KEY.pack(version, control_type), value, timestamp=timestamp)
+    return build_batch(
+        [record],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        partition_leader_epoch=partition_leader_epoch,
+        transactional=transactional,
+        control=True,
+    )
+
+
+def parse_control_record(record: Record) -> ControlRecord:
+    """Read a control record's key (int16 version, int16 type)."""
+    key = record.key
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecordError("control record key shorter than 4 bytes")
+    version, control_type = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise CorruptRecordError(f"invalid control record version {version}")
+    return ControlRecord(version, control_type, record.value)
+
+
+def build_end_txn_marker(
+    commit: bool,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    timestamp: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A COMMIT or ABORT marker batch (EndTransactionMarker.java)."""
+    return build_control_batch(
+        ControlType.COMMIT if commit else ControlType.ABORT,
+        _END_TXN_VALUE.pack(0, coordinator_epoch),
+        timestamp=timestamp,
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def parse_end_txn_marker(control: ControlRecord) -> int:
+    """The coordinator epoch of a COMMIT/ABORT marker."""
+    if control.type not in (ControlType.ABORT, ControlType.COMMIT):
+        raise CorruptRecordError(f"control type {control.type} is not a transaction marker")
+    value = control.value
+    if value is None or len(value) < _END_TXN_VALUE.size:
+        raise CorruptRecordError("transaction marker value shorter than 6 bytes")
+    version, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+    if version < 0:
+        raise CorruptRecordError(f"invalid transaction marker version {version}")
+    return coordinator_epoch
