@@ -1,0 +1,185 @@
+"""Admin APIs: topics, partitions, configs, producer ids, cluster description."""
+from __future__ import annotations
+
+from wire.protocol.message import request, response
+from wire.protocol.schema import ArrayOf, F, BOOL, INT16, INT32, INT64, INT8, STRING
+
+__all__ = [
+    "CreateTopicsRequest", "CreateTopicsResponse", "DeleteTopicsRequest",
+    "DeleteTopicsResponse", "CreatePartitionsRequest", "CreatePartitionsResponse",
+    "InitProducerIdRequest", "InitProducerIdResponse", "DescribeConfigsRequest",
+    "DescribeConfigsResponse", "AlterConfigsRequest", "AlterConfigsResponse",
+    "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse",
+    "DescribeClusterRequest", "DescribeClusterResponse",
+]
+
+CreateTopicsRequest = request(19, "CreateTopics", "0-4", flexible="5+", fields=[
+    F("topics", ArrayOf("CreatableTopic",
+        F("name", STRING),
+        F("num_partitions", INT32),
+        F("replication_factor", INT16),
+        F("assignments", ArrayOf("CreatableReplicaAssignment",
+            F("partition_index", INT32),
+            F("broker_ids", ArrayOf(INT32)),
+        )),
+        F("configs", ArrayOf("CreatableTopicConfig",
+            F("name", STRING),
+            F("value", STRING, nullable="0+"),
+        )),
+    )),
+    F("timeout_ms", INT32, default=60000),
+    F("validate_only", BOOL, "1+", default=False),
+])
+
+CreateTopicsResponse = response(19, "CreateTopics", "0-4", flexible="5+", fields=[
+    F("throttle_time_ms", INT32, "2+"),
+    F("topics", ArrayOf("CreatableTopicResult",
+        F("name", STRING),
+        F("error_code", INT16),
+        F("error_message", STRING, "1+", nullable="0+"),
+    )),
+])
+
+DeleteTopicsRequest = request(20, "DeleteTopics", "0-3", flexible="4+", fields=[
+    F("topic_names", ArrayOf(STRING)),
+    F("timeout_ms", INT32),
+])
+
+DeleteTopicsResponse = response(20, "DeleteTopics", "0-3", flexible="4+", fields=[
+    F("throttle_time_ms", INT32, "1+"),
+    F("responses", ArrayOf("DeletableTopicResult",
+        F("name", STRING),
+        F("error_code", INT16),
+    )),
+])
+
+CreatePartitionsRequest = request(37, "CreatePartitions", "0-1", flexible="2+", fields=[
+    F("topics", ArrayOf("CreatePartitionsTopic",
+        F("name", STRING),
+        F("count", INT32),
+        F("assignments", ArrayOf("CreatePartitionsAssignment",
+            F("broker_ids", ArrayOf(INT32)),
+        ), nullable="0+"),
+    )),
+    F("timeout_ms", INT32),
+    F("validate_only", BOOL),
+])
+
+CreatePartitionsResponse = response(37, "CreatePartitions", "0-1", flexible="2+", fields=[
+    F("throttle_time_ms", INT32),
+    F("results", ArrayOf("CreatePartitionsTopicResult",
+        F("name", STRING),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+    )),
+])
+
+InitProducerIdRequest = request(22, "InitProducerId", "0-1", flexible="2+", fields=[
+    F("transactional_id", STRING, nullable="0+"),
+    F("transaction_timeout_ms", INT32),
+])
+
+InitProducerIdResponse = response(22, "InitProducerId", "0-1", flexible="2+", fields=[
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("producer_id", INT64, default=-1),
+    F("producer_epoch", INT16),
+])
+
+DescribeConfigsRequest = request(32, "DescribeConfigs", "0-2", flexible="4+", fields=[
+    F("resources", ArrayOf("DescribeConfigsResource",
+        F("resource_type", INT8),
+        F("resource_name", STRING),
+        F("configuration_keys", ArrayOf(STRING), nullable="0+"),
+    )),
+    F("include_synonyms", BOOL, "1+", default=False),
+])
+
+DescribeConfigsResponse = response(32, "DescribeConfigs", "0-2", flexible="4+", fields=[
+    F("throttle_time_ms", INT32),
+    F("results", ArrayOf("DescribeConfigsResult",
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+"),
+        F("resource_type", INT8),
+        F("resource_name", STRING),
+        F("configs", ArrayOf("DescribeConfigsResourceResult",
+            F("name", STRING),
+            F("value", STRING, nullable="0+"),
+            F("read_only", BOOL),
+            F("is_default", BOOL, "0-0"),
+            F("config_source", INT8, "1+", default=-1),
+            F("is_sensitive", BOOL),
+            F("synonyms", ArrayOf("DescribeConfigsSynonym",
+                F("name", STRING, "1+"),
+                F("value", STRING, "1+", nullable="0+"),
+                F("source", INT8, "1+"),
+            ), "1+"),
+        )),
+    )),
+])
+
+AlterConfigsRequest = request(33, "AlterConfigs", "0-1", flexible="2+", fields=[
+    F("resources", ArrayOf("AlterConfigsResource",
+        F("resource_type", INT8),
+        F("resource_name", STRING),
+        F("configs", ArrayOf("AlterableConfig",
+            F("name", STRING),
+            F("value", STRING, nullable="0+"),
+        )),
+    )),
+    F("validate_only", BOOL),
+])
+
+AlterConfigsResponse = response(33, "AlterConfigs", "0-1", flexible="2+", fields=[
+    F("throttle_time_ms", INT32),
+    F("responses", ArrayOf("AlterConfigsResourceResponse",
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+"),
+        F("resource_type", INT8),
+        F("resource_name", STRING),
+    )),
+])
+
+IncrementalAlterConfigsRequest = request(44, "IncrementalAlterConfigs", "0-1", flexible="1+", fields=[
+    F("resources", ArrayOf("AlterConfigsResource",
+        F("resource_type", INT8),
+        F("resource_name", STRING),
+        F("configs", ArrayOf("AlterableConfig",
+            F("name", STRING),
+            F("config_operation", INT8),
+            F("value", STRING, nullable="0+"),
+        )),
+    )),
+    F("validate_only", BOOL),
+])
+
+IncrementalAlterConfigsResponse = response(44, "IncrementalAlterConfigs", "0-1", flexible="1+", fields=[
+    F("throttle_time_ms", INT32),
+    F("responses", ArrayOf("AlterConfigsResourceResponse",
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+"),
+        F("resource_type", INT8),
+        F("resource_name", STRING),
+    )),
+])
+
+DescribeClusterRequest = request(60, "DescribeCluster", "0-1", flexible="0+", fields=[
+    F("include_cluster_authorized_operations", BOOL),
+    F("endpoint_type", INT8, "1+", default=1),
+])
+
+DescribeClusterResponse = response(60, "DescribeCluster", "0-1", flexible="0+", fields=[
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+", default=None),
+    F("endpoint_type", INT8, "1+", default=1),
+    F("cluster_id", STRING),
+    F("controller_id", INT32, default=-1),
+    F("brokers", ArrayOf("DescribeClusterBroker",
+        F("broker_id", INT32),
+        F("host", STRING),
+        F("port", INT32),
+        F("rack", STRING, nullable="0+", default=None),
+    )),
+    F("cluster_authorized_operations", INT32, default=-2147483648),
+])

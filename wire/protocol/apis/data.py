@@ -1,0 +1,177 @@
+"""The data path: Produce, Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch.
+
+Produce v0-2 are defined (not only rejected) so the broker can parse them and
+answer UNSUPPORTED_VERSION per partition, as Kafka 4 does (KAFKA-18659).
+OffsetForLeaderEpoch is what our own follower replicas send.
+"""
+from __future__ import annotations
+
+from wire.protocol.message import request, response
+from wire.protocol.schema import ArrayOf, F, BOOL, INT16, INT32, INT64, INT8, RECORDS, STRING
+
+__all__ = [
+    "ProduceRequest", "ProduceResponse", "FetchRequest", "FetchResponse", "ListOffsetsRequest",
+    "ListOffsetsResponse", "MetadataRequest", "MetadataResponse", "OffsetForLeaderEpochRequest",
+    "OffsetForLeaderEpochResponse",
+]
+
+ProduceRequest = request(0, "Produce", "0-8", flexible="9+", fields=[
+    F("transactional_id", STRING, "3+", nullable="3+", default=None),
+    F("acks", INT16),
+    F("timeout_ms", INT32),
+    F("topic_data", ArrayOf("TopicProduceData",
+        F("name", STRING),
+        F("partition_data", ArrayOf("PartitionProduceData",
+            F("index", INT32),
+            F("records", RECORDS, nullable="0+"),
+        )),
+    )),
+])
+
+ProduceResponse = response(0, "Produce", "0-8", flexible="9+", fields=[
+    F("responses", ArrayOf("TopicProduceResponse",
+        F("name", STRING),
+        F("partition_responses", ArrayOf("PartitionProduceResponse",
+            F("index", INT32),
+            F("error_code", INT16),
+            F("base_offset", INT64),
+            F("log_append_time_ms", INT64, "2+", default=-1),
+            F("log_start_offset", INT64, "5+", default=-1),
+            F("record_errors", ArrayOf("BatchIndexAndErrorMessage",
+                F("batch_index", INT32, "8+"),
+                F("batch_index_error_message", STRING, "8+", nullable="8+", default=None),
+            ), "8+"),
+            F("error_message", STRING, "8+", nullable="8+", default=None),
+        )),
+    )),
+    F("throttle_time_ms", INT32, "1+", default=0),
+])
+
+FetchRequest = request(1, "Fetch", "4-11", flexible="12+", fields=[
+    F("replica_id", INT32, default=-1),
+    F("max_wait_ms", INT32),
+    F("min_bytes", INT32),
+    F("max_bytes", INT32, "3+", default=2147483647),
+    F("isolation_level", INT8, "4+", default=0),
+    F("session_id", INT32, "7+", default=0),
+    F("session_epoch", INT32, "7+", default=-1),
+    F("topics", ArrayOf("FetchTopic",
+        F("topic", STRING),
+        F("partitions", ArrayOf("FetchPartition",
+            F("partition", INT32),
+            F("current_leader_epoch", INT32, "9+", default=-1),
+            F("fetch_offset", INT64),
+            F("log_start_offset", INT64, "5+", default=-1),
+            F("partition_max_bytes", INT32),
+        )),
+    )),
+    F("forgotten_topics_data", ArrayOf("ForgottenTopic",
+        F("topic", STRING, "7+"),
+        F("partitions", ArrayOf(INT32), "7+"),
+    ), "7+"),
+    F("rack_id", STRING, "11+", default=""),
+])
+
+FetchResponse = response(1, "Fetch", "4-11", flexible="12+", fields=[
+    F("throttle_time_ms", INT32, "1+"),
+    F("error_code", INT16, "7+"),
+    F("session_id", INT32, "7+", default=0),
+    F("responses", ArrayOf("FetchableTopicResponse",
+        F("topic", STRING),
+        F("partitions", ArrayOf("PartitionData",
+            F("partition_index", INT32),
+            F("error_code", INT16),
+            F("high_watermark", INT64),
+            F("last_stable_offset", INT64, "4+", default=-1),
+            F("log_start_offset", INT64, "5+", default=-1),
+            F("aborted_transactions", ArrayOf("AbortedTransaction",
+                F("producer_id", INT64, "4+"),
+                F("first_offset", INT64, "4+"),
+            ), "4+", nullable="4+"),
+            F("preferred_read_replica", INT32, "11+", default=-1),
+            F("records", RECORDS, nullable="0+"),
+        )),
+    )),
+])
+
+ListOffsetsRequest = request(2, "ListOffsets", "1-3", flexible="6+", fields=[
+    F("replica_id", INT32),
+    F("isolation_level", INT8, "2+"),
+    F("topics", ArrayOf("ListOffsetsTopic",
+        F("name", STRING),
+        F("partitions", ArrayOf("ListOffsetsPartition",
+            F("partition_index", INT32),
+            F("timestamp", INT64),
+        )),
+    )),
+])
+
+ListOffsetsResponse = response(2, "ListOffsets", "1-3", flexible="6+", fields=[
+    F("throttle_time_ms", INT32, "2+"),
+    F("topics", ArrayOf("ListOffsetsTopicResponse",
+        F("name", STRING),
+        F("partitions", ArrayOf("ListOffsetsPartitionResponse",
+            F("partition_index", INT32),
+            F("error_code", INT16),
+            F("timestamp", INT64, "1+", default=-1),
+            F("offset", INT64, "1+", default=-1),
+        )),
+    )),
+])
+
+MetadataRequest = request(3, "Metadata", "1-5", flexible="9+", fields=[
+    F("topics", ArrayOf("MetadataRequestTopic",
+        F("name", STRING),
+    ), nullable="1+"),
+    F("allow_auto_topic_creation", BOOL, "4+", default=True),
+])
+
+MetadataResponse = response(3, "Metadata", "1-5", flexible="9+", fields=[
+    F("throttle_time_ms", INT32, "3+"),
+    F("brokers", ArrayOf("MetadataResponseBroker",
+        F("node_id", INT32),
+        F("host", STRING),
+        F("port", INT32),
+        F("rack", STRING, "1+", nullable="1+", default=None),
+    )),
+    F("cluster_id", STRING, "2+", nullable="2+", default=None),
+    F("controller_id", INT32, "1+", default=-1),
+    F("topics", ArrayOf("MetadataResponseTopic",
+        F("error_code", INT16),
+        F("name", STRING),
+        F("is_internal", BOOL, "1+", default=False),
+        F("partitions", ArrayOf("MetadataResponsePartition",
+            F("error_code", INT16),
+            F("partition_index", INT32),
+            F("leader_id", INT32),
+            F("replica_nodes", ArrayOf(INT32)),
+            F("isr_nodes", ArrayOf(INT32)),
+            F("offline_replicas", ArrayOf(INT32), "5+"),
+        )),
+    )),
+])
+
+OffsetForLeaderEpochRequest = request(23, "OffsetForLeaderEpoch", "0-3", flexible="4+", fields=[
+    F("replica_id", INT32, "3+", default=-2),
+    F("topics", ArrayOf("OffsetForLeaderTopic",
+        F("topic", STRING),
+        F("partitions", ArrayOf("OffsetForLeaderPartition",
+            F("partition", INT32),
+            F("current_leader_epoch", INT32, "2+", default=-1),
+            F("leader_epoch", INT32),
+        )),
+    )),
+])
+
+OffsetForLeaderEpochResponse = response(23, "OffsetForLeaderEpoch", "0-3", flexible="4+", fields=[
+    F("throttle_time_ms", INT32, "2+"),
+    F("topics", ArrayOf("OffsetForLeaderTopicResult",
+        F("topic", STRING),
+        F("partitions", ArrayOf("EpochEndOffset",
+            F("error_code", INT16),
+            F("partition", INT32),
+            F("leader_epoch", INT32, "1+", default=-1),
+            F("end_offset", INT64, default=-1),
+        )),
+    )),
+])
