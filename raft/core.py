@@ -1,0 +1,531 @@
+"""RaftCore: the sans-IO quorum state machine (KIP-595 / KIP-630 / KIP-996).
+
+Inputs are messages, timer ticks, appends and flush notifications, each with the
+current monotonic `now`; the output of every call is one `Actions` for the driver
+(raft/actions.py says in which order to carry it out). The core never touches I/O,
+clocks or randomness other than the `now` it is given and its seeded `rng`.
+
+Construction may already need durable work (e.g. an epoch learned from the log, or
+EndQuorumEpoch after a leader restarts Resigned): it is returned by the first call,
+so a driver calls `tick(now)` right after constructing the core.
+
+This module holds the public API, the role transitions and the election messages;
+replication (fetch, snapshots) is in raft/replication.py.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from raft import errors
+from raft.actions import Actions
+from raft.config import RaftConfig
+from raft.election import (
+    VoteTally,
+    can_grant_vote,
+    log_is_up_to_date,
+    lost_election_backoff,
+    random_election_timeout,
+    successor_backoff,
+)
+from raft.entry import Entry, LeaderChange, encode_leader_change
+from raft.errors import LogInvariantError, NotLeaderError
+from raft.leader import LeaderState
+from raft.log import RaftLog
+from raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    VoteRequest,
+    VoteResponse,
+    well_formed,
+)
+from raft.quorum_state import QuorumState, Role
+from raft.replication import Replication
+from raft.roles import (
+    CandidateState,
+    FollowerState,
+    ProspectiveState,
+    ResignedState,
+    UnattachedState,
+)
+from raft.state import ElectionState
+from raft.status import QuorumStatus, ReplicaStatus
+
+__all__ = ["RaftCore"]
+
+
+class RaftCore(Replication):
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        voters: Sequence[int],
+        cluster_id: str,
+        config: RaftConfig,
+        state: ElectionState,
+        log: RaftLog,
+        now: float,
+        rng: random.Random,
+        observer: bool = False,
+    ):
+        self.node_id = node_id
+        self.voters = sorted(set(voters))
+        if not self.voters:
+            raise ValueError("raft: the voter set is empty")
+        self.cluster_id = cluster_id
+        self.config = config
+        self.log = log
+        self.rng = rng
+        self.is_voter = not observer and node_id in self.voters
+        self.quorum = QuorumState(node_id=node_id, observer=not self.is_voter)
+        # The state machine starts from the snapshot: that much is known committed.
+        self.high_watermark = log.snapshot_id[0]
+        self._delivered = log.snapshot_id[0]
+        self._actions = Actions()
+        self._restart(state, now)
+
+    # ================================================================ public API
+
+    def handle(self, src: int, msg: object, now: float) -> Actions:
+        handler = self._HANDLERS.get(type(msg))
+        if handler is not None and well_formed(msg):
+            if msg.cluster_id != self.cluster_id:
+                self._reject_foreign_cluster(src, msg)
+            else:
+                handler(self, src, msg, now)
+        return self._finish(now)
+
+    def tick(self, now: float) -> Actions:
+        role, st = self.quorum.role, self.quorum.role_state
+        if role is Role.UNATTACHED:
+            self._tick_unattached(st, now)
+        elif role is Role.PROSPECTIVE:
+            if now >= st.election_deadline:
+                self._prospective_lost(now)
+            elif now >= st.resend_at:
+                self._send_vote_requests(now, pre_vote=True)
+        elif role is Role.CANDIDATE:
+            if st.backoff_until is not None and now >= st.backoff_until:
+                self._become_prospective(now)
+            elif st.backoff_until is None and now >= st.election_deadline:
+                self._become_prospective(now)
+            elif st.backoff_until is None and now >= st.resend_at:
+                self._send_vote_requests(now, pre_vote=False)
+        elif role is Role.FOLLOWER:
+            self._tick_follower(st, now)
+        elif role is Role.LEADER:
+            self._tick_leader(st, now)
+        elif role is Role.RESIGNED:
+            if now >= st.election_deadline:
+                self._become_unattached(self.quorum.epoch + 1, now)
+            elif st.unacked and now >= st.resend_at:
+                self._send_end_quorum_epoch(now)
+        return self._finish(now)
+
+    def append(self, payloads: list[bytes], now: float) -> tuple[int, Actions]:
+        """Leader only: append payloads in the current epoch; returns the last offset."""
+        if self.quorum.role is not Role.LEADER:
+            raise NotLeaderError(self._visible_leader(), self.quorum.epoch)
+        self._leader_append([Entry(0, 0, bytes(p)) for p in payloads], now)
+        return self.log.end_offset - 1, self._finish(now)
+
+    def on_flushed(self, end_offset: int, now: float) -> Actions:
+        """The driver fsynced the log up to end_offset (exclusive)."""
+        if self.quorum.role is Role.LEADER:
+            self.quorum.role_state.record_flushed(min(end_offset, self.log.end_offset), now)
+            self._advance_leader_hw(now)
+        return self._finish(now)
+
+    def snapshot_written(self, snapshot_id: tuple[int, int], data: bytes, now: float) -> Actions:
+        """The state machine wrote a snapshot of everything below snapshot_id's end offset.
+
+        Raises LogInvariantError if that offset was not yet delivered as committed.
+        """
+        end = snapshot_id[0]
+        if end > self._delivered or end < self.log.snapshot_id[0]:
+            raise LogInvariantError(
+                f"snapshot at {end}: must be committed and delivered ({self._delivered}) "
+                f"and not older than {self.log.snapshot_id}"
+            )
+        self.log.set_snapshot((end, snapshot_id[1]), data)
+        # Log cleaning: the snapshot now covers everything before it.
+        if end > self.log.start_offset:
+            self.log.delete_before(end)
+            self._actions.delete_before = end
+        return self._finish(now)
+
+    def resign(self, now: float) -> Actions:
+        """Graceful handover: EndQuorumEpoch naming the best successors first."""
+        if self.quorum.role is not Role.LEADER:
+            raise NotLeaderError(self._visible_leader(), self.quorum.epoch)
+        self._become_resigned(now, self.quorum.role_state.preferred_successors())
+        return self._finish(now)
+
+    def status(self) -> QuorumStatus:
+        role, st = self.quorum.role, self.quorum.role_state
+        voters: list[ReplicaStatus] = []
+        observers: list[ReplicaStatus] = []
+        if role is Role.LEADER:
+            voters = [
+                ReplicaStatus(v, st.progress[v].end_offset, st.progress[v].last_fetch)
+                for v in self.voters
+            ]
+            observers = [
+                ReplicaStatus(o, p.end_offset, p.last_fetch) for o, p in sorted(st.observers.items())
+            ]
+        return QuorumStatus(
+            node_id=self.node_id,
+            role=str(role),
+            epoch=self.quorum.epoch,
+            leader_id=self._visible_leader(),
+            voted_id=self.quorum.voted_id,
+            high_watermark=self.high_watermark,
+            log_start_offset=self.log.start_offset,
+            log_end_offset=self.log.end_offset,
+            last_epoch=self.log.last_epoch,
+            snapshot_id=self.log.snapshot_id,
+            observer=not self.is_voter,
+            voters=voters,
+            observers=observers,
+        )
+
+    @property
+    def role(self) -> Role:
+        return self.quorum.role
+
+    @property
+    def epoch(self) -> int:
+        return self.quorum.epoch
+
+    # ============================================================== restart
+
+    def _restart(self, state: ElectionState, now: float) -> None:
+        """Kafka's QuorumState.initialize."""
+        self.quorum.restore(state)
+        if self.log.last_epoch > state.epoch:
+            # quorum-state lagging the log (e.g. a lost write): trust the log's epoch.
+            self._become_unattached(self.log.last_epoch, now)
+        elif state.leader_id == self.node_id and self.is_voter:
+            # Ex-leaders never lead again in the same epoch: unflushed entries may be lost,
+            # and (offset, epoch) must keep naming exactly one entry.
+            self._become_resigned(now, [])
+        elif state.leader_id is not None and state.leader_id != self.node_id:
+            self._become_follower(state.epoch, state.leader_id, now)
+        else:
+            self._become_unattached(state.epoch, now)
+
+    # =========================================================== transitions
+
+    def _transition(self, role: Role, role_state: object, *, epoch: int, **kw) -> None:
+        was_leader = self.quorum.role is Role.LEADER
+        old_state = self.quorum.role_state
+        if self.quorum.transition(role, role_state, epoch=epoch, **kw):
+            self._actions.persist_state = self.quorum.election_state()
+        if was_leader and role is not Role.LEADER:
+            # Parked long-polls learn the news instead of waiting out their timeout.
+            for replica, request in old_state.take_parked(old_state.parked_ids()):
+                self._send(replica, self._fetch_error_response(request))
+
+    def _become_unattached(self, epoch: int, now: float, voted_id: int | None = None) -> None:
+        retries = getattr(self.quorum.role_state, "retries", 0)
+        timeout = random_election_timeout(self.config.election_timeout, self.rng)
+        self._transition(
+            Role.UNATTACHED,
+            UnattachedState(now + timeout, discover_at=now, retries=retries),
+            epoch=epoch,
+            voted_id=voted_id,
+        )
+
+    def _become_follower(self, epoch: int, leader_id: int, now: float) -> None:
+        if leader_id == self.node_id:
+            return
+        st = FollowerState(leader_id, fetch_deadline=now + self.config.fetch_timeout)
+        self._transition(Role.FOLLOWER, st, epoch=epoch, leader_id=leader_id)
+        self._send_fetch(st, now)
+
+    def _become_prospective(self, now: float) -> None:
+        retries = getattr(self.quorum.role_state, "retries", 0) + 1
+        timeout = random_election_timeout(self.config.election_timeout, self.rng)
+        st = ProspectiveState(
+            VoteTally(self.node_id, self.voters),
+            election_deadline=now + timeout,
+            resend_at=now,
+            last_known_leader=self.quorum.leader_id,
+            retries=retries,
+        )
+        # Memory-only: the durable election state stays exactly as it was.
+        self._transition(Role.PROSPECTIVE, st, epoch=self.quorum.epoch, leader_id=self.quorum.leader_id)
+        if st.tally.won():
+            self._become_candidate(now)
+        else:
+            self._send_vote_requests(now, pre_vote=True)
+
+    def _prospective_lost(self, now: float) -> None:
+        leader = self.quorum.role_state.last_known_leader
+        if leader is not None and leader != self.node_id:
+            self._become_follower(self.quorum.epoch, leader, now)
+        else:
+            self._become_unattached(self.quorum.epoch, now)
+
+    def _become_candidate(self, now: float) -> None:
+        retries = self.quorum.role_state.retries
+        timeout = random_election_timeout(self.config.election_timeout, self.rng)
+        st = CandidateState(VoteTally(self.node_id, self.voters), now + timeout, now, retries)
+        self._transition(Role.CANDIDATE, st, epoch=self.quorum.epoch + 1, voted_id=self.node_id)
+        if st.tally.won():
+            self._become_leader(now)
+        else:
+            self._send_vote_requests(now, pre_vote=False)
+
+    def _become_leader(self, now: float) -> None:
+        granted = sorted(self.quorum.role_state.tally.granted)
+        st = LeaderState(
+            node_id=self.node_id,
+            voters=self.voters,
+            epoch_start_offset=self.log.end_offset,
+            granting_voters=granted,
+            now=now,
+            config=self.config,
+        )
+        self._transition(Role.LEADER, st, epoch=self.quorum.epoch, leader_id=self.node_id)
+        # Raft §5.4.2: commit an entry of our own epoch before exposing older ones.
+        record = LeaderChange(self.node_id, self.voters, granted)
+        self._leader_append([Entry(0, 0, encode_leader_change(record), control=True)], now)
+        self._send_begin_quorum_epoch(st, now)
+
+    def _become_resigned(self, now: float, successors: list[int]) -> None:
+        timeout = random_election_timeout(self.config.election_timeout, self.rng)
+        others = {v for v in self.voters if v != self.node_id}
+        st = ResignedState(now + timeout, others, list(successors), resend_at=now)
+        self._transition(Role.RESIGNED, st, epoch=self.quorum.epoch, leader_id=self.node_id)
+        self._send_end_quorum_epoch(now)
+
+    # ================================================================ timers
+
+    def _tick_unattached(self, st: UnattachedState, now: float) -> None:
+        if self.is_voter:
+            if now >= st.election_deadline:
+                self._become_prospective(now)
+        elif now >= st.discover_at:
+            # Observers find the leader by asking any voter (it answers NOT_LEADER + leader id).
+            st.discover_at = now + self.config.request_timeout
+            self._send_discovery_fetch(now)
+
+    def _deadline(self) -> float:
+        role, st = self.quorum.role, self.quorum.role_state
+        if role is Role.UNATTACHED:
+            return st.election_deadline if self.is_voter else st.discover_at
+        if role is Role.PROSPECTIVE:
+            return min(st.election_deadline, st.resend_at)
+        if role is Role.CANDIDATE:
+            if st.backoff_until is not None:
+                return st.backoff_until
+            return min(st.election_deadline, st.resend_at)
+        if role is Role.FOLLOWER:
+            return min(st.fetch_deadline, st.resend_at)
+        if role is Role.LEADER:
+            return self._leader_deadline(st)
+        return min(st.election_deadline, st.resend_at if st.unacked else float("inf"))
+
+    # ============================================================== elections
+
+    def _send_vote_requests(self, now: float, *, pre_vote: bool) -> None:
+        st = self.quorum.role_state
+        st.resend_at = now + self.config.request_timeout
+        request = VoteRequest(
+            self.cluster_id,
+            self.quorum.epoch,
+            self.node_id,
+            self.log.end_offset,
+            self.log.last_epoch,
+            pre_vote,
+        )
+        for voter in st.tally.unanswered():
+            self._send(voter, request)
+
+    def _on_vote_request(self, src: int, req: VoteRequest, now: float) -> None:
+        def reply(error: int, granted: bool = False) -> None:
+            self._send(
+                src,
+                VoteResponse(
+                    self.cluster_id, error, self.quorum.epoch, self._visible_leader(), granted, req.pre_vote
+                ),
+            )
+
+        bad_epoch = req.last_epoch > req.epoch or (not req.pre_vote and req.last_epoch >= req.epoch)
+        if req.last_offset < 0 or req.last_epoch < 0 or bad_epoch:
+            return reply(errors.INVALID_REQUEST)
+        if req.epoch < self.quorum.epoch:
+            return reply(errors.FENCED_LEADER_EPOCH)
+        if not self.is_voter or req.candidate_id not in self.voters or req.candidate_id == self.node_id:
+            return reply(errors.INCONSISTENT_VOTER_SET)
+        if not req.pre_vote and req.epoch > self.quorum.epoch:
+            self._become_unattached(req.epoch, now)
+        st = self.quorum.role_state
+        grant = can_grant_vote(
+            role=self.quorum.role,
+            candidate_id=req.candidate_id,
+            pre_vote=req.pre_vote,
+            up_to_date=log_is_up_to_date(
+                req.last_epoch, req.last_offset, self.log.last_epoch, self.log.end_offset
+            ),
+            voted_id=self.quorum.voted_id,
+            leader_id=self.quorum.leader_id,
+            has_fetched_from_leader=getattr(st, "has_fetched", False),
+        )
+        if grant and not req.pre_vote and self.quorum.voted_id is None:
+            # Durable before the reply leaves (persist_state precedes send in Actions).
+            self._become_unattached(self.quorum.epoch, now, voted_id=req.candidate_id)
+        reply(errors.NONE, grant)
+
+    def _on_vote_response(self, src: int, resp: VoteResponse, now: float) -> None:
+        if self._handle_common_response(resp, now):
+            return
+        role, st = self.quorum.role, self.quorum.role_state
+        if resp.pre_vote and role is Role.PROSPECTIVE:
+            st.tally.record(src, resp.granted and resp.error == errors.NONE)
+            if st.tally.won():
+                self._become_candidate(now)
+            elif st.tally.lost():
+                self._prospective_lost(now)
+        elif not resp.pre_vote and role is Role.CANDIDATE and st.backoff_until is None:
+            st.tally.record(src, resp.granted and resp.error == errors.NONE)
+            if st.tally.won():
+                self._become_leader(now)
+            elif st.tally.lost():
+                backoff = lost_election_backoff(st.retries, self.config.election_backoff_max, self.rng)
+                st.backoff_until = now + backoff
+
+    def _send_begin_quorum_epoch(self, st: LeaderState, now: float) -> None:
+        st.begin_resend_at = now + self.config.fetch_timeout / 2
+        request = BeginQuorumEpochRequest(self.cluster_id, self.quorum.epoch, self.node_id)
+        for voter in sorted(st.begin_unacked):
+            self._send(voter, request)
+
+    def _on_begin_quorum_epoch(self, src: int, req: BeginQuorumEpochRequest, now: float) -> None:
+        error = errors.NONE
+        if req.epoch < self.quorum.epoch:
+            error = errors.FENCED_LEADER_EPOCH
+        elif req.leader_id == self.node_id or req.leader_id not in self.voters:
+            error = errors.INVALID_REQUEST
+        elif req.epoch == self.quorum.epoch and self.quorum.leader_id not in (None, req.leader_id):
+            error = errors.INVALID_REQUEST  # a second leader for one epoch: refuse, never follow
+        elif not (self.quorum.role is Role.FOLLOWER and req.epoch == self.quorum.epoch):
+            self._become_follower(req.epoch, req.leader_id, now)
+        self._send(
+            src,
+            BeginQuorumEpochResponse(self.cluster_id, error, self.quorum.epoch, self._visible_leader()),
+        )
+
+    def _on_begin_quorum_epoch_response(self, src: int, resp: BeginQuorumEpochResponse, now: float) -> None:
+        if self._handle_common_response(resp, now):
+            return
+        if self.quorum.role is Role.LEADER and resp.error == errors.NONE:
+            self.quorum.role_state.begin_unacked.discard(src)
+
+    def _send_end_quorum_epoch(self, now: float) -> None:
+        st = self.quorum.role_state
+        st.resend_at = now + self.config.request_timeout
+        request = EndQuorumEpochRequest(
+            self.cluster_id, self.quorum.epoch, self.node_id, list(st.preferred_successors)
+        )
+        for voter in sorted(st.unacked):
+            self._send(voter, request)
+
+    def _on_end_quorum_epoch(self, src: int, req: EndQuorumEpochRequest, now: float) -> None:
+        error = errors.NONE
+        if req.epoch < self.quorum.epoch:
+            error = errors.FENCED_LEADER_EPOCH
+        elif req.leader_id == self.node_id or req.leader_id not in self.voters:
+            error = errors.INVALID_REQUEST
+        elif req.epoch == self.quorum.epoch and self.quorum.leader_id not in (None, req.leader_id):
+            error = errors.INVALID_REQUEST
+        else:
+            if req.epoch > self.quorum.epoch or self.quorum.leader_id is None:
+                self._become_follower(req.epoch, req.leader_id, now)
+            st = self.quorum.role_state
+            if self.quorum.role is Role.FOLLOWER and st.leader_id == req.leader_id:
+                # The leader gave up its lease: pre-votes may be granted, and the best
+                # successor campaigns at once while the others wait their turn.
+                st.has_fetched = False
+                successors = [v for v in req.preferred_successors if v in self.voters]
+                cap = self.config.election_backoff_max
+                delay = (
+                    successor_backoff(successors.index(self.node_id), len(successors), cap)
+                    if self.node_id in successors
+                    else cap
+                )
+                st.fetch_deadline = min(st.fetch_deadline, now + delay)
+        self._send(
+            src,
+            EndQuorumEpochResponse(self.cluster_id, error, self.quorum.epoch, self._visible_leader()),
+        )
+
+    def _on_end_quorum_epoch_response(self, src: int, resp: EndQuorumEpochResponse, now: float) -> None:
+        if self._handle_common_response(resp, now):
+            return
+        if self.quorum.role is Role.RESIGNED:
+            self.quorum.role_state.unacked.discard(src)
+
+    # ======================================================= common plumbing
+
+    def _handle_common_response(self, resp, now: float) -> bool:
+        """Learn epochs and leaders from any response; True when it is stale or consumed.
+
+        Kafka's maybeHandleCommonResponse: an older epoch is dropped; a newer one moves us
+        to it (following its leader if it names one); a leader newly named for our own
+        epoch is followed.
+        """
+        epoch = self.quorum.epoch
+        if resp.epoch < epoch:
+            return True
+        leader = resp.leader_id
+        known_leader = leader is not None and leader != self.node_id and leader in self.voters
+        if resp.epoch > epoch:
+            if known_leader:
+                self._become_follower(resp.epoch, leader, now)
+            else:
+                self._become_unattached(resp.epoch, now)
+            return True
+        if (
+            known_leader
+            and self.quorum.leader_id is None
+            and self.quorum.role not in (Role.LEADER, Role.RESIGNED)
+        ):
+            self._become_follower(epoch, leader, now)
+            return True
+        return False
+
+    def _visible_leader(self) -> int | None:
+        """The leader we tell others about (a resigned leader no longer claims the role)."""
+        return None if self.quorum.role is Role.RESIGNED else self.quorum.leader_id
+
+    def _reject_foreign_cluster(self, src: int, msg: object) -> None:
+        response = self._error_response_for(msg, errors.INCONSISTENT_CLUSTER_ID)
+        if response is not None:
+            self._send(src, response)
+
+    def _send(self, dst: int, msg: object) -> None:
+        self._actions.send.append((dst, msg))
+
+    def _finish(self, now: float) -> Actions:
+        if self.high_watermark > self._delivered:
+            self._actions.committed.extend(self.log.entries_between(self._delivered, self.high_watermark))
+            self._delivered = self.high_watermark
+        actions, self._actions = self._actions, Actions()
+        actions.high_watermark = self.high_watermark
+        actions.deadline = self._deadline()
+        return actions
+
+
+RaftCore._HANDLERS = {
+    VoteRequest: RaftCore._on_vote_request,
+    VoteResponse: RaftCore._on_vote_response,
+    BeginQuorumEpochRequest: RaftCore._on_begin_quorum_epoch,
+    BeginQuorumEpochResponse: RaftCore._on_begin_quorum_epoch_response,
+    EndQuorumEpochRequest: RaftCore._on_end_quorum_epoch,
+    EndQuorumEpochResponse: RaftCore._on_end_quorum_epoch_response,
+    **Replication.HANDLERS,
+}

@@ -1,0 +1,245 @@
+"""The Raft RPCs (KIP-595, KIP-630, KIP-996) as plain dataclasses.
+
+Fields are msgpack-friendly (int, str, bytes, bool, None, lists, nested
+dataclasses) so raft/codec.py can frame them. Every message carries the
+cluster id; every response carries the sender's (epoch, leader_id) so stale
+replicas learn the current leader from any answer. Offsets are exclusive ends
+where they name an "end" (Kafka's convention). Pairs such as `diverging_epoch`
+and `snapshot_id` are tuples here; a codec may hand back lists, the core
+accepts both.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from raft.entry import Entry
+
+__all__ = [
+    "VoteRequest",
+    "VoteResponse",
+    "BeginQuorumEpochRequest",
+    "BeginQuorumEpochResponse",
+    "EndQuorumEpochRequest",
+    "EndQuorumEpochResponse",
+    "FetchRequest",
+    "FetchResponse",
+    "FetchSnapshotRequest",
+    "FetchSnapshotResponse",
+    "DescribeQuorumRequest",
+    "DescribeQuorumResponse",
+    "ReplicaState",
+    "Message",
+    "REQUEST_TYPES",
+    "RESPONSE_TYPES",
+    "well_formed",
+]
+
+
+@dataclass(slots=True)
+class VoteRequest:
+    cluster_id: str
+    epoch: int  # the candidate's epoch (its current one for a pre-vote)
+    candidate_id: int
+    last_offset: int  # the candidate's log end offset
+    last_epoch: int  # epoch of the candidate's last entry
+    pre_vote: bool = False
+
+
+@dataclass(slots=True)
+class VoteResponse:
+    cluster_id: str
+    error: int
+    epoch: int
+    leader_id: int | None
+    granted: bool
+    pre_vote: bool = False
+
+
+@dataclass(slots=True)
+class BeginQuorumEpochRequest:
+    """Pull replication means followers would not hear of a new leader: it tells them."""
+
+    cluster_id: str
+    epoch: int
+    leader_id: int
+
+
+@dataclass(slots=True)
+class BeginQuorumEpochResponse:
+    cluster_id: str
+    error: int
+    epoch: int
+    leader_id: int | None
+
+
+@dataclass(slots=True)
+class EndQuorumEpochRequest:
+    """Graceful resignation; the successors are ordered best first (longest log)."""
+
+    cluster_id: str
+    epoch: int
+    leader_id: int
+    preferred_successors: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class EndQuorumEpochResponse:
+    cluster_id: str
+    error: int
+    epoch: int
+    leader_id: int | None
+
+
+@dataclass(slots=True)
+class FetchRequest:
+    """Also the follower's durable ack: a voter fetches offset N only once [0, N) is fsynced."""
+
+    cluster_id: str
+    replica_id: int
+    epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    max_wait_ms: int
+    max_bytes: int
+
+
+@dataclass(slots=True)
+class FetchResponse:
+    cluster_id: str
+    error: int
+    epoch: int
+    leader_id: int | None
+    high_watermark: int
+    log_start_offset: int
+    entries: list[Entry] = field(default_factory=list)
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end_offset): truncate, then refetch
+    snapshot_id: tuple[int, int] | None = None  # (end_offset, epoch): fetch this snapshot
+
+
+@dataclass(slots=True)
+class FetchSnapshotRequest:
+    cluster_id: str
+    replica_id: int
+    epoch: int
+    snapshot_id: tuple[int, int]  # (end_offset, epoch)
+    position: int
+    max_bytes: int
+
+
+@dataclass(slots=True)
+class FetchSnapshotResponse:
+    cluster_id: str
+    error: int
+    epoch: int
+    leader_id: int | None
+    snapshot_id: tuple[int, int] | None
+    position: int
+    size: int  # total size of the snapshot
+    chunk: bytes = b""
+
+
+@dataclass(slots=True)
+class DescribeQuorumRequest:
+    cluster_id: str
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    replica_id: int
+    log_end_offset: int  # -1 when unknown
+    last_fetch_age_ms: int  # ms since its last fetch reached the leader; -1 when never
+
+
+@dataclass(slots=True)
+class DescribeQuorumResponse:
+    cluster_id: str
+    error: int
+    epoch: int
+    leader_id: int | None
+    high_watermark: int
+    voters: list[ReplicaState] = field(default_factory=list)
+    observers: list[ReplicaState] = field(default_factory=list)
+
+
+REQUEST_TYPES = (
+    VoteRequest,
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    FetchSnapshotRequest,
+    DescribeQuorumRequest,
+)
+RESPONSE_TYPES = (
+    VoteResponse,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochResponse,
+    FetchResponse,
+    FetchSnapshotResponse,
+    DescribeQuorumResponse,
+)
+
+Message = (
+    VoteRequest
+    | VoteResponse
+    | BeginQuorumEpochRequest
+    | BeginQuorumEpochResponse
+    | EndQuorumEpochRequest
+    | EndQuorumEpochResponse
+    | FetchRequest
+    | FetchResponse
+    | FetchSnapshotRequest
+    | FetchSnapshotResponse
+    | DescribeQuorumRequest
+    | DescribeQuorumResponse
+)
+
+
+# --------------------------------------------------------------------------- #
+# Shape checks: a codec may hand the core anything that decodes; the core drops
+# (or answers INVALID_REQUEST to) messages whose fields have the wrong types.
+# --------------------------------------------------------------------------- #
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_pair(v: object) -> bool:
+    return isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_int(x) for x in v)
+
+
+def _is_entry(v: object) -> bool:
+    return (
+        isinstance(v, Entry)
+        and _is_int(v.offset)
+        and _is_int(v.epoch)
+        and isinstance(v.payload, bytes)
+        and isinstance(v.control, bool)
+    )
+
+
+_CHECKS = {
+    "int": _is_int,
+    "int | None": lambda v: v is None or _is_int(v),
+    "bool": lambda v: isinstance(v, bool),
+    "str": lambda v: isinstance(v, str),
+    "bytes": lambda v: isinstance(v, bytes),
+    "list[int]": lambda v: isinstance(v, list) and all(_is_int(x) for x in v),
+    "list[Entry]": lambda v: isinstance(v, list) and all(_is_entry(x) for x in v),
+    "tuple[int, int]": _is_pair,
+    "tuple[int, int] | None": lambda v: v is None or _is_pair(v),
+    "list[ReplicaState]": lambda v: isinstance(v, list)
+    and all(isinstance(x, ReplicaState) and well_formed(x) for x in v),
+}
+
+
+def well_formed(msg: object) -> bool:
+    """True when every field of a message dataclass holds a value of its declared type."""
+    fields = getattr(type(msg), "__dataclass_fields__", None)
+    if fields is None:
+        return False
+    for name, f in fields.items():
+        check = _CHECKS.get(f.type)
+        if check is None or not check(getattr(msg, name, None)):
+            return False
+    return True

@@ -1,0 +1,30 @@
+"""Read-only view of a replica's quorum state (for DescribeQuorum, tools and tests)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["QuorumStatus", "ReplicaStatus"]
+
+
+@dataclass(slots=True, frozen=True)
+class ReplicaStatus:
+    replica_id: int
+    log_end_offset: int  # -1 when unknown (only the leader knows the others')
+    last_fetch_time: float | None  # monotonic seconds, as passed to the core
+
+
+@dataclass(slots=True, frozen=True)
+class QuorumStatus:
+    node_id: int
+    role: str  # "Leader", "Follower", ... (raft.quorum_state.Role values)
+    epoch: int
+    leader_id: int | None
+    voted_id: int | None
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    last_epoch: int
+    snapshot_id: tuple[int, int]
+    observer: bool
+    voters: list[ReplicaStatus] = field(default_factory=list)
+    observers: list[ReplicaStatus] = field(default_factory=list)
