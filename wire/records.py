@@ -143,6 +143,7 @@ def build_batch(
     last_offset_delta: int | None = None,
     max_timestamp: int | None = None,
     delete_horizon_ms: int | None = None,
+    compression_level: int | None = None,
 ) -> bytes:
     """Encode one RecordBatch v2 (with CRC) holding `records`.
 
@@ -154,6 +155,8 @@ def build_batch(
       batch (compaction keeps them for producer state) needs last_offset_delta.
     - delete_horizon_ms sets attribute bit 6 and becomes the base timestamp;
       record timestamps are still stored exactly, as deltas from it.
+    - compression_level: None = Kafka's default for the codec (gzip 6, lz4 9,
+      zstd 3); lz4 level 1 is ~15x faster to compress at a lower ratio.
     """
     count = len(records)
     if offset_deltas is None:
@@ -184,7 +187,7 @@ def build_batch(
     body = bytearray()
     for record, timestamp, delta in zip(records, timestamps, offset_deltas):
         _encode_record(body, record, timestamp - base_timestamp, delta)
-    payload = compress(compression, body) if compression else body
+    payload = compress(compression, body, level=compression_level) if compression else body
 
     attributes = int(compression)
     if log_append_time:

@@ -259,3 +259,11 @@ def test_decode_at_position_inside_larger_buffer():
     batch = build_batch(RECORDS[:1], base_offset=3)
     buf = memoryview(b"junk" + batch + b"more")
     assert decode_batch(buf, 4)[1][0].offset == 3
+
+
+def test_compression_level_changes_bytes_not_records():
+    records = [SimpleRecord(b"k%d" % i, b"some compressible text %d " % i * 20) for i in range(50)]
+    fast = build_batch(records, compression=Compression.LZ4, compression_level=1)
+    small = build_batch(records, compression=Compression.LZ4, compression_level=9)
+    assert fast != small
+    assert decode_batch(fast)[1] == decode_batch(small)[1]
