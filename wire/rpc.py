@@ -87,8 +87,25 @@ def _scalar(kind: type, name: str) -> Converter:
     return check
 
 
-def _identity(value, path):
-    return value
+# Encoding checks types too, so a bug shows at the sender, not as a remote DecodeError.
+_ENCODE_ACCEPTS = {
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),  # IntEnum values are ints
+    bool: lambda v: isinstance(v, bool),
+    str: lambda v: isinstance(v, str),
+    bytes: lambda v: isinstance(v, (bytes, bytearray, memoryview)),
+    float: lambda v: isinstance(v, (float, int)) and not isinstance(v, bool),
+}
+
+
+def _encode_scalar(kind: type) -> Converter:
+    accepts = _ENCODE_ACCEPTS[kind]
+
+    def check(value, path):
+        if not accepts(value):
+            raise TypeError(f"{path}: expected {kind.__name__}, got {type(value).__name__}")
+        return int(value) if kind is int and type(value) is not int else value
+
+    return check
 
 
 class _Codec(NamedTuple):
@@ -100,16 +117,22 @@ def _build_codec(tp: Any) -> _Codec:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if tp in (int, bool, str, bytes):
-        return _Codec(_identity, _scalar(tp, tp.__name__))
+        return _Codec(_encode_scalar(tp), _scalar(tp, tp.__name__))
     if tp is float:
-        return _Codec(_identity, lambda v, p: float(_scalar(float, "float")(v, p)))
+        check_float = _scalar(float, "float")
+        return _Codec(_encode_scalar(float), lambda v, p: float(check_float(v, p)))
     if tp is uuid.UUID:
         def decode_uuid(value, path):
             if type(value) is not bytes or len(value) != 16:
                 raise DecodeError(f"{path}: expected a 16-byte uuid")
             return uuid.UUID(bytes=value)
 
-        return _Codec(lambda v, p: v.bytes, decode_uuid)
+        def encode_uuid(value, path):
+            if not isinstance(value, uuid.UUID):
+                raise TypeError(f"{path}: expected UUID, got {type(value).__name__}")
+            return value.bytes
+
+        return _Codec(encode_uuid, decode_uuid)
     if isinstance(tp, type) and issubclass(tp, enum.IntEnum):
         def decode_enum(value, path):
             if type(value) is not int:
@@ -119,7 +142,7 @@ def _build_codec(tp: Any) -> _Codec:
             except ValueError:
                 raise DecodeError(f"{path}: {value} is not a valid {tp.__name__}") from None
 
-        return _Codec(lambda v, p: int(v), decode_enum)
+        return _Codec(_encode_scalar(int), decode_enum)
     if origin in (typing.Union, types.UnionType):
         members = [a for a in args if a is not type(None)]
         if len(members) != 1 or len(args) != 2:
@@ -138,7 +161,7 @@ def _build_codec(tp: Any) -> _Codec:
                 _fail(path, "array", value)
             return container(item.decode(v, f"{path}[{i}]") for i, v in enumerate(value))
 
-        return _Codec(lambda v, p: [item.encode(x, p) for x in v], decode_seq)
+        return _Codec(lambda v, p: [item.encode(x, f"{p}[{i}]") for i, x in enumerate(v)], decode_seq)
     if origin is tuple:
         items = [_build_codec(a) for a in args]
 
@@ -180,6 +203,8 @@ class _StructCodec:
         # Fields with defaults must trail the required ones (dataclasses enforce this too).
 
     def encode(self, value, path):
+        if not isinstance(value, self.cls):
+            raise TypeError(f"{path}: expected {self.cls.__name__}, got {type(value).__name__}")
         return [c.encode(getattr(value, n), f"{path}.{n}") for n, c in zip(self.names, self.codecs)]
 
     def decode(self, value, path):

@@ -303,3 +303,28 @@ async def test_oversized_frame_on_a_connection():
     await left_stream.send_all(frame_of(payload_of("Fetch", 1, 1, [1, bytes(100), 0, 0.0])))
     with pytest.raises(DecodeError, match="exceeds"):
         await right.receive_frame()
+
+
+@pytest.mark.parametrize(
+    "message, problem",
+    [
+        (Fetch(None, None, Role.LEADER, 0.0), "Fetch.replica_id: expected int, got NoneType"),
+        (Fetch(True, None, Role.LEADER, 0.0), "Fetch.replica_id: expected int, got bool"),
+        (Fetch(1, "text", Role.LEADER, 0.0), "Fetch.records: expected bytes, got str"),
+        (Fetch(1, None, "LEADER", 0.0), "Fetch.role: expected int, got str"),
+        (Fetch(1, None, Role.LEADER, "0.5"), "Fetch.ratio: expected float, got str"),
+        (Fetch(1, None, Role.LEADER, 0.0, tags=["a", 2]), r"Fetch.tags\[1\]: expected str, got int"),
+        (Vote(1, (1, uuid.UUID(int=1)), (0, 0), ()), "Vote.candidate: expected Voter, got tuple"),
+        (Vote(1, Voter(1, "not-a-uuid"), (0, 0), ()), "Vote.candidate.directory_id: expected UUID"),
+    ],
+)
+def test_encoding_checks_types_at_the_sender(message, problem):
+    with pytest.raises(TypeError, match=problem):
+        encode_frame(message, 1, registry=REGISTRY)
+
+
+def test_encoding_accepts_bytes_likes_and_int_subclasses():
+    message = Fetch(Role.LEADER, memoryview(b"abc"), 1, 2)
+    frame = decode_payload(encode_frame(message, 1, registry=REGISTRY)[4:], registry=REGISTRY)
+    assert frame.message == Fetch(1, b"abc", Role.LEADER, 2.0)
+    assert type(frame.message.replica_id) is int and type(frame.message.ratio) is float
