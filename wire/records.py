@@ -247,6 +247,8 @@ def _read_bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
 
 def decode_records(header: BatchHeader, payload, *, max_uncompressed: int = DEFAULT_MAX_DECOMPRESSED) -> list[Record]:
     """Decode the records region `payload` (after the 61-byte header) of a batch."""
+    if header.records_count == 0 and len(payload) == 0:
+        return []  # an empty batch kept by compaction carries no (compressed) payload at all
     data = decompress(header.compression, payload, max_output=max_uncompressed)
     count = header.records_count
     if count > len(data) // 7:  # the smallest record is 7 bytes

@@ -267,3 +267,10 @@ def test_compression_level_changes_bytes_not_records():
     small = build_batch(records, compression=Compression.LZ4, compression_level=9)
     assert fast != small
     assert decode_batch(fast)[1] == decode_batch(small)[1]
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD])
+def test_empty_batch_without_payload_decodes_for_any_codec(codec):
+    assert decode_batch(wrap(b"", 0, last_offset_delta=4, codec=codec))[1] == []
+    with pytest.raises(CorruptRecordError):
+        decode_batch(wrap(b"", 1, codec=codec))
