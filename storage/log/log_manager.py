@@ -1,0 +1,289 @@
+"""The log manager: every partition log of a node, across its data directories.
+
+Kafka's LogManager. Each data dir holds one directory per partition
+(`<topic>-<partition>`) plus its checkpoints:
+
+    recovery-point-offset-checkpoint   flushed-up-to offset per log (recovery starts there)
+    log-start-offset-checkpoint        log start offset per log (DeleteRecords, retention)
+    cleaner-offset-checkpoint          first dirty offset per compacted log
+    .kafka_cleanshutdown               present only after a clean shutdown
+
+On startup the marker decides between trusting the indexes (clean) and
+scanning every log from its recovery point (unclean); it is removed once the
+logs are loaded so a later crash is seen as unclean. Deleted logs are renamed
+to `<name>.<uuid>-delete` (durably) before their files go, so a crash
+mid-delete never resurrects a half-deleted partition.
+
+Background work (`run_retention_and_cleaning`, `run_flusher`) runs as trio
+tasks the node starts; each pass is bounded (one log cleaned per pass, at
+most `cleaner_max_bytes_per_pass` dirty bytes).
+"""
+from __future__ import annotations
+
+import posixpath
+
+import trio
+
+from storage.env import Env
+from storage.log.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    CorruptCheckpointError,
+    read_offsets,
+    write_offsets,
+)
+from storage.log.cleaner import CleanResult, clean_log, cleanable_range, dirty_ratio
+from storage.log.log import PartitionLog
+from storage.log.log_config import LogConfig
+
+__all__ = ["LogManager", "CLEAN_SHUTDOWN_FILE", "TopicPartition", "parse_log_dir_name", "log_dir_name"]
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_SUFFIX = "-delete"
+RESERVED_TOPICS = frozenset({"__cluster_metadata"})  # the Raft log store's own directory
+
+TopicPartition = tuple[str, int]
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_log_dir_name(name: str) -> TopicPartition | None:
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit() or topic in RESERVED_TOPICS:
+        return None
+    return topic, int(partition)
+
+
+class LogManager:
+    def __init__(self, env: Env, data_dirs: list[str], default_config: LogConfig | None = None, *,
+                 cleaner_max_bytes_per_pass: int = 128 << 20):
+        if not data_dirs:
+            raise ValueError("at least one data dir is needed")
+        self.env = env
+        self.fs = env.fs
+        self.data_dirs = list(data_dirs)
+        self.default_config = default_config or LogConfig()
+        self.topic_configs: dict[str, LogConfig] = {}
+        self.cleaner_max_bytes_per_pass = cleaner_max_bytes_per_pass
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+        self._cleaner_offsets: dict[TopicPartition, int] = {}
+        self._delete_horizons: dict[TopicPartition, int] = {}
+        self.had_clean_shutdown: dict[str, bool] = {}
+        self.started = False
+
+    # -- startup and shutdown -------------------------------------------------
+    async def startup(self) -> None:
+        for data_dir in self.data_dirs:
+            self.fs.makedirs(data_dir)
+            marker = posixpath.join(data_dir, CLEAN_SHUTDOWN_FILE)
+            clean = self.fs.exists(marker)
+            self.had_clean_shutdown[data_dir] = clean
+            recovery_points = _read_or_empty(self.fs, posixpath.join(data_dir, RECOVERY_POINT_CHECKPOINT))
+            log_starts = _read_or_empty(self.fs, posixpath.join(data_dir, LOG_START_OFFSET_CHECKPOINT))
+            cleaner = _read_or_empty(self.fs, posixpath.join(data_dir, CLEANER_OFFSET_CHECKPOINT))
+            for name in self.fs.listdir(data_dir):
+                path = posixpath.join(data_dir, name)
+                if not self.fs.is_dir(path):
+                    continue
+                if name.endswith(DELETE_SUFFIX):
+                    self.fs.rmtree(path)
+                    continue
+                tp = parse_log_dir_name(name)
+                if tp is None:
+                    continue
+                if tp in self._logs:
+                    raise RuntimeError(f"partition {name} found in two data dirs ({self._dir_of[tp]} and {data_dir})")
+                log = await PartitionLog.open(self.env, path, self.config_for(tp[0]),
+                                              recovery_point=recovery_points.get(tp, 0),
+                                              log_start_offset=log_starts.get(tp, 0), clean_shutdown=clean)
+                self._register(tp, data_dir, log)
+                if tp in cleaner:
+                    self._cleaner_offsets[tp] = cleaner[tp]
+            if clean:
+                self.fs.remove(marker)
+            await self.fs.sync_dir(data_dir)
+        await self.checkpoint()
+        self.started = True
+
+    async def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
+        for tp in sorted(self._logs):
+            await self._logs[tp].close()
+        await self.checkpoint()
+        for data_dir in self.data_dirs:
+            marker = self.fs.open(posixpath.join(data_dir, CLEAN_SHUTDOWN_FILE), create=True)
+            await marker.sync()
+            marker.close()
+            await self.fs.sync_dir(data_dir)
+        self._logs.clear()
+        self._dir_of.clear()
+        self.started = False
+
+    # -- logs -----------------------------------------------------------------
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    def set_topic_config(self, topic: str, config: LogConfig) -> None:
+        self.topic_configs[topic] = config
+        for (t, _), log in sorted(self._logs.items()):
+            if t == topic:
+                log.config = config
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[tuple[TopicPartition, PartitionLog]]:
+        return sorted(self._logs.items())
+
+    def data_dir_of(self, topic: str, partition: int) -> str | None:
+        return self._dir_of.get((topic, partition))
+
+    async def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        tp = (topic, partition)
+        if tp in self._logs:
+            return self._logs[tp]
+        if parse_log_dir_name(log_dir_name(topic, partition)) != tp:
+            raise ValueError(f"invalid topic-partition {topic!r} {partition}")
+        if config is not None:
+            self.topic_configs[topic] = config
+        # Kafka's choice: the data dir holding the fewest partitions.
+        counts = {d: 0 for d in self.data_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        data_dir = min(self.data_dirs, key=lambda d: counts[d])
+        path = posixpath.join(data_dir, log_dir_name(topic, partition))
+        log = await PartitionLog.open(self.env, path, self.config_for(topic))
+        await self.fs.sync_dir(data_dir)  # the partition directory itself must survive a crash
+        self._register(tp, data_dir, log)
+        return log
+
+    def _register(self, tp: TopicPartition, data_dir: str, log: PartitionLog) -> None:
+        self._logs[tp] = log
+        self._dir_of[tp] = data_dir
+        log.on_recovery_point_lowered = self._recovery_point_lowered
+
+    async def _recovery_point_lowered(self, log: PartitionLog) -> None:
+        for tp, other in self._logs.items():
+            if other is log:
+                await self._write_dir_checkpoints(self._dir_of[tp])
+                return
+
+    async def delete_log(self, topic: str, partition: int) -> bool:
+        tp = (topic, partition)
+        log = self._logs.pop(tp, None)
+        if log is None:
+            return False
+        data_dir = self._dir_of.pop(tp)
+        self._cleaner_offsets.pop(tp, None)
+        self._delete_horizons.pop(tp, None)
+        doomed = posixpath.join(data_dir, f"{log_dir_name(topic, partition)}.{self.env.uuid().hex}{DELETE_SUFFIX}")
+        await log.close()
+        self.fs.rename(log.dir, doomed)
+        await self.fs.sync_dir(data_dir)
+        log.dir = doomed
+        await self._write_dir_checkpoints(data_dir)
+        await log.delete()
+        return True
+
+    # -- checkpoints ----------------------------------------------------------
+    async def checkpoint(self) -> None:
+        for data_dir in self.data_dirs:
+            await self._write_dir_checkpoints(data_dir)
+
+    async def _write_dir_checkpoints(self, data_dir: str) -> None:
+        logs = {tp: log for tp, log in sorted(self._logs.items()) if self._dir_of[tp] == data_dir}
+        await write_offsets(self.fs, posixpath.join(data_dir, RECOVERY_POINT_CHECKPOINT),
+                            {tp: log.recovery_point for tp, log in logs.items()})
+        await write_offsets(self.fs, posixpath.join(data_dir, LOG_START_OFFSET_CHECKPOINT),
+                            {tp: log.log_start_offset for tp, log in logs.items()})
+        await write_offsets(self.fs, posixpath.join(data_dir, CLEANER_OFFSET_CHECKPOINT),
+                            {tp: o for tp, o in self._cleaner_offsets.items() if tp in logs})
+
+    # -- background work ------------------------------------------------------
+    async def flush_due_logs(self) -> int:
+        now = self.env.now()
+        flushed = 0
+        for _, log in self.all_logs():
+            if not log.closed and log.flush_due(now):
+                await log.flush()
+                flushed += 1
+        return flushed
+
+    async def retention_pass(self, now_ms: int | None = None) -> int:
+        """Apply retention to every log; returns the number of segments deleted."""
+        now_ms = self.env.wall_ms() if now_ms is None else now_ms
+        deleted = 0
+        for _, log in self.all_logs():
+            if not log.closed:
+                deleted += await log.delete_old_segments(now_ms)
+                log.collect_deleted_files()
+        return deleted
+
+    def _cleaning_candidate(self, now_ms: int) -> tuple[TopicPartition, PartitionLog, int] | None:
+        """The compacted log most in need of cleaning, as Kafka's LogCleanerManager chooses."""
+        best, best_ratio = None, -1.0
+        for tp, log in self.all_logs():
+            if log.closed or not log.config.compact:
+                continue
+            first_dirty, uncleanable = cleanable_range(log, self._cleaner_offsets.get(tp, 0), now_ms)
+            ratio = dirty_ratio(log, first_dirty, uncleanable)
+            horizon = self._delete_horizons.get(tp)
+            overdue = any(now_ms - s.largest_timestamp > log.config.max_compaction_lag_ms
+                          for s in log.segments if s.base_offset >= first_dirty and s.next_offset <= uncleanable)
+            due = ratio >= log.config.min_cleanable_dirty_ratio and ratio > 0
+            if due or overdue or (horizon is not None and horizon <= now_ms):
+                score = ratio + (1.0 if overdue or (horizon is not None and horizon <= now_ms) else 0.0)
+                if score > best_ratio:
+                    best, best_ratio = (tp, log, first_dirty), score
+        return best
+
+    async def cleaning_pass(self, now_ms: int | None = None) -> CleanResult | None:
+        """Clean the one log that needs it most (or nothing); returns what was done."""
+        now_ms = self.env.wall_ms() if now_ms is None else now_ms
+        candidate = self._cleaning_candidate(now_ms)
+        if candidate is None:
+            return None
+        tp, log, first_dirty = candidate
+        result = await clean_log(self.env, log, first_dirty, now_ms=now_ms,
+                                 max_dirty_bytes=self.cleaner_max_bytes_per_pass)
+        if not result.aborted and self._logs.get(tp) is log:
+            self._cleaner_offsets[tp] = result.first_dirty
+            if result.earliest_delete_horizon is None:
+                self._delete_horizons.pop(tp, None)
+            else:
+                self._delete_horizons[tp] = result.earliest_delete_horizon
+            await self._write_dir_checkpoints(self._dir_of[tp])
+        return result
+
+    async def run_retention_and_cleaning(self, interval: float = 5.0, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Forever: retention, one cleaning pass, then checkpoints; every `interval` seconds."""
+        task_status.started()
+        while True:
+            await self.retention_pass()
+            await self.cleaning_pass()
+            await self.checkpoint()
+            await self.env.sleep(interval)
+
+    async def run_flusher(self, interval: float = 1.0, *, checkpoint_interval: float = 60.0,
+                          task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Forever: flush logs whose flush.messages / flush.ms is due; checkpoint recovery points."""
+        task_status.started()
+        next_checkpoint = self.env.now() + checkpoint_interval
+        while True:
+            await self.flush_due_logs()
+            if self.env.now() >= next_checkpoint:
+                await self.checkpoint()
+                next_checkpoint = self.env.now() + checkpoint_interval
+            await self.env.sleep(interval)
+
+
+def _read_or_empty(fs, path: str) -> dict[TopicPartition, int]:
+    """A missing or corrupt offset checkpoint means 'no information': recover from zero."""
+    try:
+        return read_offsets(fs, path)
+    except CorruptCheckpointError:
+        return {}
