@@ -228,6 +228,8 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         b = data[pos]
         raw |= (b & 0x7F) << shift
         if b < 0x80:
+            if raw >> 64:
+                raise CorruptRecordError("record varint overflows 64 bits")
             return (raw >> 1) ^ -(raw & 1), pos + 1
         shift += 7
         if shift > 63:

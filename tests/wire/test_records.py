@@ -225,6 +225,7 @@ MALFORMED = {
     "header count too large": (record(fields(headers=encode_varint(1000))), 1),
     "header key not utf-8": (record(fields(headers=b"\x02\x04\xff\xfe\x01")), 1),
     "varint longer than 10 bytes": (record(b"\x00" + b"\xff" * 11 + b"\x00" * 6), 1),
+    "varint beyond 64 bits": (record(b"\x00" + b"\xff" * 9 + b"\x02" + b"\x00" * 6), 1),
     "truncated varint": (record(fields(key=b"k" * 30)) + b"\xff\xff", 2),
     "impossible record count": (b"\x00" * 20, 1_000_000),
 }
