@@ -1,0 +1,123 @@
+"""Partition leader election and the PartitionChange builder (Kafka's PartitionChangeBuilder).
+
+Given a partition, a target ISR/replica set and which brokers may lead, `build_change`
+chooses the leader and returns the PartitionChange that gets there (or None if nothing
+changes). Election order, as in Kafka with KIP-966:
+
+1. the current leader, if it is still a valid leader (ONLINE elections keep it);
+   PREFERRED elections try the first replica before that;
+2. the first acceptable replica (in replica order) in the target ISR;
+3. if the ISR is empty and ELR is enabled: the first acceptable eligible leader replica,
+   which then becomes the sole ISR member;
+4. UNCLEAN elections only (the topic allows it): any acceptable replica, ISR = [it],
+   leader_recovery_state = RECOVERING.
+
+ELR maintenance (only when enabled): with |ISR| >= min.insync.replicas, ELR and
+last-known-ELR are cleared; below it, replicas leaving the ISR join the ELR unless they
+shut down uncleanly.
+"""
+from __future__ import annotations
+
+import enum
+import uuid
+from typing import AbstractSet, Callable
+
+from metadata.partition import RECOVERING, PartitionRegistration
+from metadata.records import NO_LEADER, NO_LEADER_CHANGE, PartitionChange
+
+__all__ = ["Election", "build_change"]
+
+
+class Election(enum.Enum):
+    ONLINE = "online"  # keep a valid leader, else elect a clean one
+    PREFERRED = "preferred"  # move to the preferred (first) replica if it is valid
+    UNCLEAN = "unclean"  # as ONLINE, then fall back to any live replica
+
+
+def build_change(
+    topic_id: uuid.UUID, partition_id: int, part: PartitionRegistration, *,
+    is_acceptable: Callable[[int], bool], min_isr: int = 1, elr_enabled: bool = False,
+    election: Election = Election.ONLINE, target_isr: tuple[int, ...] | None = None,
+    target_replicas: tuple[int, ...] | None = None,
+    unclean_shutdown: AbstractSet[int] = frozenset(),
+    recovery_state: int | None = None,
+) -> PartitionChange | None:
+    replicas = part.replicas if target_replicas is None else target_replicas
+    isr = part.isr if target_isr is None else target_isr
+    elr = tuple(r for r in part.eligible_leader_replicas
+                if r in replicas and r not in isr and r not in unclean_shutdown)
+    if not elr_enabled:
+        elr = ()
+
+    def valid(r: int) -> bool:
+        if r == NO_LEADER or r not in replicas or not is_acceptable(r):
+            return False
+        return r in isr if isr or not elr_enabled else r in elr
+
+    leader, unclean = _elect(part, replicas, election, valid, is_acceptable)
+    new_recovery = part.leader_recovery_state if recovery_state is None else recovery_state
+    if leader != NO_LEADER and leader not in isr:
+        # Elected from the ELR, or uncleanly: it becomes the whole ISR.
+        isr = (leader,)
+        elr = tuple(r for r in elr if r != leader)
+        if unclean:
+            new_recovery = RECOVERING
+    if leader == NO_LEADER and not elr_enabled and not isr and part.isr:
+        # Without ELR the ISR never empties: the last member stays so that only it can
+        # come back as a clean leader (Kafka keeps it too).
+        isr = tuple(r for r in part.isr if r in replicas)[:1]
+    last_known = part.last_known_elr if elr_enabled else ()
+    if elr_enabled:
+        elr, last_known = _maintain_elr(part, isr, elr, last_known, min_isr, unclean_shutdown)
+
+    return _diff(topic_id, partition_id, part, leader=leader, isr=isr, replicas=replicas,
+                 elr=elr, last_known=last_known, recovery=new_recovery)
+
+
+def _elect(part, replicas, election, valid, is_acceptable) -> tuple[int, bool]:
+    if election == Election.PREFERRED and replicas and valid(replicas[0]):
+        return replicas[0], False
+    if valid(part.leader):
+        return part.leader, False
+    for r in replicas:
+        if valid(r):
+            return r, False
+    if election == Election.UNCLEAN:
+        for r in replicas:
+            if is_acceptable(r):
+                return r, True
+    return NO_LEADER, False
+
+
+def _maintain_elr(part, isr, elr, last_known, min_isr, unclean_shutdown):
+    if len(isr) >= min_isr:
+        return (), ()
+    candidates = sorted(set(elr) | set(part.isr))
+    new_elr = tuple(r for r in candidates
+                    if r not in isr and r not in unclean_shutdown and r in part.replicas)
+    # last-known-ELR remembers former members (even unclean ones) that are no longer ELR.
+    known = sorted(set(last_known) | set(part.isr))
+    new_last = tuple(r for r in known if r not in isr and r not in new_elr)
+    return new_elr, new_last
+
+
+def _diff(topic_id, partition_id, part, *, leader, isr, replicas, elr, last_known,
+          recovery) -> PartitionChange | None:
+    fields = {}
+    if tuple(isr) != part.isr:
+        fields["isr"] = tuple(isr)
+    if tuple(replicas) != part.replicas:
+        fields["replicas"] = tuple(replicas)
+    if tuple(elr) != part.eligible_leader_replicas:
+        fields["eligible_leader_replicas"] = tuple(elr)
+    if tuple(last_known) != part.last_known_elr:
+        fields["last_known_elr"] = tuple(last_known)
+    if recovery != part.leader_recovery_state:
+        fields["leader_recovery_state"] = recovery
+    if leader != part.leader:
+        fields["leader"] = leader
+    if not fields:
+        return None
+    return PartitionChange(partition_id=partition_id, topic_id=topic_id,
+                           leader=fields.pop("leader", NO_LEADER_CHANGE), **fields)
+
