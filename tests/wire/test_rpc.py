@@ -328,3 +328,36 @@ def test_encoding_accepts_bytes_likes_and_int_subclasses():
     frame = decode_payload(encode_frame(message, 1, registry=REGISTRY)[4:], registry=REGISTRY)
     assert frame.message == Fetch(1, b"abc", Role.LEADER, 2.0)
     assert type(frame.message.replica_id) is int and type(frame.message.ratio) is float
+
+
+int64s = st.integers(-(1 << 63), (1 << 63) - 1)
+fetches = st.builds(
+    Fetch,
+    int64s,
+    st.none() | st.binary(max_size=200),
+    st.sampled_from(list(Role)),
+    st.floats(allow_nan=False),
+    st.dictionaries(st.text(max_size=10), int64s, max_size=5),
+    st.lists(st.text(max_size=10), max_size=5),
+    st.none() | st.text(max_size=30),
+)
+votes = st.builds(
+    Vote,
+    int64s,
+    st.builds(Voter, int64s, st.uuids()),
+    st.tuples(int64s, int64s),
+    st.lists(st.builds(Voter, int64s, st.uuids()), max_size=5).map(tuple),
+    st.booleans(),
+)
+
+
+@FUZZ
+@given(st.lists(fetches | votes, min_size=1, max_size=5), st.integers(1, 64))
+def test_random_messages_round_trip_through_any_chunking(messages, chunk):
+    stream = b"".join(encode_frame(m, i, registry=REGISTRY) for i, m in enumerate(messages))
+    decoder = FrameDecoder(registry=REGISTRY)
+    frames = []
+    for start in range(0, len(stream), chunk):
+        decoder.feed(stream[start : start + chunk])
+        frames.extend(decoder)
+    assert [(f.correlation_id, f.message) for f in frames] == list(enumerate(messages))
