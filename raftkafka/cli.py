@@ -1,4 +1,10 @@
-"""Command-line interface. Subcommands mirror Kafka's tools (DESIGN §9)."""
+"""Command-line interface. Subcommands mirror Kafka's tools (DESIGN §9).
+
+One module per subcommand, each with `add_parser(subparsers)` (which sets
+`run`) and `run(args) -> exit code`. Expected failures (bad settings, an
+unformatted data dir, an unreachable cluster) are one line on stderr and exit
+code 1, never a traceback.
+"""
 from __future__ import annotations
 
 import argparse
@@ -22,9 +28,22 @@ Commands:
 """
 
 
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    from raftkafka.config import ConfigError
+    from raftkafka.quorum_cmd import QuorumCommandError
+    from storage.meta_properties import DataDirError
+    from storage.quorum_state_file import CorruptQuorumStateError
+
+    return (ConfigError, DataDirError, CorruptQuorumStateError, QuorumCommandError)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from raftkafka import format_cmd, node_cmd, quorum_cmd
+
     parser = argparse.ArgumentParser(prog="python -m raftkafka", usage=USAGE)
-    parser.add_subparsers(dest="command")
+    subparsers = parser.add_subparsers(dest="command")
+    for module in (node_cmd, format_cmd, quorum_cmd):
+        module.add_parser(subparsers)
     return parser
 
 
@@ -36,3 +55,11 @@ def main(argv: list[str] | None = None) -> None:
         # Until the broker exists, the bare command explains itself.
         print(USAGE, end="")
         sys.exit(0)
+    try:
+        code = args.run(args)
+    except _expected_errors() as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(code)

@@ -1,0 +1,245 @@
+"""The trio task that owns a RaftCore and carries out its Actions.
+
+One task, one loop: wait for an inbound message, a proposal or the core's
+deadline (`trio.move_on_at`), call the core, then carry out the returned
+Actions strictly in their order:
+
+    persist quorum-state → truncate → install snapshot → append + fsync
+    (then core.on_flushed) → send → apply committed → clean the log → deadline
+
+Nothing else ever calls the core, so its state is never seen half-updated, and
+every message that depends on durable state leaves only after the fsync.
+Proposals are batched like a group commit: when nothing of ours awaits
+commit they are appended at once; while a batch is being replicated, new ones
+gather until it commits or `append_linger` passes, then go to `core.append` as
+one batch (one fsync, one round of fetches). Low load gets low latency, high
+load gets big batches.
+
+The state machine sees committed entries in order through `apply`, is reset
+by `restore` (at start from the latest snapshot, and when the leader ships
+one), and is asked for a `snapshot()` every `snapshot_interval_bytes` of
+committed payload.
+"""
+from __future__ import annotations
+
+import bisect
+import collections
+import logging
+from typing import Protocol
+
+import trio
+
+from raft.actions import Actions
+from raft.entry import Entry
+from raft.errors import NotLeaderError
+from raft.node_storage import NodeStorage
+from storage.env import Env
+
+__all__ = ["RaftDriver", "StateMachine", "ProposalFailed"]
+
+log = logging.getLogger("raftkafka.raft.driver")
+
+INBOX_SIZE = 10_000
+_WAKE = object()  # inbox item that only wakes the loop (a proposal arrived)
+DEFAULT_SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024  # Kafka: metadata.log.max.record.bytes.between.snapshots
+
+
+class StateMachine(Protocol):
+    def restore(self, snapshot_id: tuple[int, int], data: bytes | None) -> None: ...
+
+    def apply(self, entries: list[Entry], high_watermark: int) -> None: ...
+
+    def snapshot(self) -> bytes: ...
+
+
+class ProposalFailed(Exception):
+    """Proposed entries were not (or will never be) committed by this leader."""
+
+    def __init__(self, leader_id: int | None, epoch: int, why: str):
+        super().__init__(why)
+        self.leader_id = leader_id
+        self.epoch = epoch
+
+
+class _Proposal:
+    __slots__ = ("payloads", "done", "first", "last", "epoch", "error")
+
+    def __init__(self, payloads: list[bytes]):
+        self.payloads = payloads
+        self.done = trio.Event()
+        self.first = self.last = -1
+        self.epoch = -1
+        self.error: ProposalFailed | None = None
+
+
+class RaftDriver:
+    def __init__(
+        self,
+        env: Env,
+        core,
+        storage: NodeStorage,
+        state_machine: StateMachine,
+        *,
+        send,
+        append_linger: float,
+        snapshot_interval_bytes: int = DEFAULT_SNAPSHOT_INTERVAL_BYTES,
+    ):
+        self.env = env
+        self.core = core
+        self.storage = storage
+        self.sm = state_machine
+        self.send = send  # callable(dst, message), e.g. Transport.send
+        self.append_linger = append_linger
+        self.snapshot_interval_bytes = snapshot_interval_bytes
+        self.inbox_send, self._inbox = trio.open_memory_channel[tuple[int, object]](INBOX_SIZE)
+        self._proposed: list[_Proposal] = []
+        self._linger_deadline = float("inf")
+        self._in_flight: list[tuple[int, _Proposal]] = []  # sorted by last offset
+        self._deadline = env.now()
+        self._bytes_since_snapshot = 0
+        self._last_committed: Entry | None = None
+        self.high_watermark = 0
+        self.hw_changed = trio.Event()  # set (and replaced) whenever the HW moves
+
+    # ------------------------------------------------------------- public API
+    async def propose(self, payloads: list[bytes]) -> tuple[int, int]:
+        """Append payloads as consecutive entries; return (first, last) offset once committed.
+
+        Raises ProposalFailed if this node is not the leader or loses the entries.
+        """
+        proposal = _Proposal(list(payloads))
+        if not proposal.payloads:
+            raise ValueError("nothing to propose")
+        self._proposed.append(proposal)
+        if len(self._proposed) == 1:
+            self._linger_deadline = self.env.now() + self.append_linger
+            try:  # make the loop re-read its deadline
+                self.inbox_send.send_nowait((-1, _WAKE))
+            except trio.WouldBlock:
+                pass  # the loop is busy with a full inbox and will see the deadline
+        await proposal.done.wait()
+        if proposal.error is not None:
+            raise proposal.error
+        return proposal.first, proposal.last
+
+    def status(self):
+        return self.core.status()
+
+    # ------------------------------------------------------------------- loop
+    async def run(self) -> None:
+        self.sm.restore(self.core.log.snapshot_id, self.core.log.snapshot)
+        await self._carry_out(self.core.tick(self.env.now()))
+        while True:
+            batch = []
+            with trio.move_on_at(min(self._deadline, self._linger_deadline)):
+                batch.append(await self._inbox.receive())
+            while len(batch) < 256:
+                try:
+                    batch.append(self._inbox.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            for src, msg in batch:
+                if msg is not _WAKE:
+                    await self._carry_out(self.core.handle(src, msg, self.env.now()))
+            now = self.env.now()
+            if self._proposed and (now >= self._linger_deadline or self._pipeline_idle()):
+                await self._append_proposals(now)
+            if now >= self._deadline:
+                await self._carry_out(self.core.tick(now))
+
+    def _pipeline_idle(self) -> bool:
+        """Nothing of ours awaits commit: batching would only add latency, so append now."""
+        return self.high_watermark >= self.core.log.end_offset
+
+    async def _append_proposals(self, now: float) -> None:
+        proposals, self._proposed = self._proposed, []
+        self._linger_deadline = float("inf")
+        payloads = [p for prop in proposals for p in prop.payloads]
+        try:
+            last, actions = self.core.append(payloads, now)
+        except NotLeaderError as e:
+            for prop in proposals:
+                prop.error = ProposalFailed(e.leader_id, e.epoch, "not the leader")
+                prop.done.set()
+            return
+        epoch = self.core.status().epoch
+        offset = last - len(payloads) + 1
+        for prop in proposals:
+            prop.first, prop.last, prop.epoch = offset, offset + len(prop.payloads) - 1, epoch
+            offset = prop.last + 1
+            bisect.insort(self._in_flight, (prop.last, id(prop), prop), key=lambda t: (t[0], t[1]))
+        await self._carry_out(actions)
+
+    # ------------------------------------------------------------ the actions
+    async def _carry_out(self, actions: Actions) -> None:
+        queue = collections.deque([actions])
+        while queue:
+            a = queue.popleft()
+            if a.persist_state is not None:
+                await self.storage.persist_state(a.persist_state)
+            if a.truncate_to is not None:
+                await self.storage.truncate_to(a.truncate_to)
+                self._fail_in_flight(lambda p: p.last >= a.truncate_to, "entries truncated")
+            if a.install_snapshot is not None:
+                snapshot_id, data = a.install_snapshot
+                await self.storage.install_snapshot(snapshot_id, data)
+                self._fail_in_flight(lambda p: True, "replaced by a snapshot")
+                self.sm.restore(tuple(snapshot_id), data)
+                self._bytes_since_snapshot = 0
+            if a.append:
+                end = await self.storage.append(a.append)
+                queue.append(self.core.on_flushed(end, self.env.now()))
+            for dst, msg in a.send:
+                self.send(dst, msg)
+            if a.committed:
+                self._apply(a.committed, a.high_watermark)
+                snap = await self._maybe_snapshot()
+                if snap is not None:
+                    queue.append(snap)
+            elif a.high_watermark > self.high_watermark:
+                self._set_hw(a.high_watermark)
+            if a.delete_before is not None:
+                await self.storage.delete_before(a.delete_before)
+            self._deadline = a.deadline
+
+    def _apply(self, entries: list[Entry], high_watermark: int) -> None:
+        self.sm.apply(entries, high_watermark)
+        self._last_committed = entries[-1]
+        self._bytes_since_snapshot += sum(len(e.payload) for e in entries)
+        by_offset = {e.offset: e.epoch for e in entries}
+        top = entries[-1].offset
+        while self._in_flight and self._in_flight[0][0] <= top:
+            _, _, prop = self._in_flight.pop(0)
+            epoch = by_offset.get(prop.last)
+            if epoch is not None and epoch != prop.epoch:
+                prop.error = ProposalFailed(None, epoch, "entries lost in a leader change")
+            prop.done.set()
+        self._set_hw(high_watermark)
+
+    def _set_hw(self, hw: int) -> None:
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            self.hw_changed.set()
+            self.hw_changed = trio.Event()
+
+    def _fail_in_flight(self, pred, why: str) -> None:
+        keep = []
+        for item in self._in_flight:
+            prop = item[2]
+            if pred(prop):
+                prop.error = ProposalFailed(None, prop.epoch, why)
+                prop.done.set()
+            else:
+                keep.append(item)
+        self._in_flight = keep
+
+    async def _maybe_snapshot(self) -> Actions | None:
+        if self._bytes_since_snapshot < self.snapshot_interval_bytes or self._last_committed is None:
+            return None
+        last = self._last_committed
+        snapshot_id = (last.offset + 1, last.epoch)
+        data = self.sm.snapshot()
+        await self.storage.write_snapshot(snapshot_id, data)
+        self._bytes_since_snapshot = 0
+        log.info("snapshot %s written (%d bytes)", snapshot_id, len(data))
+        return self.core.snapshot_written(snapshot_id, data, self.env.now())

@@ -1,0 +1,128 @@
+"""Client RPCs a controller answers about its quorum: DescribeQuorum and the diagnostic append.
+
+Both are meant for the leader. A follower that knows the leader relays the
+request there once (the relayed form is never relayed again, so two nodes with
+stale views cannot bounce a request between them) and passes the answer back;
+otherwise it answers NOT_LEADER with the leader it knows, like Kafka.
+"""
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from raft import codec
+from raft import errors as E
+from raft.driver import ProposalFailed, RaftDriver
+from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
+from raft.node_client import ConnectionLost, RpcClient
+from storage.env import Env
+
+__all__ = ["QuorumService", "describe_from_status"]
+
+log = logging.getLogger("raftkafka.raft.rpc")
+
+FORWARD_TIMEOUT = 10.0
+MAX_APPEND_PAYLOADS = 10_000
+
+
+def describe_from_status(status, cluster_id: str, now: float) -> DescribeQuorumResponse:
+    def replica(r) -> ReplicaState:
+        if r.replica_id == status.node_id:
+            age = 0  # the leader is always caught up with itself
+        else:
+            age = -1 if r.last_fetch_time is None else max(0, int((now - r.last_fetch_time) * 1000))
+        return ReplicaState(r.replica_id, r.log_end_offset, age)
+
+    return DescribeQuorumResponse(
+        cluster_id,
+        E.NONE,
+        status.epoch,
+        status.leader_id,
+        status.high_watermark,
+        voters=[replica(r) for r in status.voters],
+        observers=[replica(r) for r in status.observers],
+    )
+
+
+class QuorumService:
+    def __init__(self, env: Env, driver: RaftDriver, *, cluster_id: str, node_id: int, addresses: dict):
+        self.env = env
+        self.driver = driver
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self.addresses = addresses  # node id -> (host, port) of its controller listener
+        self._clients: dict[int, RpcClient] = {}
+        self._connecting: dict[int, trio.Event] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    async def handle(self, request):
+        status = self.driver.status()
+        if isinstance(request, codec.ForwardedDescribeQuorum) or (
+            isinstance(request, DescribeQuorumRequest) and status.leader_id in (None, self.node_id)
+        ):
+            return self._describe(status)
+        if isinstance(request, DescribeQuorumRequest):
+            return await self._forward(status, codec.ForwardedDescribeQuorum(self.cluster_id), request)
+        if isinstance(request, codec.DiagAppendRequest):
+            return await self._append(status, request)
+        return codec.ErrorResponse(E.INVALID_REQUEST, f"{type(request).__name__} is not served here")
+
+    def _describe(self, status):
+        if status.role != "Leader":
+            return codec.error_response_for(
+                DescribeQuorumRequest(self.cluster_id), E.NOT_LEADER,
+                cluster_id=self.cluster_id, epoch=status.epoch, leader_id=status.leader_id,
+            )
+        return describe_from_status(status, self.cluster_id, self.env.now())
+
+    async def _append(self, status, request: codec.DiagAppendRequest):
+        def fail(error: int, why: str, epoch=status.epoch, leader=status.leader_id):
+            return codec.DiagAppendResponse(self.cluster_id, error, epoch, leader, -1, why)
+
+        payloads = request.payloads
+        if not payloads or len(payloads) > MAX_APPEND_PAYLOADS:
+            return fail(E.INVALID_REQUEST, f"1..{MAX_APPEND_PAYLOADS} payloads per append")
+        if status.role != "Leader":
+            if request.forwarded or status.leader_id is None or status.leader_id == self.node_id:
+                return fail(E.NOT_LEADER, "not the leader")
+            relayed = codec.DiagAppendRequest(self.cluster_id, payloads, forwarded=True)
+            return await self._forward(status, relayed, request)
+        try:
+            _, last = await self.driver.propose(payloads)
+        except ProposalFailed as e:
+            return fail(E.NOT_LEADER, str(e), e.epoch, e.leader_id)
+        return codec.DiagAppendResponse(self.cluster_id, E.NONE, status.epoch, self.node_id, last)
+
+    async def _forward(self, status, relayed, original):
+        leader = status.leader_id
+        not_leader = codec.error_response_for(
+            original, E.NOT_LEADER, cluster_id=self.cluster_id, epoch=status.epoch, leader_id=leader
+        )
+        if leader not in self.addresses:
+            return not_leader
+        try:
+            client = await self._client(leader)
+            return await client.call(relayed, timeout=FORWARD_TIMEOUT)
+        except (OSError, ConnectionLost, trio.TooSlowError) as e:
+            log.info("forwarding %s to leader %d failed: %s", type(original).__name__, leader, e)
+            self._clients.pop(leader, None)
+            return not_leader
+
+    async def _client(self, node_id: int) -> RpcClient:
+        """A shared connection to `node_id`, opened on first use and dropped once it breaks."""
+        client = self._clients.get(node_id)
+        if client is not None and not client.lost:
+            return client
+        host, port = self.addresses[node_id]
+        with trio.fail_after(FORWARD_TIMEOUT):
+            stream = await self.env.net.connect(host, port)
+        client = self._clients[node_id] = RpcClient(stream)
+        self._nursery.start_soon(client.run)
+        return client

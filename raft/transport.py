@@ -1,0 +1,334 @@
+"""Raft over TCP: the controller listener and one outbound link per peer.
+
+The core speaks in messages, not calls: it emits `(dst, message)` pairs, some
+requests, some responses to requests it received earlier (possibly much later:
+a parked long-poll Fetch). The transport routes them like Kafka's network
+layer does:
+
+- requests to a peer go over *our* outbound connection to it (one per peer,
+  reconnected with jittered exponential backoff), and its responses come back on
+  that same connection, matched by correlation id;
+- responses go back on the inbound connection the request arrived on, with the
+  request's correlation id (per sender and response type, oldest first).
+
+Raft tolerates loss, so nothing here retries: a message for a peer that is down
+is dropped when its link reconnects, and the core resends on its own timers.
+
+Client RPCs (DescribeQuorum, the diagnostic append) are answered on the
+connection they came on by an async `client_handler`. Bad input never kills the
+node: a foreign cluster id gets INCONSISTENT_CLUSTER_ID, an undecodable frame
+gets an `ErrorResponse` (and the connection is closed when framing is lost).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Awaitable, Callable
+
+import msgpack
+import trio
+
+from raft import codec
+from raft.errors import INCONSISTENT_CLUSTER_ID, INVALID_REQUEST
+from storage.env import Env
+from wire.errors import DecodeError
+from wire.rpc import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decode_payload, encode_frame
+
+__all__ = ["Transport", "LINK_QUEUE", "BACKOFF_MIN", "BACKOFF_MAX"]
+
+log = logging.getLogger("raftkafka.raft.transport")
+
+LINK_QUEUE = 4096  # messages waiting for a peer link before new ones are dropped
+BACKOFF_MIN = 0.05
+BACKOFF_MAX = 1.0
+CONNECT_TIMEOUT = 1.0
+
+ClientHandler = Callable[[object], Awaitable[object]]
+
+
+class _Inbound:
+    """One accepted connection: a reply route to whoever talks on it."""
+
+    def __init__(self, stream: trio.abc.Stream, peer: str):
+        self.stream = stream
+        self.peer = peer
+        self.out_send, self.out_recv = trio.open_memory_channel[bytes](LINK_QUEUE)
+        self.pending: dict[tuple[int, type], collections.deque[int]] = collections.defaultdict(collections.deque)
+        self.closed = False
+
+    def queue(self, data: bytes) -> None:
+        try:
+            self.out_send.send_nowait(data)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            log.warning("reply queue to %s full or closed; dropping a response", self.peer)
+
+
+class _PeerLink:
+    """Our outbound connection to one voter: requests out, their responses in."""
+
+    def __init__(self, transport: "Transport", node_id: int, host: str, port: int):
+        self.t = transport
+        self.node_id = node_id
+        self.host, self.port = host, port
+        self.send_ch, self.recv_ch = trio.open_memory_channel[object](LINK_QUEUE)
+        self.connected = False
+        self._next_corr = 0
+        self._pending: dict[int, type] = {}
+
+    def enqueue(self, msg) -> None:
+        try:
+            self.send_ch.send_nowait(msg)
+        except trio.WouldBlock:
+            log.debug("link to %d full; dropping %s", self.node_id, type(msg).__name__)
+
+    async def run(self) -> None:
+        backoff = BACKOFF_MIN
+        while True:
+            try:
+                with trio.fail_after(CONNECT_TIMEOUT):
+                    stream = await self.t.env.net.connect(self.host, self.port)
+            except (OSError, trio.TooSlowError) as e:
+                self._drop_queued()
+                # Jitter keeps a restarted cluster's nodes from reconnecting in lockstep.
+                await self.t.env.sleep(backoff * (0.5 + self.t.env.rng.random()))
+                backoff = min(backoff * 2, BACKOFF_MAX)
+                log.debug("connect to node %d at %s:%d failed: %s", self.node_id, self.host, self.port, e)
+                continue
+            backoff = BACKOFF_MIN
+            self.connected = True
+            log.info("connected to node %d at %s:%d", self.node_id, self.host, self.port)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._read, stream, nursery.cancel_scope)
+                    await self._write(stream)
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, DecodeError) as e:
+                log.info("link to node %d lost: %s", self.node_id, e)
+            finally:
+                self.connected = False
+                self._pending.clear()
+                with trio.CancelScope(shield=True):
+                    await trio.aclose_forcefully(stream)
+            self._drop_queued()
+            await self.t.env.sleep(BACKOFF_MIN)
+
+    def _drop_queued(self) -> None:
+        # Stale Raft traffic is worse than none: the core resends what still matters.
+        while True:
+            try:
+                self.recv_ch.receive_nowait()
+            except trio.WouldBlock:
+                return
+
+    async def _write(self, stream) -> None:
+        while True:
+            msg = await self.recv_ch.receive()
+            batch = [msg]
+            while len(batch) < 64:
+                try:
+                    batch.append(self.recv_ch.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            frames = []
+            for msg in batch:
+                self._next_corr += 1
+                self._pending[self._next_corr] = type(msg)
+                frames.append(encode_frame(msg, self._next_corr))
+            await stream.send_all(b"".join(frames))
+
+    async def _read(self, stream, scope: trio.CancelScope) -> None:
+        decoder = FrameDecoder(max_frame_size=DEFAULT_MAX_FRAME_SIZE)
+        try:
+            while True:
+                data = await stream.receive_some(1 << 16)
+                if not data:
+                    log.info("node %d closed the connection", self.node_id)
+                    return
+                decoder.feed(data)
+                for frame in decoder:
+                    self._deliver(frame)
+        except DecodeError as e:
+            log.warning("bad frame from node %d: %s; reconnecting", self.node_id, e)
+        finally:
+            scope.cancel()
+
+    def _deliver(self, frame) -> None:
+        sent_type = self._pending.pop(frame.correlation_id, None)
+        msg = frame.message
+        if isinstance(msg, codec.ErrorResponse):
+            log.warning("node %d rejected a %s: %s", self.node_id, getattr(sent_type, "__name__", "?"), msg.message)
+            return
+        if sent_type is None or codec.PEER_RESPONSE_TYPE.get(sent_type) is not type(msg):
+            log.warning("unexpected %s from node %d (correlation %d)", frame.type, self.node_id, frame.correlation_id)
+            return
+        self.t.deliver(self.node_id, msg)
+
+
+class Transport:
+    """Routes the core's messages; hands what arrives to `inbox` as (src, message)."""
+
+    def __init__(
+        self,
+        env: Env,
+        *,
+        node_id: int,
+        cluster_id: str,
+        peers: dict[int, tuple[str, int]],
+        inbox: trio.MemorySendChannel,
+        client_handler: ClientHandler | None = None,
+        status: Callable[[], tuple[int, int | None]] = lambda: (0, None),
+    ):
+        self.env = env
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.inbox = inbox
+        self.client_handler = client_handler
+        self.status = status  # (epoch, leader_id) for error answers
+        self.links = {
+            nid: _PeerLink(self, nid, host, port) for nid, (host, port) in sorted(peers.items()) if nid != node_id
+        }
+        self.routes: dict[int, _Inbound] = {}  # reply route per requesting node id
+        self.bad_frames = 0
+
+    # ----------------------------------------------------------------- running
+    async def run(self, host: str | None, port: int | None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the controller listener (if host given) and keep the peer links up."""
+        async with trio.open_nursery() as nursery:
+            bound = None
+            if host is not None:
+                bound = await nursery.start(self.env.net.serve, host, port, self._serve_connection)
+            for link in self.links.values():
+                nursery.start_soon(link.run)
+            task_status.started(bound)
+
+    # ------------------------------------------------------------------- sends
+    def send(self, dst: int, msg) -> None:
+        if codec.is_response(msg):
+            route = self.routes.get(dst)
+            if route is None or route.closed:
+                log.debug("no connection from node %d to answer on; dropping %s", dst, type(msg).__name__)
+                return
+            pending = route.pending.get((dst, type(msg)))
+            corr = pending.popleft() if pending else 0
+            route.queue(encode_frame(msg, corr))
+            return
+        link = self.links.get(dst)
+        if link is None:
+            log.debug("no address for node %d; dropping %s", dst, type(msg).__name__)
+            return
+        link.enqueue(msg)
+
+    def deliver(self, src: int, msg) -> None:
+        try:
+            self.inbox.send_nowait((src, msg))
+        except trio.WouldBlock:
+            log.warning("raft inbox full; dropping %s from %d", type(msg).__name__, src)
+
+    # ----------------------------------------------------------------- inbound
+    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
+        peer = _peer_name(stream)
+        conn = _Inbound(stream, peer)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._reply_writer, conn, nursery.cancel_scope)
+                await self._read_requests(conn, nursery)
+                # Let queued replies drain, then stop the writer.
+                conn.out_send.close()
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            conn.closed = True
+            for nid in [n for n, r in self.routes.items() if r is conn]:
+                del self.routes[nid]
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+
+    async def _reply_writer(self, conn: _Inbound, scope: trio.CancelScope) -> None:
+        try:
+            async for data in conn.out_recv:
+                batch = [data]
+                while True:
+                    try:
+                        batch.append(conn.out_recv.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                await conn.stream.send_all(b"".join(batch))
+        finally:
+            scope.cancel()
+
+    async def _read_requests(self, conn: _Inbound, nursery) -> None:
+        decoder = FrameDecoder(max_frame_size=DEFAULT_MAX_FRAME_SIZE)
+        while True:
+            data = await conn.stream.receive_some(1 << 16)
+            if not data:
+                return
+            decoder.feed(data)
+            while True:
+                try:
+                    payload = decoder.next_payload()
+                except DecodeError as e:
+                    # Framing is lost: answer once, then hang up.
+                    self._reject(conn, 0, f"{e}; closing the connection")
+                    return
+                if payload is None:
+                    break
+                try:
+                    frame = decode_payload(payload)
+                except DecodeError as e:
+                    self._reject(conn, _correlation_of(payload), str(e))
+                    continue
+                self._on_request(conn, frame, nursery)
+
+    def _reject(self, conn: _Inbound, corr: int, why: str) -> None:
+        self.bad_frames += 1
+        log.warning("malformed frame from %s: %s", conn.peer, why)
+        conn.queue(encode_frame(codec.ErrorResponse(INVALID_REQUEST, why), corr))
+
+    def _on_request(self, conn: _Inbound, frame, nursery) -> None:
+        msg = frame.message
+        if codec.is_response(msg):
+            log.warning("unsolicited %s from %s ignored", frame.type, conn.peer)
+            return
+        if codec.foreign_cluster(msg, self.cluster_id):
+            epoch, leader = self.status()
+            log.warning("%s from %s names cluster %r, not ours (%s)", frame.type, conn.peer, msg.cluster_id, self.cluster_id)
+            reply = codec.error_response_for(
+                msg, INCONSISTENT_CLUSTER_ID, cluster_id=self.cluster_id, epoch=epoch, leader_id=leader
+            )
+            conn.queue(encode_frame(reply, frame.correlation_id))
+            return
+        src = codec.sender_of(msg)
+        response_type = codec.PEER_RESPONSE_TYPE.get(type(msg))
+        if response_type is not None and src is not None:
+            self.routes[src] = conn
+            conn.pending[(src, response_type)].append(frame.correlation_id)
+            self.deliver(src, msg)
+            return
+        if self.client_handler is None:
+            self._reject(conn, frame.correlation_id, f"{frame.type} is not served here")
+            return
+        nursery.start_soon(self._answer_client, conn, frame)
+
+    async def _answer_client(self, conn: _Inbound, frame) -> None:
+        reply = await self.client_handler(frame.message)
+        if reply is not None:
+            conn.queue(encode_frame(reply, frame.correlation_id))
+
+
+def _correlation_of(payload: bytes) -> int:
+    """Best effort: the correlation id of a frame whose body did not decode."""
+    try:
+        value = msgpack.unpackb(payload, raw=False)
+    except Exception:  # any garbage: there is no id to echo
+        return 0
+    if type(value) is list and len(value) >= 3 and type(value[2]) is int:
+        return value[2]
+    return 0
+
+
+def _peer_name(stream) -> str:
+    sock = getattr(stream, "socket", None)
+    try:
+        host, port = sock.getpeername()[:2]
+        return f"{host}:{port}"
+    except Exception:  # in-memory streams have no socket
+        return "peer"

@@ -1,0 +1,147 @@
+"""Assemble and run one node from its config and an Env.
+
+For now a node runs the controller role: the Raft replica of the metadata log
+(storage → core → driver → transport) plus the quorum's client RPCs. The
+state machine is a placeholder that records committed entries; the metadata
+controller replaces it (`state_machine=` argument), and the broker role will add
+its own tasks next to the controller's in `run_node`.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+
+import msgpack
+import trio
+
+from raft.core import RaftCore
+from raft.driver import RaftDriver
+from raft.entry import Entry
+from raft.node_rpc import QuorumService
+from raft.node_storage import NodeStorage
+from raft.transport import Transport
+from raftkafka.config import ConfigError, NodeConfig
+from storage.env import Env
+from storage.meta_properties import VoterSpec, check_data_dir
+
+__all__ = ["RecordingStateMachine", "ControllerNode", "run_node", "voter_addresses"]
+
+log = logging.getLogger("raftkafka.node")
+
+
+class RecordingStateMachine:
+    """Keeps every committed non-control payload, in order; its snapshot is that list.
+
+    Diagnostic only (tests and benchmarks read it back from disk to prove that no
+    committed entry was lost); the metadata controller replaces it.
+    """
+
+    def __init__(self) -> None:
+        self.payloads: list[bytes] = []
+        self.applied_offset = 0  # end offset of what was applied
+
+    def restore(self, snapshot_id: tuple[int, int], data: bytes | None) -> None:
+        self.payloads = list(msgpack.unpackb(data)["payloads"]) if data else []
+        self.applied_offset = snapshot_id[0]
+
+    def apply(self, entries: list[Entry], high_watermark: int) -> None:
+        self.payloads.extend(e.payload for e in entries if not e.control)
+        self.applied_offset = entries[-1].offset + 1
+
+    def snapshot(self) -> bytes:
+        return msgpack.packb({"offset": self.applied_offset, "payloads": self.payloads})
+
+
+def voter_addresses(bootstrap: list[VoterSpec], configured: list[VoterSpec]) -> dict[int, tuple[str, int]]:
+    """Voter id → controller address: the format-time set, with addresses from the config if given."""
+    addresses = {v.node_id: (v.host, v.port) for v in bootstrap}
+    if configured:
+        if sorted(v.node_id for v in configured) != sorted(addresses):
+            raise ConfigError(
+                "controller.quorum.voters: ids "
+                f"{sorted(v.node_id for v in configured)} differ from the voters formatted into the data dir "
+                f"{sorted(addresses)}"
+            )
+        addresses = {v.node_id: (v.host, v.port) for v in configured}
+    return addresses
+
+
+class ControllerNode:
+    """The controller role: a Raft voter (or observer) with its listener and RPCs."""
+
+    def __init__(self, env: Env, config: NodeConfig, *, state_machine=None):
+        self.env = env
+        self.config = config
+        self.state_machine = state_machine or RecordingStateMachine()
+        self.driver: RaftDriver | None = None
+        self.transport: Transport | None = None
+        self.bound_port: int | None = None
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        env, config = self.env, self.config
+        meta, bootstrap = check_data_dir(env.fs, config.metadata_log_dir, node_id=config.node_id)
+        addresses = voter_addresses(bootstrap, config.voters)
+        storage = NodeStorage(env.fs, config.metadata_log_dir, segment_bytes=config.metadata_segment_bytes)
+        state, raft_log = await storage.load()
+        core = RaftCore(
+            node_id=config.node_id,
+            voters=sorted(addresses),
+            cluster_id=meta.cluster_id,
+            config=config.raft_config(),
+            state=state,
+            log=raft_log,
+            now=env.now(),
+            rng=env.rng,
+            observer=config.node_id not in addresses,
+        )
+        self.driver = driver = RaftDriver(
+            env, core, storage, self.state_machine,
+            send=lambda dst, msg: self.transport.send(dst, msg),
+            append_linger=config.append_linger_ms / 1000,
+            snapshot_interval_bytes=config.snapshot_interval_bytes,
+        )
+        service = QuorumService(env, driver, cluster_id=meta.cluster_id, node_id=config.node_id, addresses=addresses)
+
+        def epoch_and_leader():
+            st = core.status()
+            return st.epoch, st.leader_id
+
+        self.transport = Transport(
+            env,
+            node_id=config.node_id,
+            cluster_id=meta.cluster_id,
+            peers=addresses,
+            inbox=driver.inbox_send,
+            client_handler=service.handle,
+            status=epoch_and_leader,
+        )
+        listener = config.controller_listener
+        log.info(
+            "node %d starting: cluster %s, voters %s, log %s..%s, epoch %d",
+            config.node_id, meta.cluster_id, sorted(addresses), raft_log.start_offset, raft_log.end_offset, state.epoch,
+        )
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(service.run)
+                self.bound_port = await nursery.start(self.transport.run, listener.host, listener.port)
+                nursery.start_soon(driver.run)
+                task_status.started(self.bound_port)
+        finally:
+            storage.close()
+
+
+async def run_node(env: Env, config: NodeConfig, *, announce=print) -> None:
+    """Run until SIGTERM/SIGINT. Raises ConfigError / DataDirError before anything starts."""
+    if "broker" in config.roles and "controller" not in config.roles:
+        raise ConfigError("process.roles: the broker role is not available yet; use controller")
+    node = ControllerNode(env, config)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(node.run)
+            listener = config.controller_listener
+            announce(f"node {config.node_id} ({','.join(config.roles)}) listening on "
+                     f"{listener.name}://{listener.host}:{port}", flush=True)
+            async for signum in signals:
+                log.info("signal %d: shutting down", signum)
+                nursery.cancel_scope.cancel()
+                break
