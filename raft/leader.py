@@ -48,6 +48,7 @@ class LeaderState:
         self.progress[node_id] = ReplicaProgress(end_offset=-1, last_fetch=now)
         self.observers: dict[int, ReplicaProgress] = {}
         self.parked: dict[int, ParkedFetch] = {}
+        self.sent_hw: dict[int, int] = {}  # the HW each replica last heard from us
         # Voters that have not acknowledged BeginQuorumEpoch nor fetched yet.
         self.begin_unacked = {v for v in self.voters if v != node_id}
         self.begin_resend_at = now

@@ -189,7 +189,7 @@ class Replication:
         # Parked long-polls waiting at the old end can now be answered.
         waiting = [r for r in st.parked_ids() if st.parked[r].request.fetch_offset < self.log.end_offset]
         for replica, request in st.take_parked(waiting):
-            self._send(replica, self._leader_fetch_response(request))
+            self._reply_fetch(replica, request)
 
     def _advance_leader_hw(self, now: float) -> None:
         st: LeaderState = self.quorum.role_state
@@ -198,14 +198,14 @@ class Replication:
             self.high_watermark = new_hw
             # Followers learn the new HW from their parked fetches.
             for replica, request in st.take_parked(st.parked_ids()):
-                self._send(replica, self._leader_fetch_response(request))
+                self._reply_fetch(replica, request)
 
     def _tick_leader(self, st: LeaderState, now: float) -> None:
         if now >= st.check_quorum_deadline():
             self._become_resigned(now, st.preferred_successors())  # lost touch with a majority
             return
         for replica, request in st.take_parked(st.expired_parked(now)):
-            self._send(replica, self._leader_fetch_response(request))
+            self._reply_fetch(replica, request)
         if st.begin_unacked and now >= st.begin_resend_at:
             self._send_begin_quorum_epoch(st, now)
 
@@ -227,12 +227,20 @@ class Replication:
             st.record_fetch(req.replica_id, req.fetch_offset, now)
             self._advance_leader_hw(now)
             response = self._leader_fetch_response(req)
-            if not response.entries and req.max_wait_ms > 0:
+            # Park only when there is nothing new for it: no entries and no HW it lacks.
+            hw_known = st.sent_hw.get(req.replica_id) == self.high_watermark
+            if not response.entries and req.max_wait_ms > 0 and hw_known:
                 st.park(req.replica_id, req, now)
                 return
         else:
             st.record_fetch_time(req.replica_id, now)
         self._send(src, response)
+        st.sent_hw[req.replica_id] = response.high_watermark
+
+    def _reply_fetch(self, replica: int, request: FetchRequest) -> None:
+        response = self._leader_fetch_response(request)
+        self._send(replica, response)
+        self.quorum.role_state.sent_hw[replica] = response.high_watermark
 
     def _leader_fetch_response(self, req: FetchRequest) -> FetchResponse:
         log = self.log
