@@ -280,17 +280,20 @@ def decode_records(header: BatchHeader, payload, *, max_uncompressed: int = DEFA
             header_count, pos = _varint(data, pos)
             if header_count < 0 or header_count > record_end - pos:
                 raise CorruptRecordError(f"invalid header count {header_count}")
-            headers = []
-            for _ in range(header_count):
-                header_key, pos = _read_bytes(data, pos, record_end)
-                if header_key is None:
-                    raise CorruptRecordError("null record header key")
-                header_value, pos = _read_bytes(data, pos, record_end)
-                headers.append((header_key.decode("utf-8"), header_value))
+            headers = ()
+            if header_count:
+                pairs = []
+                for _ in range(header_count):
+                    header_key, pos = _read_bytes(data, pos, record_end)
+                    if header_key is None:
+                        raise CorruptRecordError("null record header key")
+                    header_value, pos = _read_bytes(data, pos, record_end)
+                    pairs.append((header_key.decode("utf-8"), header_value))
+                headers = tuple(pairs)
             if pos != record_end:
                 raise CorruptRecordError(f"record length {length} does not match its fields")
             timestamp = append_time if append_time is not None else base_timestamp + timestamp_delta
-            records.append(Record(base_offset + offset_delta, timestamp, key, value, tuple(headers)))
+            records.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
     except IndexError:
         raise CorruptRecordError("record truncated") from None
     except UnicodeDecodeError:
