@@ -1,0 +1,140 @@
+"""Headers, frames, the registry, message objects and error codes."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from wire.error_codes import ErrorCode
+from wire.errors import DecodeError
+from wire.protocol import (
+    API_VERSIONS, ApiKey, ApiVersionsRequest, ApiVersionsResponse, ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription, DescribeClusterRequest, DescribeClusterResponse, FetchRequest, JoinGroupResponse,
+    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, decode_request, decode_subscription,
+    encode_assignment, decode_assignment, encode_request, encode_response, encode_response_parts,
+    encode_subscription, lookup, response_header_version, split_frame,
+)
+
+TABLE_R = {0: (0, 8), 1: (4, 11), 2: (1, 3), 3: (1, 5), 8: (2, 3), 9: (1, 3), 10: (0, 1), 11: (0, 5), 12: (0, 1),
+           13: (0, 1), 14: (0, 3), 15: (0, 3), 16: (0, 1), 17: (0, 1), 18: (0, 3), 19: (0, 4), 20: (0, 3),
+           22: (0, 1), 32: (0, 2), 33: (0, 1), 36: (0, 1), 37: (0, 1), 42: (0, 1)}
+EXTRAS = {23: (0, 3), 44: (0, 1), 47: (0, 0), 60: (0, 1)}
+
+
+def test_api_versions_is_table_r_plus_the_extras():
+    assert API_VERSIONS == {**TABLE_R, **EXTRAS}
+    assert list(API_VERSIONS) == sorted(API_VERSIONS)
+    req, resp = lookup(ApiKey.FETCH, 11)
+    assert (req.__name__, resp.__name__) == ("FetchRequest", "FetchResponse")
+
+
+def test_api_versions_response_always_uses_header_v0():
+    body = ApiVersionsResponse(api_keys=[ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=3)])
+    frame = encode_response(RequestHeader(18, 3, 77), body)
+    # size, correlation id, then the body directly: no tagged-field byte after the correlation id
+    assert frame[4:8] == struct.pack(">i", 77)
+    assert frame[8:] == body.encode(3)
+    assert response_header_version(18, 3) == 0
+
+
+def test_flexible_response_gets_header_v1_and_nonflexible_v0():
+    body = DescribeClusterResponse(cluster_id="c")
+    frame = encode_response(RequestHeader(60, 1, 5), body)
+    assert frame[8:9] == b"\x00" and frame[9:] == body.encode(1)
+    assert response_header_version(60, 0) == 1
+    assert response_header_version(3, 5) == 0
+    parts = encode_response_parts(RequestHeader(60, 1, 5), body)
+    assert b"".join(parts) == frame
+
+
+def test_request_header_v2_keeps_an_int16_client_id():
+    frame = encode_request(ApiVersionsRequest(client_software_name="n", client_software_version="1"), 3, 9, "cid")
+    # size | key 18 | version 3 | corr 9 | int16 len 3 "cid" | empty tags | body (compact strings)
+    assert frame[4:] == struct.pack(">hhih", 18, 3, 9, 3) + b"cid" + b"\x00" + b"\x02n\x021\x00"
+    header, body = decode_request(frame[4:])
+    assert header == RequestHeader(18, 3, 9, "cid")
+    assert body.client_software_name == "n"
+
+
+def test_request_header_v1_for_nonflexible_versions():
+    frame = encode_request(DescribeClusterRequest(), 0, 1, None)  # flexible from v0: header v2
+    assert frame[4:16] == struct.pack(">hhih", 60, 0, 1, -1) + b"\x00" + b"\x00"  # tags, then the bool
+    frame = encode_request(FetchRequest(max_wait_ms=5), 11, 2, "c")
+    assert frame[12:15] == b"\x00\x01c"
+    assert decode_request(frame[4:])[1].max_wait_ms == 5
+
+
+def test_split_frame():
+    frame = encode_request(ApiVersionsRequest(), 0, 1, "c")
+    assert split_frame(frame[:-1]) is None
+    view, end = split_frame(frame + b"\x00\x00")
+    assert bytes(view) == frame[4:] and end == len(frame)
+    with pytest.raises(DecodeError):
+        split_frame(struct.pack(">i", 1 << 30))
+
+
+def test_api_versions_fallback_answers_v0_to_any_version():
+    body = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=3)])
+    frame = encode_response(RequestHeader(18, 4, 3), body, version=0)
+    assert frame == struct.pack(">iih", 4 + 2 + 4 + 6, 3, 35) + struct.pack(">ihhh", 1, 18, 0, 3)
+
+
+def test_defaults_for_fields_absent_in_a_version():
+    decoded = ProduceResponse.decode(ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(
+        name="t", partition_responses=[ProduceResponse.PartitionProduceResponse(
+            index=1, base_offset=5, log_append_time_ms=123, log_start_offset=9)])]).encode(2), 2)
+    part = decoded.responses[0].partition_responses[0]
+    assert (part.base_offset, part.log_append_time_ms, part.log_start_offset, part.error_message) == (5, 123, -1, None)
+    assert decoded.throttle_time_ms == 0
+    assert FetchRequest().replica_id == -1 and FetchRequest().max_bytes == 0x7FFFFFFF
+    assert ProduceRequest().transactional_id is None
+
+
+def test_constructor_lists_are_not_shared_and_unknown_args_fail():
+    a, b = MetadataResponse(), MetadataResponse()
+    a.brokers.append(1)
+    assert b.brokers == []
+    with pytest.raises(TypeError):
+        MetadataResponse(not_a_field=1)
+    assert "MetadataResponse(" in repr(a)
+    assert JoinGroupResponse(member_id="m") != JoinGroupResponse(member_id="n")
+
+
+def test_unknown_tagged_fields_survive_a_roundtrip():
+    body = ApiVersionsResponse(finalized_features_epoch=3).encode(3)
+    # Replace the trailing tag section (one known tag: 1) with known + an unknown tag 9.
+    known = b"\x01\x08" + struct.pack(">q", 3)
+    assert body.endswith(b"\x01" + known)
+    patched = body[: -len(known) - 1] + b"\x02" + known + b"\x09\x02hi"
+    decoded = ApiVersionsResponse.decode(patched, 3)
+    assert decoded.finalized_features_epoch == 3 and decoded._unknown_tags == [(9, b"hi")]
+    assert decoded.encode(3) == patched
+
+
+def test_consumer_protocol_reads_newer_versions_by_prefix():
+    sub = ConsumerProtocolSubscription(topics=["a", "b"], user_data=b"u")
+    future = encode_subscription(sub, 3)[2:]  # the newest known layout, then unknown fields
+    blob = struct.pack(">h", 7) + future + b"future-fields"
+    version, decoded = decode_subscription(blob)
+    assert version == 7 and decoded.topics == ["a", "b"] and decoded.user_data == b"u"
+    with pytest.raises(DecodeError):
+        decode_subscription(encode_subscription(sub, 1) + b"x")  # known version: no trailing bytes
+    assignment = ConsumerProtocolAssignment(assigned_partitions=[
+        ConsumerProtocolAssignment.TopicPartition(topic="a", partitions=[0, 2])])
+    assert decode_assignment(encode_assignment(assignment, 3)) == (3, assignment)
+
+
+def test_error_codes():
+    assert ErrorCode.NONE == 0 and ErrorCode.UNKNOWN_SERVER_ERROR == -1
+    assert ErrorCode(6) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert ErrorCode.NOT_LEADER_OR_FOLLOWER.retriable and ErrorCode.NOT_LEADER_OR_FOLLOWER.invalid_metadata
+    assert ErrorCode.REQUEST_TIMED_OUT.retriable and not ErrorCode.REQUEST_TIMED_OUT.invalid_metadata
+    assert not ErrorCode.UNSUPPORTED_VERSION.retriable
+    assert not ErrorCode.REBALANCE_IN_PROGRESS.retriable
+    assert ErrorCode.of(12345) is ErrorCode.UNKNOWN_SERVER_ERROR
+    reference = {1: False, 2: True, 3: True, 5: True, 6: True, 7: True, 10: False, 14: True, 15: True, 16: True,
+                 17: False, 19: True, 20: True, 21: False, 22: False, 25: False, 27: False, 35: False, 36: False,
+                 41: True, 42: False, 45: False, 47: False, 56: True, 59: False, 68: False, 69: False, 70: True,
+                 74: True, 75: True, 76: False, 78: True, 79: False, 82: False, 87: False, 89: True, 100: True}
+    assert {code: ErrorCode(code).retriable for code in reference} == reference
