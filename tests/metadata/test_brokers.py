@@ -1,0 +1,139 @@
+import uuid
+
+from metadata.controller.brokers import (
+    BrokerRegistrationRequest, HeartbeatRequest, broker_heartbeat, fence_stale_broker,
+    register_broker, unregister_broker,
+)
+from metadata.controller.heartbeats import BrokerHeartbeatManager
+from metadata.controller.replication import MAX_PARTITION_CHANGES_PER_BATCH
+from metadata.errors import Errors
+from metadata.records import NO_LEADER, BrokerRegistrationChange, PartitionChange
+from tests.metadata.helpers import apply, cluster, with_topic
+
+
+def manager(img, now=0.0):
+    hb = BrokerHeartbeatManager()
+    hb.activate(img, now)
+    return hb
+
+
+def test_registration_epochs_and_duplicates():
+    img = cluster(0)
+    hb = BrokerHeartbeatManager()
+    req = BrokerRegistrationRequest(1, uuid.UUID(int=5), rack="r1")
+    batches, res = register_broker(img, req, next_offset=40, heartbeats=hb, now=0.0)
+    assert res.error == Errors.NONE and res.broker_epoch == 40
+    img = apply(img, batches)
+    assert img.brokers[1].fenced and img.brokers[1].epoch == 40
+    # a retry of the same incarnation: same epoch, no records
+    assert register_broker(img, req, next_offset=50, heartbeats=hb, now=1.0) == \
+        ([], type(res)(Errors.NONE, 40))
+    other = BrokerRegistrationRequest(1, uuid.UUID(int=6))
+    _, res = register_broker(img, other, next_offset=50, heartbeats=hb, now=2.0)
+    assert res.error == Errors.DUPLICATE_BROKER_REGISTRATION
+    batches, res = register_broker(img, other, next_offset=60, heartbeats=hb, now=20.0)
+    assert res.broker_epoch == 60 and apply(img, batches).brokers[1].epoch == 60
+
+
+def heartbeat(img, hb, bid, now, offset=10**6, next_offset=10**6, **kw):
+    req = HeartbeatRequest(bid, img.brokers[bid].epoch, offset, **kw)
+    batches, res = broker_heartbeat(img, req, heartbeats=hb, now=now, next_offset=next_offset)
+    return apply(img, batches), batches, res
+
+
+def test_unfence_only_once_caught_up_then_elect_leaderless():
+    img = with_topic(cluster(2), "t", 1, 2)
+    hb = manager(img)
+    batches, fenced = fence_stale_broker(img, hb, 10.0)  # both stale: one per call
+    img = apply(img, batches)
+    batches, fenced2 = fence_stale_broker(img, hb, 10.0)
+    img = apply(img, batches)
+    assert {fenced, fenced2} == {1, 2} and img.topic("t").partitions[0].leader == NO_LEADER
+    epoch = img.brokers[1].epoch
+    _, batches, res = heartbeat(img, hb, 1, 11.0, offset=epoch - 1)
+    assert res.is_fenced and not res.is_caught_up and batches == []
+    img, batches, res = heartbeat(img, hb, 1, 12.0, offset=epoch)
+    assert res.is_caught_up and not res.is_fenced and not img.brokers[1].fenced
+    assert isinstance(batches[0][0], BrokerRegistrationChange)
+    # broker 2 was fenced last, so it is the partition's last ISR member: 1 may not lead
+    assert (fenced, fenced2) == (1, 2)
+    assert img.topic("t").partitions[0].leader == NO_LEADER
+    img, _, res = heartbeat(img, hb, 2, 12.0, offset=img.brokers[2].epoch)
+    assert img.topic("t").partitions[0].leader == 2
+
+
+def test_stale_epoch_and_unknown_broker():
+    img = cluster(1)
+    hb = manager(img)
+    _, res = broker_heartbeat(img, HeartbeatRequest(1, 5, 0), heartbeats=hb, now=0,
+                              next_offset=0)
+    assert res.error == Errors.STALE_BROKER_EPOCH
+    _, res = broker_heartbeat(img, HeartbeatRequest(9, 5, 0), heartbeats=hb, now=0,
+                              next_offset=0)
+    assert res.error == Errors.BROKER_ID_NOT_REGISTERED
+
+
+def test_fencing_moves_leaders_in_bounded_batches_with_single_epoch_bumps():
+    img = with_topic(cluster(3), "big", 2400, 3)
+    hb = manager(img)
+    for b in (1, 2):
+        heartbeat(img, hb, b, 8.0)
+    batches, fenced = fence_stale_broker(img, hb, 9.5)
+    assert fenced == 3
+    assert all(len(b) <= MAX_PARTITION_CHANGES_PER_BATCH for b in batches)
+    changes = [r for b in batches for r in b if isinstance(r, PartitionChange)]
+    assert len(changes) == 2400  # broker 3 is in every ISR
+    assert batches[-1] == [BrokerRegistrationChange(3, img.brokers[3].epoch, fenced=True)]
+    new = apply(img, batches)
+    for pid, old in img.topic("big").partitions.items():
+        p = new.topic("big").partitions[pid]
+        assert 3 not in p.isr and p.leader in (1, 2)
+        assert p.partition_epoch == old.partition_epoch + 1
+        assert p.leader_epoch == old.leader_epoch + (1 if old.leader == 3 else 0)
+    assert fence_stale_broker(new, hb, 9.6) == ([], None)
+
+
+def test_controlled_shutdown_moves_leaders_first_then_grants():
+    img = with_topic(cluster(3), "t", 6, 2)
+    hb = manager(img)
+    img2, batches, res = heartbeat(img, hb, 1, 1.0, offset=500, next_offset=600,
+                                   want_shutdown=True)
+    assert not res.should_shutdown and img2.brokers[1].in_controlled_shutdown
+    assert img2.partitions_led_by(1) == 0
+    # others have not yet seen the moves: keep waiting
+    heartbeat(img2, hb, 2, 1.1, offset=500)
+    heartbeat(img2, hb, 3, 1.1, offset=500)
+    _, _, res = heartbeat(img2, hb, 1, 1.2, offset=10**6, want_shutdown=True)
+    assert not res.should_shutdown
+    for b in (2, 3):
+        heartbeat(img2, hb, b, 1.3, offset=10**6)
+    img3, _, res = heartbeat(img2, hb, 1, 1.4, offset=10**6, want_shutdown=True)
+    assert res.should_shutdown and res.is_fenced and img3.brokers[1].fenced
+
+
+def test_unclean_restart_drops_broker_from_elr():
+    img = with_topic(cluster(3, elr=True), "t", 1, 3, configs={"min.insync.replicas": "3"})
+    hb = manager(img)
+    for b in (1, 2, 3):
+        batches, _ = fence_stale_broker(img, hb, 20.0)
+        img = apply(img, batches)
+    p = img.topic("t").partitions[0]
+    assert p.isr == () and set(p.eligible_leader_replicas) == {1, 2, 3}
+    req = BrokerRegistrationRequest(2, uuid.UUID(int=77), previous_broker_epoch=-1)
+    batches, res = register_broker(img, req, next_offset=900, heartbeats=hb, now=30.0)
+    img = apply(img, batches)
+    assert 2 not in img.topic("t").partitions[0].eligible_leader_replicas
+    clean = BrokerRegistrationRequest(3, uuid.UUID(int=78),
+                                      previous_broker_epoch=img.brokers[3].epoch)
+    batches, _ = register_broker(img, clean, next_offset=950, heartbeats=hb, now=30.0)
+    assert 3 in apply(img, batches).topic("t").partitions[0].eligible_leader_replicas
+
+
+def test_unregister():
+    img = with_topic(cluster(2), "t", 2, 2)
+    hb = manager(img)
+    batches, err = unregister_broker(img, 2, hb)
+    new = apply(img, batches)
+    assert err == Errors.NONE and 2 not in new.brokers
+    assert all(2 not in p.isr for p in new.topic("t").partitions.values())
+    assert unregister_broker(new, 2, hb)[1] == Errors.BROKER_ID_NOT_REGISTERED
