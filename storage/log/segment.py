@@ -179,6 +179,7 @@ class LogSegment:
         empty indexes and indexes_ok=False: the caller must `recover()` it.
         """
         log = fs.open(_path(log_dir, base_offset, LOG_SUFFIX + suffix))
+        indexes_exist = all(fs.exists(_path(log_dir, base_offset, s + suffix)) for s in FILE_SUFFIXES[1:])
         index_file = fs.open(_path(log_dir, base_offset, INDEX_SUFFIX + suffix), create=True)
         time_file = fs.open(_path(log_dir, base_offset, TIME_INDEX_SUFFIX + suffix), create=True)
         try:
@@ -191,6 +192,7 @@ class LogSegment:
             ok = False
         segment = cls(fs, log_dir, base_offset, log, offset_index, time_index,
                       index_interval_bytes=index_interval_bytes, created_ms=now_ms, suffix=suffix)
+        ok = ok and indexes_exist
         if ok:
             try:
                 segment._load_trusting_indexes()
