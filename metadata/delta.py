@@ -170,7 +170,8 @@ class MetadataDelta:
         res = (TOPIC_RESOURCE, name)
         current = dict(self.image.configs.get(res, {}))
         current.update(self._configs.get(res, {}))
-        self._configs[res] = {k: None for k in current}
+        if current:
+            self._configs[res] = {k: None for k in current}
 
     def _config(self, rec: Config) -> None:
         self._configs.setdefault((rec.resource_type, rec.resource_name), {})[rec.name] = rec.value
