@@ -20,11 +20,11 @@ FILES = sorted(TESTDATA.glob("*.txt"))
 def test_transcript(path: Path) -> None:
     blocks = parse_blocks(path.read_text())
     transcript = Transcript()
-    actual = [(cmd, transcript.run(cmd)) for cmd, _ in blocks]
+    actual = [(comment, cmd, transcript.run(cmd)) for comment, cmd, _ in blocks]
     if os.environ.get("REWRITE"):
         path.write_text(render(actual))
         return
-    for (cmd, expected), (_, got) in zip(blocks, actual):
+    for (_, cmd, expected), (_, _, got) in zip(blocks, actual):
         assert got == expected, f"{path.name}: output of {cmd!r} differs:\n{got}"
 
 

@@ -51,14 +51,17 @@ from tests.raft.cluster import Network, SimNode
 CONFIG = RaftConfig()
 
 
-def parse_blocks(text: str) -> list[tuple[str, str]]:
-    """[(command line, expected output)] in file order."""
-    blocks: list[tuple[str, str]] = []
+def parse_blocks(text: str) -> list[tuple[str, str, str]]:
+    """[(comment lines before it, command line, expected output)] in file order."""
+    blocks: list[tuple[str, str, str]] = []
     lines = text.splitlines()
+    comments: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
         if not line.strip() or line.startswith("#"):
+            if line.startswith("#"):
+                comments.append(line)
             i += 1
             continue
         command = line
@@ -70,12 +73,17 @@ def parse_blocks(text: str) -> list[tuple[str, str]]:
         while i < len(lines) and lines[i] != "":
             out.append(lines[i])
             i += 1
-        blocks.append((command, "\n".join(out)))
+        blocks.append(("\n".join(comments), command, "\n".join(out)))
+        comments = []
     return blocks
 
 
-def render(blocks: list[tuple[str, str]]) -> str:
-    return "".join(f"{cmd}\n----\n{out}\n\n" if out else f"{cmd}\n----\n\n" for cmd, out in blocks)
+def render(blocks: list[tuple[str, str, str]]) -> str:
+    parts = []
+    for comment, cmd, out in blocks:
+        head = f"{comment}\n" if comment else ""
+        parts.append(f"{head}{cmd}\n----\n{out}\n\n" if out else f"{head}{cmd}\n----\n\n")
+    return "".join(parts)
 
 
 def _err(code: int) -> str:
