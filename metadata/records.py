@@ -280,7 +280,10 @@ def _uuid(v: Any) -> uuid.UUID:
 def _ints(v: Any) -> tuple[int, ...]:
     if type(v) is not list:
         raise _bad("list", v)
-    return tuple(_int(x) for x in v)
+    for x in v:
+        if type(x) is not int or not _INT64_MIN <= x <= _INT64_MAX:
+            raise _bad("int64", x)
+    return tuple(v)
 
 
 def _uuids(v: Any) -> tuple[uuid.UUID, ...]:
@@ -399,8 +402,13 @@ def decode_record(data: bytes | bytearray | memoryview) -> Record:
             f"{cls.__name__} version {version} is newer than supported {cls.VERSION}",
             version=version)
     layout = _LAYOUTS[cls]
-    present = [i for i, s in enumerate(layout.since) if s <= version]
     values = body[2:]
+    if version == cls.VERSION:  # the common case: every field present, in order
+        if len(values) != len(layout.decoders):
+            raise DecodeError(f"{cls.__name__} v{version}: expected {len(layout.decoders)} "
+                              f"fields, got {len(values)}")
+        return cls(*[dec(v) for dec, v in zip(layout.decoders, values)])
+    present = [i for i, s in enumerate(layout.since) if s <= version]
     if len(values) != len(present):
         raise DecodeError(
             f"{cls.__name__} v{version}: expected {len(present)} fields, got {len(values)}")
@@ -409,7 +417,6 @@ def decode_record(data: bytes | bytearray | memoryview) -> Record:
     for i, raw in zip(present, values):
         kwargs[layout.names[i]] = layout.decoders[i](raw)
     return cls(**kwargs)
-
 
 def with_changes(rec: Record, **changes: Any) -> Record:
     """A copy of `rec` with some fields replaced (records are frozen)."""
