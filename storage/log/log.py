@@ -407,6 +407,7 @@ class PartitionLog:
         self.structure_version += 1
         doomed = list(self._segments.values())
         self._segments.clear()
+        self._mark_retired(doomed)  # first: the new segment may reuse the first one's name
         segment = LogSegment.create(self.fs, self.dir, offset, index_bytes=self.config.segment_index_bytes,
                                     index_interval_bytes=self.config.index_interval_bytes, now_ms=self.env.wall_ms())
         self._segments[offset] = segment
@@ -486,12 +487,16 @@ class PartitionLog:
             if self._dir_dirty:
                 await self._sync_dir()
             return
-        for segment in segments:
-            segment.rename(DELETED_SUFFIX)
-        deadline = self.env.now() + self.config.file_delete_delay_ms / 1000
-        self._pending_deletes.extend((deadline, s) for s in segments)
+        self._mark_retired(segments)
         await self._sync_dir()
         self.collect_deleted_files()
+
+    def _mark_retired(self, segments: list[LogSegment]) -> None:
+        fresh = [s for s in segments if s.suffix != DELETED_SUFFIX]
+        for segment in fresh:
+            segment.rename(DELETED_SUFFIX)
+        deadline = self.env.now() + self.config.file_delete_delay_ms / 1000
+        self._pending_deletes.extend((deadline, s) for s in fresh)
 
     def collect_deleted_files(self, now: float | None = None) -> int:
         """Close and remove retired segments whose delay has passed; returns how many."""
