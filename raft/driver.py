@@ -98,6 +98,7 @@ class RaftDriver:
         self._deadline = env.now()
         self._bytes_since_snapshot = 0
         self._last_committed: Entry | None = None
+        self._role: tuple | None = None
         self.high_watermark = 0
         self.hw_changed = trio.Event()  # set (and replaced) whenever the HW moves
 
@@ -183,6 +184,7 @@ class RaftDriver:
             if a.install_snapshot is not None:
                 snapshot_id, data = a.install_snapshot
                 await self.storage.install_snapshot(snapshot_id, data)
+                log.info("installed snapshot %s (%d bytes) from the leader", tuple(snapshot_id), len(data))
                 self._fail_in_flight(lambda p: True, "replaced by a snapshot")
                 self.sm.restore(tuple(snapshot_id), data)
                 self._bytes_since_snapshot = 0
@@ -201,6 +203,15 @@ class RaftDriver:
             if a.delete_before is not None:
                 await self.storage.delete_before(a.delete_before)
             self._deadline = a.deadline
+        self._log_role_change()
+
+    def _log_role_change(self) -> None:
+        st = self.core.status()
+        now_role = (st.role, st.epoch, st.leader_id)
+        if now_role != self._role:
+            self._role = now_role
+            log.info("raft: %s in epoch %d, leader %s, log end %d, HW %d",
+                     st.role, st.epoch, st.leader_id, st.log_end_offset, st.high_watermark)
 
     def _apply(self, entries: list[Entry], high_watermark: int) -> None:
         self.sm.apply(entries, high_watermark)

@@ -44,6 +44,9 @@ BACKOFF_MAX = 1.0
 CONNECT_TIMEOUT = 1.0
 
 ClientHandler = Callable[[object], Awaitable[object]]
+# What a broken or closed connection raises; each task catches these itself, because
+# trio would wrap them in an ExceptionGroup once they leave a nursery.
+_STREAM_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError)
 
 
 class _Inbound:
@@ -100,9 +103,7 @@ class _PeerLink:
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._read, stream, nursery.cancel_scope)
-                    await self._write(stream)
-            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, DecodeError) as e:
-                log.info("link to node %d lost: %s", self.node_id, e)
+                    nursery.start_soon(self._write, stream, nursery.cancel_scope)
             finally:
                 self.connected = False
                 self._pending.clear()
@@ -119,7 +120,15 @@ class _PeerLink:
             except trio.WouldBlock:
                 return
 
-    async def _write(self, stream) -> None:
+    async def _write(self, stream, scope: trio.CancelScope) -> None:
+        try:
+            await self._write_frames(stream)
+        except _STREAM_ERRORS as e:
+            log.info("link to node %d lost: %s", self.node_id, e)
+        finally:
+            scope.cancel()
+
+    async def _write_frames(self, stream) -> None:
         while True:
             msg = await self.recv_ch.receive()
             batch = [msg]
@@ -148,6 +157,8 @@ class _PeerLink:
                     self._deliver(frame)
         except DecodeError as e:
             log.warning("bad frame from node %d: %s; reconnecting", self.node_id, e)
+        except _STREAM_ERRORS as e:
+            log.info("link to node %d lost: %s", self.node_id, e)
         finally:
             scope.cancel()
 
@@ -225,16 +236,17 @@ class Transport:
 
     # ----------------------------------------------------------------- inbound
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
-        peer = _peer_name(stream)
-        conn = _Inbound(stream, peer)
+        conn = _Inbound(stream, _peer_name(stream))
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._reply_writer, conn, nursery.cancel_scope)
-                await self._read_requests(conn, nursery)
-                # Let queued replies drain, then stop the writer.
+                try:
+                    await self._read_requests(conn, nursery)
+                except _STREAM_ERRORS as e:
+                    log.info("connection from %s lost: %s", conn.peer, e)
+                    nursery.cancel_scope.cancel()
+                # Let queued replies drain, then the writer ends.
                 conn.out_send.close()
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
         finally:
             conn.closed = True
             for nid in [n for n, r in self.routes.items() if r is conn]:
@@ -252,6 +264,8 @@ class Transport:
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 await conn.stream.send_all(b"".join(batch))
+        except _STREAM_ERRORS as e:
+            log.info("connection from %s lost: %s", conn.peer, e)
         finally:
             scope.cancel()
 
@@ -309,7 +323,11 @@ class Transport:
         nursery.start_soon(self._answer_client, conn, frame)
 
     async def _answer_client(self, conn: _Inbound, frame) -> None:
-        reply = await self.client_handler(frame.message)
+        try:
+            reply = await self.client_handler(frame.message)
+        except Exception as e:  # a bug in a handler must not take the node down
+            log.exception("handling %s from %s failed", frame.type, conn.peer)
+            reply = codec.ErrorResponse(INVALID_REQUEST, f"internal error: {type(e).__name__}")
         if reply is not None:
             conn.queue(encode_frame(reply, frame.correlation_id))
 
