@@ -20,6 +20,9 @@ from wire.protocol import (
     encode_assignment, encode_request, encode_subscription,
 )
 
+# kafka-python loads its JSON schemas through deprecated importlib.resources calls.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
 GOLDEN = pathlib.Path(__file__).resolve().parent.parent / "golden"
 CLIENTS = sorted(SESSIONS)
 

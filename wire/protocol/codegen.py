@@ -153,6 +153,7 @@ def _build_decoder(spec: StructSpec, version: int, flexible: bool) -> Callable:
     lines.append("    return o, pos")
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<decode {spec.name} v{version}>", "exec"), ns.names)
+    ns.names["decode"].source = src  # for debugging: print(cls._decoders[v].source)
     return ns.names["decode"]
 
 
@@ -252,4 +253,5 @@ def _build_encoder(spec: StructSpec, version: int, flexible: bool) -> Callable:
         lines.append("    pass")
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<encode {spec.name} v{version}>", "exec"), ns.names)
+    ns.names["encode"].source = src
     return ns.names["encode"]

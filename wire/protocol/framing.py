@@ -157,7 +157,7 @@ def decode_request(frame) -> tuple[RequestHeader, Message]:
     api_key, api_version, correlation_id = _HEAD.unpack_from(buf, 0)
     header = RequestHeader(api_key, api_version, correlation_id)
     cls = REQUESTS.get(api_key)
-    if cls is None or api_version not in cls.VERSIONS:
+    if cls is None or api_version not in cls._decoders:
         try:  # best effort, for logs: header v1 and v2 both start with client_id
             header.client_id, _ = P.read_nullable_string(buf, 8)
         except (DecodeError, struct.error, ValueError):
@@ -165,7 +165,7 @@ def decode_request(frame) -> tuple[RequestHeader, Message]:
         raise UnsupportedRequestError(header)
     try:
         header.client_id, pos = P.read_nullable_string(buf, 8)
-        if api_version in cls.FLEXIBLE:
+        if api_version in cls._flexible_versions:
             header.unknown_tags, pos = P.read_empty_tagged_fields(buf, pos)
     except DecodeError as exc:
         raise MalformedRequestError(f"request header: {exc}", header) from None

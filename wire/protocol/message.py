@@ -121,10 +121,11 @@ class Message(Struct):
     FLEXIBLE: Versions
     _decoders: dict[int, Any]
     _encoders: dict[int, Any]
+    _flexible_versions: frozenset[int]
 
     @classmethod
     def is_flexible(cls, version: int) -> bool:
-        return version in cls.FLEXIBLE
+        return version in cls._flexible_versions
 
     @classmethod
     def _unsupported(cls, version: int) -> UnsupportedVersionError:
@@ -176,6 +177,7 @@ def define_message(class_name: str, fields: list[FieldSpec], *, api_key: int | N
     extra = {"API_KEY": api_key, "API_NAME": class_name.removesuffix("Request").removesuffix("Response"),
              "KIND": kind, "VERSIONS": vrange, "FLEXIBLE": frange}
     cls = _build_struct_class(spec, Message, extra)
+    _set_qualnames(spec, class_name)
     # Every nested struct is also reachable from the message: ProduceRequest.PartitionProduceData.
     for sub in _descendants(spec):
         existing = getattr(cls, sub.name, None)
@@ -184,11 +186,18 @@ def define_message(class_name: str, fields: list[FieldSpec], *, api_key: int | N
         setattr(cls, sub.name, sub.cls)
     cls._decoders = {}
     cls._encoders = {}
+    cls._flexible_versions = frozenset(v for v in range(vrange.lo, vrange.hi + 1) if v in frange)
     for v in range(vrange.lo, vrange.hi + 1):
         flex = v in frange
         cls._decoders[v] = compile_decoder(spec, v, flex)
         cls._encoders[v] = compile_encoder(spec, v, flex)
     return cls
+
+
+def _set_qualnames(spec: StructSpec, prefix: str) -> None:
+    for sub in spec.substructs():
+        sub.cls.__qualname__ = f"{prefix}.{sub.name}"
+        _set_qualnames(sub, sub.cls.__qualname__)
 
 
 def _descendants(spec: StructSpec) -> list[StructSpec]:

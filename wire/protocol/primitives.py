@@ -41,10 +41,6 @@ def _null(what: str):
 # ---- lengths -------------------------------------------------------------- #
 
 
-def _len16(buf, pos):
-    return _i16_from(buf, pos)[0], pos + 2
-
-
 def _len32(buf, pos):
     return _i32_from(buf, pos)[0], pos + 4
 
@@ -54,42 +50,43 @@ def _lencompact(buf, pos):
     return n - 1, pos
 
 
-# ---- strings -------------------------------------------------------------- #
-
-
-def _string(buf, pos, n, what="string"):
-    end = _span(buf, pos, n, what)
-    return str(buf[pos:end], "utf-8"), end
+# ---- strings (each reader is one flat function: these run per field) ------- #
 
 
 def read_string(buf, pos):
-    n, pos = _len16(buf, pos)
-    if n < 0:
-        _null("string")
-    return _string(buf, pos, n)
+    n = _i16_from(buf, pos)[0]
+    pos += 2
+    end = pos + n
+    if n < 0 or end > len(buf):
+        raise DecodeError(f"bad string length {n}" if n < 0 else f"string of {n} bytes overruns the frame")
+    return str(buf[pos:end], "utf-8"), end
 
 
 def read_nullable_string(buf, pos):
-    n, pos = _len16(buf, pos)
-    if n < 0:
-        if n != -1:
-            raise DecodeError(f"bad string length {n}")
+    n = _i16_from(buf, pos)[0]
+    pos += 2
+    if n == -1:
         return None, pos
-    return _string(buf, pos, n)
+    end = pos + n
+    if n < 0 or end > len(buf):
+        raise DecodeError(f"bad string length {n}" if n < 0 else f"string of {n} bytes overruns the frame")
+    return str(buf[pos:end], "utf-8"), end
 
 
 def read_compact_string(buf, pos):
     n, pos = _lencompact(buf, pos)
     if n < 0:
         _null("compact string")
-    return _string(buf, pos, n)
+    end = _span(buf, pos, n, "string")
+    return str(buf[pos:end], "utf-8"), end
 
 
 def read_compact_nullable_string(buf, pos):
     n, pos = _lencompact(buf, pos)
     if n < 0:
         return None, pos
-    return _string(buf, pos, n)
+    end = _span(buf, pos, n, "string")
+    return str(buf[pos:end], "utf-8"), end
 
 
 def write_string(out, value):
@@ -193,12 +190,13 @@ def read_records(buf, pos):
 
 
 def read_nullable_records(buf, pos):
-    n, pos = _len32(buf, pos)
-    if n < 0:
-        if n != -1:
-            raise DecodeError(f"bad records length {n}")
+    n = _i32_from(buf, pos)[0]
+    pos += 4
+    if n == -1:
         return None, pos
-    end = _span(buf, pos, n, "records")
+    end = pos + n
+    if n < 0 or end > len(buf):
+        raise DecodeError(f"bad records length {n}" if n < 0 else f"records of {n} bytes overrun the frame")
     return buf[pos:end], end
 
 
@@ -270,10 +268,12 @@ def _check_count(buf, pos, n):
 
 
 def read_array_len(buf, pos):
-    n, pos = _len32(buf, pos)
-    if n < 0:
-        _null("array")
-    return _check_count(buf, pos, n)
+    n = _i32_from(buf, pos)[0]
+    pos += 4
+    if n < 0 or n > len(buf) - pos:
+        raise DecodeError(f"null array where the field is not nullable" if n < 0 else
+                          f"array of {n} elements overruns the frame")
+    return n, pos
 
 
 def read_nullable_array_len(buf, pos):
