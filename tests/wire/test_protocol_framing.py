@@ -45,6 +45,8 @@ def test_flexible_response_gets_header_v1_and_nonflexible_v0():
     assert response_header_version(3, 5) == 0
     parts = encode_response_parts(RequestHeader(60, 1, 5), body)
     assert b"".join(parts) == frame
+    with pytest.raises(ValueError):
+        encode_response(RequestHeader(3, 5, 1), body)  # a DescribeCluster body for a Metadata request
 
 
 def test_request_header_v2_keeps_an_int16_client_id():

@@ -211,6 +211,8 @@ def encode_response_parts(header: RequestHeader | int, body: Message, version: i
     the ApiVersions fallback (answer v0 to any version) needs.
     """
     if isinstance(header, RequestHeader):
+        if header.api_key != body.API_KEY:
+            raise ValueError(f"{type(body).__name__} cannot answer a request with api key {header.api_key}")
         correlation_id = header.correlation_id
         if version is None:
             version = header.api_version

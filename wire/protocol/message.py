@@ -22,7 +22,7 @@ __all__ = ["Struct", "Message", "define_message", "request", "response", "as_mem
 
 _MISSING = object()
 # What a corrupt frame can raise inside generated code; all become DecodeError.
-_DECODE_FAILURES = (struct.error, IndexError, ValueError, OverflowError, RecursionError, TypeError)
+_DECODE_FAILURES = (struct.error, IndexError, ValueError, OverflowError)
 
 
 def as_memoryview(data) -> memoryview:
