@@ -167,8 +167,11 @@ class LogManager:
         log.on_recovery_point_lowered = self._recovery_point_lowered
 
     async def _recovery_point_lowered(self, log: PartitionLog) -> None:
-        for tp, other in self._logs.items():
+        """A truncation: persist the lower recovery point (and cleaner offset) before new appends."""
+        for tp, other in sorted(self._logs.items()):
             if other is log:
+                if self._cleaner_offsets.get(tp, 0) > log.log_end_offset:
+                    self._cleaner_offsets[tp] = log.log_end_offset
                 await self._write_dir_checkpoints(self._dir_of[tp])
                 return
 
