@@ -34,8 +34,10 @@ from storage.log.producer_state_snapshot import ProducerSnapshots
 from storage.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
+    INDEX_SUFFIX,
     LOG_SUFFIX,
     SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
     LogSegment,
     parse_segment_file_name,
 )
@@ -96,7 +98,7 @@ async def load_log(
             swaps.append(parsed[0])
         elif parsed[1].endswith(SWAP_SUFFIX):
             fs.remove(path)  # a swap's indexes are rebuilt from its log
-        elif f"{name.partition('.')[0]}{LOG_SUFFIX}" not in names:
+        elif parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and f"{name[:20]}{LOG_SUFFIX}" not in names:
             fs.remove(path)  # an index without its log
             stats.leftovers_removed += 1
 

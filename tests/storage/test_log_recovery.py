@@ -158,3 +158,20 @@ async def test_leftovers_are_removed_and_an_interrupted_swap_is_finished():
     assert not [n for n in names if n.endswith((".swap", ".cleaned", ".deleted", ".tmp"))]
     assert segment_file_name(12345, ".index") not in names
     check_consistent(log)
+
+
+async def test_producer_snapshots_survive_reopen_and_follow_truncation(env_and_dir):
+    env, path = env_and_dir
+    log = await PartitionLog.open(env, path, CONFIG)
+    for i in range(30):
+        log.append_as_leader(value_batch(2, size=90), leader_epoch=0)
+    await log.save_producer_snapshot(17, b"at-17")
+    await log.save_producer_snapshot(55, b"at-55")
+    await log.close()
+    log = await PartitionLog.open(env, path, CONFIG, recovery_point=0)
+    assert log.latest_producer_snapshot() == (55, b"at-55")
+    await log.truncate_to(40)
+    await log.close()
+    log = await PartitionLog.open(env, path, CONFIG, recovery_point=40, clean_shutdown=True)
+    assert log.latest_producer_snapshot() == (17, b"at-17")
+    await log.close()
