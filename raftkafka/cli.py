@@ -37,6 +37,12 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return (ConfigError, DataDirError, CorruptQuorumStateError, QuorumCommandError)
 
 
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    while isinstance(group, BaseExceptionGroup):
+        group = group.exceptions[0]
+    return group
+
+
 def build_parser() -> argparse.ArgumentParser:
     from raftkafka import format_cmd, node_cmd, quorum_cmd
 
@@ -55,10 +61,18 @@ def main(argv: list[str] | None = None) -> None:
         # Until the broker exists, the bare command explains itself.
         print(USAGE, end="")
         sys.exit(0)
+    expected = _expected_errors()
     try:
         code = args.run(args)
-    except _expected_errors() as e:
+    except expected as e:
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except BaseExceptionGroup as group:
+        # trio wraps errors raised inside nurseries; an expected one is still one line.
+        matched, rest = group.split(expected)
+        if matched is None or rest is not None:
+            raise
+        print(f"error: {_first_leaf(matched)}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)

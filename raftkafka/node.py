@@ -77,10 +77,14 @@ class ControllerNode:
         self.transport: Transport | None = None
         self.bound_port: int | None = None
 
+    def preflight(self):
+        """Check the data dir and voters (DataDirError / ConfigError) before anything starts."""
+        meta, bootstrap = check_data_dir(self.env.fs, self.config.metadata_log_dir, node_id=self.config.node_id)
+        return meta, voter_addresses(bootstrap, self.config.voters)
+
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         env, config = self.env, self.config
-        meta, bootstrap = check_data_dir(env.fs, config.metadata_log_dir, node_id=config.node_id)
-        addresses = voter_addresses(bootstrap, config.voters)
+        meta, addresses = self.preflight()
         storage = NodeStorage(env.fs, config.metadata_log_dir, segment_bytes=config.metadata_segment_bytes)
         state, raft_log = await storage.load()
         core = RaftCore(
@@ -116,14 +120,21 @@ class ControllerNode:
             status=epoch_and_leader,
         )
         listener = config.controller_listener
-        log.info(
-            "node %d starting: cluster %s, voters %s, log %s..%s, epoch %d",
-            config.node_id, meta.cluster_id, sorted(addresses), raft_log.start_offset, raft_log.end_offset, state.epoch,
-        )
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(service.run)
-                self.bound_port = await nursery.start(self.transport.run, listener.host, listener.port)
+                try:
+                    self.bound_port = await nursery.start(self.transport.run, listener.host, listener.port)
+                except* OSError as group:
+                    e = group.exceptions[0]
+                    raise ConfigError(
+                        f"listeners: cannot listen on {listener.host}:{listener.port}: {getattr(e, 'strerror', e) or e}"
+                    ) from None
+                log.info(
+                    "node %d started: cluster %s, voters %s, log %s..%s, epoch %d",
+                    config.node_id, meta.cluster_id, sorted(addresses),
+                    raft_log.start_offset, raft_log.end_offset, state.epoch,
+                )
                 nursery.start_soon(driver.run)
                 task_status.started(self.bound_port)
         finally:
@@ -135,6 +146,7 @@ async def run_node(env: Env, config: NodeConfig, *, announce=print) -> None:
     if "broker" in config.roles and "controller" not in config.roles:
         raise ConfigError("process.roles: the broker role is not available yet; use controller")
     node = ControllerNode(env, config)
+    node.preflight()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             port = await nursery.start(node.run)
