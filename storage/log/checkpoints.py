@@ -1,7 +1,8 @@
 """Kafka's plain-text checkpoint files, written atomically.
 
 Both the per-data-dir offset checkpoints (`recovery-point-offset-checkpoint`,
-`log-start-offset-checkpoint`, `cleaner-offset-checkpoint`) and the
+`log-start-offset-checkpoint`, `cleaner-offset-checkpoint`,
+`replication-offset-checkpoint`) and the
 per-partition `leader-epoch-checkpoint` share one layout:
 
     <version>\\n<count>\\n<entry>\\n... (entry fields separated by one space)
@@ -22,11 +23,13 @@ __all__ = [
     "RECOVERY_POINT_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "CLEANER_OFFSET_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
 ]
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # high watermarks
 VERSION = 0
 
 

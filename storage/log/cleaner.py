@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 
 from storage.env import Env
 from storage.log.log import PartitionLog
-from storage.log.segment import CLEANED_SUFFIX, LogSegment, iter_batch_bytes
+from storage.log.batch_scan import iter_batch_bytes
+from storage.log.segment import CLEANED_SUFFIX, LogSegment
 from wire.batch_header import ATTR_DELETE_HORIZON, HEADER_SIZE, BatchHeader, parse_header
 from wire.records import Compression, SimpleRecord, build_batch, decode_records
 

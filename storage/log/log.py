@@ -16,19 +16,31 @@ be torn.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from sortedcontainers import SortedDict
 
-from storage.env import Env, File
+from storage.env import Env
 from storage.log.epoch_cache import LeaderEpochCache
 from storage.log.log_config import LogConfig
+from storage.log.log_types import (
+    EARLIEST_TIMESTAMP,
+    EMPTY_FETCH,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendInfo,
+    FetchData,
+    InvalidAppendOffsetError,
+    LogError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    TimestampOffset,
+)
 from storage.log.producer_state_snapshot import ProducerSnapshots
 from storage.log.recovery import RecoveryStats, load_log
 from storage.log.retention import segments_to_delete
 from storage.log.segment import DELETED_SUFFIX, LogSegment
-from wire.batch_header import BatchHeader, iter_batches, set_base_offset, set_leader_epoch, set_max_timestamp
+from wire.batch_header import iter_batches, set_base_offset, set_leader_epoch, set_max_timestamp
 from wire.errors import CorruptRecordError
 
 __all__ = [
@@ -44,65 +56,6 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
 ]
-
-EARLIEST_TIMESTAMP = -2  # ListOffsets sentinels, as Kafka
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-
-
-class LogError(Exception):
-    """Base of the partition log's own errors (bad bytes raise wire's CorruptRecordError)."""
-
-
-class OffsetOutOfRangeError(LogError):
-    def __init__(self, offset: int, log_start: int, log_end: int):
-        super().__init__(f"offset {offset} outside the log [{log_start}, {log_end}]")
-        self.offset, self.log_start, self.log_end = offset, log_start, log_end
-
-
-class InvalidAppendOffsetError(LogError):
-    """A follower append whose offsets do not continue the log."""
-
-
-class RecordTooLargeError(LogError):
-    """A batch larger than max.message.bytes (or than a whole segment)."""
-
-
-@dataclass(frozen=True)
-class AppendInfo:
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    log_append_time: int  # -1 unless the log stamped LogAppendTime
-    batches: int
-    size: int
-
-
-@dataclass(frozen=True)
-class FetchData:
-    """Whole batches at [position, position + size) of `file` (size 0: nothing to read)."""
-
-    file: File | None
-    position: int
-    size: int
-    first_offset: int  # base offset of the first batch; -1 when empty
-
-    def read(self) -> bytes:
-        return self.file.read(self.position, self.size) if self.size else b""
-
-    async def send_to(self, stream) -> int:
-        return await self.file.send_to(stream, self.position, self.size) if self.size else 0
-
-
-EMPTY_FETCH = FetchData(None, 0, 0, -1)
-
-
-@dataclass(frozen=True)
-class TimestampOffset:
-    timestamp: int
-    offset: int
-    leader_epoch: int
-
 
 RecoveryPointListener = Callable[["PartitionLog"], Awaitable[None]]
 

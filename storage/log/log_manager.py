@@ -6,6 +6,7 @@ Kafka's LogManager. Each data dir holds one directory per partition
     recovery-point-offset-checkpoint   flushed-up-to offset per log (recovery starts there)
     log-start-offset-checkpoint        log start offset per log (DeleteRecords, retention)
     cleaner-offset-checkpoint          first dirty offset per compacted log
+    replication-offset-checkpoint      high watermark per log (restored, clamped, at startup)
     .kafka_cleanshutdown               present only after a clean shutdown
 
 On startup the marker decides between trusting the indexes (clean) and
@@ -29,6 +30,7 @@ from storage.log.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     CorruptCheckpointError,
     read_offsets,
     write_offsets,
@@ -85,6 +87,7 @@ class LogManager:
             recovery_points = _read_or_empty(self.fs, posixpath.join(data_dir, RECOVERY_POINT_CHECKPOINT))
             log_starts = _read_or_empty(self.fs, posixpath.join(data_dir, LOG_START_OFFSET_CHECKPOINT))
             cleaner = _read_or_empty(self.fs, posixpath.join(data_dir, CLEANER_OFFSET_CHECKPOINT))
+            high_watermarks = _read_or_empty(self.fs, posixpath.join(data_dir, REPLICATION_OFFSET_CHECKPOINT))
             for name in self.fs.listdir(data_dir):
                 path = posixpath.join(data_dir, name)
                 if not self.fs.is_dir(path):
@@ -101,6 +104,7 @@ class LogManager:
                                               recovery_point=recovery_points.get(tp, 0),
                                               log_start_offset=log_starts.get(tp, 0), clean_shutdown=clean)
                 self._register(tp, data_dir, log)
+                log.update_high_watermark(high_watermarks.get(tp, 0))
                 if tp in cleaner:
                     self._cleaner_offsets[tp] = cleaner[tp]
             if clean:
@@ -205,6 +209,8 @@ class LogManager:
                             {tp: log.log_start_offset for tp, log in logs.items()})
         await write_offsets(self.fs, posixpath.join(data_dir, CLEANER_OFFSET_CHECKPOINT),
                             {tp: o for tp, o in self._cleaner_offsets.items() if tp in logs})
+        await write_offsets(self.fs, posixpath.join(data_dir, REPLICATION_OFFSET_CHECKPOINT),
+                            {tp: log.high_watermark for tp, log in logs.items()})
 
     # -- background work ------------------------------------------------------
     async def flush_due_logs(self) -> int:

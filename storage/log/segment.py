@@ -14,13 +14,13 @@ segments) and `.deleted` (waiting for readers before removal) — Kafka's names.
 from __future__ import annotations
 
 import posixpath
-import struct
 from typing import Callable, Iterator
 
 from storage.env import File, FileSystem
+from storage.log.batch_scan import scan_valid_batches
 from storage.log.offset_index import CorruptIndexError, OffsetIndex
 from storage.log.time_index import TimeIndex
-from wire.batch_header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, iter_batches, parse_header, validate_batch
+from wire.batch_header import HEADER_SIZE, BatchHeader, parse_header
 from wire.errors import CorruptRecordError
 from wire.records import decode_batch
 
@@ -34,8 +34,6 @@ __all__ = [
     "DELETED_SUFFIX",
     "segment_file_name",
     "parse_segment_file_name",
-    "scan_valid_batches",
-    "iter_batch_bytes",
     "MAX_RELATIVE_OFFSET",
 ]
 
@@ -48,8 +46,6 @@ DELETED_SUFFIX = ".deleted"
 FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 MAX_RELATIVE_OFFSET = (1 << 31) - 1  # index entries store offsets relative to the base as int32
 MAX_SEGMENT_POSITION = (1 << 31) - 1  # ... and positions as int32
-_SCAN_CHUNK = 8 << 20
-_LENGTH = struct.Struct(">i")
 
 
 def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
@@ -62,66 +58,6 @@ def parse_segment_file_name(name: str) -> tuple[int, str] | None:
     if len(stem) != 20 or not stem.isdigit():
         return None
     return int(stem), name[20:]
-
-
-def scan_valid_batches(
-    file: File, start: int, end: int, on_batch: Callable[[int, BatchHeader], bool]
-) -> int:
-    """Walk whole, CRC-valid batches in [start, end); return where the valid bytes end.
-
-    `on_batch(position, header)` may return False to reject a batch (e.g. offsets
-    going backwards), which ends the valid region there. Reads in large chunks:
-    this is the recovery scan and runs at memory speed.
-    """
-    pos = start
-    while end - pos >= LOG_OVERHEAD:
-        chunk = file.read(pos, min(_SCAN_CHUNK, end - pos))
-        consumed = 0
-        try:
-            for rel, header in iter_batches(chunk):
-                if not on_batch(pos + rel, header):
-                    return pos + rel
-                consumed = rel + header.size
-        except CorruptRecordError:
-            return pos + consumed
-        if consumed == 0:
-            # The first batch is larger than a chunk (or torn): read exactly it.
-            (length,) = _LENGTH.unpack_from(chunk, 8)
-            size = LOG_OVERHEAD + length
-            if length < HEADER_SIZE - LOG_OVERHEAD or pos + size > end or size <= len(chunk):
-                return pos
-            chunk = file.read(pos, size)
-            try:
-                header = next(iter_batches(chunk), (0, None))[1]
-            except CorruptRecordError:
-                return pos
-            if header is None or not on_batch(pos, header):
-                return pos
-            consumed = header.size
-        pos += consumed
-    return pos
-
-
-def iter_batch_bytes(file: File, start: int, end: int) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """(header, bytes) of each batch in [start, end) of data known to be valid (CRC checked
-    anyway; corruption raises CorruptRecordError). Reads in large chunks."""
-    pos = start
-    while end - pos >= LOG_OVERHEAD:
-        chunk = file.read(pos, min(_SCAN_CHUNK, end - pos))
-        view = memoryview(chunk)
-        consumed = 0
-        for rel, header in iter_batches(chunk):
-            yield header, view[rel : rel + header.size]
-            consumed = rel + header.size
-        if consumed == 0:
-            (length,) = _LENGTH.unpack_from(chunk, 8)
-            data = file.read(pos, LOG_OVERHEAD + max(length, 0))
-            header = validate_batch(data)
-            yield header, memoryview(data)
-            consumed = header.size
-        pos += consumed
-    if pos != end:
-        raise CorruptRecordError(f"{file.path}: {end - pos} stray bytes at position {pos}")
 
 
 class LogSegment:

@@ -27,6 +27,7 @@ async def test_logs_spread_over_data_dirs_and_survive_clean_restart():
     for i, log in enumerate(logs):
         for _ in range(10 + i):
             log.append_as_leader(value_batch(2, size=100), leader_epoch=1)
+        log.update_high_watermark(10 + i)
     contents = [all_batches(log) for log in logs]
     await manager.shutdown()
     for d in ("/d1", "/d2"):
@@ -42,6 +43,7 @@ async def test_logs_spread_over_data_dirs_and_survive_clean_restart():
         log = manager.get_log("t", p)
         assert log.recovery_stats.segments_recovered == 0
         assert all_batches(log) == contents[p]
+        assert log.high_watermark == 10 + p  # restored from replication-offset-checkpoint
 
 
 async def test_unclean_restart_recovers_from_checkpointed_recovery_points():
