@@ -137,9 +137,9 @@ async def clean_log(
         budget -= segment.size
         end = segment.next_offset
         await env.sleep(0)
-    if log.structure_version != version:
-        result.aborted = True
-        return result
+        if log.structure_version != version:  # truncated or replaced while we yielded
+            result.aborted = True
+            return result
 
     # 3-5. Rewrite everything below `end`, group by group.
     groups = _group_segments([s for s in log.segments if s.next_offset <= end and s is not log.active_segment],

@@ -39,7 +39,7 @@ from storage.log.log_types import (
 from storage.log.producer_state_snapshot import ProducerSnapshots
 from storage.log.recovery import RecoveryStats, load_log
 from storage.log.retention import segments_to_delete
-from storage.log.segment import DELETED_SUFFIX, LogSegment
+from storage.log.segment import DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 from wire.batch_header import iter_batches, set_base_offset, set_leader_epoch, set_max_timestamp
 from wire.errors import CorruptRecordError
 
@@ -418,20 +418,30 @@ class PartitionLog:
     async def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> bool:
         """Swap a fsynced cleaner output (suffix `.cleaned`) in for `old`, crash-safely:
         `.cleaned` -> `.swap` (durable), old -> `.deleted` (durable), `.swap` -> live.
-        Returns False (and discards `new`) if `old` is no longer part of the log."""
-        if self.closed or any(self._segments.get(s.base_offset) is not s for s in old) or self.active_segment in old:
+        Readers switch to `new` in one synchronous step. Returns False (and discards
+        `new`) if `old` stopped being part of the log meanwhile (truncation, retention)."""
+
+        def still_current() -> bool:
+            return (not self.closed and all(self._segments.get(s.base_offset) is s for s in old)
+                    and self.active_segment not in old)
+
+        if still_current():
+            new.rename(SWAP_SUFFIX)
+            await self._sync_dir()
+        if not still_current():
             new.close()
             new.remove_files()
             return False
         self.structure_version += 1
-        new.rename(".swap")
-        await self._sync_dir()
         for segment in old:
             del self._segments[segment.base_offset]
-        await self._retire(old)
-        new.rename("")
         self._segments[new.base_offset] = new
+        self._mark_retired(old)
         await self._sync_dir()
+        if new.suffix == SWAP_SUFFIX:  # not retired by a truncation while we synced
+            new.rename("")
+            await self._sync_dir()
+        self.collect_deleted_files()
         return True
 
     async def _retire(self, segments: list[LogSegment]) -> None:

@@ -181,3 +181,24 @@ async def test_reads_during_cleaning_see_consistent_data():
         await clean_log(env, log, 0)
     assert not errors
     check_consistent(log)
+
+
+async def test_cleaning_gives_up_when_the_log_is_replaced_underneath():
+    env = FakeEnv()
+    log = await compacted_log(env, keyed_writes(300, keys=5))
+    results = []
+
+    async def cleaner():
+        results.append(await clean_log(env, log, 0))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cleaner)
+        for _ in range(3):
+            await trio.sleep(0)
+        await log.truncate_fully_and_start_at(1000)
+    assert results[0].aborted
+    assert (log.log_start_offset, log.log_end_offset, len(log.segments)) == (1000, 1000, 1)
+    log.collect_deleted_files(now=float("inf"))
+    assert [n for n in env.fs.listdir("/data/c-0") if n[0].isdigit()] == [
+        "00000000000000001000.index", "00000000000000001000.log", "00000000000000001000.timeindex"]
+    check_consistent(log)
