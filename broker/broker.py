@@ -1,0 +1,166 @@
+"""The broker role: Kafka-protocol server, replica manager and metadata cache, assembled.
+
+    broker = Broker(env, BrokerConfig(node_id=1, data_dirs=(...)), controller_channel)
+    loader.install(broker)                  # a metadata publisher: publish(delta, image)
+    port = await nursery.start(broker.run)  # serves until cancelled, then closes the logs
+
+`run` starts the partition logs (unless the node already did), the replica
+manager's apply task, the log manager's retention/compaction and flush tasks,
+and the listener; `task_status.started(port)` reports the bound port.
+"""
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from broker.broker_config import BrokerConfig
+from broker.controller_channel import ControllerChannel, CreatableTopic
+from broker.fetch_purgatory import FetchPurgatory
+from broker.handlers import advertised_versions
+from broker.handlers.metadata import topic_name_error
+from broker.metadata_cache import MetadataCache
+from broker.partition import Partition
+from broker.replica_manager import ReplicaManager
+from broker.server import KafkaServer
+from broker.topic_log_config import log_config_for
+from metadata.controller.configs import effective_broker_value
+from metadata.delta import MetadataDelta
+from metadata.image import EMPTY_IMAGE, MetadataImage
+from storage.env import Env
+from storage.log import LogManager
+from wire.error_codes import ErrorCode
+
+__all__ = ["Broker"]
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    name = "broker"
+
+    def __init__(self, env: Env, config: BrokerConfig, controller: ControllerChannel,
+                 log_manager: LogManager | None = None):
+        self.env = env
+        self.config = config
+        self.controller = controller
+        self.static = dict(config.static)
+        self.log_manager = log_manager or LogManager(
+            env, list(config.data_dirs), default_config=log_config_for(EMPTY_IMAGE, "", self.static))
+        self.metadata = MetadataCache(config.node_id, config.listener_name)
+        self.purgatory = FetchPurgatory()
+        self.replicas = ReplicaManager(config.node_id, self.log_manager, static=self.static,
+                                       on_change=self.purgatory.notify)
+        self.advertised_versions = advertised_versions()
+        self.server = KafkaServer(self)
+        self.port: int | None = None
+        self._nursery: trio.Nursery | None = None
+        self._auto_creating: set[str] = set()
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self.config.cluster_id
+
+    # -- metadata publisher -------------------------------------------------------
+    def publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self.metadata.publish(delta, image)
+        self.replicas.publish(delta, image)
+
+    # -- lifecycle ---------------------------------------------------------------
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        owns_logs = not self.log_manager.started
+        if owns_logs:
+            await self.log_manager.startup()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await nursery.start(self.replicas.run)
+                nursery.start_soon(self._retention_and_cleaning)
+                nursery.start_soon(self._flusher)
+                self.port = await nursery.start(self.server.serve)
+                task_status.started(self.port)
+        finally:
+            self._nursery = None
+            if owns_logs:
+                with trio.CancelScope(shield=True):
+                    await self.log_manager.shutdown()
+
+    async def _retention_and_cleaning(self) -> None:
+        await self._background(self.log_manager.run_retention_and_cleaning, self.config.retention_check_interval_s)
+
+    async def _flusher(self) -> None:
+        await self._background(self.log_manager.run_flusher, self.config.flush_check_interval_s)
+
+    async def _background(self, task, interval: float) -> None:
+        # A failing pass (a disk error, say) is logged and retried later; it must not take the broker down.
+        while True:
+            try:
+                await task(interval)
+            except Exception:
+                log.exception("%s failed; retrying in %.0f s", task.__name__, interval)
+                await self.env.sleep(interval)
+
+    # -- what handlers ask -----------------------------------------------------------
+    async def leader_partition(self, topic: str, index: int, deadline: float) -> Partition | int:
+        """This broker's leader replica of topic-index, or the Kafka error code to answer.
+
+        If the image already names us leader but the replica manager has not applied
+        that change yet, wait for it (bounded), so a request right after a topic
+        creation or leader move is served rather than bounced."""
+        topic_image = self.metadata.topic(topic)
+        reg = None if topic_image is None else topic_image.partitions.get(index)
+        if reg is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partition = self.replicas.get(topic, index)
+        if reg.leader == self.node_id and not _serves(partition, topic_image.topic_id, reg.leader_epoch):
+            limit = min(deadline, self.env.now() + self.config.replica_apply_timeout_s)
+            await self.replicas.wait_applied(self.metadata.image.offset, max(limit, self.env.now()))
+            partition = self.replicas.get(topic, index)
+        if partition is None or partition.topic_id != topic_image.topic_id:
+            if (topic, index) in self.replicas.offline:
+                return ErrorCode.KAFKA_STORAGE_ERROR
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return partition
+
+    def auto_create_topics(self, names: list[str], *, allowed: bool) -> dict[str, int]:
+        """Metadata's auto topic creation: error code per name for the response now
+        (LEADER_NOT_AVAILABLE while being created); creation runs in the background."""
+        image = self.metadata.image
+        if not allowed or not effective_broker_value(image, "auto.create.topics.enable", self.static):
+            return {}
+        out: dict[str, int] = {}
+        wanted = []
+        for name in names:
+            error = topic_name_error(name)
+            if error is not None:
+                out[name] = error
+                continue
+            out[name] = ErrorCode.LEADER_NOT_AVAILABLE
+            if name not in self._auto_creating:
+                wanted.append(name)
+        if wanted and self._nursery is not None:
+            self._auto_creating.update(wanted)
+            self._nursery.start_soon(self._auto_create, wanted)
+        return out
+
+    async def _auto_create(self, names: list[str]) -> None:
+        try:
+            reply = await self.controller.create_topics([CreatableTopic(n) for n in names])
+            for result in reply.results:
+                if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                    log.info("auto-creating topic %s failed: %s %s", result.name, result.error.name, result.message)
+        except Exception:
+            log.exception("auto-creating topics %s failed", names)
+        finally:
+            self._auto_creating.difference_update(names)
+
+
+def _serves(partition: Partition | None, topic_id, leader_epoch: int) -> bool:
+    return (partition is not None and partition.topic_id == topic_id and partition.is_leader
+            and partition.leader_epoch >= leader_epoch)

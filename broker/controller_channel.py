@@ -1,0 +1,62 @@
+"""The broker's seam to the active controller for admin requests.
+
+Admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+IncrementalAlterConfigs) that reach a broker are forwarded to the active
+controller, as in KRaft. Handlers talk to this protocol with plain request and
+result objects (the metadata layer's own types, never Kafka wire classes); the
+real implementation forwards them over the controller RPC, tests apply the
+pure controller logic in-process (tests/broker/harness.py).
+
+Every call returns a `ControllerReply`: the per-item results and the metadata
+log offset at which the change committed (-1 if nothing was written), so the
+handler can wait until this broker's metadata has caught up before answering —
+a client that creates a topic and then asks for metadata sees it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, Mapping, Protocol, Sequence, TypeVar
+
+from metadata.controller.configs import AlterOp, ConfigError
+from metadata.controller.topics import CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions
+from metadata.errors import Errors
+from metadata.image import ConfigResource
+
+__all__ = [
+    "ControllerChannel", "ControllerReply", "ControllerUnavailableError",
+    "CreatableTopic", "CreateTopicResult", "DeleteTopicResult", "NewPartitions",
+    "AlterOp", "ConfigError", "ConfigResource",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ControllerReply(Generic[T]):
+    results: T
+    offset: int = -1  # metadata offset the change committed at; -1 = nothing written
+
+
+class ControllerUnavailableError(Exception):
+    """No active controller could be reached in time (answered as a retriable error)."""
+
+
+class ControllerChannel(Protocol):
+    async def create_topics(self, topics: Sequence[CreatableTopic], *, validate_only: bool = False,
+                            timeout_s: float = 30.0) -> ControllerReply[list[CreateTopicResult]]: ...
+
+    async def delete_topics(self, names: Sequence[str], *,
+                            timeout_s: float = 30.0) -> ControllerReply[list[DeleteTopicResult]]: ...
+
+    async def create_partitions(self, requests: Sequence[NewPartitions], *, validate_only: bool = False,
+                                timeout_s: float = 30.0,
+                                ) -> ControllerReply[dict[str, tuple[Errors, str | None]]]: ...
+
+    async def alter_configs(self, resources: Mapping[ConfigResource, Mapping[str, str | None]], *,
+                            validate_only: bool = False, timeout_s: float = 30.0,
+                            ) -> ControllerReply[dict[ConfigResource, ConfigError]]: ...
+
+    async def incremental_alter_configs(
+        self, resources: Mapping[ConfigResource, Sequence[tuple[str, AlterOp, str | None]]], *,
+        validate_only: bool = False, timeout_s: float = 30.0,
+    ) -> ControllerReply[dict[ConfigResource, ConfigError]]: ...

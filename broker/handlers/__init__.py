@@ -1,0 +1,49 @@
+"""Request handlers, one module per API or small API family.
+
+`HANDLERS` maps an api key to its `Handler`; ApiVersions advertises exactly
+these keys with the versions the codecs define (so never more than both the
+codec and the handler implement). A handler is `async handle(broker, header,
+request) -> response | None` (None: no response, e.g. acks=0) and
+`error(broker, header, request, code) -> response` builds the answer that
+gives every item of the request one error code (used for UNKNOWN_SERVER_ERROR).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from broker.handlers import (
+    api_versions, configs, describe_cluster, fetch, list_offsets, metadata, offset_for_leader_epoch,
+    produce, topics_admin,
+)
+from wire.protocol import API_VERSIONS, ApiKey
+
+__all__ = ["Handler", "HANDLERS", "advertised_versions"]
+
+
+@dataclass(frozen=True)
+class Handler:
+    handle: Callable[..., Awaitable[Any]]
+    error: Callable[..., Any]
+
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.PRODUCE: Handler(produce.handle, produce.error_response),
+    ApiKey.FETCH: Handler(fetch.handle, fetch.error_response),
+    ApiKey.LIST_OFFSETS: Handler(list_offsets.handle, list_offsets.error_response),
+    ApiKey.METADATA: Handler(metadata.handle, metadata.error_response),
+    ApiKey.API_VERSIONS: Handler(api_versions.handle, api_versions.error_response),
+    ApiKey.CREATE_TOPICS: Handler(topics_admin.handle_create_topics, topics_admin.create_topics_error),
+    ApiKey.DELETE_TOPICS: Handler(topics_admin.handle_delete_topics, topics_admin.delete_topics_error),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Handler(offset_for_leader_epoch.handle, offset_for_leader_epoch.error_response),
+    ApiKey.DESCRIBE_CONFIGS: Handler(configs.handle_describe, configs.describe_error),
+    ApiKey.ALTER_CONFIGS: Handler(configs.handle_alter, configs.alter_error),
+    ApiKey.CREATE_PARTITIONS: Handler(topics_admin.handle_create_partitions, topics_admin.create_partitions_error),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Handler(configs.handle_incremental_alter, configs.incremental_alter_error),
+    ApiKey.DESCRIBE_CLUSTER: Handler(describe_cluster.handle, describe_cluster.error_response),
+}
+
+
+def advertised_versions(handlers: dict[int, Handler] = HANDLERS) -> dict[int, tuple[int, int]]:
+    """api_key -> (min, max) for every key that has both a handler and a codec."""
+    return {int(key): API_VERSIONS[key] for key in sorted(handlers) if key in API_VERSIONS}

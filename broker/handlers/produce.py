@@ -1,0 +1,116 @@
+"""Produce v3-8 (v0-2 are parsed and refused per partition with UNSUPPORTED_VERSION).
+
+Per partition: find the local leader, validate the one batch's header
+(broker.produce), append (the log checks the CRC, assigns offsets by patching
+baseOffset, stamps the leader epoch and LogAppendTime). acks=0 gets no
+response at all; if anything failed the connection is closed instead so the
+client refreshes metadata (Kafka's behaviour). acks=all waits until the high
+watermark passes the batch, refusing up front when the ISR is smaller than
+min.insync.replicas.
+"""
+from __future__ import annotations
+
+import logging
+
+from broker.produce import MIN_PRODUCE_VERSION, ProduceError, validate_produce_records
+from broker.request_errors import CloseConnection
+from metadata.controller.configs import effective_topic_value
+from storage.log import LogError, RecordTooLargeError
+from wire.error_codes import ErrorCode
+from wire.errors import CorruptRecordError
+from wire.protocol import ProduceResponse
+
+__all__ = ["handle", "error_response"]
+
+log = logging.getLogger(__name__)
+R = ProduceResponse
+
+
+def _partition_response(index: int, code: int, message: str | None = None, *, base_offset: int = -1,
+                        append_time: int = -1, log_start: int = -1) -> R.PartitionProduceResponse:
+    return R.PartitionProduceResponse(index=index, error_code=code, base_offset=base_offset,
+                                      log_append_time_ms=append_time, log_start_offset=log_start,
+                                      record_errors=[], error_message=message)
+
+
+async def handle(broker, header, request):
+    version = header.api_version
+    acks = request.acks
+    env = broker.env
+    deadline = env.now() + max(0, request.timeout_ms) / 1000
+    results: dict[str, list] = {}
+    waits = []  # (topic, response slot, partition, last offset) for acks=all
+    for topic in request.topic_data:
+        out = results.setdefault(topic.name, [])
+        for part in topic.partition_data:
+            if version < MIN_PRODUCE_VERSION:
+                out.append(_partition_response(part.index, ErrorCode.UNSUPPORTED_VERSION,
+                                               f"Produce v{version} is not supported; use v3 or later"))
+                continue
+            if acks not in (-1, 0, 1):
+                out.append(_partition_response(part.index, ErrorCode.INVALID_REQUIRED_ACKS))
+                continue
+            response, partition, last_offset = await _append_one(broker, topic.name, part, version, acks, deadline)
+            out.append(response)
+            if acks == -1 and response.error_code == ErrorCode.NONE and partition.high_watermark <= last_offset:
+                waits.append((response, partition, last_offset))
+    for response, partition, last_offset in waits:
+        # acks=all: answer once the HW covers the batch (immediately while the ISR is the leader alone).
+        while partition.high_watermark <= last_offset:
+            if not partition.is_leader:
+                response.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                break
+            if not await broker.purgatory.wait([partition.key], deadline) and env.now() >= deadline:
+                response.error_code = ErrorCode.REQUEST_TIMED_OUT
+                break
+    if acks == 0:
+        failed = [r for rs in results.values() for r in rs if r.error_code != ErrorCode.NONE]
+        if failed:
+            raise CloseConnection(f"acks=0 produce failed with {ErrorCode(failed[0].error_code).name}")
+        return None
+    return R(responses=[R.TopicProduceResponse(name=name, partition_responses=parts)
+                        for name, parts in results.items()], throttle_time_ms=0)
+
+
+async def _append_one(broker, topic: str, part, version: int, acks: int, deadline: float):
+    found = await broker.leader_partition(topic, part.index, deadline)
+    if isinstance(found, int):
+        return _partition_response(part.index, found), None, -1
+    partition = found
+    image = broker.metadata.image
+    static = broker.static
+    try:
+        if acks == -1:
+            min_isr = effective_topic_value(image, topic, "min.insync.replicas", static)
+            if len(partition.registration.isr) < min_isr:
+                raise ProduceError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                   f"The size of the current ISR {list(partition.registration.isr)} is "
+                                   f"insufficient to satisfy the min.isr requirement of {min_isr}")
+        config = partition.log.config
+        now_ms = broker.env.wall_ms()
+        validate_produce_records(
+            part.records, version, max_message_bytes=config.max_message_bytes,
+            log_append_time=config.log_append_time, now_ms=now_ms,
+            before_max_ms=effective_topic_value(image, topic, "message.timestamp.before.max.ms", static),
+            after_max_ms=effective_topic_value(image, topic, "message.timestamp.after.max.ms", static))
+        info = partition.append_as_leader(part.records, now_ms)
+    except ProduceError as exc:
+        return _partition_response(part.index, exc.code, exc.message), partition, -1
+    except RecordTooLargeError as exc:
+        return _partition_response(part.index, ErrorCode.MESSAGE_TOO_LARGE, str(exc)), partition, -1
+    except CorruptRecordError as exc:
+        return _partition_response(part.index, ErrorCode.CORRUPT_MESSAGE, str(exc)), partition, -1
+    except LogError as exc:
+        log.warning("append to %s-%d failed: %s", topic, part.index, exc)
+        return _partition_response(part.index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc)), partition, -1
+    return (_partition_response(part.index, ErrorCode.NONE, base_offset=info.first_offset,
+                                append_time=info.log_append_time, log_start=partition.log_start_offset),
+            partition, info.last_offset)
+
+
+def error_response(broker, header, request, code: int):
+    if request.acks == 0:
+        raise CloseConnection(f"acks=0 produce failed with {ErrorCode(code).name}")
+    return R(responses=[R.TopicProduceResponse(
+        name=t.name, partition_responses=[_partition_response(p.index, code) for p in t.partition_data])
+        for t in request.topic_data], throttle_time_ms=0)

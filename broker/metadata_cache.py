@@ -1,0 +1,86 @@
+"""The broker's view of cluster metadata: a publisher holding the latest image.
+
+Answers what Metadata, DescribeCluster and the data-path handlers need to
+know: which brokers are alive and where they listen, who leads a partition.
+Handlers that changed metadata through the controller wait here until the
+published image has reached the commit offset.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import trio
+
+from metadata.delta import MetadataDelta
+from metadata.image import EMPTY_IMAGE, MetadataImage, TopicImage
+from metadata.partition import PartitionRegistration
+
+__all__ = ["MetadataCache", "BrokerEndpoint"]
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class MetadataCache:
+    name = "metadata-cache"
+
+    def __init__(self, node_id: int, listener_name: str = "PLAINTEXT"):
+        self.node_id = node_id
+        self.listener_name = listener_name
+        self.image: MetadataImage = EMPTY_IMAGE
+        self._changed = trio.Event()
+
+    # -- publisher ------------------------------------------------------------
+    def publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self.image = image
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_for_offset(self, offset: int, deadline: float) -> bool:
+        """Wait (until the trio-clock `deadline`) for an image at or past `offset`."""
+        with trio.move_on_at(deadline):
+            while self.image.offset < offset:
+                await self._changed.wait()
+        return self.image.offset >= offset
+
+    async def wait_until(self, predicate, deadline: float) -> bool:
+        with trio.move_on_at(deadline):
+            while not predicate(self.image):
+                await self._changed.wait()
+        return predicate(self.image)
+
+    # -- lookups --------------------------------------------------------------
+    def topic(self, name: str) -> TopicImage | None:
+        return self.image.topics_by_name.get(name)
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        t = self.image.topics_by_name.get(topic)
+        return None if t is None else t.partitions.get(partition)
+
+    def alive_brokers(self) -> list[BrokerEndpoint]:
+        """Unfenced brokers with an endpoint on our listener, by id."""
+        out = []
+        for broker_id in self.image.unfenced_brokers():
+            reg = self.image.brokers[broker_id]
+            for ep in reg.endpoints:
+                if ep.name == self.listener_name:
+                    out.append(BrokerEndpoint(broker_id, ep.host, ep.port, reg.rack))
+                    break
+        return out
+
+    def is_alive(self, broker_id: int) -> bool:
+        reg = self.image.brokers.get(broker_id)
+        return reg is not None and not reg.fenced
+
+    def controller_id(self) -> int:
+        """What clients see as "the controller": a live broker that forwards admin requests
+        (in KRaft the real controllers are not client-reachable). Prefer ourselves."""
+        alive = [b.node_id for b in self.alive_brokers()]
+        if self.node_id in alive or not alive:
+            return self.node_id if alive else -1
+        return alive[0]

@@ -1,0 +1,91 @@
+"""Produce-path validation of one partition's records, without touching a single record.
+
+Kafka's ProduceRequest.validateRecords + LogValidator, at the header level:
+exactly one RecordBatch v2 per partition (Produce v3+), baseOffset 0, a record
+count that matches lastOffsetDelta, no control batches from clients, no zstd
+before Produce v7, the size under max.message.bytes, and the batch's timestamps
+inside message.timestamp.before/after.max.ms (checked on the header's base and
+max timestamps, so a record in the middle of a batch is not inspected). The
+CRC-32C is checked when the log appends the batch (one pass over the bytes).
+"""
+from __future__ import annotations
+
+from wire.batch_header import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, parse_header
+from wire.error_codes import ErrorCode
+from wire.errors import CorruptRecordError
+
+__all__ = ["ProduceError", "validate_produce_records", "ZSTD", "MIN_PRODUCE_VERSION"]
+
+ZSTD = 4
+MIN_PRODUCE_VERSION = 3  # v0-2 (magic 0/1 message sets) are refused, as Kafka 4 does
+MIN_ZSTD_PRODUCE_VERSION = 7
+
+
+class ProduceError(Exception):
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def validate_produce_records(records, version: int, *, max_message_bytes: int, log_append_time: bool,
+                             now_ms: int, before_max_ms: int, after_max_ms: int) -> BatchHeader:
+    """The single batch's header, or ProduceError with Kafka's error code."""
+    if records is None or len(records) == 0:
+        raise ProduceError(ErrorCode.INVALID_RECORD,
+                           f"Produce requests with version {version} must have at least one record batch")
+    size = len(records)
+    if size < LOG_OVERHEAD + 5:  # not even baseOffset, length, epoch and magic
+        raise ProduceError(ErrorCode.CORRUPT_MESSAGE, f"record set of {size} bytes is truncated")
+    if records[LOG_OVERHEAD + 4] != MAGIC:
+        raise ProduceError(ErrorCode.INVALID_RECORD,
+                           f"Produce requests with version {version} are only allowed to contain "
+                           f"record batches with magic version 2")
+    try:
+        header = parse_header(records, 0)
+    except CorruptRecordError as exc:
+        raise ProduceError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+    if header.size > size:
+        raise ProduceError(ErrorCode.CORRUPT_MESSAGE,
+                           f"record batch truncated: needs {header.size} bytes, {size} available")
+    if header.size < size:
+        raise ProduceError(ErrorCode.INVALID_RECORD,
+                           f"Produce requests with version {version} are only allowed to contain "
+                           f"exactly one record batch per partition")
+    if header.size > max_message_bytes:
+        raise ProduceError(ErrorCode.MESSAGE_TOO_LARGE,
+                           f"The request included a message larger than the max message size the server "
+                           f"will accept: {header.size} > {max_message_bytes}")
+    if header.compression == ZSTD and version < MIN_ZSTD_PRODUCE_VERSION:
+        raise ProduceError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                           f"Produce requests with version {version} cannot use zstd compression")
+    if header.compression > ZSTD:
+        raise ProduceError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {header.compression}")
+    if header.base_offset != 0:
+        raise ProduceError(ErrorCode.INVALID_RECORD,
+                           f"The baseOffset of the record batch in the append to a partition should be 0, "
+                           f"but it is {header.base_offset}")
+    if header.records_count <= 0 or header.last_offset_delta + 1 != header.records_count:
+        raise ProduceError(ErrorCode.INVALID_RECORD,
+                           f"Inconsistent batch offset range [0, {header.last_offset_delta}] and "
+                           f"record count {header.records_count}")
+    if header.records_count > 0 and header.batch_length == HEADER_SIZE - LOG_OVERHEAD:
+        raise ProduceError(ErrorCode.CORRUPT_MESSAGE, "record batch claims records but holds no bytes")
+    if header.is_control:
+        raise ProduceError(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise ProduceError(ErrorCode.INVALID_RECORD,
+                           f"Invalid sequence number {header.base_sequence} for producer {header.producer_id}")
+    if not log_append_time and not header.log_append_time:
+        _check_timestamps(header, now_ms, before_max_ms, after_max_ms)
+    return header
+
+
+def _check_timestamps(header: BatchHeader, now_ms: int, before_max_ms: int, after_max_ms: int) -> None:
+    for ts in (header.base_timestamp, header.max_timestamp):
+        if ts < 0:
+            continue  # NO_TIMESTAMP: nothing to bound
+        if now_ms - ts > before_max_ms or ts - now_ms > after_max_ms:
+            raise ProduceError(ErrorCode.INVALID_TIMESTAMP,
+                               f"Timestamp {ts} of the record batch is out of range: it must be within "
+                               f"[{now_ms - before_max_ms}, {now_ms + after_max_ms}]")

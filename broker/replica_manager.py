@@ -1,0 +1,159 @@
+"""The replica manager: opens, updates and deletes this broker's partitions as metadata changes.
+
+A metadata publisher (Kafka's ReplicaManager.applyDelta). `publish` is called
+synchronously by the metadata loader; it only queues the delta's local replica
+changes, and the `run` task applies them in order (opening a log is async I/O).
+Requests that race a just-published change wait with `wait_applied`.
+
+Per delta, in order: deleted partitions (logs removed, fetchers woken), topic
+config changes (pushed into the logs' LogConfig), then new and changed replicas
+— opened as leader or follower with the registration's leader epoch. On the
+first delta, logs on disk that the image does not place here are strays from
+a topic deleted while this broker was down, and are deleted (as Kafka does).
+
+Replication (follower fetchers, ISR tracking, HW = min over the ISR) is the
+next layer: it will hang off `Partition` and `apply_follower` below.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import trio
+
+from broker.partition import Partition
+from broker.topic_log_config import log_config_for
+from metadata.delta import LocalReplicaChanges, MetadataDelta
+from metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from storage.log import LogManager
+
+__all__ = ["ReplicaManager"]
+
+log = logging.getLogger(__name__)
+Key = tuple[str, int]
+
+
+@dataclass
+class _Pending:
+    changes: LocalReplicaChanges
+    config_topics: list[str] | None  # None = every topic (a broker-level default changed)
+    image: MetadataImage
+    first: bool
+
+
+class ReplicaManager:
+    name = "replica-manager"
+
+    def __init__(self, node_id: int, log_manager: LogManager, *, static=None, on_change=None):
+        self.node_id = node_id
+        self.log_manager = log_manager
+        self.static = dict(static or {})
+        self.on_change = on_change  # called with (topic, partition) on appends and role changes
+        self.partitions: dict[Key, Partition] = {}
+        self.offline: dict[Key, str] = {}  # partitions whose log could not be opened
+        self.applied_offset = -1
+        self._queue: list[_Pending] = []
+        self._wake = trio.Event()
+        self._applied = trio.Event()
+        self._published_once = False
+
+    # -- publisher ---------------------------------------------------------------
+    def publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        config_topics: list[str] | None = []
+        for rtype, rname in delta.changed_config_resources():
+            if rtype == BROKER_RESOURCE:
+                config_topics = None
+                break
+            if rtype == TOPIC_RESOURCE:
+                config_topics.append(rname)
+        self._queue.append(_Pending(delta.local_changes(self.node_id), config_topics, image,
+                                    first=not self._published_once))
+        self._published_once = True
+        self._wake.set()
+
+    # -- the apply task -----------------------------------------------------------
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            await self.apply_pending()
+
+    async def apply_pending(self) -> None:
+        while self._queue:
+            pending = self._queue.pop(0)
+            await self._apply(pending)
+            self.applied_offset = pending.image.offset
+            self._applied.set()
+            self._applied = trio.Event()
+
+    async def wait_applied(self, offset: int, deadline: float) -> bool:
+        with trio.move_on_at(deadline):
+            while self.applied_offset < offset:
+                await self._applied.wait()
+        return self.applied_offset >= offset
+
+    def get(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    async def _apply(self, p: _Pending) -> None:
+        changes, image = p.changes, p.image
+        for key in sorted(changes.deletes):
+            await self._delete(key)
+        if p.config_topics is None:
+            topics = sorted({t for t, _ in self.partitions})
+        else:
+            topics = sorted(set(p.config_topics))
+        for topic in topics:
+            if topic in image.topics_by_name:
+                self.log_manager.set_topic_config(topic, log_config_for(image, topic, self.static, self.node_id))
+        replicas = {**changes.followers, **changes.leaders, **changes.elected_leaders}
+        for key in sorted(replicas):
+            await self._open_or_update(key, replicas[key], image)
+        if p.first:
+            await self._delete_strays(image)
+
+    async def _open_or_update(self, key, registration, image: MetadataImage) -> None:
+        topic, index = key
+        topic_image = image.topics_by_name.get(topic)
+        if topic_image is None:
+            return
+        current = self.partitions.get(key)
+        if current is not None and current.topic_id != topic_image.topic_id:
+            await self._delete(key)  # same name, new topic: the old log must not leak into it
+            current = None
+        if current is not None:
+            current.update(registration)
+            return
+        try:
+            config = log_config_for(image, topic, self.static, self.node_id)
+            plog = await self.log_manager.get_or_create_log(topic, index, config)
+        except Exception as exc:  # a storage failure takes this partition offline, not the broker
+            log.exception("cannot open log for %s-%d", topic, index)
+            self.offline[key] = f"{type(exc).__name__}: {exc}"
+            return
+        self.offline.pop(key, None)
+        self.partitions[key] = Partition(topic, index, topic_image.topic_id, plog, registration,
+                                         self.node_id, on_change=self.on_change)
+        self._changed(key)
+
+    async def _delete(self, key: Key) -> None:
+        self.partitions.pop(key, None)
+        self.offline.pop(key, None)
+        try:
+            await self.log_manager.delete_log(*key)
+        except Exception:
+            log.exception("cannot delete log for %s-%d", *key)
+        self._changed(key)
+
+    async def _delete_strays(self, image: MetadataImage) -> None:
+        for (topic, index), _ in self.log_manager.all_logs():
+            topic_image = image.topics_by_name.get(topic)
+            reg = None if topic_image is None else topic_image.partitions.get(index)
+            if reg is None or self.node_id not in reg.replicas:
+                log.info("deleting stray log %s-%d", topic, index)
+                await self._delete((topic, index))
+
+    def _changed(self, key: Key) -> None:
+        if self.on_change is not None:
+            self.on_change(key)

@@ -1,0 +1,260 @@
+"""Test harness for the broker: an in-process controller and a raw protocol client.
+
+NOT a shipped feature. `InProcessController` implements the broker's
+ControllerChannel by running the REAL pure controller logic
+(metadata.controller.*) against its own MetadataImage and publishing each
+committed batch, as a delta, to every broker — standing in for the active
+controller + Raft + MetadataLoader until those exist.
+
+`BrokerCluster` runs N brokers inside one trio run (each with its own data dir
+and port, all registered with the in-process controller). `ThreadedCluster`
+runs such a cluster in a background thread with RealEnv on 127.0.0.1, for the
+end-to-end tests that drive real Kafka clients.
+"""
+from __future__ import annotations
+
+import random
+import tempfile
+import threading
+import uuid
+from contextlib import asynccontextmanager
+
+import trio
+
+from broker import Broker, BrokerConfig, ControllerReply
+from metadata.controller.configs import alter_configs, incremental_alter_configs
+from metadata.controller.topics import create_partitions, create_topics, delete_topics
+from metadata.delta import MetadataDelta
+from metadata.image import EMPTY_IMAGE, METADATA_VERSION
+from metadata.records import Endpoint, FeatureLevel, RegisterBroker
+from metadata.snapshot import image_to_records
+from storage.env import RealEnv
+from storage.memfs import MemFileSystem
+from wire.protocol import FrameReader, decode_response, encode_request
+
+
+class InProcessController:
+    """ControllerChannel for tests: pure controller functions + publish to the brokers."""
+
+    def __init__(self, *, static=None, seed: int = 0):
+        self.image = EMPTY_IMAGE
+        self.brokers: list[Broker] = []
+        self.static = dict(static or {})
+        self.rng = random.Random(seed)
+        self.next_offset = 0
+        self.calls: list[str] = []
+
+    def commit(self, records) -> int:
+        """Append one batch: replay it, publish (delta, image) to every broker; returns its last offset."""
+        if not records:
+            return -1
+        delta = MetadataDelta(self.image)
+        for rec in records:
+            delta.replay(rec)
+        last = self.next_offset + len(records) - 1
+        self.next_offset = last + 1
+        delta.set_provenance(last, 1)
+        self.image = delta.apply()
+        for b in self.brokers:
+            b.publish(delta, self.image)
+        return last
+
+    def attach(self, broker: Broker) -> None:
+        """Install a broker as a publisher; it first gets the whole state as one delta."""
+        self.brokers.append(broker)
+        full = MetadataDelta(EMPTY_IMAGE)
+        for rec in image_to_records(self.image):
+            full.replay(rec)
+        full.set_provenance(self.image.offset, self.image.epoch)
+        broker.publish(full, self.image)
+
+    def register(self, node_id: int, host: str, port: int, *, rack=None, fenced=False) -> int:
+        recs = []
+        if METADATA_VERSION not in self.image.features:
+            recs.append(FeatureLevel(METADATA_VERSION, 1))
+        recs.append(RegisterBroker(node_id, uuid.UUID(int=node_id + 1), 100 + node_id,
+                                   endpoints=(Endpoint("PLAINTEXT", host, port),), rack=rack, fenced=fenced))
+        return self.commit(recs)
+
+    # -- ControllerChannel ------------------------------------------------------------
+    async def create_topics(self, topics, *, validate_only=False, timeout_s=30.0):
+        self.calls.append("create_topics")
+        records, results = create_topics(self.image, topics, rng=self.rng, validate_only=validate_only,
+                                         static=self.static)
+        return ControllerReply(results, self.commit(records))
+
+    async def delete_topics(self, names, *, timeout_s=30.0):
+        self.calls.append("delete_topics")
+        records, results = delete_topics(self.image, names=names, static=self.static)
+        return ControllerReply(results, self.commit(records))
+
+    async def create_partitions(self, requests, *, validate_only=False, timeout_s=30.0):
+        self.calls.append("create_partitions")
+        records, results = create_partitions(self.image, requests, validate_only=validate_only)
+        return ControllerReply(results, self.commit(records))
+
+    async def alter_configs(self, resources, *, validate_only=False, timeout_s=30.0):
+        self.calls.append("alter_configs")
+        records, results = alter_configs(self.image, resources, validate_only)
+        return ControllerReply(results, self.commit(records))
+
+    async def incremental_alter_configs(self, resources, *, validate_only=False, timeout_s=30.0):
+        self.calls.append("incremental_alter_configs")
+        records, results = incremental_alter_configs(self.image, resources, validate_only, static=self.static)
+        return ControllerReply(results, self.commit(records))
+
+
+def mem_env(seed: int = 1) -> RealEnv:
+    """Real clock and TCP, in-memory files (fast, and no temp dirs to clean)."""
+    env = RealEnv(seed=seed)
+    env.fs = MemFileSystem()
+    return env
+
+
+class BrokerCluster:
+    """N brokers (ids 1..N) sharing one InProcessController, inside the current trio run."""
+
+    def __init__(self, env, n: int = 1, *, data_root: str = "/data", static=None, broker_overrides=None):
+        self.env = env
+        self.controller = InProcessController(static=static)
+        self.brokers: list[Broker] = []
+        for node_id in range(1, n + 1):
+            cfg = BrokerConfig(node_id=node_id, data_dirs=(f"{data_root}/broker-{node_id}",), port=0,
+                               cluster_id="test-cluster", static=dict(static or {}),
+                               **(broker_overrides or {}))
+            self.brokers.append(Broker(env, cfg, self.controller))
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
+
+    async def start(self, nursery) -> None:
+        for b in self.brokers:
+            await nursery.start(b.run)
+            self.controller.attach(b)
+        for b in self.brokers:
+            self.controller.register(b.node_id, "127.0.0.1", b.port)
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Wait until every broker applied the controller's latest image."""
+        for b in self.brokers:
+            await b.replicas.wait_applied(self.controller.image.offset, trio.current_time() + 10)
+
+    def broker(self, node_id: int) -> Broker:
+        return self.brokers[node_id - 1]
+
+
+@asynccontextmanager
+async def running_cluster(n: int = 1, *, env=None, static=None, broker_overrides=None):
+    env = env or mem_env()
+    cluster = BrokerCluster(env, n, static=static, broker_overrides=broker_overrides)
+    async with trio.open_nursery() as nursery:
+        await cluster.start(nursery)
+        try:
+            yield cluster
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+class RawClient:
+    """A minimal Kafka client over one connection: send requests, read responses in order."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.reader = FrameReader()
+        self.correlation = 0
+
+    @classmethod
+    async def connect(cls, port: int) -> "RawClient":
+        return cls(await trio.open_tcp_stream("127.0.0.1", port))
+
+    async def send(self, request, version: int, *, correlation_id: int | None = None) -> int:
+        self.correlation += 1
+        cid = self.correlation if correlation_id is None else correlation_id
+        await self.stream.send_all(encode_request(request, version, cid, "raw-client"))
+        return cid
+
+    async def send_raw(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def read_frame(self, timeout: float = 10.0) -> bytes | None:
+        """The next response frame, or None if the broker closed the connection."""
+        with trio.fail_after(timeout):
+            while True:
+                frame = self.reader.next_frame()
+                if frame is not None:
+                    return frame
+                data = await self.stream.receive_some(65536)
+                if not data:
+                    return None
+                self.reader.feed(data)
+
+    async def call(self, request, version: int, *, timeout: float = 10.0):
+        cid = await self.send(request, version)
+        frame = await self.read_frame(timeout)
+        assert frame is not None, "connection closed"
+        got_cid, body = decode_response(frame, request.API_KEY, version)
+        assert got_cid == cid
+        return body
+
+    async def is_closed(self, timeout: float = 10.0) -> bool:
+        return await self.read_frame(timeout) is None
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+class ThreadedCluster:
+    """A BrokerCluster on RealEnv and real files, in a background thread (for real clients)."""
+
+    def __init__(self, n: int = 1, *, static=None, broker_overrides=None):
+        self.n = n
+        self.static = static
+        self.broker_overrides = broker_overrides
+        self.tmp = tempfile.TemporaryDirectory(prefix="raftkafka-broker-test-")
+        self.cluster: BrokerCluster | None = None
+        self._ready = threading.Event()
+        self._token = None
+        self._cancel: trio.CancelScope | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> str:
+        self._thread = threading.Thread(target=self._main, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise RuntimeError("brokers did not start")
+        if self._error is not None:
+            raise self._error
+        return self.cluster.bootstrap
+
+    def _main(self) -> None:
+        try:
+            trio.run(self._run)
+        except BaseException as exc:  # surfaced to the test thread by start()
+            self._error = exc
+            self._ready.set()
+
+    async def _run(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        env = RealEnv(seed=7)
+        self.cluster = BrokerCluster(env, self.n, data_root=self.tmp.name, static=self.static,
+                                     broker_overrides=self.broker_overrides)
+        with trio.CancelScope() as scope:
+            self._cancel = scope
+            async with trio.open_nursery() as nursery:
+                await self.cluster.start(nursery)
+                self._ready.set()
+                await trio.sleep_forever()
+
+    def run_sync(self, fn):
+        """Run `fn()` in the brokers' trio thread (to inspect their state safely)."""
+        return trio.from_thread.run_sync(fn, trio_token=self._token)
+
+    def stop(self) -> None:
+        if self._cancel is not None:
+            trio.from_thread.run_sync(self._cancel.cancel, trio_token=self._token)
+        if self._thread is not None:
+            self._thread.join(30)
+        self.tmp.cleanup()
