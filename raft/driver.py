@@ -41,6 +41,7 @@ log = logging.getLogger("raftkafka.raft.driver")
 
 INBOX_SIZE = 10_000
 _WAKE = object()  # inbox item that only wakes the loop (a proposal arrived)
+_RESIGN = object()  # inbox item asking a leader to hand over (graceful shutdown)
 DEFAULT_SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024  # Kafka: metadata.log.max.record.bytes.between.snapshots
 
 
@@ -101,6 +102,7 @@ class RaftDriver:
         self._role: tuple | None = None
         self.high_watermark = 0
         self.hw_changed = trio.Event()  # set (and replaced) whenever the HW moves
+        self.resigned = trio.Event()
 
     # ------------------------------------------------------------- public API
     async def propose(self, payloads: list[bytes]) -> tuple[int, int]:
@@ -126,6 +128,25 @@ class RaftDriver:
     def status(self):
         return self.core.status()
 
+    async def resign(self) -> None:
+        """Graceful shutdown: a leader hands over (EndQuorumEpoch) before the process exits.
+
+        Returns once the handover messages are queued for sending (at once if not leader).
+        """
+        self.resigned = trio.Event()
+        self.inbox_send.send_nowait((-1, _RESIGN))
+        await self.resigned.wait()
+
+    async def _resign(self) -> None:
+        try:
+            actions = self.core.resign(self.env.now())
+        except NotLeaderError:
+            actions = None
+        if actions is not None:
+            log.info("resigning leadership before shutdown")
+            await self._carry_out(actions)
+        self.resigned.set()
+
     # ------------------------------------------------------------------- loop
     async def run(self) -> None:
         self.sm.restore(self.core.log.snapshot_id, self.core.log.snapshot)
@@ -140,7 +161,9 @@ class RaftDriver:
                 except trio.WouldBlock:
                     break
             for src, msg in batch:
-                if msg is not _WAKE:
+                if msg is _RESIGN:
+                    await self._resign()
+                elif msg is not _WAKE:
                     await self._carry_out(self.core.handle(src, msg, self.env.now()))
             now = self.env.now()
             if self._proposed and (now >= self._linger_deadline or self._pipeline_idle()):

@@ -155,5 +155,9 @@ async def run_node(env: Env, config: NodeConfig, *, announce=print) -> None:
                      f"{listener.name}://{listener.host}:{port}", flush=True)
             async for signum in signals:
                 log.info("signal %d: shutting down", signum)
+                # A leader hands over first, so the others need not wait out a timeout.
+                with trio.move_on_after(1.0):
+                    await node.driver.resign()
+                    await trio.sleep(0.05)  # let the transport write the EndQuorumEpoch
                 nursery.cancel_scope.cancel()
                 break

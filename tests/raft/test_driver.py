@@ -57,6 +57,12 @@ class FakeCore:
         self.rec.events.append(("snapshot_written", sid))
         return Actions(deadline=float("inf"))
 
+    def resign(self, now):
+        if not self.leader:
+            raise NotLeaderError(2, self.epoch)
+        self.rec.events.append("resign")
+        return Actions(send=[(2, "end-quorum-epoch")], deadline=float("inf"))
+
     def status(self):
         return QuorumStatus(1, "Leader" if self.leader else "Follower", self.epoch, 1, None, 0, 0,
                             self.log.end_offset, self.epoch, (0, 0), False)
@@ -222,3 +228,15 @@ async def test_snapshot_taken_after_enough_committed_bytes():
                 await trio.sleep(0.01)
         nursery.cancel_scope.cancel()
     assert storage.snapshots.latest() == ((3, 3), b"snap")
+
+
+async def test_resign_hands_over_only_when_leader():
+    for leader in (True, False):
+        driver, core, rec, storage = await make_driver(leader=leader)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(driver.run)
+            with trio.fail_after(5):
+                await driver.resign()
+            nursery.cancel_scope.cancel()
+        sent = [e for e in rec.events if isinstance(e, tuple) and e[0] == "send"]
+        assert sent == ([("send", 2, "end-quorum-epoch")] if leader else [])
