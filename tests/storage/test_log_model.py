@@ -129,6 +129,6 @@ class LogMachine(RuleBasedStateMachine):
             assert (found.offset, found.timestamp) == expected if expected else found is None
 
 
-LogMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None,
+LogMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None,
                                         suppress_health_check=[HealthCheck.too_slow])
 TestLogModel = LogMachine.TestCase

@@ -262,3 +262,13 @@ async def test_flush_advances_recovery_point_and_flush_policy():
     assert log.recovery_point == 4
     await log.flush()
     assert log.recovery_point == 6 and not log.flush_due(env.now())
+
+
+async def test_full_index_rolls_the_segment():
+    env = FakeEnv()
+    log = await open_log(env, LogConfig(segment_index_bytes=24, index_interval_bytes=0))  # 3 offset entries
+    for _ in range(12):
+        log.append_as_leader(value_batch(1), leader_epoch=0)
+    assert len(log.segments) > 1
+    assert all(len(s.offset_index) <= 3 for s in log.segments)
+    check_consistent(log)
