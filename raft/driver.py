@@ -101,7 +101,6 @@ class RaftDriver:
         self._last_committed: Entry | None = None
         self._role: tuple | None = None
         self.high_watermark = 0
-        self.hw_changed = trio.Event()  # set (and replaced) whenever the HW moves
         self.resigned = trio.Event()
 
     # ------------------------------------------------------------- public API
@@ -253,8 +252,6 @@ class RaftDriver:
     def _set_hw(self, hw: int) -> None:
         if hw > self.high_watermark:
             self.high_watermark = hw
-            self.hw_changed.set()
-            self.hw_changed = trio.Event()
 
     def _fail_in_flight(self, pred, why: str) -> None:
         keep = []

@@ -53,7 +53,6 @@ class QuorumService:
         self.node_id = node_id
         self.addresses = addresses  # node id -> (host, port) of its controller listener
         self._clients: dict[int, RpcClient] = {}
-        self._connecting: dict[int, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -112,7 +111,9 @@ class QuorumService:
             return await client.call(relayed, timeout=FORWARD_TIMEOUT)
         except (OSError, ConnectionLost, trio.TooSlowError) as e:
             log.info("forwarding %s to leader %d failed: %s", type(original).__name__, leader, e)
-            self._clients.pop(leader, None)
+            broken = self._clients.pop(leader, None)
+            if broken is not None:
+                await trio.aclose_forcefully(broken.stream)  # ends its reader task
             return not_leader
 
     async def _client(self, node_id: int) -> RpcClient:

@@ -23,6 +23,7 @@ __all__ = [
     "Listener",
     "SETTINGS",
     "load_config",
+    "convert_setting",
     "parse_voters",
     "parse_listeners",
     "add_config_arguments",
@@ -197,6 +198,19 @@ def read_toml(path: str) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: {e}") from None
 
 
+def convert_setting(name: str, raw: Any) -> Any:
+    """One setting's value, validated (ConfigError naming it otherwise)."""
+    s = _BY_NAME.get(name)
+    if s is None:
+        raise ConfigError(f"unknown setting {name!r}")
+    if raw is None:
+        raise ConfigError(f"{name} is required")
+    try:
+        return s.convert(raw)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{name}: invalid value {raw!r} ({e})") from None
+
+
 def load_config(values: dict[str, Any]) -> NodeConfig:
     """Validate raw settings (file values overridden by flags) into a NodeConfig."""
     kwargs: dict[str, Any] = {}
@@ -205,14 +219,7 @@ def load_config(values: dict[str, Any]) -> NodeConfig:
             raise ConfigError(f"unknown setting {name!r}")
     for s in SETTINGS:
         raw = values.get(s.name)
-        if raw is None:
-            if s.default is None:
-                raise ConfigError(f"{s.name} is required")
-            raw = s.default
-        try:
-            kwargs[s.attr] = s.convert(raw)
-        except (ValueError, TypeError) as e:
-            raise ConfigError(f"{s.name}: invalid value {raw!r} ({e})") from None
+        kwargs[s.attr] = convert_setting(s.name, s.default if raw is None else raw)
     kwargs["listeners"] = parse_listeners(kwargs["listeners"])
     kwargs["voters"] = parse_voters(kwargs.pop("voters_text"))
     config = NodeConfig(**kwargs)

@@ -14,7 +14,7 @@ from functools import partial
 
 import trio
 
-from raftkafka.config import ConfigError, _int, _str_list, add_config_arguments, parse_voters, settings_from_args
+from raftkafka.config import ConfigError, add_config_arguments, convert_setting, parse_voters, settings_from_args
 from storage.env import RealEnv
 from storage.meta_properties import MetaProperties, format_data_dir, is_valid_uuid, uuid_to_str
 
@@ -43,15 +43,8 @@ def run(args) -> int:
         raise ConfigError("--cluster-id is required (make one with --random-uuid)")
     if not is_valid_uuid(args.cluster_id):
         raise ConfigError(f"--cluster-id {args.cluster_id!r} is not a 22-character base64url uuid")
-    if values.get("node.id") is None:
-        raise ConfigError("node.id is required (--node-id)")
-    if values.get("log.dirs") is None:
-        raise ConfigError("log.dirs is required (--log-dir)")
-    try:
-        node_id = _int(0)(values["node.id"])
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"node.id: invalid value {values['node.id']!r} ({e})") from None
-    log_dir = _str_list(values["log.dirs"])[0]
+    node_id = convert_setting("node.id", values.get("node.id"))
+    log_dir = convert_setting("log.dirs", values.get("log.dirs"))[0]
     voters_text = args.initial_voters or values.get("controller.quorum.voters") or ""
     setting = "--initial-voters" if args.initial_voters else "controller.quorum.voters"
     voters = parse_voters(str(voters_text), setting)
