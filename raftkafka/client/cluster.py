@@ -1,0 +1,245 @@
+"""What a client knows about the cluster: brokers, topic partitions, leaders, connections.
+
+`Cluster` bootstraps from a list of `host:port` strings, keeps a metadata cache
+for the topics its owner cares about (or all topics), refreshes it on demand
+(coalescing concurrent refreshes) and when it is older than `metadata_max_age`,
+and pools one `BrokerConnection` per broker. Everything it does goes through the
+Env, so the same code runs over TCP and inside the simulation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import trio
+
+from raftkafka.client.connection import BrokerConnection
+from raftkafka.client.errors import ClientClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
+from storage.env import Env
+from wire.error_codes import ErrorCode
+from wire.protocol import MetadataRequest
+from wire.protocol.message import Message
+
+__all__ = ["Cluster", "BrokerInfo", "PartitionInfo", "TopicInfo", "parse_bootstrap"]
+
+
+def parse_bootstrap(servers: str | list[str] | tuple[str, ...]) -> list[tuple[str, int]]:
+    """`"h1:9092,h2:9092"` or a list of `host:port` → [(host, port)]; `[::1]:9092` works too."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"bootstrap server {item!r} is not host:port")
+        out.append((host.strip("[]") or "localhost", int(port)))
+    if not out:
+        raise ValueError("no bootstrap servers given")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    leader: int  # -1 = none
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+    error: int = 0
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    error: int = 0
+    is_internal: bool = False
+    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+
+    def available(self) -> list[int]:
+        return [p for p, info in sorted(self.partitions.items()) if info.leader >= 0]
+
+
+class Cluster:
+    def __init__(self, env: Env, nursery: trio.Nursery, bootstrap_servers, *, client_id: str = "raftkafka",
+                 request_timeout: float = 30.0, retry_backoff: float = 0.1, metadata_max_age: float = 300.0,
+                 allow_auto_topic_creation: bool = False):
+        self.env = env
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.retry_backoff = retry_backoff
+        self.metadata_max_age = metadata_max_age
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.cluster_id: str | None = None
+        self.controller_id: int = -1
+        self.wanted_topics: set[str] = set()
+        self.want_all_topics = False
+        self.last_refresh = float("-inf")
+        self._nursery = nursery
+        self._connections: dict[tuple[str, int], BrokerConnection] = {}
+        self._connecting: dict[tuple[str, int], trio.Event] = {}
+        self._refreshing: trio.Event | None = None
+        self._refresh_error: Exception | None = None
+        self._next_bootstrap = 0
+        self._closed = False
+
+    # ------------------------------------------------------------------ connections
+
+    async def connect(self, host: str, port: int, node_id: int = -1) -> BrokerConnection:
+        """The pooled connection to host:port, opened on first use (one opener at a time)."""
+        key = (host, port)
+        while True:
+            if self._closed:
+                raise ClientClosedError("client closed")
+            conn = self._connections.get(key)
+            if conn is not None and not conn.closed:
+                return conn
+            waiting = self._connecting.get(key)
+            if waiting is None:
+                break
+            await waiting.wait()
+        done = self._connecting[key] = trio.Event()
+        try:
+            conn = await BrokerConnection.open(self.env, self._nursery, host, port, node_id=node_id,
+                                               client_id=self.client_id, request_timeout=self.request_timeout)
+            self._connections[key] = conn
+            return conn
+        finally:
+            del self._connecting[key]
+            done.set()
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        broker = self.brokers.get(node_id)
+        if broker is None:
+            await self.refresh()
+            broker = self.brokers.get(node_id)
+            if broker is None:
+                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+        return await self.connect(broker.host, broker.port, node_id)
+
+    async def any_connection(self) -> BrokerConnection:
+        """A connection to some broker: known brokers first, then the bootstrap list, round robin."""
+        candidates = [(b.host, b.port, b.node_id) for _, b in sorted(self.brokers.items())]
+        candidates += [(h, p, -1) for h, p in self.bootstrap]
+        last_error: Exception | None = None
+        for i in range(len(candidates)):
+            host, port, node_id = candidates[(self._next_bootstrap + i) % len(candidates)]
+            try:
+                conn = await self.connect(host, port, node_id)
+                self._next_bootstrap = (self._next_bootstrap + i) % len(candidates)
+                return conn
+            except KafkaConnectionError as exc:
+                last_error = exc
+        self._next_bootstrap += 1
+        raise KafkaConnectionError(f"no broker reachable (last error: {last_error})")
+
+    async def request_any(self, body: Message, **kwargs) -> Message:
+        return await (await self.any_connection()).request(body, **kwargs)
+
+    async def send(self, node_id: int, body: Message, **kwargs) -> Message:
+        return await (await self.connection(node_id)).request(body, **kwargs)
+
+    # ------------------------------------------------------------------ metadata
+
+    def add_topics(self, topics) -> bool:
+        """Track more topics; True if any was new (the caller may want a refresh)."""
+        new = set(topics) - self.wanted_topics
+        self.wanted_topics |= new
+        return bool(new)
+
+    def stale(self) -> bool:
+        return self.env.now() - self.last_refresh >= self.metadata_max_age
+
+    async def refresh(self, topics=None) -> None:
+        """Fetch metadata for the tracked topics (plus `topics`); concurrent callers share one request."""
+        if topics:
+            self.add_topics(topics)
+        if self._refreshing is not None:
+            event = self._refreshing
+            await event.wait()
+            if self._refresh_error is not None:
+                raise self._refresh_error
+            return
+        self._refreshing = trio.Event()
+        self._refresh_error = None
+        try:
+            await self._refresh_once()
+        except KafkaError as exc:
+            self._refresh_error = exc
+            raise
+        finally:
+            event, self._refreshing = self._refreshing, None
+            event.set()
+
+    async def _refresh_once(self) -> None:
+        names = None if self.want_all_topics else [
+            MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self.wanted_topics)]
+        request = MetadataRequest(topics=names, allow_auto_topic_creation=self.allow_auto_topic_creation)
+        deadline = self.env.now() + self.request_timeout
+        while True:
+            try:
+                response = await self.request_any(request)
+                break
+            except KafkaConnectionError:
+                if self.env.now() >= deadline:
+                    raise KafkaTimeoutError("metadata refresh: no broker answered") from None
+                await self.env.sleep(self.retry_backoff)
+        self._apply(response)
+
+    def _apply(self, response) -> None:
+        self.brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers}
+        self.cluster_id = response.cluster_id
+        self.controller_id = response.controller_id
+        topics = {} if self.want_all_topics else dict(self.topics)
+        for t in response.topics:
+            info = TopicInfo(t.name, t.error_code, t.is_internal)
+            for p in t.partitions:
+                info.partitions[p.partition_index] = PartitionInfo(
+                    p.partition_index, p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes), p.error_code)
+            topics[t.name] = info
+        self.topics = topics
+        self.last_refresh = self.env.now()
+
+    async def topic(self, name: str, *, wait: float | None = None) -> TopicInfo:
+        """Metadata for `name`, refreshing until it has partitions or `wait` seconds pass.
+
+        Raises `BrokerResponseError(UNKNOWN_TOPIC_OR_PARTITION)` when it still does not exist.
+        """
+        deadline = self.env.now() + (self.request_timeout if wait is None else wait)
+        if self.add_topics([name]) or name not in self.topics or self.stale():
+            await self.refresh()
+        while True:
+            info = self.topics.get(name)
+            if info is not None and not info.error and info.partitions:
+                return info
+            code = info.error if info is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            retriable = ErrorCode.of(code).retriable or code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if not retriable or self.env.now() + self.retry_backoff > deadline:
+                raise error_for(code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, context=f"topic {name!r}")
+            await self.env.sleep(self.retry_backoff)
+            await self.refresh()
+
+    def leader(self, topic: str, partition: int) -> int:
+        info = self.topics.get(topic)
+        if info is None:
+            return -1
+        p = info.partitions.get(partition)
+        return p.leader if p is not None else -1
+
+    # ------------------------------------------------------------------ closing
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for _, conn in sorted(self._connections.items()):
+            await conn.aclose()
+        self._connections.clear()

@@ -1,0 +1,242 @@
+"""One connection to one broker: framing, correlation ids, in-order pipelining.
+
+Kafka answers the requests of a connection in the order they were sent, so the
+connection keeps a FIFO of pending slots; a reader task takes frames off the
+stream and hands each to the slot at the head (checking its correlation id).
+Many requests can be in flight at once (pipelining). A caller that gives up
+(cancelled or timed out) leaves its slot behind: the answer is read and
+dropped, so the stream stays in sync. A request timeout, however, closes the
+connection, as the Java client does — the broker may be stuck and everything
+queued behind the late answer would wait too.
+
+On open the connection negotiates versions with ApiVersions (KIP-35): we send
+our newest version; a broker that does not know it answers in v0 with
+UNSUPPORTED_VERSION and its range, and we retry with that. Afterwards
+`version_for(api_key)` is the highest version both sides implement.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import deque
+
+import trio
+
+from raftkafka.client.errors import (
+    ClientClosedError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+    raise_for_code,
+)
+from storage.env import Env
+from wire.error_codes import ErrorCode
+from wire.errors import DecodeError
+from wire.protocol import API_VERSIONS, ApiKey, ApiVersionsRequest, FrameReader, decode_response, encode_request
+from wire.protocol.message import Message
+
+__all__ = ["BrokerConnection", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
+
+CLIENT_SOFTWARE_NAME = "raftkafka-python"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+_RECEIVE_CHUNK = 256 * 1024
+
+
+class _Slot:
+    __slots__ = ("correlation_id", "api_key", "version", "done", "response", "error")
+
+    def __init__(self, correlation_id: int, api_key: int, version: int):
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.done = trio.Event()
+        self.response: Message | None = None
+        self.error: Exception | None = None
+
+
+class BrokerConnection:
+    """Use `await BrokerConnection.open(env, nursery, host, port, ...)`."""
+
+    def __init__(self, env: Env, host: str, port: int, *, node_id: int = -1, client_id: str = "raftkafka",
+                 request_timeout: float = 30.0):
+        self.env = env
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+        self._stream: trio.abc.Stream | None = None
+        self._pending: deque[_Slot] = deque()
+        self._send_lock = trio.Lock()
+        self._correlation = itertools.count(1)
+        self._closed = False
+        self._close_error: Exception | None = None
+
+    def __repr__(self) -> str:
+        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}{' closed' if self._closed else ''}>"
+
+    @classmethod
+    async def open(cls, env: Env, nursery: trio.Nursery, host: str, port: int, **kwargs) -> "BrokerConnection":
+        conn = cls(env, host, port, **kwargs)
+        try:
+            with trio.fail_after(conn.request_timeout):
+                conn._stream = await env.net.connect(host, port)
+        except trio.TooSlowError:
+            raise KafkaConnectionError(f"connect to {host}:{port} timed out") from None
+        except OSError as exc:
+            raise KafkaConnectionError(f"connect to {host}:{port} failed: {exc}") from None
+        nursery.start_soon(conn._read_loop)
+        try:
+            await conn._negotiate_versions()
+        except BaseException:
+            await conn.aclose()
+            raise
+        return conn
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------------ versions
+
+    async def _negotiate_versions(self) -> None:
+        version = API_VERSIONS[ApiKey.API_VERSIONS][1]
+        for _ in range(2):
+            response = await self.request(
+                ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME,
+                                   client_software_version=CLIENT_SOFTWARE_VERSION),
+                version=version)
+            ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+            if response.error_code == ErrorCode.UNSUPPORTED_VERSION and ApiKey.API_VERSIONS in ranges:
+                broker_max = ranges[ApiKey.API_VERSIONS][1]
+                if broker_max < version:
+                    version = broker_max
+                    continue
+            raise_for_code(response.error_code, context=f"ApiVersions from {self.host}:{self.port}")
+            self.broker_versions = ranges
+            return
+        raise UnsupportedVersionError(f"{self.host}:{self.port} does not agree on an ApiVersions version")
+
+    def version_for(self, api_key: int, max_version: int | None = None) -> int:
+        """The highest version of `api_key` both we and the broker implement."""
+        ours = API_VERSIONS.get(api_key)
+        theirs = self.broker_versions.get(api_key)
+        if ours is None or theirs is None:
+            raise UnsupportedVersionError(f"broker {self.node_id} does not support api {api_key}")
+        hi = min(ours[1], theirs[1], max_version if max_version is not None else ours[1])
+        lo = max(ours[0], theirs[0])
+        if hi < lo:
+            raise UnsupportedVersionError(
+                f"api {ApiKey(api_key).name}: we speak {ours}, broker {self.node_id} speaks {theirs}")
+        return hi
+
+    def supports(self, api_key: int) -> bool:
+        try:
+            self.version_for(api_key)
+            return True
+        except UnsupportedVersionError:
+            return False
+
+    # ------------------------------------------------------------------ requests
+
+    async def request(self, body: Message, *, version: int | None = None, expect_response: bool = True,
+                      timeout: float | None = None) -> Message | None:
+        """Send `body` and wait for its answer (None when `expect_response` is False, as acks=0).
+
+        `timeout` adds to the request timeout (long-poll Fetch waits longer on purpose).
+        """
+        if self._closed:
+            raise self._closed_error()
+        if version is None:
+            version = self.version_for(body.API_KEY)
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        frame = encode_request(body, version, correlation_id, self.client_id)
+        slot = _Slot(correlation_id, body.API_KEY, version)
+        async with self._send_lock:
+            if self._closed:
+                raise self._closed_error()
+            if expect_response:
+                self._pending.append(slot)
+            try:
+                await self._stream.send_all(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                await self._fail(KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc!r}"))
+                raise self._closed_error() from None
+        if not expect_response:
+            return None
+        deadline = self.request_timeout + (timeout or 0.0)
+        with trio.move_on_after(deadline) as scope:
+            await slot.done.wait()
+        if scope.cancelled_caught:
+            await self._fail(KafkaTimeoutError(
+                f"{ApiKey(body.API_KEY).name} to {self.host}:{self.port} got no answer in {deadline:.1f}s"))
+            raise KafkaTimeoutError(f"request to broker {self.node_id} timed out")
+        if slot.error is not None:
+            raise slot.error
+        return slot.response
+
+    # ------------------------------------------------------------------ reading
+
+    async def _read_loop(self) -> None:
+        reader = FrameReader()
+        try:
+            while not self._closed:
+                try:
+                    data = await self._stream.receive_some(_RECEIVE_CHUNK)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    raise KafkaConnectionError(f"receive from {self.host}:{self.port} failed: {exc!r}") from None
+                if not data:
+                    raise KafkaConnectionError(f"{self.host}:{self.port} closed the connection")
+                reader.feed(data)
+                for frame in reader:
+                    self._deliver(frame)
+        except (KafkaConnectionError, DecodeError) as exc:
+            error = exc if isinstance(exc, KafkaConnectionError) else KafkaConnectionError(
+                f"malformed response from {self.host}:{self.port}: {exc}")
+            await self._fail(error)
+
+    def _deliver(self, frame: bytes) -> None:
+        if not self._pending:
+            raise KafkaConnectionError(f"{self.host}:{self.port} sent a response nobody asked for")
+        slot = self._pending.popleft()
+        try:
+            correlation_id, body = decode_response(frame, slot.api_key, slot.version)
+        except DecodeError:
+            if slot.api_key != ApiKey.API_VERSIONS or slot.version == 0:
+                raise
+            # A broker that lacks our ApiVersions version answers in v0 (KIP-511).
+            correlation_id, body = decode_response(frame, slot.api_key, 0)
+        if correlation_id != slot.correlation_id:
+            raise KafkaConnectionError(
+                f"correlation id {correlation_id} from {self.host}:{self.port}, expected {slot.correlation_id}")
+        slot.response = body
+        slot.done.set()
+
+    # ------------------------------------------------------------------ closing
+
+    def _closed_error(self) -> Exception:
+        if isinstance(self._close_error, KafkaConnectionError):
+            return KafkaConnectionError(str(self._close_error))
+        return ClientClosedError(f"connection to {self.host}:{self.port} is closed")
+
+    async def _fail(self, error: Exception) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._close_error = error if isinstance(error, KafkaConnectionError) else KafkaConnectionError(str(error))
+        pending, self._pending = self._pending, deque()
+        for slot in pending:
+            slot.error = KafkaConnectionError(str(error))
+            slot.done.set()
+        if self._stream is not None:
+            with trio.CancelScope(shield=True):
+                try:
+                    await self._stream.aclose()
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    pass
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        await self._fail(ClientClosedError("closed"))
+        self._close_error = None
