@@ -1,0 +1,34 @@
+"""broker.fetch_purgatory: waiters wake only for their own partitions, or at their deadline."""
+import trio
+
+from broker.fetch_purgatory import FetchPurgatory
+
+
+async def test_notify_wakes_only_waiters_of_that_partition():
+    purgatory = FetchPurgatory()
+    woken = {}
+
+    async def waiter(name, keys):
+        woken[name] = await purgatory.wait(keys, trio.current_time() + 60)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter, "a", [("t", 0)])
+        nursery.start_soon(waiter, "b", [("t", 1), ("u", 0)])
+        await trio.testing.wait_all_tasks_blocked()
+        assert purgatory.waiting == 2
+        purgatory.notify(("u", 0))
+        await trio.testing.wait_all_tasks_blocked()
+        assert woken == {"b": True}
+        assert purgatory.waiting == 1
+        purgatory.notify(("t", 1))  # nobody waits on it any more
+        await trio.testing.wait_all_tasks_blocked()
+        assert "a" not in woken
+        purgatory.notify(("t", 0))
+    assert woken == {"a": True, "b": True}
+    assert purgatory.waiting == 0
+
+
+async def test_deadline_returns_false_and_cleans_up(autojump_clock):
+    purgatory = FetchPurgatory()
+    assert await purgatory.wait([("t", 0)], trio.current_time() + 5) is False
+    assert purgatory.waiting == 0
