@@ -1,0 +1,63 @@
+"""Bytes for a producer-state snapshot (the blob storage keeps in `<offset>.snapshot`).
+
+    version int16 (1) | producer count int32 | per producer, ascending id:
+        producer_id int64 | epoch int16 | last_timestamp int64 | batch count int8 |
+        per batch: first_seq int32 | last_seq int32 | first_offset int64 | last_offset int64 | timestamp int64
+
+The file wrapper already checksums the blob; this codec checks structure and
+raises DecodeError for anything it cannot read exactly.
+"""
+from __future__ import annotations
+
+import struct
+from collections import deque
+from typing import Iterable
+
+from broker.producer_state.entry import BatchMetadata, ProducerEntry
+from wire.errors import DecodeError, UnsupportedVersionError
+
+__all__ = ["encode_snapshot", "decode_snapshot", "SNAPSHOT_VERSION"]
+
+SNAPSHOT_VERSION = 1
+_HEAD = struct.Struct(">hi")
+_PRODUCER = struct.Struct(">qhqb")
+_BATCH = struct.Struct(">iiqqq")
+
+
+def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
+    entries = list(entries)
+    out = bytearray(_HEAD.pack(SNAPSHOT_VERSION, len(entries)))
+    for e in entries:
+        out += _PRODUCER.pack(e.producer_id, e.epoch, e.last_timestamp, len(e.batches))
+        for b in e.batches:
+            out += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp)
+    return bytes(out)
+
+
+def decode_snapshot(blob: bytes) -> list[ProducerEntry]:
+    view = memoryview(blob)
+    try:
+        version, count = _HEAD.unpack_from(view, 0)
+        if version != SNAPSHOT_VERSION:
+            raise UnsupportedVersionError(f"producer state snapshot version {version} (know {SNAPSHOT_VERSION})")
+        if count < 0:
+            raise DecodeError(f"producer state snapshot: negative producer count {count}")
+        pos = _HEAD.size
+        entries = []
+        seen = set()
+        for _ in range(count):
+            pid, epoch, last_ts, nbatches = _PRODUCER.unpack_from(view, pos)
+            pos += _PRODUCER.size
+            if nbatches < 0 or pid < 0 or pid in seen:
+                raise DecodeError(f"producer state snapshot: bad entry for producer {pid}")
+            seen.add(pid)
+            batches = deque()
+            for _ in range(nbatches):
+                batches.append(BatchMetadata(*_BATCH.unpack_from(view, pos)))
+                pos += _BATCH.size
+            entries.append(ProducerEntry(pid, epoch, batches, last_ts))
+    except struct.error as exc:
+        raise DecodeError(f"producer state snapshot truncated: {exc}") from None
+    if pos != len(view):
+        raise DecodeError(f"producer state snapshot: {len(view) - pos} trailing bytes")
+    return entries
