@@ -1,0 +1,136 @@
+"""The producer's record accumulator: per-partition batches, sans-IO.
+
+Records are appended to the last open batch of their partition; a batch
+closes when the next record would push it past `batch_size`. A partition is
+*ready* to send when its first batch is full, older than `linger`, or a flush
+is under way — and it is not *muted*. A partition is muted from the moment its
+batch is drained until the answer comes back: one batch in flight per partition
+keeps records in order across retries and makes idempotent sequences simple.
+Retried batches go back to the front of their queue, with a backoff time.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from raftkafka.client.futures import RecordFuture
+from wire.records import Compression, SimpleRecord, build_batch
+
+__all__ = ["ProducerBatch", "RecordAccumulator", "record_size"]
+
+TopicPartition = tuple[str, int]
+_RECORD_OVERHEAD = 21  # length, attributes, deltas and lengths as varints: a generous bound
+_BATCH_OVERHEAD = 61
+
+
+def record_size(record: SimpleRecord) -> int:
+    size = _RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
+    for key, value in record.headers:
+        size += 10 + len(key) + len(value or b"")
+    return size
+
+
+@dataclass(eq=False)
+class ProducerBatch:
+    topic: str
+    partition: int
+    created: float
+    records: list[SimpleRecord] = field(default_factory=list)
+    futures: list[RecordFuture] = field(default_factory=list)
+    size: int = _BATCH_OVERHEAD
+    attempts: int = 0
+    retry_at: float = 0.0
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    _payload: bytes | None = None
+
+    def encode(self, compression: Compression, level: int | None = None) -> bytes:
+        """The batch bytes; built once, so a retry resends exactly what was sent first."""
+        if self._payload is None:
+            self._payload = build_batch(
+                self.records, compression=compression, compression_level=level,
+                producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence)
+        return self._payload
+
+    def reset_identity(self) -> None:
+        """Forget producer id and sequence (a new producer id re-sequences the batch)."""
+        self.producer_id = self.producer_epoch = self.base_sequence = -1
+        self._payload = None
+
+
+class RecordAccumulator:
+    def __init__(self, batch_size: int, linger: float):
+        self.batch_size = batch_size
+        self.linger = linger
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._muted: set[TopicPartition] = set()
+        self.buffered_bytes = 0
+
+    def append(self, topic: str, partition: int, record: SimpleRecord, future: RecordFuture, now: float) -> bool:
+        """Add a record; True when its batch is now full (the sender should not wait for linger)."""
+        size = record_size(record)
+        queue = self._queues.setdefault((topic, partition), deque())
+        batch = queue[-1] if queue else None
+        if batch is None or batch._payload is not None or batch.attempts or (
+                batch.records and batch.size + size > self.batch_size):
+            batch = ProducerBatch(topic, partition, now)
+            queue.append(batch)
+        batch.records.append(record)
+        batch.futures.append(future)
+        batch.size += size
+        self.buffered_bytes += size
+        return batch.size >= self.batch_size or len(queue) > 1
+
+    def ready(self, now: float, flushing: bool) -> tuple[list[TopicPartition], float]:
+        """Partitions with a batch to send now, and the earliest time another may become ready."""
+        ready, next_time = [], float("inf")
+        for tp in sorted(self._queues):
+            queue = self._queues[tp]
+            if not queue or tp in self._muted:
+                continue
+            first = queue[0]
+            if first.attempts:
+                due = first.retry_at
+            elif flushing or len(queue) > 1 or first.size >= self.batch_size:
+                due = now
+            else:
+                due = first.created + self.linger
+            if due <= now:
+                ready.append(tp)
+            else:
+                next_time = min(next_time, due)
+        return ready, next_time
+
+    def drain(self, tp: TopicPartition) -> ProducerBatch:
+        batch = self._queues[tp].popleft()
+        self._muted.add(tp)
+        return batch
+
+    def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
+        batch.retry_at = retry_at
+        self._queues.setdefault((batch.topic, batch.partition), deque()).appendleft(batch)
+        self._muted.discard((batch.topic, batch.partition))
+
+    def finished(self, batch: ProducerBatch) -> None:
+        """The batch got its final answer (success or failure)."""
+        self._muted.discard((batch.topic, batch.partition))
+        self.buffered_bytes -= batch.size - _BATCH_OVERHEAD
+
+    def expire(self, now: float, delivery_timeout: float) -> list[ProducerBatch]:
+        """Remove and return queued (not in-flight) batches older than the delivery timeout."""
+        expired = []
+        for tp in sorted(self._queues):
+            queue = self._queues[tp]
+            while queue and now - queue[0].created >= delivery_timeout:
+                expired.append(queue.popleft())
+        return expired
+
+    def queued_batches(self) -> int:
+        return sum(len(q) for q in self._queues.values())
+
+    def drop_all(self) -> list[ProducerBatch]:
+        batches = [b for tp in sorted(self._queues) for b in self._queues[tp]]
+        self._queues.clear()
+        return batches

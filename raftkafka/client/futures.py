@@ -1,0 +1,67 @@
+"""What `Producer.send` returns: a one-shot result for one record."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import trio
+
+__all__ = ["RecordMetadata", "RecordFuture"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    topic: str
+    partition: int
+    offset: int  # -1 when unknown (acks=0)
+    timestamp: int  # ms: the create time, or the broker's LogAppendTime
+
+
+class RecordFuture:
+    """`await future` (or `await future.wait()`) gives `RecordMetadata` or raises the
+    delivery error; `done()` / `result()` / `exception()` inspect it without waiting."""
+
+    __slots__ = ("topic", "partition", "_event", "_result", "_error", "_callbacks")
+
+    def __init__(self, topic: str, partition: int):
+        self.topic = topic
+        self.partition = partition
+        self._event = trio.Event()
+        self._result: RecordMetadata | None = None
+        self._error: BaseException | None = None
+        self._callbacks: list = []
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def result(self) -> RecordMetadata:
+        if not self.done():
+            raise RuntimeError("record not delivered yet")
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    def add_callback(self, fn) -> None:
+        """`fn(future)` runs when the result is known (at once if it already is)."""
+        if self.done():
+            fn(self)
+        else:
+            self._callbacks.append(fn)
+
+    async def wait(self) -> RecordMetadata:
+        await self._event.wait()
+        return self.result()
+
+    def __await__(self):
+        return self.wait().__await__()
+
+    def _set(self, result: RecordMetadata | None, error: BaseException | None) -> None:
+        if self.done():
+            return
+        self._result, self._error = result, error
+        self._event.set()
+        callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            fn(self)

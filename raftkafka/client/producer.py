@@ -1,0 +1,320 @@
+"""The producer: `send()` appends to the accumulator; a sender task ships batches.
+
+    async with Producer(env, "host:9092", acks="all", linger_ms=5) as producer:
+        future = await producer.send("topic", b"value", key=b"key")
+        metadata = await future          # RecordMetadata(topic, partition, offset, timestamp)
+        await producer.flush()
+
+The sender groups ready batches by partition leader, one Produce request per
+broker at a time per batch set, and retries retriable errors (NOT_LEADER_OR_FOLLOWER,
+connection loss, ...) after `retry_backoff_ms`, refreshing metadata first when
+the error says leadership moved, until `delivery_timeout_ms` has passed since
+the record was appended. Idempotence (default with acks=all, as in Kafka 3+)
+gets a producer id with InitProducerId and numbers each partition's batches;
+a retried batch is resent byte for byte so the broker can drop duplicates.
+"""
+from __future__ import annotations
+
+import trio
+
+from raftkafka.client.accumulator import ProducerBatch, RecordAccumulator, record_size
+from raftkafka.client.cluster import Cluster
+from raftkafka.client.errors import (
+    ClientClosedError,
+    KafkaError,
+    KafkaTimeoutError,
+    error_for,
+)
+from raftkafka.client.futures import RecordFuture, RecordMetadata
+from raftkafka.client.partitioner import Partitioner
+from storage.env import Env
+from wire.error_codes import ErrorCode
+from wire.protocol import InitProducerIdRequest, ProduceRequest
+from wire.records import Compression, SimpleRecord
+
+__all__ = ["Producer", "RecordMetadata", "RecordFuture"]
+
+_COMPRESSION = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
+                "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
+_ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
+
+
+class Producer:
+    def __init__(self, env: Env, bootstrap_servers, *, client_id: str = "raftkafka-producer",
+                 acks="all", linger_ms: float = 5, batch_size: int = 16384, compression: str = "none",
+                 compression_level: int | None = None, enable_idempotence: bool | None = None,
+                 delivery_timeout_ms: float = 120_000, request_timeout_ms: float = 30_000,
+                 retry_backoff_ms: float = 100, max_request_size: int = 1_048_576,
+                 buffer_memory: int = 32 * 1024 * 1024, max_block_ms: float = 60_000,
+                 partitioner: str = "murmur2_random", metadata_max_age_ms: float = 300_000,
+                 allow_auto_topic_creation: bool = True):
+        if acks not in _ACKS:
+            raise ValueError(f"acks must be all, -1, 0 or 1, not {acks!r}")
+        if compression not in _COMPRESSION:
+            raise ValueError(f"compression must be one of {sorted(_COMPRESSION)}, not {compression!r}")
+        self.env = env
+        self.acks = _ACKS[acks]
+        if enable_idempotence is None:
+            enable_idempotence = self.acks == -1
+        if enable_idempotence and self.acks != -1:
+            raise ValueError("enable_idempotence requires acks=all")
+        self.idempotent = enable_idempotence
+        self.compression = _COMPRESSION[compression]
+        self.compression_level = compression_level
+        self.delivery_timeout = delivery_timeout_ms / 1000
+        self.request_timeout = request_timeout_ms / 1000
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.max_request_size = max_request_size
+        self.buffer_memory = buffer_memory
+        self.max_block = max_block_ms / 1000
+        self.partitioner = Partitioner(partitioner, env.rng)
+        self._bootstrap = bootstrap_servers
+        self._cluster_options = dict(client_id=client_id, request_timeout=self.request_timeout,
+                                     retry_backoff=self.retry_backoff, metadata_max_age=metadata_max_age_ms / 1000,
+                                     allow_auto_topic_creation=allow_auto_topic_creation)
+        self.accumulator = RecordAccumulator(batch_size, linger_ms / 1000)
+        self.cluster: Cluster | None = None
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._in_flight = 0
+        self._flushing = 0
+        self._wake = trio.Event()
+        self._progress = trio.Event()  # set whenever a batch finishes or buffer space frees up
+        self._metadata_refresh_running = False
+        self._nursery_manager = None
+        self._nursery: trio.Nursery | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> "Producer":
+        self._nursery_manager = trio.open_nursery()
+        self._nursery = await self._nursery_manager.__aenter__()
+        self.cluster = Cluster(self.env, self._nursery, self._bootstrap, **self._cluster_options)
+        self._nursery.start_soon(self._sender)
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb) -> bool:
+        try:
+            if exc_type is None and not self._closed:
+                await self.flush()
+        finally:
+            await self._shutdown()
+            await self._nursery_manager.__aexit__(None, None, None)
+        return False
+
+    async def close(self, *, flush: bool = True) -> None:
+        """Flush (unless told not to), then fail whatever is left and stop."""
+        if flush and not self._closed:
+            await self.flush()
+        await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for batch in self.accumulator.drop_all():
+            self._fail(batch, ClientClosedError("producer closed before the record was sent"))
+        self._nursery.cancel_scope.cancel()
+        with trio.CancelScope(shield=True):
+            await self.cluster.aclose()
+
+    # ------------------------------------------------------------------ sending
+
+    async def send(self, topic: str, value: bytes | None = None, key: bytes | None = None, *,
+                   partition: int | None = None, headers=(), timestamp_ms: int | None = None) -> RecordFuture:
+        """Queue one record; returns a future for its (partition, offset).
+
+        Waits (up to max_block_ms) for topic metadata and for buffer space.
+        """
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+        info = await self.cluster.topic(topic, wait=self.max_block)
+        if partition is None:
+            partition = self.partitioner.partition(key, len(info.partitions), info.available())
+        elif partition not in info.partitions:
+            raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, context=f"{topic}-{partition}")
+        record = SimpleRecord(key, value, _headers(headers),
+                              self.env.wall_ms() if timestamp_ms is None else timestamp_ms)
+        size = record_size(record)
+        if size + 61 > self.max_request_size:
+            raise error_for(ErrorCode.MESSAGE_TOO_LARGE, f"{size} bytes > max_request_size", topic)
+        deadline = self.env.now() + self.max_block
+        while self.accumulator.buffered_bytes + size > self.buffer_memory and self.accumulator.buffered_bytes:
+            with trio.move_on_at(deadline):
+                await self._progress.wait()
+            if self.env.now() >= deadline:
+                raise KafkaTimeoutError(f"no buffer space for {size} bytes in {self.max_block}s")
+        future = RecordFuture(topic, partition)
+        self.accumulator.append(topic, partition, record, future, self.env.now())
+        self._wake.set()
+        return future
+
+    async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                            **kwargs) -> RecordMetadata:
+        return await (await self.send(topic, value, key, **kwargs))
+
+    async def flush(self) -> None:
+        """Send everything queued now and wait until each record has its answer."""
+        self._flushing += 1
+        try:
+            while self.accumulator.queued_batches() or self._in_flight:
+                self._wake.set()
+                progress = self._progress
+                await progress.wait()
+        finally:
+            self._flushing -= 1
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        return sorted((await self.cluster.topic(topic, wait=self.max_block)).partitions)
+
+    # ------------------------------------------------------------------ the sender task
+
+    async def _sender(self) -> None:
+        while True:
+            now = self.env.now()
+            for batch in self.accumulator.expire(now, self.delivery_timeout):
+                self.accumulator.finished(batch)
+                self._fail(batch, KafkaTimeoutError(
+                    f"{batch.topic}-{batch.partition}: not delivered within delivery_timeout_ms"))
+            ready, next_time = self.accumulator.ready(now, self._flushing > 0)
+            if ready and self.idempotent and self.producer_id < 0:
+                await self._init_producer_id()
+                continue
+            by_node: dict[int, list[ProducerBatch]] = {}
+            for tp in ready:
+                leader = self.cluster.leader(*tp)
+                if leader < 0:
+                    self._request_metadata()
+                    next_time = min(next_time, now + self.retry_backoff)
+                    continue
+                batch = self.accumulator.drain(tp)
+                self._assign_sequence(batch)
+                by_node.setdefault(leader, []).append(batch)
+            for node, batches in sorted(by_node.items()):
+                self._in_flight += len(batches)
+                self._nursery.start_soon(self._send_produce, node, batches)
+            self._wake = trio.Event()
+            if not by_node:
+                with trio.move_on_at(next_time):
+                    await self._wake.wait()
+            else:
+                await trio.lowlevel.checkpoint()
+
+    def _assign_sequence(self, batch: ProducerBatch) -> None:
+        batch.attempts += 1
+        if not self.idempotent:
+            return
+        if batch.producer_id != self.producer_id:  # first send, or a new producer id since
+            batch.reset_identity()
+            tp = (batch.topic, batch.partition)
+            batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
+            batch.base_sequence = self._sequences.get(tp, 0)
+            self._sequences[tp] = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
+
+    async def _init_producer_id(self) -> None:
+        request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
+        try:
+            response = await self.cluster.request_any(request)
+            if response.error_code:
+                raise error_for(response.error_code, context="InitProducerId")
+            self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
+            self._sequences.clear()
+        except KafkaError as exc:
+            if not exc.retriable:
+                for batch in self.accumulator.drop_all():
+                    self._fail(batch, exc)
+                return
+            await self.env.sleep(self.retry_backoff)
+
+    def _request_metadata(self) -> None:
+        if self._metadata_refresh_running:
+            return
+        self._metadata_refresh_running = True
+
+        async def refresh():
+            try:
+                await self.cluster.refresh()
+            except KafkaError:
+                await self.env.sleep(self.retry_backoff)
+            finally:
+                self._metadata_refresh_running = False
+                self._wake.set()
+
+        self._nursery.start_soon(refresh)
+
+    async def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        topics: dict[str, list] = {}
+        for batch in batches:
+            topics.setdefault(batch.topic, []).append(ProduceRequest.PartitionProduceData(
+                index=batch.partition, records=batch.encode(self.compression, self.compression_level)))
+        request = ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=int(self.request_timeout * 1000),
+                                 topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p)
+                                             for t, p in sorted(topics.items())])
+        try:
+            try:
+                connection = await self.cluster.connection(node)
+                response = await connection.request(request, expect_response=self.acks != 0)
+            except KafkaError as exc:
+                for batch in batches:
+                    self._retry_or_fail(batch, exc)
+                return
+            if response is None:  # acks=0: nothing to wait for
+                for batch in batches:
+                    self._complete(batch, -1, -1)
+                return
+            answers = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
+            for batch in batches:
+                answer = answers.get((batch.topic, batch.partition))
+                if answer is None:
+                    self._retry_or_fail(batch, error_for(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for partition"))
+                elif answer.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                    self._complete(batch, answer.base_offset, answer.log_append_time_ms)
+                else:
+                    error = error_for(answer.error_code, answer.error_message, f"{batch.topic}-{batch.partition}")
+                    self._retry_or_fail(batch, error)
+        finally:
+            self._in_flight -= len(batches)
+            self._notify()
+
+    def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
+        now = self.env.now()
+        if error.retriable and now - batch.created < self.delivery_timeout and not self._closed:
+            if error.invalid_metadata:
+                self._request_metadata()
+            self.accumulator.reenqueue(batch, now + self.retry_backoff)
+        else:
+            self.accumulator.finished(batch)
+            if batch.producer_id >= 0 and batch.producer_id == self.producer_id:
+                # The broker never wrote this sequence: later batches would be out of order.
+                # Start over with a new producer id (Kafka bumps the epoch instead).
+                self.producer_id = -1
+            self._fail(batch, error)
+
+    def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        self.accumulator.finished(batch)
+        for i, (record, future) in enumerate(zip(batch.records, batch.futures)):
+            offset = base_offset + i if base_offset >= 0 else -1
+            timestamp = log_append_time if log_append_time >= 0 else record.timestamp
+            future._set(RecordMetadata(batch.topic, batch.partition, offset, timestamp), None)
+
+    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        for future in batch.futures:
+            future._set(None, error)
+        self._notify()
+
+    def _notify(self) -> None:
+        self._wake.set()
+        self._progress.set()
+        self._progress = trio.Event()
+
+
+def _headers(headers) -> tuple[tuple[str, bytes | None], ...]:
+    items = headers.items() if isinstance(headers, dict) else headers
+    out = []
+    for key, value in items:
+        if isinstance(value, str):
+            value = value.encode()
+        out.append((key, value))
+    return tuple(out)

@@ -1,0 +1,173 @@
+import pytest
+import trio
+
+from raftkafka.client.errors import BrokerResponseError, KafkaError
+from raftkafka.client.partitioner import murmur2_partition
+from raftkafka.client.producer import Producer
+from tests.client.memnet import MemEnv
+from tests.client.mini_broker import MiniCluster
+from wire.error_codes import ErrorCode
+from wire.protocol import ApiKey
+
+
+async def start(nursery, nodes=(1,), **kw):
+    env = MemEnv()
+    mini = MiniCluster(env, nodes, **kw)
+    await mini.serve_all(nursery)
+    return env, mini
+
+
+def produce_requests(mini):
+    return [r for r in mini.requests if r[1] == ApiKey.PRODUCE]
+
+
+async def test_send_returns_partition_and_offsets_in_order(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    async with Producer(env, "b1:9092") as producer:
+        futures = [await producer.send("t", b"v%d" % i) for i in range(5)]
+        results = [await f for f in futures]
+    assert [(r.partition, r.offset) for r in results] == [(0, i) for i in range(5)]
+    assert [r.value for r in mini.records("t", 0)] == [b"v%d" % i for i in range(5)]
+
+
+async def test_keys_land_on_murmur2_partitions(nursery, autojump_clock):
+    env, mini = await start(nursery, nodes=(1, 2))
+    mini.create_topic("t", 6)
+    keys = [b"key-%d" % i for i in range(40)]
+    async with Producer(env, "b1:9092") as producer:
+        results = [await producer.send_and_wait("t", b"x", key=k) for k in keys]
+    for key, result in zip(keys, results):
+        assert result.partition == murmur2_partition(key, 6)
+        assert any(r.key == key for r in mini.records("t", result.partition))
+
+
+async def test_linger_batches_records_into_one_request(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    async with Producer(env, "b1:9092", linger_ms=50) as producer:
+        futures = [await producer.send("t", b"v%d" % i) for i in range(20)]
+        await futures[-1]
+    assert len(produce_requests(mini)) == 1
+    assert len(mini.topics["t"][0].batches) == 1
+
+
+async def test_batch_size_splits_batches(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    async with Producer(env, "b1:9092", linger_ms=1000, batch_size=500) as producer:
+        for i in range(30):
+            await producer.send("t", b"x" * 50)
+        await producer.flush()
+    batches = mini.topics["t"][0].batches
+    assert len(batches) > 3
+    assert all(len(data) <= 500 + 100 for _, _, _, data in batches)
+    assert len(mini.records("t", 0)) == 30
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+async def test_compression_roundtrips(nursery, autojump_clock, codec):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    async with Producer(env, "b1:9092", compression=codec) as producer:
+        for i in range(10):
+            await producer.send("t", b"value-%d" % i, key=b"k", headers={"h": "v"})
+    records = mini.records("t", 0)
+    assert [r.value for r in records] == [b"value-%d" % i for i in range(10)]
+    assert records[0].headers == (("h", b"v"),)
+    assert mini.topics["t"][0].batches[0][3][22] & 7 == ["none", "gzip", "snappy", "lz4", "zstd"].index(codec)
+
+
+async def test_not_leader_refreshes_metadata_and_retries_on_new_leader(nursery, autojump_clock):
+    env, mini = await start(nursery, nodes=(1, 2))
+    mini.create_topic("t", 1, leaders=[1])
+    async with Producer(env, "b1:9092") as producer:
+        assert (await producer.send_and_wait("t", b"a")).offset == 0
+        mini.move_leader("t", 0, 2)
+        result = await producer.send_and_wait("t", b"b")
+    assert result.offset == 1
+    nodes = [node for node, key, _ in produce_requests(mini)]
+    assert nodes == [1, 1, 2]
+
+
+async def test_retriable_error_is_retried_and_idempotence_dedupes(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    mini.fail_next(ApiKey.PRODUCE, ErrorCode.NOT_ENOUGH_REPLICAS, 2)
+    async with Producer(env, "b1:9092") as producer:
+        result = await producer.send_and_wait("t", b"a")
+        assert producer.producer_id > 0
+    assert result.offset == 0
+    assert len(produce_requests(mini)) == 3
+    assert len(mini.records("t", 0)) == 1
+
+
+async def test_resent_batch_is_not_duplicated(nursery, autojump_clock):
+    # The broker appended but the answer was lost: the retry carries the same sequence.
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    async with Producer(env, "b1:9092") as producer:
+        await producer.send_and_wait("t", b"first")
+        future = await producer.send("t", b"second")
+        await producer.flush()
+        batch_bytes = mini.topics["t"][0].batches[-1][3]
+        log = mini.topics["t"][0]
+        from wire.batch_header import parse_header
+        header = parse_header(batch_bytes)
+        err, base = mini._append(log, batch_bytes)
+    assert (err, base) == (ErrorCode.DUPLICATE_SEQUENCE_NUMBER, 1)
+    assert header.base_sequence == 1 and (await future).offset == 1
+    assert len(mini.records("t", 0)) == 2
+
+
+async def test_non_retriable_error_fails_the_record(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    mini.fail_next(ApiKey.PRODUCE, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    async with Producer(env, "b1:9092") as producer:
+        future = await producer.send("t", b"a")
+        with pytest.raises(BrokerResponseError) as info:
+            await future
+        assert info.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert (await producer.send_and_wait("t", b"b")).offset == 0
+
+
+async def test_delivery_timeout_fails_records_when_broker_is_gone(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    mini.fail_next(ApiKey.PRODUCE, ErrorCode.NOT_LEADER_OR_FOLLOWER, 10_000)
+    async with Producer(env, "b1:9092", delivery_timeout_ms=2_000, retry_backoff_ms=50) as producer:
+        future = await producer.send("t", b"a")
+        with pytest.raises(KafkaError) as info:
+            await future
+    assert info.value.retriable  # NOT_LEADER_OR_FOLLOWER or the delivery timeout, both retriable kinds
+    assert trio.current_time() >= 2.0
+
+
+async def test_acks_zero_gets_no_offsets(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    async with Producer(env, "b1:9092", acks=0) as producer:
+        result = await producer.send_and_wait("t", b"a")
+    assert result.offset == -1
+    await trio.testing.wait_all_tasks_blocked()
+    assert len(mini.records("t", 0)) == 1
+
+
+async def test_unknown_topic_send_raises(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    async with Producer(env, "b1:9092", max_block_ms=500) as producer:
+        with pytest.raises(BrokerResponseError):
+            await producer.send("missing", b"a")
+        with pytest.raises(ValueError):
+            Producer(env, "b1:9092", acks=1, enable_idempotence=True)
+
+
+async def test_connection_loss_is_retried(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    async with Producer(env, "b1:9092", enable_idempotence=False) as producer:
+        await producer.send_and_wait("t", b"a")
+        await env.net.reset("b1", 9092)
+        assert (await producer.send_and_wait("t", b"b")).offset == 1
+    assert env.net.connects >= 2
