@@ -1,6 +1,9 @@
 """Metadata, auto topic creation, admin requests forwarded to the controller, configs, DescribeCluster."""
 import trio
 
+from metadata.records import BrokerRegistrationChange
+from wire.batch_header import iter_batches
+
 from tests.broker import builders as B
 from tests.broker.harness import RawClient, running_cluster
 from wire.error_codes import ErrorCode as E
@@ -197,3 +200,36 @@ async def test_a_failing_controller_call_answers_unknown_server_error():
         assert resp.topics[0].error_code == E.UNKNOWN_SERVER_ERROR
         # The connection and the broker carry on.
         assert (await client.call(B.metadata(all_topics=True), 5)).topics == []
+
+
+async def test_compaction_runs_in_the_background_for_compacted_topics():
+    overrides = {"retention_check_interval_s": 0.02}
+    async with running_cluster(broker_overrides=overrides) as c:
+        client = await RawClient.connect(c.brokers[0].port)
+        await client.call(B.create_topic("c", 1, configs={"cleanup.policy": "compact",
+                                                          "segment.bytes": str(1 << 20),
+                                                          "min.cleanable.dirty.ratio": "0.01"}), 4)
+        for _ in range(4):  # the same 8 keys again and again: only the last values must stay
+            r = B.one_partition(await client.call(B.produce("c", 0, B.batch(8, value_size=100_000)), 8))
+            assert r.error_code == 0
+        with trio.fail_after(10):
+            while True:
+                part = B.one_partition(await client.call(B.fetch([("c", 0, 0)], partition_max_bytes=100), 11))
+                first = next(iter_batches(bytes(part.records)))[1]
+                if first.base_offset > 0 or first.records_count < 8:
+                    break  # the first batch's records were superseded and cleaned away
+                await trio.sleep(0.02)
+        assert part.high_watermark == 32 and part.log_start_offset == 0
+
+
+async def test_metadata_shows_offline_replicas_and_no_leader_for_a_fenced_leader():
+    async with running_cluster(2) as c:
+        client = await RawClient.connect(c.brokers[0].port)
+        await client.call(B.create_topic("t", assignments=[(2, 1)]), 4)
+        reg = c.controller.image.brokers[2]
+        c.controller.commit([BrokerRegistrationChange(2, reg.epoch, fenced=True)])
+        resp = await client.call(B.metadata("t"), 5)
+        (p,) = resp.topics[0].partitions
+        assert [b.node_id for b in resp.brokers] == [1]
+        assert (p.error_code, p.leader_id, p.replica_nodes, p.offline_replicas) == \
+            (E.LEADER_NOT_AVAILABLE, -1, [2, 1], [2])
