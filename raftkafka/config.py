@@ -111,6 +111,12 @@ def _str_list(value: Any) -> tuple[str, ...]:
     return out
 
 
+def _state_machine(value: Any) -> str:
+    if str(value) not in ("metadata", "recording"):
+        raise ValueError("must be 'metadata' or 'recording' (a diagnostic for Raft-only tests)")
+    return str(value)
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -133,6 +139,12 @@ SETTINGS = [
     Setting("controller.quorum.request.timeout.ms", "request_timeout_ms", _int(1), 2000),
     Setting("metadata.log.segment.bytes", "metadata_segment_bytes", _int(1024), 16 * 1024 * 1024),
     Setting("metadata.log.max.record.bytes.between.snapshots", "snapshot_interval_bytes", _int(1), 20 * 1024 * 1024),
+    Setting("metadata.log.max.snapshot.interval.ms", "snapshot_interval_ms", _int(1), 3_600_000),
+    Setting("metadata.log.max.records.between.snapshots", "snapshot_interval_records", _int(1), 20_000),
+    Setting("broker.heartbeat.interval.ms", "broker_heartbeat_interval_ms", _int(1), 2000),
+    Setting("broker.session.timeout.ms", "broker_session_timeout_ms", _int(1), 9000),
+    Setting("broker.rack", "broker_rack", str, ""),
+    Setting("controller.state.machine", "state_machine", _state_machine, "metadata"),
     Setting("log.level", "log_level", str, "INFO"),
 ]
 _BY_NAME = {s.name: s for s in SETTINGS}
@@ -153,6 +165,12 @@ class NodeConfig:
     request_timeout_ms: int = 2000
     metadata_segment_bytes: int = 16 * 1024 * 1024
     snapshot_interval_bytes: int = 20 * 1024 * 1024
+    snapshot_interval_ms: int = 3_600_000
+    snapshot_interval_records: int = 20_000
+    broker_heartbeat_interval_ms: int = 2000
+    broker_session_timeout_ms: int = 9000
+    broker_rack: str = ""
+    state_machine: str = "metadata"
     log_level: str = "INFO"
 
     @property

@@ -1,10 +1,12 @@
 """Assemble and run one node from its config and an Env.
 
-For now a node runs the controller role: the Raft replica of the metadata log
-(storage → core → driver → transport) plus the quorum's client RPCs. The
-state machine is a placeholder that records committed entries; the metadata
-controller replaces it (`state_machine=` argument), and the broker role will add
-its own tasks next to the controller's in `run_node`.
+Every node runs one Raft replica of the metadata log (storage → core → driver →
+transport) plus the quorum's client RPCs; controllers are voters, broker-only
+nodes observers. What the committed log drives comes from the node's app
+(raftkafka.metadata_roles.MetadataApp): the active controller and its RPCs on
+controllers, the metadata loader and broker lifecycle on brokers. With
+`controller.state.machine=recording` a controller only records committed
+entries (Raft-only tests and benchmarks).
 """
 from __future__ import annotations
 
@@ -69,10 +71,13 @@ def voter_addresses(bootstrap: list[VoterSpec], configured: list[VoterSpec]) -> 
 class ControllerNode:
     """The controller role: a Raft voter (or observer) with its listener and RPCs."""
 
-    def __init__(self, env: Env, config: NodeConfig, *, state_machine=None):
+    def __init__(self, env: Env, config: NodeConfig, *, state_machine=None, app=None):
         self.env = env
         self.config = config
-        self.state_machine = state_machine or RecordingStateMachine()
+        # `app` (raftkafka.metadata_roles.MetadataApp) brings its own state machine, RPCs
+        # and tasks; without one the node only replicates (tests, benchmarks).
+        self.app = app
+        self.state_machine = app.state_machine if app is not None else state_machine or RecordingStateMachine()
         self.driver: RaftDriver | None = None
         self.transport: Transport | None = None
         self.bound_port: int | None = None
@@ -105,6 +110,11 @@ class ControllerNode:
             snapshot_interval_bytes=config.snapshot_interval_bytes,
         )
         service = QuorumService(env, driver, cluster_id=meta.cluster_id, node_id=config.node_id, addresses=addresses)
+        app = self.app
+
+        async def client_handler(request):
+            reply = None if app is None else await app.handle(request)
+            return reply if reply is not None else await service.handle(request)
 
         def epoch_and_leader():
             st = core.status()
@@ -115,8 +125,8 @@ class ControllerNode:
             node_id=config.node_id,
             cluster_id=meta.cluster_id,
             peers=addresses,
-            inbox=driver.inbox_send,
-            client_handler=service.handle,
+            inbox=driver.inbox_send if app is None else app.wrap_inbox(driver.inbox_send),
+            client_handler=client_handler,
             status=epoch_and_leader,
         )
         listener = config.controller_listener
@@ -124,7 +134,8 @@ class ControllerNode:
             async with trio.open_nursery() as nursery:
                 await nursery.start(service.run)
                 try:
-                    self.bound_port = await nursery.start(self.transport.run, listener.host, listener.port)
+                    self.bound_port = await nursery.start(
+                        self.transport.run, listener and listener.host, listener and listener.port)
                 except* OSError as group:
                     e = group.exceptions[0]
                     raise ConfigError(
@@ -136,6 +147,8 @@ class ControllerNode:
                     raft_log.start_offset, raft_log.end_offset, state.epoch,
                 )
                 nursery.start_soon(driver.run)
+                if app is not None:
+                    await nursery.start(app.run, driver, meta.cluster_id, addresses)
                 task_status.started(self.bound_port)
         finally:
             storage.close()
@@ -143,18 +156,26 @@ class ControllerNode:
 
 async def run_node(env: Env, config: NodeConfig, *, announce=print) -> None:
     """Run until SIGTERM/SIGINT. Raises ConfigError / DataDirError before anything starts."""
-    if "broker" in config.roles and "controller" not in config.roles:
-        raise ConfigError("process.roles: the broker role is not available yet; use controller")
-    node = ControllerNode(env, config)
+    from raftkafka.metadata_roles import MetadataApp
+
+    app = MetadataApp(env, config) if config.state_machine == "metadata" else None
+    if app is None and "broker" in config.roles:
+        raise ConfigError("controller.state.machine: 'recording' runs the controller role only")
+    node = ControllerNode(env, config, app=app)
     node.preflight()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             port = await nursery.start(node.run)
             listener = config.controller_listener
-            announce(f"node {config.node_id} ({','.join(config.roles)}) listening on "
-                     f"{listener.name}://{listener.host}:{port}", flush=True)
+            where = f"listening on {listener.name}://{listener.host}:{port}" if listener else "started"
+            announce(f"node {config.node_id} ({','.join(config.roles)}) {where}", flush=True)
             async for signum in signals:
                 log.info("signal %d: shutting down", signum)
+                broker = app and app.broker
+                if broker is not None and broker.lifecycle is not None and broker.lifecycle.registered.is_set():
+                    # Controlled shutdown: leadership moves away before we go.
+                    done = await broker.lifecycle.controlled_shutdown(timeout=10.0)
+                    log.info("controlled shutdown %s", "complete" if done else "timed out")
                 # A leader hands over first, so the others need not wait out a timeout.
                 with trio.move_on_after(1.0):
                     await node.driver.resign()

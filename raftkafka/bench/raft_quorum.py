@@ -54,7 +54,8 @@ class LocalCluster:
         self.own_dir = base_dir is None
         self.base_dir = base_dir or tempfile.mkdtemp(prefix="raftkafka-quorum-")
         self.ports = dict(zip(range(1, n + 1), free_ports(n)))
-        self.settings = settings or {}
+        # Raft only: committed entries are opaque diagnostics, not metadata records.
+        self.settings = {"controller.state.machine": "recording", **(settings or {})}
         self.procs: dict[int, subprocess.Popen] = {}
         self.env = RealEnv()
         self.cluster_id = ""

@@ -1,0 +1,137 @@
+"""The broker's side of its lifecycle with the controller (KRaft's BrokerLifecycleManager).
+
+1. Register with a fresh incarnation id (each process start is a new incarnation; the
+   controller gives it a new broker epoch: the offset of its RegisterBroker record).
+2. Heartbeat every `heartbeat_interval` (2 s by default) with the offset of the metadata
+   the broker has applied. The controller unfences the broker once that offset reaches its
+   registration, and fences it when heartbeats stop for a session (9 s).
+3. Controlled shutdown (on SIGTERM): heartbeats say `want_shutdown`; the controller moves
+   leadership away first and answers `should_shutdown` once done, which ends `run`.
+
+A heartbeat answered STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED (the controller forgot
+or replaced us) sends the broker back to step 1 with the same incarnation.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Callable, Sequence
+
+import trio
+
+from metadata import controller_rpc as rpc
+from metadata.controller_client import ControllerConnection, ControllerUnavailableError
+from metadata.errors import Errors
+from metadata.records import Endpoint
+from storage.env import Env
+
+__all__ = ["BrokerLifecycle", "DEFAULT_HEARTBEAT_INTERVAL"]
+
+log = logging.getLogger("raftkafka.metadata.lifecycle")
+
+DEFAULT_HEARTBEAT_INTERVAL = 2.0  # broker.heartbeat.interval.ms = 2000
+
+
+class BrokerLifecycle:
+    def __init__(self, env: Env, connection: ControllerConnection, *, broker_id: int,
+                 metadata_offset: Callable[[], int], endpoints: Sequence[Endpoint] = (),
+                 rack: str | None = None, log_dirs: Sequence[uuid.UUID] = (),
+                 heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
+                 incarnation_id: uuid.UUID | None = None):
+        self.env = env
+        self.conn = connection
+        self.broker_id = broker_id
+        self.metadata_offset = metadata_offset
+        self.endpoints = tuple(endpoints)
+        self.rack = rack
+        self.log_dirs = tuple(log_dirs)
+        self.heartbeat_interval = heartbeat_interval
+        self.incarnation_id = incarnation_id or env.uuid()
+        self.broker_epoch = -1
+        self.is_fenced = True
+        self.is_caught_up = False
+        self.want_fence = False
+        self.registered = trio.Event()
+        self.unfenced = trio.Event()  # set the first time the controller unfences us
+        self.shutdown_complete = trio.Event()
+        self._want_shutdown = False
+        self._wake = trio.Event()
+
+    # ------------------------------------------------------------------ public
+    def begin_controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership away; `shutdown_complete` is set when done."""
+        self._want_shutdown = True
+        self._wake.set()
+
+    async def controlled_shutdown(self, timeout: float) -> bool:
+        """Begin a controlled shutdown and wait for it (False if it timed out)."""
+        self.begin_controlled_shutdown()
+        with trio.move_on_after(timeout):
+            await self.shutdown_complete.wait()
+        return self.shutdown_complete.is_set()
+
+    async def run(self) -> None:
+        """Register, then heartbeat until the controller lets a controlled shutdown finish."""
+        while not self.shutdown_complete.is_set():
+            if self.broker_epoch < 0:
+                await self._register()
+                continue
+            if not await self._heartbeat():
+                continue
+            if self.shutdown_complete.is_set():
+                return
+            with trio.move_on_after(self._interval()):
+                await self._wake.wait()
+            self._wake = trio.Event()
+
+    def _interval(self) -> float:
+        # While shutting down, poll faster: the controller finishes in steps.
+        return min(self.heartbeat_interval, 0.2) if self._want_shutdown else self.heartbeat_interval
+
+    # ------------------------------------------------------------------- steps
+    async def _register(self) -> None:
+        request = rpc.BrokerRegistrationRequest(
+            self.conn.cluster_id, self.broker_id, self.incarnation_id,
+            [rpc.EndpointInfo(e.name, e.host, e.port, e.security_protocol) for e in self.endpoints],
+            self.rack, list(self.log_dirs))
+        try:
+            reply = await self.conn.call(request, timeout=self.heartbeat_interval * 5)
+        except ControllerUnavailableError as e:
+            log.info("broker %d: registration failed (%s); retrying", self.broker_id, e)
+            return
+        if reply.error != Errors.NONE:
+            log.warning("broker %d: registration refused: %s %s", self.broker_id,
+                        Errors(reply.error).name, reply.message or "")
+            await self.env.sleep(self.heartbeat_interval)
+            return
+        self.broker_epoch = reply.broker_epoch
+        self.registered.set()
+        log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
+
+    async def _heartbeat(self) -> bool:
+        request = rpc.BrokerHeartbeatRequest(
+            self.conn.cluster_id, self.broker_id, self.broker_epoch, self.metadata_offset(),
+            self.want_fence, self._want_shutdown)
+        try:
+            reply = await self.conn.call(request, timeout=self.heartbeat_interval * 2)
+        except ControllerUnavailableError as e:
+            log.info("broker %d: heartbeat failed (%s)", self.broker_id, e)
+            return False
+        if reply.error in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
+            log.warning("broker %d: heartbeat answered %s; registering again", self.broker_id,
+                        Errors(reply.error).name)
+            self.broker_epoch = -1
+            return False
+        if reply.error != Errors.NONE:
+            await self.env.sleep(self.heartbeat_interval)
+            return False
+        if self.is_fenced != reply.is_fenced:
+            log.info("broker %d is now %s", self.broker_id,
+                     "fenced" if reply.is_fenced else "unfenced")
+        self.is_fenced = reply.is_fenced
+        self.is_caught_up = reply.is_caught_up
+        if not reply.is_fenced:
+            self.unfenced.set()
+        if reply.should_shutdown and self._want_shutdown:
+            self.shutdown_complete.set()
+        return True

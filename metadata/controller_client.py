@@ -1,0 +1,206 @@
+"""Talking to the active controller from a broker (or a tool): find it, follow it, retry.
+
+`ControllerConnection.call(request)` sends a metadata.controller_rpc request to the node it
+believes is the active controller. NOT_CONTROLLER answers (with the leader hint they carry),
+refused connections and timeouts move it on to the hinted node or the next voter, with a
+short backoff, until the deadline; then ControllerUnavailableError.
+
+`ControllerClient` is the broker's controller channel for forwarded admin requests: it is
+structurally the `broker.controller_channel.ControllerChannel` protocol (the metadata layer
+cannot import broker/, so `ControllerReply` and `ControllerUnavailableError` are defined
+here with the same shape).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Generic, Mapping, Sequence, TypeVar
+
+import trio
+
+from metadata import controller_rpc as rpc
+from metadata.controller.configs import AlterOp, ConfigError
+from metadata.controller.topics import (
+    CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions,
+)
+from metadata.errors import Errors
+from metadata.image import ConfigResource
+from raft.node_client import ConnectionLost, RpcClient
+from storage.env import Env
+
+__all__ = ["ControllerConnection", "ControllerClient", "ControllerReply",
+           "ControllerUnavailableError"]
+
+log = logging.getLogger("raftkafka.metadata.client")
+
+T = TypeVar("T")
+RETRY_BACKOFF = 0.05
+CALL_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class ControllerReply(Generic[T]):
+    results: T
+    offset: int = -1  # metadata offset the change committed at; -1 = nothing written
+
+
+class ControllerUnavailableError(Exception):
+    """No active controller answered in time (a retriable condition for the caller)."""
+
+
+class ControllerConnection:
+    def __init__(self, env: Env, voters: Mapping[int, tuple[str, int]], *, cluster_id: str = ""):
+        if not voters:
+            raise ValueError("no controller addresses")
+        self.env = env
+        self.voters = dict(sorted(voters.items()))
+        self.cluster_id = cluster_id
+        self.leader: int | None = None
+        self._client: RpcClient | None = None
+        self._client_node: int | None = None
+        self._nursery: trio.Nursery | None = None
+        self._next_guess = 0
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Hosts the reader task of the current connection; run it in a nursery."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    async def call(self, request, *, timeout: float = 30.0):
+        """The active controller's answer to `request` (never a NOT_CONTROLLER answer)."""
+        deadline = self.env.now() + timeout
+        while True:
+            node = self._target()
+            reply = None
+            try:
+                client = await self._connect(node)
+                per_call = max(0.01, min(CALL_TIMEOUT, deadline - self.env.now()))
+                reply = await client.call(request, timeout=per_call)
+            except (OSError, ConnectionLost, trio.TooSlowError) as e:
+                log.debug("controller %d unreachable: %s", node, e)
+                self._drop(node)
+                self.leader = None
+            if reply is not None:
+                error = getattr(reply, "error", None)
+                if error != Errors.NOT_CONTROLLER:
+                    self.leader = node
+                    return reply
+                hint = getattr(reply, "leader_id", None)
+                self.leader = hint if hint in self.voters and hint != node else None
+            if self.env.now() >= deadline:
+                raise ControllerUnavailableError(
+                    f"no active controller answered {type(request).__name__} within {timeout}s")
+            if self.leader is None:
+                await self.env.sleep(RETRY_BACKOFF)
+
+    def _target(self) -> int:
+        if self.leader is not None:
+            return self.leader
+        ids = list(self.voters)
+        node = ids[self._next_guess % len(ids)]
+        self._next_guess += 1
+        return node
+
+    async def _connect(self, node: int) -> RpcClient:
+        if self._client is not None and self._client_node == node and not self._client.lost:
+            return self._client
+        self._drop(self._client_node)
+        host, port = self.voters[node]
+        with trio.fail_after(CALL_TIMEOUT):
+            stream = await self.env.net.connect(host, port)
+        client = RpcClient(stream)
+        self._client, self._client_node = client, node
+        self._nursery.start_soon(client.run)
+        return client
+
+    def _drop(self, node: int | None) -> None:
+        if self._client is not None and self._client_node == node:
+            self._nursery.start_soon(trio.aclose_forcefully, self._client.stream)
+            self._client = self._client_node = None
+
+
+class ControllerClient:
+    """The broker's controller channel (broker.controller_channel.ControllerChannel)."""
+
+    def __init__(self, connection: ControllerConnection):
+        self.conn = connection
+
+    @property
+    def cluster_id(self) -> str:
+        return self.conn.cluster_id
+
+    async def create_topics(self, topics: Sequence[CreatableTopic], *, validate_only: bool = False,
+                            timeout_s: float = 30.0) -> ControllerReply[list[CreateTopicResult]]:
+        infos = [rpc.CreatableTopicInfo(
+            t.name, t.num_partitions, t.replication_factor,
+            {p: list(r) for p, r in t.assignments.items()} if t.assignments else None,
+            dict(t.configs)) for t in topics]
+        reply = await self.conn.call(rpc.CreateTopicsRequest(self.cluster_id, infos, validate_only),
+                                     timeout=timeout_s)
+        return ControllerReply([CreateTopicResult(r.name, Errors(r.error), r.message, r.topic_id,
+                                                  r.num_partitions, r.replication_factor)
+                                for r in reply.results], reply.offset)
+
+    async def delete_topics(self, names: Sequence[str], *,
+                            timeout_s: float = 30.0) -> ControllerReply[list[DeleteTopicResult]]:
+        reply = await self.conn.call(rpc.DeleteTopicsRequest(self.cluster_id, list(names)),
+                                     timeout=timeout_s)
+        return ControllerReply([DeleteTopicResult(r.name, r.topic_id, Errors(r.error), r.message)
+                                for r in reply.results], reply.offset)
+
+    async def create_partitions(self, requests: Sequence[NewPartitions], *,
+                                validate_only: bool = False, timeout_s: float = 30.0,
+                                ) -> ControllerReply[dict[str, tuple[Errors, str | None]]]:
+        infos = [rpc.NewPartitionsInfo(r.name, r.count, None if r.assignments is None
+                                       else [list(a) for a in r.assignments]) for r in requests]
+        reply = await self.conn.call(
+            rpc.CreatePartitionsRequest(self.cluster_id, infos, validate_only), timeout=timeout_s)
+        return ControllerReply({r.name: (Errors(r.error), r.message) for r in reply.results},
+                               reply.offset)
+
+    async def alter_configs(self, resources: Mapping[ConfigResource, Mapping[str, str | None]], *,
+                            validate_only: bool = False, timeout_s: float = 30.0,
+                            ) -> ControllerReply[dict[ConfigResource, ConfigError]]:
+        infos = [rpc.ConfigResourceInfo(rt, rn, [rpc.ConfigEntryInfo(k, v)
+                                                 for k, v in sorted(entries.items())])
+                 for (rt, rn), entries in sorted(resources.items())]
+        reply = await self.conn.call(rpc.AlterConfigsRequest(self.cluster_id, infos, validate_only),
+                                     timeout=timeout_s)
+        return self._config_reply(reply)
+
+    async def incremental_alter_configs(
+        self, resources: Mapping[ConfigResource, Sequence[tuple[str, AlterOp, str | None]]], *,
+        validate_only: bool = False, timeout_s: float = 30.0,
+    ) -> ControllerReply[dict[ConfigResource, ConfigError]]:
+        infos = [rpc.ConfigResourceOps(rt, rn, [rpc.ConfigOpInfo(n, int(op), v) for n, op, v in ops])
+                 for (rt, rn), ops in sorted(resources.items())]
+        reply = await self.conn.call(
+            rpc.IncrementalAlterConfigsRequest(self.cluster_id, infos, validate_only),
+            timeout=timeout_s)
+        return self._config_reply(reply)
+
+    @staticmethod
+    def _config_reply(reply) -> ControllerReply[dict[ConfigResource, ConfigError]]:
+        if reply.error != Errors.NONE:
+            raise ControllerUnavailableError(f"controller refused: {Errors(reply.error).name}")
+        return ControllerReply({(r.resource_type, r.resource_name):
+                                ConfigError(Errors(r.error), r.message) for r in reply.results},
+                               reply.offset)
+
+    async def elect_leaders(self, election_type: int,
+                            partitions: Sequence[tuple[str, int]] | None = None, *,
+                            timeout_s: float = 30.0) -> ControllerReply[dict[tuple[str, int], Errors]]:
+        reply = await self.conn.call(rpc.ElectLeadersRequest(
+            self.cluster_id, election_type, None if partitions is None else list(partitions)),
+            timeout=timeout_s)
+        return ControllerReply({(r.topic, r.partition): Errors(r.error) for r in reply.results},
+                               reply.offset)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int, *,
+                                    timeout_s: float = 30.0) -> tuple[Errors, int, int]:
+        reply = await self.conn.call(
+            rpc.AllocateProducerIdsRequest(self.cluster_id, broker_id, broker_epoch),
+            timeout=timeout_s)
+        return Errors(reply.error), reply.first_producer_id, reply.size

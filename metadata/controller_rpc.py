@@ -1,0 +1,376 @@
+"""The controller's internal RPCs (over the controller listener, as `wire.rpc` frames).
+
+Brokers send BrokerRegistration, BrokerHeartbeat (which also carries controlled shutdown:
+`want_shutdown`, as in KRaft), AlterPartition and AllocateProducerIds; admin requests that
+reach a broker are forwarded as CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+IncrementalAlterConfigs, ElectLeaders and DescribeConfigs. Every response carries `error`
+(a top-level Kafka error code: NOT_CONTROLLER when this node is not the active controller,
+with `leader_id` as a hint), and writes carry `offset`: the metadata log offset the change
+committed at (-1 when nothing was written), so a broker can wait for its own metadata to
+reach it before answering its client.
+
+Every message is version 1; a later version may only append fields with defaults.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from wire.rpc import rpc_message
+
+__all__ = [
+    "EndpointInfo", "BrokerRegistrationRequest", "BrokerRegistrationResponse",
+    "BrokerHeartbeatRequest", "BrokerHeartbeatResponse", "AlterPartitionItemInfo",
+    "AlterPartitionResultInfo", "AlterPartitionRequest", "AlterPartitionResponse",
+    "CreatableTopicInfo", "CreateTopicResultInfo", "CreateTopicsRequest", "CreateTopicsResponse",
+    "DeleteTopicsRequest", "DeleteTopicResultInfo", "DeleteTopicsResponse",
+    "NewPartitionsInfo", "PartitionsResultInfo", "CreatePartitionsRequest",
+    "CreatePartitionsResponse", "ConfigEntryInfo", "ConfigResourceInfo", "ConfigOpInfo",
+    "ConfigResourceOps", "ConfigResultInfo", "AlterConfigsRequest",
+    "IncrementalAlterConfigsRequest", "AlterConfigsResponse", "DescribeConfigsRequest",
+    "DescribedConfigInfo", "DescribeConfigsResponse", "AllocateProducerIdsRequest",
+    "AllocateProducerIdsResponse", "ElectLeadersRequest", "ElectionResultInfo",
+    "ElectLeadersResponse", "CONTROLLER_REQUESTS",
+]
+
+
+# ----------------------------------------------------------------------------- brokers
+
+
+@dataclass(slots=True, frozen=True)
+class EndpointInfo:
+    name: str
+    host: str
+    port: int
+    security_protocol: int = 0
+
+
+@rpc_message("controller.BrokerRegistration", version=1)
+@dataclass(slots=True, frozen=True)
+class BrokerRegistrationRequest:
+    cluster_id: str
+    broker_id: int
+    incarnation_id: uuid.UUID
+    endpoints: list[EndpointInfo] = field(default_factory=list)
+    rack: str | None = None
+    log_dirs: list[uuid.UUID] = field(default_factory=list)
+    previous_broker_epoch: int = -1
+
+
+@rpc_message("controller.BrokerRegistrationResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class BrokerRegistrationResponse:
+    error: int
+    leader_id: int | None = None
+    broker_epoch: int = -1
+    message: str | None = None
+
+
+@rpc_message("controller.BrokerHeartbeat", version=1)
+@dataclass(slots=True, frozen=True)
+class BrokerHeartbeatRequest:
+    cluster_id: str
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool = False
+    want_shutdown: bool = False
+
+
+@rpc_message("controller.BrokerHeartbeatResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class BrokerHeartbeatResponse:
+    error: int
+    leader_id: int | None = None
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shutdown: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class AlterPartitionItemInfo:
+    topic_id: uuid.UUID
+    partition_id: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: list[int]
+    new_isr_broker_epochs: list[int] | None = None
+    leader_recovery_state: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class AlterPartitionResultInfo:
+    topic_id: uuid.UUID
+    partition_id: int
+    error: int
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: list[int] = field(default_factory=list)
+    partition_epoch: int = -1
+    leader_recovery_state: int = 0
+
+
+@rpc_message("controller.AlterPartition", version=1)
+@dataclass(slots=True, frozen=True)
+class AlterPartitionRequest:
+    cluster_id: str
+    broker_id: int
+    broker_epoch: int
+    items: list[AlterPartitionItemInfo] = field(default_factory=list)
+
+
+@rpc_message("controller.AlterPartitionResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class AlterPartitionResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1
+    results: list[AlterPartitionResultInfo] = field(default_factory=list)
+
+
+@rpc_message("controller.AllocateProducerIds", version=1)
+@dataclass(slots=True, frozen=True)
+class AllocateProducerIdsRequest:
+    cluster_id: str
+    broker_id: int
+    broker_epoch: int
+
+
+@rpc_message("controller.AllocateProducerIdsResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class AllocateProducerIdsResponse:
+    error: int
+    leader_id: int | None = None
+    first_producer_id: int = -1
+    size: int = 0
+
+
+# ------------------------------------------------------------------------------ topics
+
+
+@dataclass(slots=True, frozen=True)
+class CreatableTopicInfo:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict[int, list[int]] | None = None
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class CreateTopicResultInfo:
+    name: str
+    error: int
+    message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+@rpc_message("controller.CreateTopics", version=1)
+@dataclass(slots=True, frozen=True)
+class CreateTopicsRequest:
+    cluster_id: str
+    topics: list[CreatableTopicInfo]
+    validate_only: bool = False
+
+
+@rpc_message("controller.CreateTopicsResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class CreateTopicsResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1
+    results: list[CreateTopicResultInfo] = field(default_factory=list)
+    message: str | None = None
+
+
+@rpc_message("controller.DeleteTopics", version=1)
+@dataclass(slots=True, frozen=True)
+class DeleteTopicsRequest:
+    cluster_id: str
+    names: list[str] = field(default_factory=list)
+    topic_ids: list[uuid.UUID] = field(default_factory=list)
+
+
+@dataclass(slots=True, frozen=True)
+class DeleteTopicResultInfo:
+    name: str | None
+    topic_id: uuid.UUID | None
+    error: int
+    message: str | None = None
+
+
+@rpc_message("controller.DeleteTopicsResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class DeleteTopicsResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1
+    results: list[DeleteTopicResultInfo] = field(default_factory=list)
+
+
+@dataclass(slots=True, frozen=True)
+class NewPartitionsInfo:
+    name: str
+    count: int
+    assignments: list[list[int]] | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class PartitionsResultInfo:
+    name: str
+    error: int
+    message: str | None = None
+
+
+@rpc_message("controller.CreatePartitions", version=1)
+@dataclass(slots=True, frozen=True)
+class CreatePartitionsRequest:
+    cluster_id: str
+    topics: list[NewPartitionsInfo]
+    validate_only: bool = False
+
+
+@rpc_message("controller.CreatePartitionsResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class CreatePartitionsResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1
+    results: list[PartitionsResultInfo] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+@dataclass(slots=True, frozen=True)
+class ConfigEntryInfo:
+    name: str
+    value: str | None
+
+
+@dataclass(slots=True, frozen=True)
+class ConfigResourceInfo:
+    resource_type: int  # 2 TOPIC, 4 BROKER
+    resource_name: str
+    entries: list[ConfigEntryInfo] = field(default_factory=list)
+
+
+@dataclass(slots=True, frozen=True)
+class ConfigOpInfo:
+    name: str
+    op: int  # AlterOp: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT
+    value: str | None
+
+
+@dataclass(slots=True, frozen=True)
+class ConfigResourceOps:
+    resource_type: int
+    resource_name: str
+    ops: list[ConfigOpInfo] = field(default_factory=list)
+
+
+@dataclass(slots=True, frozen=True)
+class ConfigResultInfo:
+    resource_type: int
+    resource_name: str
+    error: int
+    message: str | None = None
+
+
+@rpc_message("controller.AlterConfigs", version=1)
+@dataclass(slots=True, frozen=True)
+class AlterConfigsRequest:
+    cluster_id: str
+    resources: list[ConfigResourceInfo]
+    validate_only: bool = False
+
+
+@rpc_message("controller.IncrementalAlterConfigs", version=1)
+@dataclass(slots=True, frozen=True)
+class IncrementalAlterConfigsRequest:
+    cluster_id: str
+    resources: list[ConfigResourceOps]
+    validate_only: bool = False
+
+
+@rpc_message("controller.AlterConfigsResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class AlterConfigsResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1
+    results: list[ConfigResultInfo] = field(default_factory=list)
+
+
+@rpc_message("controller.DescribeConfigs", version=1)
+@dataclass(slots=True, frozen=True)
+class DescribeConfigsRequest:
+    cluster_id: str
+    resource_type: int
+    resource_name: str
+    keys: list[str] | None = None
+    include_synonyms: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class DescribedConfigInfo:
+    name: str
+    value: str | None
+    read_only: bool
+    source: int
+    sensitive: bool
+    type: int
+
+
+@rpc_message("controller.DescribeConfigsResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class DescribeConfigsResponse:
+    error: int
+    leader_id: int | None = None
+    message: str | None = None
+    configs: list[DescribedConfigInfo] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- elections
+
+
+@rpc_message("controller.ElectLeaders", version=1)
+@dataclass(slots=True, frozen=True)
+class ElectLeadersRequest:
+    cluster_id: str
+    election_type: int  # 0 PREFERRED, 1 UNCLEAN
+    partitions: list[tuple[str, int]] | None = None  # None = every partition
+
+
+@dataclass(slots=True, frozen=True)
+class ElectionResultInfo:
+    topic: str
+    partition: int
+    error: int
+
+
+@rpc_message("controller.ElectLeadersResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class ElectLeadersResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1
+    results: list[ElectionResultInfo] = field(default_factory=list)
+
+
+# Request type → its response type (the service answers NOT_CONTROLLER with these).
+CONTROLLER_REQUESTS: dict[type, type] = {
+    BrokerRegistrationRequest: BrokerRegistrationResponse,
+    BrokerHeartbeatRequest: BrokerHeartbeatResponse,
+    AlterPartitionRequest: AlterPartitionResponse,
+    AllocateProducerIdsRequest: AllocateProducerIdsResponse,
+    CreateTopicsRequest: CreateTopicsResponse,
+    DeleteTopicsRequest: DeleteTopicsResponse,
+    CreatePartitionsRequest: CreatePartitionsResponse,
+    AlterConfigsRequest: AlterConfigsResponse,
+    IncrementalAlterConfigsRequest: AlterConfigsResponse,
+    DescribeConfigsRequest: DescribeConfigsResponse,
+    ElectLeadersRequest: ElectLeadersResponse,
+}

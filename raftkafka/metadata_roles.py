@@ -1,0 +1,130 @@
+"""What the metadata layer adds to a node's Raft replica, per role.
+
+A node runs one Raft replica of the metadata log (raftkafka.node.ControllerNode). Its
+"app" decides what the committed log drives:
+
+- controller role: `ControllerRole` — the ControllerStateMachine (committed image,
+  snapshots) and the ControllerService with its RPCs on the controller listener;
+- broker role: `BrokerRole` — a MetadataFollower + MetadataLoader (publishers are plugged
+  in with `add_publisher`) and the BrokerLifecycle (registration, heartbeats, controlled
+  shutdown). On a broker-only node the follower is the Raft state machine of an observer;
+  on a combined node the controller's state machine feeds it the decoded batches.
+
+An app offers: `state_machine`, `wrap_inbox(inbox)`, `handle(request)` (None = not mine)
+and `run(driver, cluster_id, voters, task_status=...)`.
+"""
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from metadata.broker_lifecycle import BrokerLifecycle
+from metadata.controller_client import ControllerClient, ControllerConnection
+from metadata.controller_requests import ControllerRequests
+from metadata.controller_service import ControllerService
+from metadata.controller_state_machine import ControllerStateMachine, SnapshotSchedule
+from metadata.loader import MetadataLoader, MetadataPublisher
+from metadata.metadata_follower import LeaderHighWatermarkTap, MetadataFollower
+from metadata.records import Endpoint
+from raftkafka.config import NodeConfig
+from storage.env import Env
+
+__all__ = ["ControllerRole", "BrokerRole", "MetadataApp"]
+
+log = logging.getLogger("raftkafka.node")
+
+
+def _schedule(env: Env, config: NodeConfig) -> SnapshotSchedule:
+    return SnapshotSchedule(env.now, max_records=config.snapshot_interval_records,
+                            max_interval=config.snapshot_interval_ms / 1000)
+
+
+class BrokerRole:
+    def __init__(self, env: Env, config: NodeConfig):
+        self.env = env
+        self.config = config
+        self.loader = MetadataLoader()
+        self.follower = MetadataFollower(self.loader, schedule=_schedule(env, config))
+        self.connection: ControllerConnection | None = None
+        self.lifecycle: BrokerLifecycle | None = None
+        self.controller: ControllerClient | None = None  # the channel for forwarded admin ops
+        self.started = trio.Event()
+
+    def add_publisher(self, publisher: MetadataPublisher) -> None:
+        """Plug in a consumer of metadata (replica manager, metadata cache, ...)."""
+        self.follower.add_publisher(publisher)
+
+    def endpoints(self) -> list[Endpoint]:
+        names = self.config.controller_listener_names
+        return [Endpoint(l.name, l.host, l.port) for l in self.config.listeners if l.name not in names]
+
+    async def run(self, driver, cluster_id: str, voters: dict[int, tuple[str, int]], *,
+                  task_status=trio.TASK_STATUS_IGNORED) -> None:
+        config = self.config
+        self.connection = ControllerConnection(self.env, voters, cluster_id=cluster_id)
+        self.controller = ControllerClient(self.connection)
+        self.lifecycle = BrokerLifecycle(
+            self.env, self.connection, broker_id=config.node_id,
+            metadata_offset=lambda: self.follower.metadata_offset,
+            endpoints=self.endpoints(), rack=config.broker_rack or None,
+            heartbeat_interval=config.broker_heartbeat_interval_ms / 1000)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.connection.run)
+            nursery.start_soon(self.lifecycle.run)
+            self.started.set()
+            task_status.started()
+
+
+class ControllerRole:
+    def __init__(self, env: Env, config: NodeConfig, *, follower: MetadataFollower | None = None):
+        self.env = env
+        self.config = config
+        self.follower = follower
+        self.schedule = _schedule(env, config)
+        self.state_machine = ControllerStateMachine(schedule=self.schedule, follower=follower)
+        if follower is not None:
+            follower.schedule = None  # the controller's snapshots cover both
+        self.service: ControllerService | None = None
+        self.requests: ControllerRequests | None = None
+
+    async def run(self, driver, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self.schedule.attach(driver)
+        if self.follower is not None:
+            self.follower.is_leader = lambda: driver.status().role == "Leader"
+        self.service = ControllerService(
+            self.env, node_id=self.config.node_id, driver=driver, state_machine=self.state_machine,
+            session_timeout=self.config.broker_session_timeout_ms / 1000)
+        self.requests = ControllerRequests(self.service, rng=self.env.rng)
+        await self.service.run(task_status=task_status)
+
+    async def handle(self, request):
+        return None if self.requests is None else await self.requests.handle(request)
+
+
+class MetadataApp:
+    """The app of one node: its controller role, its broker role, or both."""
+
+    def __init__(self, env: Env, config: NodeConfig):
+        self.broker = BrokerRole(env, config) if "broker" in config.roles else None
+        self.controller = (ControllerRole(env, config, follower=self.broker and self.broker.follower)
+                           if "controller" in config.roles else None)
+        self.state_machine = (self.controller.state_machine if self.controller is not None
+                              else self.broker.follower)
+
+    def wrap_inbox(self, inbox):
+        if self.broker is None:
+            return inbox
+        return LeaderHighWatermarkTap(inbox, self.broker.follower)
+
+    async def handle(self, request):
+        return None if self.controller is None else await self.controller.handle(request)
+
+    async def run(self, driver, cluster_id: str, voters: dict[int, tuple[str, int]], *,
+                  task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            if self.controller is not None:
+                await nursery.start(self.controller.run, driver)
+            if self.broker is not None:
+                await nursery.start(self.broker.run, driver, cluster_id, voters)
+            task_status.started()
