@@ -25,7 +25,9 @@ class _Waiter:
 
 class FetchPurgatory:
     def __init__(self) -> None:
-        self._watchers: dict[Key, set[_Waiter]] = {}
+        # Waiters per partition in arrival order (a dict, not a set: wake-up order must not
+        # depend on object ids, or a simulation run would not be a function of its seed).
+        self._watchers: dict[Key, dict[_Waiter, None]] = {}
 
     @property
     def waiting(self) -> int:
@@ -43,7 +45,7 @@ class FetchPurgatory:
         keys = sorted(set(keys))
         waiter = _Waiter()
         for key in keys:
-            self._watchers.setdefault(key, set()).add(waiter)
+            self._watchers.setdefault(key, {})[waiter] = None
         try:
             with trio.move_on_at(deadline):
                 await waiter.event.wait()
@@ -52,6 +54,6 @@ class FetchPurgatory:
             for key in keys:
                 ws = self._watchers.get(key)
                 if ws is not None:
-                    ws.discard(waiter)
+                    ws.pop(waiter, None)
                     if not ws:
                         del self._watchers[key]

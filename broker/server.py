@@ -113,6 +113,7 @@ class KafkaServer:
         except DecodeError as exc:
             log.info("closing connection: malformed request: %s", exc)
             return CLOSE
+        # The one place every request passes: authorization and quota checks belong here.
         handler = HANDLERS.get(header.api_key)
         if handler is None:
             log.info("closing connection: api key %d is not implemented", header.api_key)
