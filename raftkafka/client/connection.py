@@ -157,11 +157,20 @@ class BrokerConnection:
                 raise self._closed_error()
             if expect_response:
                 self._pending.append(slot)
-            try:
-                await self._stream.send_all(frame)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                await self._fail(KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc!r}"))
-                raise self._closed_error() from None
+            # A frame cut in half by a cancelled caller would desynchronise the stream:
+            # the send is shielded, bounded by the request timeout instead.
+            with trio.CancelScope(shield=True):
+                error = None
+                with trio.move_on_after(self.request_timeout) as send_scope:
+                    try:
+                        await self._stream.send_all(frame)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                        error = KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc!r}")
+                if send_scope.cancelled_caught:
+                    error = KafkaConnectionError(f"send to {self.host}:{self.port} timed out")
+                if error is not None:
+                    await self._fail(error)
+                    raise self._closed_error()
         if not expect_response:
             return None
         deadline = self.request_timeout + (timeout or 0.0)

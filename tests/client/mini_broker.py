@@ -101,25 +101,28 @@ class MiniCluster:
                         self.requests.append((node, header.api_key, header.api_version))
                         slot = {"done": trio.Event(), "frame": None}
                         results.append(slot)
-                        nursery.start_soon(self._answer, node, header, body, slot)
-                        nursery.start_soon(self._flush, stream, results, send_lock)
+                        nursery.start_soon(self._answer, node, header, body, slot, stream, results, send_lock)
             except (trio.BrokenResourceError, trio.ClosedResourceError, DecodeError):
                 pass
             nursery.cancel_scope.cancel()
         await stream.aclose()
 
-    async def _answer(self, node, header, body, slot):
+    async def _answer(self, node, header, body, slot, stream, results, lock):
         method = getattr(self, "on_" + ApiKey(header.api_key).name.lower())
         response = await method(node, body, header.api_version)
         slot["frame"] = None if response is None else encode_response(header, response)
         slot["done"].set()
+        await self._flush(stream, results, lock)
 
     async def _flush(self, stream, results, lock):
         async with lock:
             while results and results[0]["done"].is_set():
                 slot = results.pop(0)
                 if slot["frame"] is not None:
-                    await stream.send_all(slot["frame"])
+                    try:
+                        await stream.send_all(slot["frame"])
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return
 
     # ------------------------------------------------------------------ handlers
 
@@ -196,14 +199,14 @@ class MiniCluster:
         deadline = trio.current_time() + req.max_wait_ms / 1000
         while True:
             waiter = self.appended
-            topics, size = self._fetch_once(node, req)
-            if size >= req.min_bytes or trio.current_time() >= deadline:
+            topics, size, errors = self._fetch_once(node, req)
+            if size >= req.min_bytes or errors or trio.current_time() >= deadline:
                 return FetchResponse(throttle_time_ms=0, error_code=0, responses=topics)
             with trio.move_on_at(deadline):
                 await waiter.wait()
 
     def _fetch_once(self, node, req):
-        topics, total = [], 0
+        topics, total, errors = [], 0, 0
         for t in req.topics:
             parts = []
             for p in t.partitions:
@@ -212,6 +215,7 @@ class MiniCluster:
                 chunks = []
                 if not err and not log.start <= p.fetch_offset <= log.end:
                     err = E.OFFSET_OUT_OF_RANGE
+                errors += bool(err)
                 if not err:
                     size = 0
                     for base, nxt, _, data in log.batches:
@@ -224,7 +228,7 @@ class MiniCluster:
                     last_stable_offset=log.end if log else -1, log_start_offset=log.start if log else -1,
                     aborted_transactions=None, records=b"".join(chunks)))
             topics.append(FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=parts))
-        return topics, total
+        return topics, total, errors
 
     async def on_list_offsets(self, node, req, v):
         topics = []

@@ -1,0 +1,166 @@
+"""Consumer fetch state, sans-IO: positions, fetch requests, response parsing.
+
+`FetchState` knows each assigned partition's position (next offset to return),
+whether it is paused, and what was fetched but not yet handed out. It builds
+one Fetch request per leader and turns a Fetch response into buffered
+records, skipping control batches and records below the position (a batch
+may start before the offset asked for). Errors come back as a per-partition
+verdict for the driver: reset the offset, refresh metadata, or raise.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from raftkafka.client.errors import KafkaError, error_for
+from wire.batch_header import HEADER_SIZE, iter_batches
+from wire.error_codes import ErrorCode
+from wire.errors import DecodeError
+from wire.protocol import FetchRequest
+from wire.records import decode_records
+
+__all__ = ["ConsumerRecord", "PartitionState", "FetchState", "TopicPartition"]
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int  # 0 = CreateTime, 1 = LogAppendTime
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+@dataclass(slots=True)
+class PartitionState:
+    position: int | None = None  # None: to be resolved (committed offset or reset policy)
+    reset: str | None = None  # "earliest"/"latest": resolve with ListOffsets, not the committed offset
+    paused: bool = False
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    buffered: deque = field(default_factory=deque)
+    buffered_end: int = -1  # the position once `buffered` is consumed
+
+
+class FetchState:
+    def __init__(self, *, max_partition_bytes: int = 1_048_576, isolation_level: int = 0):
+        self.max_partition_bytes = max_partition_bytes
+        self.isolation_level = isolation_level
+        self.partitions: dict[TopicPartition, PartitionState] = {}
+
+    # ------------------------------------------------------------------ assignment and positions
+
+    def assign(self, partitions) -> None:
+        """Set the assignment; kept partitions keep their position."""
+        wanted = set(partitions)
+        self.partitions = {tp: self.partitions.get(tp) or PartitionState() for tp in sorted(wanted)}
+
+    def seek(self, tp: TopicPartition, offset: int | None, reset: str | None = None) -> None:
+        state = self._state(tp)
+        state.position, state.reset = offset, reset
+        state.buffered.clear()
+        state.buffered_end = -1
+
+    def _state(self, tp: TopicPartition) -> PartitionState:
+        state = self.partitions.get(tp)
+        if state is None:
+            raise KafkaError(f"{tp[0]}-{tp[1]} is not assigned to this consumer", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return state
+
+    def unresolved(self) -> list[TopicPartition]:
+        return [tp for tp, s in self.partitions.items() if s.position is None]
+
+    def fetchable(self) -> list[TopicPartition]:
+        return [tp for tp, s in self.partitions.items()
+                if s.position is not None and not s.paused and not s.buffered]
+
+    # ------------------------------------------------------------------ requests
+
+    def build_request(self, partitions: list[TopicPartition], *, max_wait_ms: int, min_bytes: int,
+                      max_bytes: int) -> FetchRequest:
+        topics: dict[str, list] = {}
+        for topic, partition in sorted(partitions):
+            topics.setdefault(topic, []).append(FetchRequest.FetchPartition(
+                partition=partition, fetch_offset=self.partitions[(topic, partition)].position,
+                partition_max_bytes=self.max_partition_bytes))
+        return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+                            isolation_level=self.isolation_level,
+                            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+
+    def handle_response(self, request: FetchRequest, response) -> tuple[int, list[TopicPartition], list[KafkaError]]:
+        """Buffer what came back. Returns (records buffered, partitions whose leader moved, fatal errors).
+
+        Answers for partitions whose position changed meanwhile (seek, reassignment) are dropped.
+        """
+        asked = {(t.topic, p.partition): p.fetch_offset for t in request.topics for p in t.partitions}
+        count, stale, errors = 0, [], []
+        if response.error_code:
+            return 0, sorted(asked), [error_for(response.error_code, context="Fetch")]
+        for t in response.responses:
+            for p in t.partitions:
+                tp = (t.topic, p.partition_index)
+                state = self.partitions.get(tp)
+                if state is None or tp not in asked or state.position != asked[tp] or state.buffered:
+                    continue
+                code = ErrorCode.of(p.error_code)
+                if code == ErrorCode.NONE:
+                    state.high_watermark, state.log_start_offset = p.high_watermark, p.log_start_offset
+                    try:
+                        count += self._buffer(tp, state, p.records)
+                    except DecodeError as exc:
+                        errors.append(KafkaError(f"{tp[0]}-{tp[1]}: corrupt fetch data: {exc}",
+                                                 ErrorCode.CORRUPT_MESSAGE))
+                elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    state.position, state.reset = None, "default"
+                elif code.invalid_metadata or code.retriable:
+                    stale.append(tp)
+                else:
+                    errors.append(error_for(code, context=f"Fetch {tp[0]}-{tp[1]}"))
+        return count, stale, errors
+
+    def _buffer(self, tp: TopicPartition, state: PartitionState, records) -> int:
+        if not records:
+            return 0
+        buf = bytes(records)
+        position = state.position
+        end = position
+        for pos, header in iter_batches(buf):
+            next_offset = header.base_offset + header.last_offset_delta + 1
+            if next_offset <= position:
+                continue
+            end = max(end, next_offset)
+            if header.is_control:
+                continue
+            timestamp_type = 1 if header.log_append_time else 0
+            for r in decode_records(header, buf[pos + HEADER_SIZE:pos + header.size]):
+                if r.offset >= position:
+                    state.buffered.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, timestamp_type,
+                                                         r.key, r.value, r.headers))
+        state.buffered_end = end
+        if not state.buffered:
+            state.position = end  # only control or compacted-away records: move past them
+            state.buffered_end = -1
+        return len(state.buffered)
+
+    # ------------------------------------------------------------------ handing out
+
+    def take(self, max_records: int) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
+        for tp, state in self.partitions.items():
+            if state.paused:
+                continue
+            while state.buffered and len(out) < max_records:
+                record = state.buffered.popleft()
+                out.append(record)
+                state.position = record.offset + 1
+            if not state.buffered and state.buffered_end >= 0:
+                state.position = max(state.position, state.buffered_end)
+                state.buffered_end = -1
+            if len(out) >= max_records:
+                break
+        return out

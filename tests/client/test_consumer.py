@@ -1,0 +1,156 @@
+import pytest
+import trio
+
+from raftkafka.client.consumer import Consumer
+from raftkafka.client.errors import BrokerResponseError, KafkaError
+from raftkafka.client.producer import Producer
+from tests.client.memnet import MemEnv
+from tests.client.mini_broker import MiniCluster
+from wire.error_codes import ErrorCode
+from wire.protocol import ApiKey
+
+
+async def start(nursery, nodes=(1,), **kw):
+    env = MemEnv()
+    mini = MiniCluster(env, nodes, **kw)
+    await mini.serve_all(nursery)
+    return env, mini
+
+
+async def produce(env, topic, values, partition=None, **kw):
+    async with Producer(env, "b1:9092", **kw) as producer:
+        for v in values:
+            await producer.send(topic, v, partition=partition)
+
+
+async def drain(consumer, n, timeout=10.0):
+    out = []
+    with trio.fail_after(timeout):
+        while len(out) < n:
+            out += await consumer.poll(0.5)
+    return out
+
+
+async def test_assign_earliest_reads_everything_in_order(nursery, autojump_clock):
+    env, mini = await start(nursery, nodes=(1, 2))
+    mini.create_topic("t", 2)
+    await produce(env, "t", [b"a%d" % i for i in range(10)], partition=0)
+    await produce(env, "t", [b"b%d" % i for i in range(5)], partition=1)
+    async with Consumer(env, "b1:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0), ("t", 1)])
+        records = await drain(consumer, 15)
+    by_part = {p: [r.value for r in records if r.partition == p] for p in (0, 1)}
+    assert by_part == {0: [b"a%d" % i for i in range(10)], 1: [b"b%d" % i for i in range(5)]}
+    assert [r.offset for r in records if r.partition == 0] == list(range(10))
+
+
+async def test_latest_only_sees_new_records_and_long_poll_wakes(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    await produce(env, "t", [b"old"])
+    async with Consumer(env, "b1:9092", fetch_max_wait_ms=5000) as consumer:
+        consumer.assign([("t", 0)])
+        assert await consumer.position(("t", 0)) == 1
+        async with trio.open_nursery() as n:
+            async def later():
+                await trio.sleep(1.0)
+                await produce(env, "t", [b"new"])
+            n.start_soon(later)
+            started = trio.current_time()
+            records = await consumer.poll(10.0)
+        assert [r.value for r in records] == [b"new"]
+        assert trio.current_time() - started < 5.0  # woken by the append, not the max wait
+
+
+async def test_seek_and_max_records(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    await produce(env, "t", [b"%d" % i for i in range(20)], linger_ms=100)
+    async with Consumer(env, "b1:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        first = await consumer.poll(1.0, max_records=3)
+        assert [r.offset for r in first] == [0, 1, 2]
+        consumer.seek(("t", 0), 15)
+        rest = await drain(consumer, 5)
+        assert [r.offset for r in rest] == [15, 16, 17, 18, 19]
+        consumer.seek_to_beginning()
+        assert (await consumer.poll(1.0, max_records=1))[0].offset == 0
+        consumer.seek_to_end(("t", 0))
+        assert await consumer.position(("t", 0)) == 20
+        assert await consumer.beginning_offsets([("t", 0)]) == {("t", 0): 0}
+        assert await consumer.end_offsets([("t", 0)]) == {("t", 0): 20}
+
+
+async def test_offsets_for_times(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    async with Producer(env, "b1:9092", linger_ms=0) as producer:
+        for i in range(5):
+            await producer.send_and_wait("t", b"x", timestamp_ms=1000 * (i + 1))
+    async with Consumer(env, "b1:9092") as consumer:
+        found = await consumer.offsets_for_times({("t", 0): 2500, ("t", 0): 2500})
+        assert found == {("t", 0): (2, -1)}  # the first record at or after 2500 ms
+
+
+async def test_follows_leader_change(nursery, autojump_clock):
+    env, mini = await start(nursery, nodes=(1, 2))
+    mini.create_topic("t", 1, leaders=[1])
+    await produce(env, "t", [b"a", b"b"])
+    async with Consumer(env, "b1:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        assert len(await drain(consumer, 2)) == 2
+        mini.move_leader("t", 0, 2)
+        await produce(env, "t", [b"c"])
+        records = await drain(consumer, 1)
+    assert [r.value for r in records] == [b"c"]
+    assert any(node == 2 and key == ApiKey.FETCH for node, key, _ in mini.requests)
+
+
+async def test_offset_out_of_range_resets(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    await produce(env, "t", [b"a", b"b"])
+    async with Consumer(env, "b1:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        consumer.seek(("t", 0), 99)
+        records = await drain(consumer, 2)
+    assert [r.offset for r in records] == [0, 1]
+
+
+async def test_reset_none_raises(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    async with Consumer(env, "b1:9092", group_id="g", auto_offset_reset="none") as consumer:
+        consumer.assign([("t", 0)])
+        with pytest.raises(BrokerResponseError) as info:
+            await consumer.poll(0.1)
+        assert info.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+async def test_commit_and_committed_in_assign_mode(nursery, autojump_clock):
+    env, mini = await start(nursery, nodes=(1, 2))
+    mini.create_topic("t", 1)
+    await produce(env, "t", [b"%d" % i for i in range(6)])
+    async with Consumer(env, "b1:9092", group_id="g", auto_offset_reset="earliest",
+                        enable_auto_commit=False) as consumer:
+        consumer.assign([("t", 0)])
+        await consumer.poll(1.0, max_records=4)
+        await consumer.commit()
+        assert await consumer.committed([("t", 0)]) == {("t", 0): 4}
+    async with Consumer(env, "b1:9092", group_id="g") as consumer:
+        consumer.assign([("t", 0)])
+        records = await drain(consumer, 2)
+    assert [r.offset for r in records] == [4, 5]
+
+
+async def test_errors_for_misuse(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    with pytest.raises(ValueError):
+        Consumer(env, "b1:9092", auto_offset_reset="sometimes")
+    async with Consumer(env, "b1:9092") as consumer:
+        with pytest.raises(KafkaError):
+            consumer.subscribe(["t"])
+        with pytest.raises(KafkaError):
+            await consumer.commit()
+        with pytest.raises(KafkaError):
+            consumer.seek(("t", 0), 1)
