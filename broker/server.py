@@ -56,8 +56,11 @@ class KafkaServer:
                     await self._process(stream, receive)
                 finally:
                     nursery.cancel_scope.cancel()
-        except _CONNECTION_ERRORS:
+        # Errors leave the nursery as exception groups; none may reach the listener.
+        except* _CONNECTION_ERRORS:
             pass  # the peer went away: nothing to answer
+        except* Exception:
+            log.exception("connection handler failed; closing the connection")
         finally:
             self.connections -= 1
             with trio.CancelScope(shield=True):

@@ -1,5 +1,6 @@
 """Bad input on a connection: only that connection closes; the broker keeps serving."""
 import random
+import socket
 import struct
 
 import trio
@@ -114,3 +115,22 @@ async def test_random_garbage_never_kills_the_broker():
         versions = await healthy.call(ApiVersionsRequest(), 0)
         assert isinstance(versions, ApiVersionsResponse) and versions.error_code == 0
         assert B.one_partition(await healthy.call(B.produce("t", 0, B.batch(1)), 8)).error_code in (0,)
+
+
+async def test_a_client_vanishing_mid_response_does_not_disturb_the_broker():
+    async with running_cluster() as c:
+        port = c.brokers[0].port
+        healthy = await RawClient.connect(port)
+        await healthy.call(B.create_topic("t", 1), 4)
+        for _ in range(4):
+            await healthy.call(B.produce("t", 0, B.batch(50, value_size=20_000)), 8)
+        for _ in range(5):
+            rude = await RawClient.connect(port)
+            request = encode_request(B.fetch([("t", 0, 0)], max_bytes=50 << 20), 11, 1, "x")
+            await rude.send_raw(request * 30)  # ~120 MB of answers that nobody will read
+            rude.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
+            await rude.aclose()
+        await trio.sleep(0.2)
+        assert B.one_partition(await healthy.call(B.fetch([("t", 0, 0)]), 11)).high_watermark == 200
+        fresh = await RawClient.connect(port)
+        assert (await fresh.call(ApiVersionsRequest(), 0)).error_code == 0
