@@ -220,16 +220,22 @@ class GroupMembership:
                 if p.error_code:
                     raise error_for(p.error_code, context=f"OffsetCommit {t.name}-{p.partition_index}")
 
-    async def committed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int | None]:
-        topics: dict[str, list[int]] = {}
-        for topic, partition in sorted(partitions):
-            topics.setdefault(topic, []).append(partition)
-        response = await self._coordinator_request(OffsetFetchRequest(
-            group_id=self.group_id, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
-                                            for t, ps in sorted(topics.items())]))
+    async def committed_all(self) -> dict[TopicPartition, int | None]:
+        """Every offset the group has committed (OffsetFetch with null topics, v2+)."""
+        return await self.committed(None)
+
+    async def committed(self, partitions: list[TopicPartition] | None) -> dict[TopicPartition, int | None]:
+        request_topics = None
+        if partitions is not None:
+            topics: dict[str, list[int]] = {}
+            for topic, partition in sorted(partitions):
+                topics.setdefault(topic, []).append(partition)
+            request_topics = [OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                              for t, ps in sorted(topics.items())]
+        response = await self._coordinator_request(OffsetFetchRequest(group_id=self.group_id, topics=request_topics))
         if response.error_code:
             raise error_for(response.error_code, context=f"OffsetFetch {self.group_id}")
-        out: dict[TopicPartition, int | None] = {tp: None for tp in partitions}
+        out: dict[TopicPartition, int | None] = {tp: None for tp in partitions or ()}
         for t in response.topics:
             for p in t.partitions:
                 if p.error_code:
