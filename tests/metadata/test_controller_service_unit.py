@@ -1,0 +1,193 @@
+"""ControllerService decisions against a scripted Raft driver: no work before the new
+leader's LeaderChange is applied, speculative state visible at once but answered only at
+commit, and everything speculative dropped on losing leadership."""
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass
+
+import pytest
+import trio
+
+from metadata.controller.topics import CreatableTopic, create_topics
+from metadata.controller_service import ControllerService, NotControllerError
+from metadata.controller_state_machine import ControllerStateMachine
+from metadata.image import METADATA_VERSION
+from metadata.log_format import BatchAssembler
+from raft.driver import ProposalFailed
+from raft.entry import Entry, LeaderChange, encode_leader_change
+from storage.env import RealEnv
+
+ME = 1
+
+
+@dataclass
+class Status:
+    role: str
+    epoch: int
+    leader_id: int | None
+    log_end_offset: int
+
+
+class ScriptedDriver:
+    """Appends proposals to a list; the test decides when they commit or fail."""
+
+    def __init__(self, sm: ControllerStateMachine):
+        self.sm = sm
+        self.role, self.epoch, self.leader = "Follower", 0, None
+        self.log: list[Entry] = []
+        self.committed = 0
+        self.waiting: list[tuple[int, int, trio.Event, list]] = []
+        self.snapshot_interval_bytes = 1 << 30
+
+    def status(self):
+        return Status(self.role, self.epoch, self.leader, len(self.log))
+
+    def elect(self, epoch: int, me: bool = True) -> None:
+        self.role, self.epoch, self.leader = ("Leader" if me else "Follower"), epoch, (ME if me else 2)
+        if me:
+            self.log.append(Entry(len(self.log), epoch, encode_leader_change(
+                LeaderChange(ME, [1, 2, 3], [1, 2])), control=True))
+
+    async def propose(self, payloads):
+        if self.role != "Leader":
+            raise ProposalFailed(self.leader, self.epoch, "not the leader")
+        first = len(self.log)
+        self.log += [Entry(first + i, self.epoch, p) for i, p in enumerate(payloads)]
+        slot = [None]
+        done = trio.Event()
+        self.waiting.append((first, len(self.log) - 1, done, slot))
+        await done.wait()
+        if slot[0] is not None:
+            raise slot[0]
+        return first, first + len(payloads) - 1
+
+    def commit_all(self) -> None:
+        """Commit the whole log (as a majority would) and resolve every proposal."""
+        if self.committed < len(self.log):
+            self.sm.apply(self.log[self.committed:], len(self.log))
+            self.committed = len(self.log)
+        for _, _, done, _ in self.waiting:
+            done.set()
+        self.waiting = []
+
+    def fail_all(self) -> None:
+        for _, _, done, slot in self.waiting:
+            slot[0] = ProposalFailed(None, self.epoch, "lost")
+            done.set()
+        self.waiting = []
+
+
+@pytest.fixture
+async def setup(nursery):
+    sm = ControllerStateMachine()
+    driver = ScriptedDriver(sm)
+    service = ControllerService(RealEnv(seed=1), node_id=ME, driver=driver, state_machine=sm,
+                                tick=0.01)
+    await nursery.start(service.run)
+    return driver, sm, service
+
+
+def create(names):
+    rng = random.Random(0)
+
+    def op(image, next_offset, now):
+        records, results = create_topics(image, [CreatableTopic(n, assignments={0: [ME]})
+                                                 for n in names], rng=rng)
+        return [records], results
+
+    return op
+
+
+async def wait_until(pred, timeout=5):
+    with trio.fail_after(timeout):
+        while not pred():
+            await trio.sleep(0.005)
+
+
+async def test_new_leader_does_nothing_until_its_leader_change_is_applied(setup):
+    driver, sm, service = setup
+    driver.elect(5)
+    await trio.sleep(0.05)
+    assert not service.active  # elected, but the LeaderChange is not committed yet
+    with pytest.raises(NotControllerError):
+        await service.submit("noop", lambda image, off, now: ([], None))
+    driver.commit_all()
+    await wait_until(lambda: service.active)
+    # A fresh cluster is bootstrapped with metadata.version, answered at commit.
+    await wait_until(lambda: driver.waiting)
+    driver.commit_all()
+    await wait_until(lambda: METADATA_VERSION in sm.image.features)
+
+
+async def test_speculative_state_answers_at_commit_and_reverts_on_leadership_loss(setup, nursery):
+    driver, sm, service = setup
+    driver.elect(1)
+    driver.commit_all()
+    await wait_until(lambda: service.active and driver.waiting)
+    driver.commit_all()  # the bootstrap record
+    await wait_until(lambda: not service._awaiting and METADATA_VERSION in sm.image.features)
+    # Register broker 1 by hand so a 1-replica topic can be placed.
+    from metadata.records import RegisterBroker
+
+    def register(image, off, now):
+        return [[RegisterBroker(ME, uuid.UUID(int=1), off, fenced=False)]], None
+
+    async def submit(fn, out):
+        try:
+            out.append(await service.submit("op", fn))
+        except NotControllerError as e:
+            out.append(e)
+
+    done: list = []
+    nursery.start_soon(submit, register, done)
+    await wait_until(lambda: driver.waiting)
+    driver.commit_all()
+    await wait_until(lambda: done)
+    created: list = []
+    nursery.start_soon(submit, create(["spec"]), created)
+    await wait_until(lambda: service.image is not None and "spec" in service.image.topics_by_name)
+    await trio.sleep(0.05)
+    assert created == []  # not answered before commit
+    assert "spec" not in sm.image.topics_by_name
+    # A read that follows the uncommitted write waits for it too.
+    read: list = []
+    nursery.start_soon(submit, lambda image, off, now: ([], "topics" if image.topics_by_name else "none"), read)
+    await trio.sleep(0.05)
+    assert read == []
+    # Leadership moves away: the proposal fails, waiting requests learn NOT_CONTROLLER.
+    driver.role, driver.epoch, driver.leader = "Follower", 2, 2
+    driver.fail_all()
+    await wait_until(lambda: created and read)
+    assert isinstance(created[0], NotControllerError) and created[0].leader_id == 2
+    assert isinstance(read[0], NotControllerError)
+    assert service.image is None and not service.active
+    # Elected again later (the uncommitted entries were truncated by the other leader).
+    del driver.log[sm.applied_end:]
+    driver.elect(3)
+    driver.commit_all()
+    await wait_until(lambda: service.active)
+    assert "spec" not in service.image.topics_by_name  # started over from the committed image
+    again: list = []
+    nursery.start_soon(submit, create(["spec"]), again)
+    await wait_until(lambda: driver.waiting)
+    driver.commit_all()
+    await wait_until(lambda: again)
+    assert again[0][0][0].error == 0 and "spec" in sm.image.topics_by_name
+    assert again[0][1] == len(driver.log) - 1  # answered with the committed offset
+
+
+def test_abandoned_batch_prefix_is_dropped_everywhere():
+    from metadata.log_format import CommittedBatch, encode_batch
+    from metadata.records import FeatureLevel
+    payloads = encode_batch([FeatureLevel("a", 1), FeatureLevel("b", 1), FeatureLevel("c", 1)])
+    lc = encode_leader_change(LeaderChange(2, [1, 2, 3], [2, 3]))
+    entries = [Entry(0, 1, payloads[0]), Entry(1, 1, payloads[1]),  # the leader died here
+               Entry(2, 2, lc, control=True),
+               Entry(3, 2, encode_batch([FeatureLevel("d", 1)])[0])]
+    asm = BatchAssembler()
+    items = asm.feed(entries[:2]) + asm.feed(entries[2:])
+    batches = [i for i in items if isinstance(i, CommittedBatch)]
+    assert [[r.name for r in b.records] for b in batches] == [["d"]]
+    assert asm.dropped_batches == 1
