@@ -13,7 +13,7 @@ APIs, so nothing on the hot path keeps a second copy of it:
 
 Event counters (bytes/records in and out, requests and latency, ISR churn)
 are `storage.metrics.BrokerMetrics` methods called by the broker itself.
-The pure helpers (`api_label`, `raft_samples`, `controller_samples`,
+The pure helpers (`raft_samples`, `controller_samples`,
 `under_replicated`, `consumer_group_lag`) are what the gauges compute,
 kept separate so they can be tested without a running node.
 """
@@ -27,7 +27,6 @@ from raft.status import QuorumStatus
 from storage.metrics import MetricsRegistry
 
 __all__ = [
-    "api_label",
     "raft_samples",
     "controller_samples",
     "under_replicated",
@@ -43,16 +42,6 @@ __all__ = [
 NO_LEADER = -1
 # Every role has a series (0 or 1) from the first scrape, so a dashboard can graph any of them.
 RAFT_ROLES = tuple(sorted(role.value for role in Role))
-
-
-def api_label(api_key: int) -> str:
-    """Kafka's request name for an api key (`ListOffsets`, `ApiVersions`, ...), as in its RequestMetrics."""
-    from wire.protocol import ApiKey
-
-    try:
-        return "".join(word.capitalize() for word in ApiKey(api_key).name.split("_"))
-    except ValueError:
-        return f"Unknown{api_key}"
 
 
 # ---------------------------------------------------------------------------- raft

@@ -35,6 +35,7 @@ __all__ = [
     "MetricsError",
     "MetricsRegistry",
     "BrokerMetrics",
+    "api_name",
     "escape_help",
     "escape_label_value",
     "format_value",
@@ -76,7 +77,10 @@ CATALOGUE: list[MetricDef] = [
     # broker data plane (kafka.server:type=BrokerTopicMetrics)
     _c("raftkafka_broker_topic_bytes_in_total", "Record batch bytes appended by producers, per topic.", "topic"),
     _c("raftkafka_broker_topic_messages_in_total", "Records appended by producers, per topic.", "topic"),
-    _c("raftkafka_broker_topic_bytes_out_total", "Record batch bytes sent to consumers and followers, per topic.",
+    _c("raftkafka_broker_topic_bytes_out_total", "Record batch bytes sent to consumers, per topic.", "topic"),
+    _c("raftkafka_broker_topic_replication_bytes_in_total", "Record batch bytes a follower appended from its leader.",
+       "topic"),
+    _c("raftkafka_broker_topic_replication_bytes_out_total", "Record batch bytes sent to follower replicas.",
        "topic"),
     _c("raftkafka_broker_topic_failed_produce_requests_total", "Partition produce attempts answered with an error.",
        "topic"),
@@ -392,12 +396,16 @@ class BrokerMetrics:
         self._messages_in = registry.counter("raftkafka_broker_topic_messages_in_total")
         self._bytes_out = registry.counter("raftkafka_broker_topic_bytes_out_total")
         self._failed_produce = registry.counter("raftkafka_broker_topic_failed_produce_requests_total")
+        self._replication_bytes_in = registry.counter("raftkafka_broker_topic_replication_bytes_in_total")
+        self._replication_bytes_out = registry.counter("raftkafka_broker_topic_replication_bytes_out_total")
         self._requests = registry.counter("raftkafka_request_total")
         self._latency = registry.histogram("raftkafka_request_latency_seconds")
         self.isr_shrinks = registry.counter("raftkafka_isr_shrinks_total")
         self.isr_expands = registry.counter("raftkafka_isr_expands_total")
 
-    def request(self, api: str, seconds: float) -> None:
+    def request(self, api_key: int, seconds: float) -> None:
+        """One request answered (or dropped) after `seconds`; the api key names the series."""
+        api = _API_NAMES.get(api_key) or api_name(api_key)
         self._requests.labels(api).inc()
         self._latency.labels(api).observe(seconds)
 
@@ -408,6 +416,26 @@ class BrokerMetrics:
     def produce_failed(self, topic: str) -> None:
         self._failed_produce.labels(topic).inc()
 
-    def fetched(self, topic: str, nbytes: int) -> None:
+    def fetched(self, topic: str, nbytes: int, *, follower: bool = False) -> None:
+        """Record bytes in a Fetch answer; a follower's replica fetch counts as replication."""
         if nbytes:
-            self._bytes_out.labels(topic).inc(nbytes)
+            (self._replication_bytes_out if follower else self._bytes_out).labels(topic).inc(nbytes)
+
+    def replicated_in(self, topic: str, nbytes: int) -> None:
+        """Record bytes a follower appended from its leader."""
+        self._replication_bytes_in.labels(topic).inc(nbytes)
+
+
+_API_NAMES: dict[int, str] = {}
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's request name for an api key (`Produce`, `ListOffsets`, ...), as in its RequestMetrics."""
+    from wire.protocol import ApiKey
+
+    try:
+        name = "".join(word.capitalize() for word in ApiKey(api_key).name.split("_"))
+    except ValueError:
+        return "Unknown"  # one series for every undefined key: a client cannot grow the registry
+    _API_NAMES[api_key] = name
+    return name

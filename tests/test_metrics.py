@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from storage.metrics import (
-    CATALOGUE, LATENCY_BUCKETS, BrokerMetrics, MetricDef, MetricsError, MetricsRegistry, format_value,
+    CATALOGUE, LATENCY_BUCKETS, BrokerMetrics, MetricDef, MetricsError, MetricsRegistry, api_name, format_value,
 )
 
 NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -384,17 +384,29 @@ def test_broker_metrics_hooks_feed_the_catalogue_series():
     m.fetched("orders", 200)
     m.fetched("orders", 0)  # an empty read creates no series of its own
     m.fetched("empty", 0)
-    m.request("Produce", 0.002)
-    m.request("Produce", 0.2)
+    m.fetched("orders", 50, follower=True)
+    m.replicated_in("orders", 70)
+    m.request(0, 0.002)  # api key 0: Produce
+    m.request(0, 0.2)
+    m.request(9999, 0.1)  # undefined keys share one series
+    m.request(-5, 0.1)
     m.isr_shrinks.inc()
     text = r.render()
     assert samples_of(text, "raftkafka_broker_topic_bytes_in_total") == {(("topic", "orders"),): 200}
     assert samples_of(text, "raftkafka_broker_topic_messages_in_total") == {(("topic", "orders"),): 5}
     assert samples_of(text, "raftkafka_broker_topic_bytes_out_total") == {(("topic", "orders"),): 200}
     assert samples_of(text, "raftkafka_broker_topic_failed_produce_requests_total") == {(("topic", "orders"),): 1}
-    assert samples_of(text, "raftkafka_request_total") == {(("api", "Produce"),): 2}
+    assert samples_of(text, "raftkafka_broker_topic_replication_bytes_out_total") == {(("topic", "orders"),): 50}
+    assert samples_of(text, "raftkafka_broker_topic_replication_bytes_in_total") == {(("topic", "orders"),): 70}
+    assert samples_of(text, "raftkafka_request_total") == {(("api", "Produce"),): 2, (("api", "Unknown"),): 2}
     assert samples_of(text, "raftkafka_isr_shrinks_total") == {(): 1}
     assert samples_of(text, "raftkafka_isr_expands_total") == {(): 0}
     latency = samples_of(text, "raftkafka_request_latency_seconds")
     assert latency[(("api", "Produce"), ("le", "0.0025"))] == 1
     assert latency[(("api", "Produce"), ("le", "0.25"))] == 2
+
+
+@pytest.mark.parametrize("key,name", [(0, "Produce"), (1, "Fetch"), (2, "ListOffsets"), (18, "ApiVersions"),
+                                      (23, "OffsetForLeaderEpoch"), (60, "DescribeCluster"), (31337, "Unknown")])
+def test_api_names_are_kafkas_request_names(key, name):
+    assert api_name(key) == name
