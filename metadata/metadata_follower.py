@@ -36,6 +36,7 @@ class MetadataFollower:
         self.schedule = schedule
         self._assembler = BatchAssembler()
         self.leader_high_watermark = -1
+        self.loaded_snapshot: tuple[int, int] | None = None  # the last snapshot restored
 
     # ------------------------------------------------------------ public API
     def add_publisher(self, publisher: MetadataPublisher) -> None:
@@ -70,6 +71,7 @@ class MetadataFollower:
         self.loader.load_snapshot(contents.image_offset + 1, contents.image_epoch,
                                   contents.records)
         self._assembler.reset(contents.open_epoch, contents.open_records)
+        self.loaded_snapshot = tuple(snapshot_id)
         log.info("metadata loaded from snapshot %s (image offset %d)", tuple(snapshot_id),
                  contents.image_offset)
 

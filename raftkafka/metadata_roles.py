@@ -62,6 +62,8 @@ class BrokerRole:
     async def run(self, driver, cluster_id: str, voters: dict[int, tuple[str, int]], *,
                   task_status=trio.TASK_STATUS_IGNORED) -> None:
         config = self.config
+        if self.follower.schedule is not None:  # broker-only: the follower is the state machine
+            self.follower.schedule.attach(driver)
         self.connection = ControllerConnection(self.env, voters, cluster_id=cluster_id)
         self.controller = ControllerClient(self.connection)
         self.lifecycle = BrokerLifecycle(
