@@ -14,11 +14,14 @@ a client that creates a topic and then asks for metadata sees it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Generic, Mapping, Protocol, Sequence, TypeVar
+from typing import Mapping, Protocol, Sequence
 
 from metadata.controller.configs import AlterOp, ConfigError
 from metadata.controller.topics import CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions
+# The real channel (metadata.controller_client.ControllerClient) lives below the broker
+# layer, so the reply and error types are defined there and shared, not duplicated:
+# handlers must catch exactly the error the real client raises.
+from metadata.controller_client import ControllerReply, ControllerUnavailableError
 from metadata.errors import Errors
 from metadata.image import ConfigResource
 
@@ -27,18 +30,6 @@ __all__ = [
     "CreatableTopic", "CreateTopicResult", "DeleteTopicResult", "NewPartitions",
     "AlterOp", "ConfigError", "ConfigResource",
 ]
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ControllerReply(Generic[T]):
-    results: T
-    offset: int = -1  # metadata offset the change committed at; -1 = nothing written
-
-
-class ControllerUnavailableError(Exception):
-    """No active controller could be reached in time (answered as a retriable error)."""
 
 
 class ControllerChannel(Protocol):

@@ -233,3 +233,21 @@ async def test_metadata_shows_offline_replicas_and_no_leader_for_a_fenced_leader
         assert [b.node_id for b in resp.brokers] == [1]
         assert (p.error_code, p.leader_id, p.replica_nodes, p.offline_replicas) == \
             (E.LEADER_NOT_AVAILABLE, -1, [2, 1], [2])
+
+
+async def test_an_unreachable_controller_answers_request_timed_out():
+    from metadata.controller_client import ControllerUnavailableError  # what the real channel raises
+
+    async with running_cluster() as c:
+        async def unreachable(*args, **kwargs):
+            raise ControllerUnavailableError("no controller answered")
+
+        c.controller.create_topics = c.controller.delete_topics = unreachable
+        c.controller.incremental_alter_configs = unreachable
+        client = await RawClient.connect(c.brokers[0].port)
+        assert (await client.call(B.create_topic("t", 1), 4)).topics[0].error_code == E.REQUEST_TIMED_OUT
+        assert (await client.call(B.delete_topics("t"), 3)).responses[0].error_code == E.REQUEST_TIMED_OUT
+        I = IncrementalAlterConfigsRequest
+        resp = await client.call(I(resources=[I.AlterConfigsResource(resource_type=TOPIC, resource_name="t", configs=[
+            I.AlterableConfig(name="retention.ms", config_operation=0, value="1")])], validate_only=False), 1)
+        assert resp.responses[0].error_code == E.REQUEST_TIMED_OUT
