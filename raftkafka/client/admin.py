@@ -48,7 +48,7 @@ _SET, _DELETE = 0, 1
 class NewTopic:
     name: str
     num_partitions: int = 1
-    replication_factor: int = 1
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
     configs: dict[str, str] = field(default_factory=dict)
 
 
@@ -149,7 +149,7 @@ class Admin:
                 for t in topics])
         return await self._to_controller(build, lambda r: [(t.name, t.error_code, t.error_message) for t in r.topics])
 
-    async def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+    async def create_topic(self, name: str, partitions: int = 1, replication_factor: int = -1,
                            configs: dict[str, str] | None = None) -> None:
         error = (await self.create_topics([NewTopic(name, partitions, replication_factor, configs or {})]))[name]
         if error is not None:

@@ -29,7 +29,7 @@ from raftkafka.client.futures import RecordFuture, RecordMetadata
 from raftkafka.client.partitioner import Partitioner
 from storage.env import Env
 from wire.error_codes import ErrorCode
-from wire.protocol import InitProducerIdRequest, ProduceRequest
+from wire.protocol import ApiKey, InitProducerIdRequest, ProduceRequest
 from wire.records import Compression, SimpleRecord
 
 __all__ = ["Producer", "RecordMetadata", "RecordFuture"]
@@ -54,11 +54,15 @@ class Producer:
             raise ValueError(f"compression must be one of {sorted(_COMPRESSION)}, not {compression!r}")
         self.env = env
         self.acks = _ACKS[acks]
+        explicit = enable_idempotence is not None
         if enable_idempotence is None:
             enable_idempotence = self.acks == -1
         if enable_idempotence and self.acks != -1:
             raise ValueError("enable_idempotence requires acks=all")
         self.idempotent = enable_idempotence
+        # Idempotence by default quietly turns off against a broker without InitProducerId;
+        # asked for explicitly, it is an error instead.
+        self._idempotence_required = bool(enable_idempotence) and explicit
         self.compression = _COMPRESSION[compression]
         self.compression_level = compression_level
         self.delivery_timeout = delivery_timeout_ms / 1000
@@ -216,7 +220,11 @@ class Producer:
     async def _init_producer_id(self) -> None:
         request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
         try:
-            response = await self.cluster.request_any(request)
+            connection = await self.cluster.any_connection()
+            if not connection.supports(ApiKey.INIT_PRODUCER_ID) and not self._idempotence_required:
+                self.idempotent = False
+                return
+            response = await connection.request(request)
             if response.error_code:
                 raise error_for(response.error_code, context="InitProducerId")
             self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
