@@ -81,7 +81,7 @@ def controller_samples(is_active: bool, image: MetadataImage | None) -> dict[str
     """KafkaController's gauges: the cluster-wide ones only on the active controller (Kafka does the
     same, so summing over nodes or taking the max gives the cluster's figure)."""
     if not is_active or image is None:
-        return {"raftkafka_active_controller": 0, "raftkafka_offline_partitions": 0,
+        return {"raftkafka_active_controller": int(is_active), "raftkafka_offline_partitions": 0,
                 "raftkafka_global_topics": 0, "raftkafka_global_partitions": 0,
                 "raftkafka_fenced_brokers": 0, "raftkafka_active_brokers": 0}
     fenced = sum(1 for reg in image.brokers.values() if reg.fenced)
