@@ -204,3 +204,7 @@ class ControllerClient:
             rpc.AllocateProducerIdsRequest(self.cluster_id, broker_id, broker_epoch),
             timeout=timeout_s)
         return Errors(reply.error), reply.first_producer_id, reply.size
+
+    async def describe_cluster(self, *, timeout_s: float = 30.0):
+        """The active controller's committed brokers and partitions (DescribeClusterResponse)."""
+        return await self.conn.call(rpc.DescribeClusterRequest(self.cluster_id), timeout=timeout_s)

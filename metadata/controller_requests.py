@@ -49,6 +49,7 @@ class ControllerRequests:
             rpc.IncrementalAlterConfigsRequest: self._incremental_alter_configs,
             rpc.DescribeConfigsRequest: self._describe_configs,
             rpc.ElectLeadersRequest: self._elect_leaders,
+            rpc.DescribeClusterRequest: self._describe_cluster,
         }
 
     async def handle(self, request) -> Any | None:
@@ -234,3 +235,14 @@ class ControllerRequests:
         return rpc.ElectLeadersResponse(0, self._me(), offset, [
             rpc.ElectionResultInfo(t, p, int(code)) for (t, p), code in sorted(results.items())])
 
+
+    async def _describe_cluster(self, req: rpc.DescribeClusterRequest):
+        # A read of the speculative image: answered once what it shows has committed.
+        image, _ = await self._submit("DescribeCluster", lambda image, off, now: ([], image))
+        return rpc.DescribeClusterResponse(0, self._me(), image.offset, [
+            rpc.BrokerInfo(b, reg.epoch, reg.fenced, reg.in_controlled_shutdown,
+                           self.service.heartbeats.metadata_offset(b))
+            for b, reg in sorted(image.brokers.items())], [
+            rpc.PartitionInfo(t.name, p, part.leader, part.leader_epoch, part.partition_epoch,
+                              list(part.replicas), list(part.isr))
+            for t, p, part in image.iter_partitions()])

@@ -30,7 +30,8 @@ __all__ = [
     "IncrementalAlterConfigsRequest", "AlterConfigsResponse", "DescribeConfigsRequest",
     "DescribedConfigInfo", "DescribeConfigsResponse", "AllocateProducerIdsRequest",
     "AllocateProducerIdsResponse", "ElectLeadersRequest", "ElectionResultInfo",
-    "ElectLeadersResponse", "CONTROLLER_REQUESTS",
+    "ElectLeadersResponse", "DescribeClusterRequest", "BrokerInfo", "PartitionInfo",
+    "DescribeClusterResponse", "CONTROLLER_REQUESTS",
 ]
 
 
@@ -360,6 +361,47 @@ class ElectLeadersResponse:
     results: list[ElectionResultInfo] = field(default_factory=list)
 
 
+# ---------------------------------------------------------------------------- describe
+
+
+@rpc_message("controller.DescribeCluster", version=1)
+@dataclass(slots=True, frozen=True)
+class DescribeClusterRequest:
+    """The active controller's committed view of brokers and partitions (tools, tests)."""
+
+    cluster_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class BrokerInfo:
+    broker_id: int
+    broker_epoch: int
+    fenced: bool
+    in_controlled_shutdown: bool
+    metadata_offset: int = -1  # last reported in a heartbeat to this controller
+
+
+@dataclass(slots=True, frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+
+@rpc_message("controller.DescribeClusterResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class DescribeClusterResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1  # the image's last offset
+    brokers: list[BrokerInfo] = field(default_factory=list)
+    partitions: list[PartitionInfo] = field(default_factory=list)
+
+
 # Request type → its response type (the service answers NOT_CONTROLLER with these).
 CONTROLLER_REQUESTS: dict[type, type] = {
     BrokerRegistrationRequest: BrokerRegistrationResponse,
@@ -373,4 +415,5 @@ CONTROLLER_REQUESTS: dict[type, type] = {
     IncrementalAlterConfigsRequest: AlterConfigsResponse,
     DescribeConfigsRequest: DescribeConfigsResponse,
     ElectLeadersRequest: ElectLeadersResponse,
+    DescribeClusterRequest: DescribeClusterResponse,
 }
