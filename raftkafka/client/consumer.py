@@ -275,6 +275,7 @@ class Consumer:
         if missing_leader or self.cluster.stale():
             await self._refresh_metadata()
         rejoin = self.group.rejoin_wanted if self.group is not None else trio.Event()
+        self._fetch_errors: list[KafkaError] = []
         async with trio.open_nursery() as outer:
             async def stop_on_rejoin():
                 await rejoin.wait()
@@ -288,6 +289,8 @@ class Consumer:
             else:
                 await self.env.sleep(max_wait)
             outer.cancel_scope.cancel()
+        if self._fetch_errors:  # raised here, not in the tasks, so callers see a KafkaError, not a group
+            raise self._fetch_errors[0]
 
     async def _fetch_from(self, node: int, partitions, max_wait: float, done: trio.CancelScope) -> None:
         request = self.fetch.build_request(partitions, max_wait_ms=int(max_wait * 1000),
@@ -297,13 +300,16 @@ class Consumer:
             response = await connection.request(request, timeout=max_wait)
         except KafkaError as exc:
             if not (exc.retriable or isinstance(exc, KafkaConnectionError)):
-                raise
+                self._fetch_errors.append(exc)
+                return
             await self.env.sleep(self.retry_backoff)
             await self._refresh_metadata()
             return
         count, stale, errors = self.fetch.handle_response(request, response)
         if errors:
-            raise errors[0]
+            self._fetch_errors.extend(errors)
+            done.cancel()
+            return
         if stale:
             await self.env.sleep(self.retry_backoff)
             await self._refresh_metadata()

@@ -6,7 +6,9 @@ from raftkafka.client.connection import BrokerConnection
 from raftkafka.client.errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
 from tests.client.memnet import MemEnv
 from tests.client.mini_broker import MiniCluster
-from wire.protocol import API_VERSIONS, ApiKey, MetadataRequest
+from wire.error_codes import ErrorCode
+from wire.protocol import (API_VERSIONS, ApiKey, ApiVersionsResponse, FrameReader, MetadataRequest,
+                           decode_request, encode_response)
 
 
 async def start(nursery, nodes=(1,), **kw):
@@ -62,22 +64,50 @@ async def test_peer_close_fails_pending_and_later_requests(nursery):
 
 async def test_request_timeout_closes_connection(nursery, autojump_clock):
     env = MemEnv()
+    mini = MiniCluster(env)
 
-    async def silent(stream):  # answers nothing after ApiVersions
-        from tests.client.mini_broker import MiniCluster as M
-        m = M(env)
-        reader_env = m
+    async def answers_only_api_versions(stream):
         data = await stream.receive_some(65536)
-        from wire.protocol import decode_request, encode_response
         header, body = decode_request(data[4:])
-        await stream.send_all(encode_response(header, await reader_env.on_api_versions(1, body, header.api_version)))
+        await stream.send_all(encode_response(header, await mini.on_api_versions(1, body, header.api_version)))
         await trio.sleep_forever()
 
-    await nursery.start(env.net.serve, "slow", 1, silent)
+    await nursery.start(env.net.serve, "slow", 1, answers_only_api_versions)
     conn = await BrokerConnection.open(env, nursery, "slow", 1, request_timeout=2.0)
     with pytest.raises(KafkaTimeoutError):
         await conn.request(MetadataRequest(topics=[]))
     assert conn.closed
+
+
+async def test_api_versions_falls_back_when_broker_lacks_our_version(nursery):
+    # An older broker answers an unknown ApiVersions version in v0 with UNSUPPORTED_VERSION
+    # and its own range; we retry with its highest version.
+    env = MemEnv()
+    seen_versions = []
+
+    async def old_broker(stream):
+        reader = FrameReader()
+        while data := await stream.receive_some(65536):
+            reader.feed(data)
+            for frame in reader:
+                header, body = decode_request(frame)
+                seen_versions.append(header.api_version)
+                keys = [ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2),
+                        ApiVersionsResponse.ApiVersion(api_key=3, min_version=0, max_version=4)]
+                if header.api_version > 2:
+                    reply = encode_response(header.correlation_id, ApiVersionsResponse(
+                        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=keys), version=0)
+                else:
+                    reply = encode_response(header, ApiVersionsResponse(error_code=0, api_keys=keys,
+                                                                        throttle_time_ms=0))
+                await stream.send_all(reply)
+
+    await nursery.start(env.net.serve, "old", 1, old_broker)
+    conn = await BrokerConnection.open(env, nursery, "old", 1)
+    assert seen_versions == [3, 2]
+    assert conn.version_for(ApiKey.METADATA) == 4
+    assert not conn.supports(ApiKey.PRODUCE)
+    await conn.aclose()
 
 
 def test_parse_bootstrap():

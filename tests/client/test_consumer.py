@@ -154,3 +154,31 @@ async def test_errors_for_misuse(nursery, autojump_clock):
             await consumer.commit()
         with pytest.raises(KafkaError):
             consumer.seek(("t", 0), 1)
+
+
+async def test_fatal_fetch_error_surfaces_as_kafka_error(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    mini.fail_next(ApiKey.FETCH, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    async with Consumer(env, "b1:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        with pytest.raises(BrokerResponseError) as info:
+            await consumer.poll(1.0)
+        assert info.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        await produce(env, "t", [b"a"])
+        assert [r.value for r in await drain(consumer, 1)] == [b"a"]
+
+
+async def test_corrupt_fetch_data_is_a_typed_error(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    await produce(env, "t", [b"abc"])
+    base, nxt, ts, data = mini.topics["t"][0].batches[0]
+    broken = bytearray(data)
+    broken[-1] ^= 0xFF  # breaks the CRC
+    mini.topics["t"][0].batches[0] = (base, nxt, ts, bytes(broken))
+    async with Consumer(env, "b1:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        with pytest.raises(KafkaError) as info:
+            await consumer.poll(1.0)
+        assert info.value.code == ErrorCode.CORRUPT_MESSAGE

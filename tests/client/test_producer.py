@@ -171,3 +171,38 @@ async def test_connection_loss_is_retried(nursery, autojump_clock):
         await env.net.reset("b1", 9092)
         assert (await producer.send_and_wait("t", b"b")).offset == 1
     assert env.net.connects >= 2
+
+
+async def test_send_waits_for_buffer_space(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    async with Producer(env, "b1:9092", buffer_memory=2000, linger_ms=100, batch_size=100_000) as producer:
+        futures = [await producer.send("t", b"x" * 400) for _ in range(12)]
+        # 12 x ~420 bytes do not fit in 2000: later sends waited until earlier batches were answered.
+        assert futures[0].done()
+        assert producer.accumulator.buffered_bytes <= 2000
+        await producer.flush()
+        assert all(f.done() for f in futures)
+    assert len(mini.records("t", 0)) == 12
+    assert len(mini.topics["t"][0].batches) >= 3
+
+
+async def test_explicit_idempotence_needs_init_producer_id(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    original = mini.on_api_versions
+
+    async def without_init_producer_id(node, req, v):
+        response = await original(node, req, v)
+        response.api_keys = [k for k in response.api_keys if k.api_key != ApiKey.INIT_PRODUCER_ID]
+        return response
+
+    mini.on_api_versions = without_init_producer_id
+    async with Producer(env, "b1:9092") as producer:  # default: falls back quietly
+        assert (await producer.send_and_wait("t", b"a")).offset == 0
+        assert not producer.idempotent
+    async with Producer(env, "b1:9092", enable_idempotence=True) as producer:
+        future = await producer.send("t", b"b")
+        with pytest.raises(KafkaError) as info:
+            await future
+        assert info.value.code == ErrorCode.UNSUPPORTED_VERSION
