@@ -1,1 +1,14 @@
+"""PySpark data source `raftkafka`: batch and streaming reads and writes of raftkafka topics.
 
+Public surface:
+- `RaftKafkaDataSource` (in `spark_source.datasource`; needs pyspark + pyarrow, the
+  `raftkafka[spark]` extra): `spark.dataSource.register(RaftKafkaDataSource)`, or
+  nothing at all, since the top-level `pyspark_raftkafka` module makes Spark find it.
+- Pure parts usable without Spark: `options.parse_source_options` /
+  `parse_sink_options`, `offsets` (canonical offsets JSON), `planning` (ranges,
+  splits, rate limit, data loss), `sink_protocol` (the exactly-once sink).
+"""
+from spark_source.options import InvalidOptionError
+from spark_source.planning import DataLossError
+
+__all__ = ["InvalidOptionError", "DataLossError"]

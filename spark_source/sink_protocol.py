@@ -1,0 +1,171 @@
+"""The exactly-once streaming sink protocol (no Spark imports; `LogClient` only).
+
+Per sink id S there is a one-partition ledger topic `_raftkafka-sink-S`.
+
+Task (batch B, Spark partition P), in `write_task`:
+1. Scan the ledger backwards to the last `commit` of a batch < B. If a
+   `commit` of B (or later) is there, batch B already reached the sink: write
+   nothing (a query restarted after the sink commit but before Spark's own
+   `commits/B`).
+2. If an earlier attempt of (B, P) left a `begin` record, read the target
+   partitions from the marks in it and collect the row indexes it already wrote
+   (each record carries a header `raftkafka.sink` = "S:B:P:i"). Otherwise
+   append `begin` (with each target partition's high watermark as its mark)
+   before writing any data.
+3. Produce the rows not yet written, in order, acks=all. An ambiguous produce
+   error (the request may have landed) repeats step 2's scan, never a blind resend.
+
+Driver, `commit(B)`: append `commit` B to the ledger.
+
+Guarantee: every row of a micro-batch is appended to its target exactly once
+across task retries and query restarts, provided (a) the task's input rows and
+their order are the same on a re-run (true for narrow transformations over a
+replayable source such as raftkafka, Spark's precondition for idempotent sinks),
+(b) no two attempts of one task run at the same time (no speculative execution),
+and (c) the ledger and target partitions keep their records (no retention below
+them while the batch may re-run). A batch that fails and is never re-run may
+leave a prefix of its rows written. Records carry the `raftkafka.sink` header.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from spark_source.cluster_io import LATEST_TS, EARLIEST_TS, AmbiguousWriteError, LogClient, iter_batch_records
+from spark_source.offsets import TopicPartition
+from wire.records import SimpleRecord, build_batch, decode_records
+
+__all__ = ["SINK_HEADER", "ledger_topic", "LedgerView", "read_ledger", "append_ledger", "write_task",
+           "produce_records", "TaskResult"]
+
+SINK_HEADER = "raftkafka.sink"
+_MAX_ATTEMPTS = 5
+
+
+def ledger_topic(sink_id: str) -> str:
+    return f"_raftkafka-sink-{sink_id}"
+
+
+@dataclass
+class LedgerView:
+    committed: bool                                  # batch B already committed
+    marks: dict[TopicPartition, int] | None          # from an earlier attempt's begin record
+
+
+@dataclass
+class TaskResult:
+    written: int
+    skipped_as_duplicates: int
+    batch_already_committed: bool
+
+
+def read_ledger(client: LogClient, sink_id: str, batch_id: int, task: int) -> LedgerView:
+    """Newest-first scan of the ledger back to the last commit of an earlier batch."""
+    tp = (ledger_topic(sink_id), 0)
+    log_start = client.list_offsets([tp], EARLIEST_TS)[tp]
+    end = client.list_offsets([tp], LATEST_TS)[tp]
+    window, upper, marks = 64, end, None
+    while upper > log_start:
+        lower = max(log_start, upper - window)
+        entries = [json.loads(rec.value) for rec in _records(client, tp, lower, upper)]
+        for entry in reversed(entries):
+            if entry["kind"] == "commit":
+                if entry["batch"] >= batch_id:
+                    return LedgerView(True, None)
+                return LedgerView(False, marks)
+            if entry["kind"] == "begin" and entry["batch"] == batch_id and entry["task"] == task:
+                marks = {(t, int(p)): off for t, parts in entry["marks"].items() for p, off in parts.items()}
+        upper, window = lower, window * 4
+    return LedgerView(False, marks)
+
+
+def append_ledger(client: LogClient, sink_id: str, entry: dict, timestamp_ms: int) -> None:
+    value = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()
+    client.produce((ledger_topic(sink_id), 0), build_batch([SimpleRecord(None, value)], base_timestamp=timestamp_ms))
+
+
+def _records(client: LogClient, tp: TopicPartition, start: int, end: int):
+    position = start
+    while position < end:
+        chunk = client.fetch(tp, position, 4 << 20)
+        progressed = False
+        for header, payload in iter_batch_records(chunk.records):
+            last = header.base_offset + header.last_offset_delta
+            if last >= position and not header.is_control:
+                for rec in decode_records(header, payload):
+                    if position <= rec.offset < end:
+                        yield rec
+            if last >= position:
+                position, progressed = last + 1, True
+        if not progressed:
+            if chunk.log_start_offset > position:
+                position = chunk.log_start_offset
+            else:
+                return  # nothing more below the watermark
+
+
+def _tag(sink_id: str, batch_id: int, task: int) -> str:
+    return f"{sink_id}:{batch_id}:{task}:"
+
+
+def already_written(client: LogClient, marks: dict[TopicPartition, int], sink_id: str, batch_id: int,
+                    task: int) -> set[int]:
+    """Row indexes of (batch, task) found in the target partitions at or after their marks."""
+    prefix = _tag(sink_id, batch_id, task).encode()
+    done: set[int] = set()
+    for tp in sorted(marks):
+        end = client.list_offsets([tp], LATEST_TS)[tp]
+        for rec in _records(client, tp, marks[tp], end):
+            for key, value in rec.headers:
+                if key == SINK_HEADER and value is not None and value.startswith(prefix):
+                    done.add(int(value[len(prefix):]))
+    return done
+
+
+def produce_records(client: LogClient, rows: list[tuple[TopicPartition, SimpleRecord]], per_batch: int,
+                    timestamp_ms: int) -> None:
+    """Append rows grouped per target partition, in order, `per_batch` records per request."""
+    by_tp: dict[TopicPartition, list[SimpleRecord]] = {}
+    for tp, rec in rows:
+        by_tp.setdefault(tp, []).append(rec)
+    for tp in sorted(by_tp):
+        records = by_tp[tp]
+        for i in range(0, len(records), per_batch):
+            client.produce(tp, build_batch(records[i:i + per_batch], base_timestamp=timestamp_ms))
+
+
+def write_task(client: LogClient, sink_id: str, batch_id: int, task: int,
+               rows: list[tuple[TopicPartition, SimpleRecord]], *, per_batch: int, timestamp_ms: int) -> TaskResult:
+    """Steps 1-3 of the protocol for one task; `rows` are (target partition, record) in input order."""
+    view = read_ledger(client, sink_id, batch_id, task)
+    if view.committed:
+        return TaskResult(0, len(rows), True)
+    tag = _tag(sink_id, batch_id, task)
+    tagged = [(tp, SimpleRecord(rec.key, rec.value, rec.headers + ((SINK_HEADER, f"{tag}{i}".encode()),),
+                                rec.timestamp)) for i, (tp, rec) in enumerate(rows)]
+    targets = sorted({tp for tp, _ in rows})
+    marks = view.marks
+    if marks is None:
+        marks = client.list_offsets(targets, LATEST_TS) if targets else {}
+        append_ledger(client, sink_id, {"kind": "begin", "batch": batch_id, "task": task,
+                                        "marks": _nested(marks)}, timestamp_ms)
+        done: set[int] = set()
+    else:
+        done = already_written(client, marks, sink_id, batch_id, task)
+    for attempt in range(_MAX_ATTEMPTS):
+        todo = [row for i, row in enumerate(tagged) if i not in done]
+        try:
+            produce_records(client, todo, per_batch, timestamp_ms)
+            return TaskResult(len(todo), len(rows) - len(todo), False)
+        except AmbiguousWriteError:
+            if attempt == _MAX_ATTEMPTS - 1:
+                raise
+            done = already_written(client, marks, sink_id, batch_id, task)
+    raise AssertionError("unreachable")
+
+
+def _nested(marks: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(marks.items()):
+        out.setdefault(topic, {})[str(partition)] = offset
+    return out

@@ -1,0 +1,137 @@
+"""Batch and streaming writers: DataFrame rows → records, like Spark's Kafka sink.
+
+Columns: `value` (required, string or binary), `key` (string/binary, optional),
+`topic` (string; the `topic` option overrides it), `partition` (int; null → key
+hash, murmur2 like Kafka's Java producer, or spread by row for null keys) and
+`headers` (array<struct<key string, value binary>>).
+
+The batch writer is at-least-once (a retried task re-sends its rows). The
+streaming writer is exactly-once under the conditions in `sink_protocol`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+
+from raftkafka.client.partitioner import murmur2_partition
+from spark_source.cluster_io import shared_client
+from spark_source.offsets import TopicPartition
+from spark_source.options import InvalidOptionError, SinkOptions
+from spark_source.sink_protocol import append_ledger, ledger_topic, produce_records, write_task
+from wire.records import SimpleRecord
+
+__all__ = ["RaftKafkaBatchWriter", "RaftKafkaStreamWriter", "SinkCommitMessage", "check_sink_schema"]
+
+
+@dataclass
+class SinkCommitMessage(WriterCommitMessage):
+    task: int
+    written: int
+    skipped: int = 0
+
+
+def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
+    """Spark's Kafka sink rules, checked on the driver before any task runs."""
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise InvalidOptionError("Required attribute 'value' not found")
+    if not isinstance(fields["value"], (StringType, BinaryType)):
+        raise InvalidOptionError(f"value attribute type must be a string or binary, not {fields['value'].simpleString()}")
+    if "key" in fields and not isinstance(fields["key"], (StringType, BinaryType)):
+        raise InvalidOptionError(f"key attribute type must be a string or binary, not {fields['key'].simpleString()}")
+    if options.topic is None:
+        if "topic" not in fields:
+            raise InvalidOptionError("topic option required when no 'topic' attribute is present. "
+                                     "Use the topic option for setting a topic.")
+        if not isinstance(fields["topic"], StringType):
+            raise InvalidOptionError(f"topic attribute type must be a string, not {fields['topic'].simpleString()}")
+    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
+        raise InvalidOptionError(f"partition attribute type must be an int, not {fields['partition'].simpleString()}")
+    if "headers" in fields:
+        h = fields["headers"]
+        ok = isinstance(h, ArrayType) and isinstance(h.elementType, StructType) and \
+            [f.name for f in h.elementType.fields] == ["key", "value"]
+        if not ok:
+            raise InvalidOptionError("headers attribute type must be array<struct<key:string,value:binary>>, "
+                                     f"not {h.simpleString()}")
+
+
+def _bytes(value) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode()
+    return bytes(value)
+
+
+class _WriterBase:
+    def __init__(self, options: SinkOptions, schema: StructType):
+        check_sink_schema(schema, options)
+        self.options = options
+        self.columns = {f.name.lower() for f in schema.fields}
+
+    def _client(self):
+        o = self.options
+        return shared_client(o.bootstrap_servers, o.client_id, o.request_timeout_ms)
+
+    def _records(self, rows, task: int) -> list[tuple[TopicPartition, SimpleRecord]]:
+        """Rows → (target partition, record), deterministic for the same rows in the same order."""
+        client, counts, out = self._client(), {}, []
+        for i, row in enumerate(rows):
+            d = row.asDict()
+            topic = self.options.topic or d.get("topic")
+            if not topic:
+                raise ValueError("a row has a null topic and no 'topic' option is set")
+            if topic not in counts:
+                found = client.partitions([topic])
+                if topic not in found:
+                    raise ValueError(f"topic {topic!r} does not exist")
+                counts[topic] = len(found[topic])
+            key = _bytes(d.get("key"))
+            partition = d.get("partition")
+            if partition is None:
+                partition = murmur2_partition(key, counts[topic]) if key is not None else (task + i) % counts[topic]
+            headers = tuple((h["key"], _bytes(h["value"])) for h in d.get("headers") or ())
+            out.append(((topic, int(partition)), SimpleRecord(key, _bytes(d.get("value")), headers)))
+        return out
+
+
+def _wall_ms() -> int:
+    import time
+    return time.time_ns() // 1_000_000
+
+
+class RaftKafkaBatchWriter(_WriterBase, DataSourceWriter):
+    def write(self, iterator):
+        ctx = TaskContext.get()
+        task = ctx.partitionId() if ctx else 0
+        records = self._records(iterator, task)
+        produce_records(self._client(), records, self.options.linger_records, _wall_ms())
+        return SinkCommitMessage(task, len(records))
+
+
+class RaftKafkaStreamWriter(_WriterBase, DataSourceStreamWriter):
+    def __init__(self, options: SinkOptions, schema: StructType):
+        super().__init__(options, schema)
+        if options.sink_id is None:
+            raise InvalidOptionError("option 'sinkId' is required by the streaming sink: a name unique to this "
+                                     "query and stable across its restarts (it keys the exactly-once ledger)")
+        self._client().ensure_topic(ledger_topic(options.sink_id), 1)
+
+    def write(self, iterator):
+        ctx = TaskContext.get()
+        batch_id = int(ctx.getLocalProperty("streaming.sql.batchId"))
+        task = ctx.partitionId()
+        records = self._records(iterator, task)
+        result = write_task(self._client(), self.options.sink_id, batch_id, task, records,
+                            per_batch=self.options.linger_records, timestamp_ms=_wall_ms())
+        return SinkCommitMessage(task, result.written, result.skipped_as_duplicates)
+
+    def commit(self, messages, batchId: int) -> None:
+        append_ledger(self._client(), self.options.sink_id, {"kind": "commit", "batch": batchId}, _wall_ms())
+
+    def abort(self, messages, batchId: int) -> None:
+        """Nothing to undo: a re-run of the batch skips the rows already written (sink_protocol)."""
