@@ -1,0 +1,157 @@
+"""Range planning, minPartitions splits, the per-trigger budget, data loss, the range reader
+over a fake log, Arrow conversion, and the exactly-once sink protocol."""
+import logging
+
+import pytest
+
+from spark_source.planning import DataLossError, OffsetRange, clamp_latest, plan_ranges, rate_limit, split_ranges
+from spark_source.sink_protocol import SINK_HEADER, append_ledger, ledger_topic, write_task
+from tests.spark.fake_log import FakeLog
+from wire.records import SimpleRecord
+
+pa = pytest.importorskip("pyarrow")  # the Arrow part needs the [spark] extra
+
+
+def test_plan_ranges_new_partitions_and_empty():
+    start = {("t", 0): 5, ("t", 1): 3}
+    end = {("t", 0): 9, ("t", 1): 3, ("t", 2): 4}
+    ranges = plan_ranges(start, end, {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}, True)
+    assert ranges == [OffsetRange("t", 0, 5, 9), OffsetRange("t", 2, 0, 4)]
+
+
+def test_plan_ranges_data_loss(caplog):
+    with pytest.raises(DataLossError, match="retention"):
+        plan_ranges({("t", 0): 2}, {("t", 0): 9}, {("t", 0): 4}, True)
+    with pytest.raises(DataLossError, match="changed from 9 to 4"):
+        plan_ranges({("t", 0): 9}, {("t", 0): 4}, {("t", 0): 0}, True)
+    with pytest.raises(DataLossError, match="gone"):
+        plan_ranges({("t", 0): 1, ("gone", 0): 3}, {("t", 0): 4}, {("t", 0): 0}, True)
+    with caplog.at_level(logging.WARNING, logger="raftkafka.spark"):
+        ranges = plan_ranges({("t", 0): 2}, {("t", 0): 9}, {("t", 0): 4}, False)
+    assert ranges == [OffsetRange("t", 0, 4, 9)] and "retention" in caplog.text
+
+
+def test_split_min_partitions_like_kafka():
+    ranges = [OffsetRange("t", 0, 0, 100), OffsetRange("t", 1, 0, 10)]
+    assert split_ranges(ranges, None) == ranges
+    assert split_ranges(ranges, 2) == ranges  # not more than the range count: unchanged
+    pieces = split_ranges(ranges, 4)
+    # ideal = 110/4 = 27.5: round(100/27.5)=4 pieces of 25, the small range stays whole
+    assert pieces == [OffsetRange("t", 0, 0, 25), OffsetRange("t", 0, 25, 50), OffsetRange("t", 0, 50, 75),
+                      OffsetRange("t", 0, 75, 100), OffsetRange("t", 1, 0, 10)]
+    odd = split_ranges([OffsetRange("t", 0, 0, 10)], 3)
+    assert [r.size for r in odd] == [3, 3, 4] and odd[-1].end == 10  # last piece takes the remainder
+    assert [r.size for r in split_ranges([OffsetRange("t", 0, 0, 10)], None, 4)] == [3, 3, 4]
+
+
+def test_rate_limit_is_proportional_and_never_starves():
+    start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 10}
+    latest = {("t", 0): 900, ("t", 1): 100, ("t", 2): 11}
+    end = rate_limit(start, latest, 100)
+    assert end[("t", 0)] == 89 and end[("t", 1)] == 9  # floor(100*900/1001), floor(100*100/1001)
+    assert end[("t", 2)] == 11  # share < 1 rounds up
+    assert rate_limit(start, latest, 10**9) == latest
+    assert rate_limit(latest, latest, 5) == latest
+    assert clamp_latest({("t", 0): 50}, {("t", 0): 40, ("t", 1): 3}) == {("t", 0): 50, ("t", 1): 3}
+
+
+def test_range_reader_exact_range_with_arrow_schema():
+    from spark_source.arrow_rows import arrow_schema
+    from spark_source.range_reader import read_range
+    log = FakeLog({"t": 1})
+    for i in range(120):
+        log.append(("t", 0), f"v{i}".encode(), key=None if i % 2 else b"k", ts=1_000 + i,
+                   headers=(("h", b"x"),) if i == 7 else ())
+    batches = list(read_range(log, OffsetRange("t", 0, 5, 107), include_headers=True))
+    table = pa.Table.from_batches(batches)
+    assert table.schema == arrow_schema(True)
+    assert table.column("offset").to_pylist() == list(range(5, 107))
+    assert table.column("value").to_pylist()[0] == b"v5"
+    assert table.column("key").to_pylist()[:2] == [None, b"k"]
+    assert table.column("headers").to_pylist()[2] == [{"key": "h", "value": b"x"}]
+    assert table.column("headers").to_pylist()[0] is None
+    assert table.column("timestamp").cast(pa.int64()).to_pylist()[0] == 1_005_000  # µs
+    assert set(table.column("timestampType").to_pylist()) == {0}
+
+
+def test_range_reader_reports_retention_loss():
+    from spark_source.range_reader import read_range
+    log = FakeLog({"t": 1})
+    for i in range(10):
+        log.append(("t", 0), b"v")
+    log.log_start[("t", 0)] = 6
+    with pytest.raises(DataLossError, match=r"\[2, 6\)"):
+        list(read_range(log, OffsetRange("t", 0, 2, 10)))
+    rows = pa.Table.from_batches(list(read_range(log, OffsetRange("t", 0, 2, 10), fail_on_data_loss=False)))
+    assert rows.column("offset").to_pylist() == [6, 7, 8, 9]
+
+
+def _rows(n, tp=("out", 0)):
+    return [(tp if i % 3 else ("out", 1), SimpleRecord(None, f"r{i}".encode())) for i in range(n)]
+
+
+def _values(log):
+    return sorted(r.value for tp, recs in log.logs.items() if tp[0] == "out" for r in recs)
+
+
+def test_sink_first_attempt_writes_each_row_once():
+    log = FakeLog({"out": 2, ledger_topic("q"): 1})
+    result = write_task(log, "q", 0, 0, _rows(10), per_batch=4, timestamp_ms=1)
+    assert (result.written, result.skipped_as_duplicates) == (10, 0)
+    assert _values(log) == sorted(f"r{i}".encode() for i in range(10))
+    tags = [dict(r.headers)[SINK_HEADER] for r in log.logs[("out", 1)]]
+    assert tags[0] == b"q:0:0:0"
+
+
+def test_sink_task_retry_after_partial_write_skips_written_rows():
+    log = FakeLog({"out": 2, ledger_topic("q"): 1})
+    log.fail_after_append = 0
+    # attempt 1 dies after its first produce request landed (ambiguous failure, then the task fails)
+    orig = log.produce
+    calls = {"n": 0}
+
+    def dying(tp, batch):
+        calls["n"] += 1
+        if calls["n"] == 3:  # ledger begin, first data batch, then die
+            raise RuntimeError("executor lost")
+        return orig(tp, batch)
+    log.produce = dying
+    with pytest.raises(RuntimeError):
+        write_task(log, "q", 0, 0, _rows(10), per_batch=3, timestamp_ms=1)
+    log.produce = orig
+    written_before = len(_values(log))
+    assert 0 < written_before < 10
+    result = write_task(log, "q", 0, 0, _rows(10), per_batch=3, timestamp_ms=1)
+    assert result.skipped_as_duplicates == written_before
+    assert _values(log) == sorted(f"r{i}".encode() for i in range(10))
+
+
+def test_sink_ambiguous_produce_rescans_instead_of_resending():
+    log = FakeLog({"out": 2, ledger_topic("q"): 1})
+    write_task(log, "q", 0, 1, [], per_batch=2, timestamp_ms=1)  # another task's begin in the ledger
+    log.fail_after_append = 2  # the begin record and the first data batch land but report failure
+    with pytest.raises(Exception):
+        write_task(log, "q", 1, 0, _rows(6), per_batch=2, timestamp_ms=1)
+    write_task(log, "q", 1, 0, _rows(6), per_batch=2, timestamp_ms=1)
+    assert _values(log) == sorted(f"r{i}".encode() for i in range(6))
+
+
+def test_sink_replayed_committed_batch_writes_nothing():
+    log = FakeLog({"out": 2, ledger_topic("q"): 1})
+    write_task(log, "q", 0, 0, _rows(5), per_batch=10, timestamp_ms=1)
+    append_ledger(log, "q", {"kind": "commit", "batch": 0}, 1)
+    again = write_task(log, "q", 0, 0, _rows(5), per_batch=10, timestamp_ms=1)
+    assert again.batch_already_committed and again.written == 0
+    nxt = write_task(log, "q", 1, 0, _rows(5), per_batch=10, timestamp_ms=1)
+    assert nxt.written == 5 and len(_values(log)) == 10
+
+
+def test_sink_ledger_scan_reaches_past_many_entries():
+    log = FakeLog({"out": 1, ledger_topic("q"): 1})
+    append_ledger(log, "q", {"kind": "commit", "batch": 0}, 1)
+    rows = [(("out", 0), SimpleRecord(None, b"x"))]
+    write_task(log, "q", 1, 0, rows, per_batch=1, timestamp_ms=1)
+    for task in range(1, 300):  # many other tasks' begin records after ours
+        append_ledger(log, "q", {"kind": "begin", "batch": 1, "task": task, "marks": {}}, 1)
+    result = write_task(log, "q", 1, 0, rows, per_batch=1, timestamp_ms=1)
+    assert (result.written, result.skipped_as_duplicates) == (0, 1)
