@@ -8,9 +8,6 @@ lapses its partitions have new leaders from their ISR, with leader epochs moved 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 
 import pytest
 import trio
@@ -21,84 +18,40 @@ from metadata.controller_client import (
 )
 from metadata.errors import Errors
 from metadata.metadata_follower import MetadataFollower
-from raft.node_storage import NodeStorage
-from raftkafka.bench.raft_quorum import free_ports
+from raft.entry import Entry
+from raft.node_storage import METADATA_DIR
+from raftkafka.bench.metadata_cluster import BROKERS, CONTROLLERS, MetadataProcesses
 from storage.env import RealEnv, RealFileSystem
+from storage.raft_log import RaftLogStore
+from storage.raft_snapshots import SnapshotStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-CONTROLLERS = (1, 2, 3)
-BROKERS = (4, 5, 6)
-SETTINGS = {
-    "controller.quorum.election.timeout.ms": "500",
-    "controller.quorum.fetch.timeout.ms": "1000",
-    "broker.heartbeat.interval.ms": "300",
-    "broker.session.timeout.ms": "3000",
-    "metadata.log.max.records.between.snapshots": "400",
-}
-
-
-class Processes:
-    def __init__(self, base: str):
-        self.base = base
-        self.ports = dict(zip(CONTROLLERS, free_ports(len(CONTROLLERS))))
-        self.voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(self.ports.items()))
-        self.procs: dict[int, subprocess.Popen] = {}
-
-    def cli(self, *args):
-        return subprocess.run([sys.executable, "-m", "raftkafka", *args], capture_output=True,
-                              text=True, check=True).stdout.strip()
-
-    def data_dir(self, i):
-        return os.path.join(self.base, f"node{i}")
-
-    def format(self):
-        cluster_id = self.cli("format", "--random-uuid")
-        for i in CONTROLLERS + BROKERS:
-            self.cli("format", "--cluster-id", cluster_id, "--node-id", str(i), "--log-dir",
-                     self.data_dir(i), "--initial-voters", self.voters)
-        return cluster_id
-
-    def start(self, i):
-        if i in CONTROLLERS:
-            roles, listeners = "controller", f"CONTROLLER://127.0.0.1:{self.ports[i]}"
-        else:
-            roles, listeners = "broker", "PLAINTEXT://127.0.0.1:0"
-        args = [sys.executable, "-m", "raftkafka", "node", "--roles", roles, "--node-id", str(i),
-                "--log-dir", self.data_dir(i), "--listeners", listeners]
-        for name, value in sorted(SETTINGS.items()):
-            args += ["--set", f"{name}={value}"]
-        with open(os.path.join(self.base, f"node{i}.log"), "ab") as out:
-            self.procs[i] = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-
-    def kill(self, i):
-        proc = self.procs.pop(i)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-
-    def stop_all(self):
-        for i in list(self.procs):
-            self.kill(i)
-
-
 async def broker_image(data_dir: str):
-    """What a broker's loader holds: its snapshot + every entry on its disk, replayed."""
-    storage = NodeStorage(RealFileSystem(), data_dir)
-    try:
-        _, log = await storage.load()
-    finally:
-        storage.close()
+    """What a broker's loader holds: its snapshot + every entry after it on disk, replayed.
+
+    Reads the files directly (not NodeStorage.load) so that entries the log cleaner has
+    not yet removed from below the snapshot are simply skipped.
+    """
+    fs = RealFileSystem()
+    directory = os.path.join(data_dir, METADATA_DIR)
+    latest = SnapshotStore(fs, directory).latest()
+    snapshot_id, snapshot = (tuple(latest[0]), latest[1]) if latest else ((0, 0), None)
+    store, records = await RaftLogStore.open(fs, directory, start_offset=snapshot_id[0])
+    store.close()
     follower = MetadataFollower()
-    follower.restore(log.snapshot_id, log.snapshot)
-    entries = [e for e in log.entries if e.offset >= log.snapshot_id[0]]
-    follower.observe_leader_high_watermark(log.end_offset)
+    follower.restore(snapshot_id, snapshot)
+    entries = [Entry(r.offset, r.epoch, r.payload, r.control) for r in records
+               if r.offset >= snapshot_id[0]]
+    end = entries[-1].offset + 1 if entries else snapshot_id[0]
+    follower.observe_leader_high_watermark(end)
     if entries:
-        follower.apply(entries, log.end_offset)
+        follower.apply(entries, end)
     return follower.image
 
 
 async def test_topics_survive_controller_kill_and_a_dead_broker_loses_leadership(tmp_path):
-    procs = Processes(str(tmp_path))
+    procs = MetadataProcesses(str(tmp_path))
     try:
         cluster_id = procs.format()
         for i in CONTROLLERS + BROKERS:
