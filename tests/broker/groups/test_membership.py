@@ -250,3 +250,12 @@ def test_next_deadline_tracks_timers():
     assert h.coord.next_deadline() == h.now + h.coord.config.offsets_retention_check_interval_ms
     h.join_with_id(G)
     assert h.coord.next_deadline() == h.now + 3_000
+
+
+def test_leaving_while_a_join_is_held_answers_it():
+    h = Harness()
+    a, a_join = h.join_with_id(G)
+    h.leave(G, a)
+    assert h.answer(a_join).error == E.UNKNOWN_MEMBER_ID
+    h.advance(3_000)
+    assert state(h) == GroupState.EMPTY
