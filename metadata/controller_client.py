@@ -183,8 +183,6 @@ class ControllerClient:
 
     @staticmethod
     def _config_reply(reply) -> ControllerReply[dict[ConfigResource, ConfigError]]:
-        if reply.error != Errors.NONE:
-            raise ControllerUnavailableError(f"controller refused: {Errors(reply.error).name}")
         return ControllerReply({(r.resource_type, r.resource_name):
                                 ConfigError(Errors(r.error), r.message) for r in reply.results},
                                reply.offset)

@@ -179,31 +179,27 @@ class ControllerRequests:
         return await self._configs_response("AlterConfigs", op)
 
     async def _incremental_alter_configs(self, req: rpc.IncrementalAlterConfigsRequest):
-        resources = {}
+        resources, refused = {}, []
         for r in req.resources:
-            resources[(r.resource_type, r.resource_name)] = [(o.name, o.op, o.value) for o in r.ops]
+            key = (r.resource_type, r.resource_name)
+            if all(o.op in AlterOp._value2member_map_ for o in r.ops):
+                resources[key] = [(o.name, AlterOp(o.op), o.value) for o in r.ops]
+            else:  # an unknown operation fails its resource only, as in Kafka
+                refused.append(rpc.ConfigResultInfo(*key, int(Errors.INVALID_REQUEST),
+                                                    "Unknown config operation"))
         static = self.service.static
 
         def op(image, next_offset, now):
-            for ops in resources.values():
-                for _, code, _ in ops:
-                    AlterOp(code)  # ValueError → INVALID_REQUEST below, per resource
             records, results = incremental_alter_configs(image, resources, req.validate_only,
                                                          static)
             return [records], results
 
-        return await self._configs_response("IncrementalAlterConfigs", op)
+        reply = await self._configs_response("IncrementalAlterConfigs", op)
+        results = sorted(reply.results + refused, key=lambda r: (r.resource_type, r.resource_name))
+        return rpc.AlterConfigsResponse(reply.error, reply.leader_id, reply.offset, results)
 
     async def _configs_response(self, name, op):
-        def guarded(image, next_offset, now):
-            try:
-                return op(image, next_offset, now)
-            except ValueError as e:
-                return [], e
-
-        results, offset = await self._submit(name, guarded)
-        if isinstance(results, ValueError):
-            return rpc.AlterConfigsResponse(int(Errors.INVALID_REQUEST), self._me(), -1, [])
+        results, offset = await self._submit(name, op)
         return rpc.AlterConfigsResponse(0, self._me(), offset, [
             rpc.ConfigResultInfo(rt, rn, int(e.code), e.message)
             for (rt, rn), e in sorted(results.items())])

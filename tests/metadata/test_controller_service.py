@@ -120,3 +120,14 @@ async def test_delete_partitions_configs_and_producer_ids(cluster, nursery):
     assert e1 == e2 == Errors.NONE and first2 == first1 + n1
     stale, _, _ = await client.allocate_producer_ids(101, b.broker_epoch + 12345)
     assert stale == Errors.STALE_BROKER_EPOCH
+
+
+async def test_unknown_config_operation_fails_only_its_resource(cluster, nursery):
+    await unfenced(cluster)
+    client = await open_client(cluster, nursery)
+    await client.create_topics([CreatableTopic("c1", 1, 1), CreatableTopic("c2", 1, 1)])
+    reply = await client.incremental_alter_configs(
+        {(TOPIC_RESOURCE, "c1"): [("retention.ms", 9, "5")],
+         (TOPIC_RESOURCE, "c2"): [("retention.ms", 0, "5")]})
+    assert reply.results[(TOPIC_RESOURCE, "c1")].code == Errors.INVALID_REQUEST
+    assert reply.results[(TOPIC_RESOURCE, "c2")].code == Errors.NONE
