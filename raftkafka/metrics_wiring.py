@@ -4,8 +4,8 @@ State is exported as scrape-time gauges read from the parts' public status
 APIs, so nothing on the hot path keeps a second copy of it:
 
     registry = MetricsRegistry()
-    register_raft_gauges(registry, driver.status)               # every node
-    register_controller_gauges(registry, driver.status, lambda: state_machine.image)
+    register_node_gauges(registry, node)          # Raft on every node, controller gauges on controllers
+    # (or piecewise: register_raft_gauges(registry, driver.status), register_controller_gauges(...))
     broker.metrics = BrokerMetrics(registry)                      # event counters
     register_broker_gauges(registry, broker)
     register_group_lag(registry, coordinator.committed_offsets, partition_end_offset(broker))
@@ -34,6 +34,7 @@ __all__ = [
     "partition_end_offset",
     "register_raft_gauges",
     "register_controller_gauges",
+    "register_node_gauges",
     "register_broker_gauges",
     "register_group_lag",
     "RAFT_ROLES",
@@ -95,18 +96,30 @@ def controller_samples(is_active: bool, image: MetadataImage | None) -> dict[str
     }
 
 
-def register_controller_gauges(registry: MetricsRegistry, status: Callable[[], QuorumStatus],
+def register_controller_gauges(registry: MetricsRegistry, is_active: Callable[[], bool],
                                image: Callable[[], MetadataImage | None]) -> None:
     """On controllers: active controller, offline partitions, topic/partition/broker counts.
-    `image()` is the controller's committed image (e.g. `ControllerStateMachine.image`)."""
+    `is_active()` says whether this node is the active controller (e.g. `ControllerService.active`,
+    or the Raft role is Leader); `image()` is its committed image (`ControllerStateMachine.image`)."""
 
     def sample(name: str):
-        st = status()
-        return controller_samples(st.role == "Leader" and not st.observer, image())[name]
+        return controller_samples(is_active(), image())[name]
 
     for name in ("raftkafka_active_controller", "raftkafka_offline_partitions", "raftkafka_global_topics",
                  "raftkafka_global_partitions", "raftkafka_fenced_brokers", "raftkafka_active_brokers"):
         registry.gauge(name).set_function(lambda name=name: sample(name))
+
+
+def register_node_gauges(registry: MetricsRegistry, node) -> None:
+    """Raft gauges, plus the controller ones on a controller, of a `raftkafka.node.ControllerNode`.
+
+    Safe to call before the node runs: the gauges read `node.driver` and the app at scrape
+    time, and show no samples until those exist."""
+    register_raft_gauges(registry, lambda: node.driver.status())
+    controller = getattr(node.app, "controller", None)
+    if controller is not None:
+        register_controller_gauges(registry, lambda: bool(controller.service and controller.service.active),
+                                   lambda: controller.state_machine.image)
 
 
 # ---------------------------------------------------------------------------- broker

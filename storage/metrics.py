@@ -278,8 +278,8 @@ class Gauge(_Metric):
                     raise MetricsError(f"{self.defn.name}: sample {key} does not match {list(self.defn.labels)}")
                 out[key] = value
             return out
-        except Exception:
-            log.exception("gauge %s: scrape function failed", self.defn.name)
+        except Exception as exc:  # e.g. a part that is not running yet
+            log.warning("gauge %s: no samples: %s: %s", self.defn.name, type(exc).__name__, exc)
             return {}
 
     def samples(self) -> list[str]:

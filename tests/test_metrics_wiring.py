@@ -53,7 +53,7 @@ class ThreeVoters:
 def _registry_for(node: SimNode, image=lambda: None) -> MetricsRegistry:
     r = MetricsRegistry()
     register_raft_gauges(r, node.core.status)
-    register_controller_gauges(r, node.core.status, image)
+    register_controller_gauges(r, lambda: node.core.status().role == "Leader", image)
     return r
 
 
