@@ -29,12 +29,13 @@ Commands:
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
+    from raftkafka.cli_common import CommandError
     from raftkafka.config import ConfigError
     from raftkafka.quorum_cmd import QuorumCommandError
     from storage.meta_properties import DataDirError
     from storage.quorum_state_file import CorruptQuorumStateError
 
-    return (ConfigError, DataDirError, CorruptQuorumStateError, QuorumCommandError)
+    return (ConfigError, DataDirError, CorruptQuorumStateError, QuorumCommandError, CommandError)
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
@@ -43,12 +44,21 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     return group
 
 
+def _client_commands():
+    """The commands that talk to brokers with our client (Kafka's console tools)."""
+    from raftkafka import consume_cmd, produce_cmd, topics_cmd
+
+    return (topics_cmd, produce_cmd, consume_cmd)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from raftkafka import format_cmd, node_cmd, quorum_cmd
 
     parser = argparse.ArgumentParser(prog="python -m raftkafka", usage=USAGE)
     subparsers = parser.add_subparsers(dest="command")
     for module in (node_cmd, format_cmd, quorum_cmd):
+        module.add_parser(subparsers)
+    for module in _client_commands():
         module.add_parser(subparsers)
     return parser
 
