@@ -56,7 +56,8 @@ def _hooks_as_documented(broker, registry: MetricsRegistry, monkeypatch) -> None
                 if results.get((t.name, p.index), 0) == 0:
                     h = parse_header(p.records)
                     metrics.produced(t.name, h.size, h.last_offset_delta + 1)
-                else:
+                elif b.replicas.get(t.name, p.index) is not None:
+                    # Only partitions hosted here: a client must not create series at will.
                     metrics.produce_failed(t.name)
         return response
 
@@ -76,10 +77,10 @@ def _create_topic(partitions: int) -> CreateTopicsRequest:
                                       assignments=[], configs=[])], timeout_ms=5000, validate_only=False)
 
 
-def _produce(partition: int, records: bytes, acks: int = 1) -> ProduceRequest:
+def _produce(partition: int, records: bytes, topic: str = TOPIC) -> ProduceRequest:
     P = ProduceRequest
-    return P(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[P.TopicProduceData(
-        name=TOPIC, partition_data=[P.PartitionProduceData(index=partition, records=records)])])
+    return P(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+        name=topic, partition_data=[P.PartitionProduceData(index=partition, records=records)])])
 
 
 def _fetch(partition: int, offset: int) -> FetchRequest:
@@ -139,15 +140,21 @@ async def test_scraped_counters_match_what_was_produced_and_consumed(monkeypatch
                 produced_bytes += len(batch)
                 produced_records += 1 + i % 4
                 produce_calls += 1
-            # A produce to a partition that does not exist is a failure, and adds no bytes.
-            bad = await client.call(_produce(7, build_batch([SimpleRecord(b"x", b"y")])), 8)
+            # A corrupt batch is a failed produce and adds no bytes; a produce to a partition
+            # that does not exist adds no series at all.
+            corrupt = bytearray(build_batch([SimpleRecord(b"x", b"y" * 20)]))
+            corrupt[-3] ^= 0xFF
+            bad = await client.call(_produce(0, bytes(corrupt)), 8)
             assert bad.responses[0].partition_responses[0].error_code != 0
-            produce_calls += 1
+            missing = await client.call(_produce(0, build_batch([SimpleRecord(b"x", b"y")]), "nope"), 8)
+            assert missing.responses[0].partition_responses[0].error_code != 0
+            produce_calls += 2
 
             mid = await _scrape(metrics_port)
             assert _value(mid, "raftkafka_broker_topic_bytes_in_total", topic=TOPIC) == produced_bytes
             assert _value(mid, "raftkafka_broker_topic_messages_in_total", topic=TOPIC) == produced_records
             assert _value(mid, "raftkafka_broker_topic_failed_produce_requests_total", topic=TOPIC) == 1
+            assert not [s for fam in mid.values() for s in fam["samples"] if s[1].get("topic") == "nope"]
             assert _value(mid, "raftkafka_request_total", api="Produce") == produce_calls
             assert _latency_count(mid, "Produce") == produce_calls
 
