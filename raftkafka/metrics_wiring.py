@@ -154,8 +154,11 @@ def consumer_group_lag(committed: CommittedOffsets,
                        end_offset: Callable[[str, int], int | None]) -> dict[tuple[str, str, int], int]:
     """(group, topic, partition) -> high watermark minus committed offset, never negative.
 
-    Partitions whose end this node does not know (`end_offset` returns None: not
-    led here) are left out, so each partition's lag is reported by one broker."""
+    Partitions whose end this node does not know (`end_offset` returns None) are left
+    out, so no lag is ever reported twice. With `partition_end_offset(broker)` that means
+    a partition's lag shows only where the group's coordinator also leads the partition;
+    full coverage needs end offsets fetched from the other leaders (ListOffsets), which
+    the coordinator side does not do yet."""
     out = {}
     for group, topic, partition, offset in committed:
         end = end_offset(topic, partition)
