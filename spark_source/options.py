@@ -134,7 +134,8 @@ _SOURCE = _COMMON + [
     "minPartitions", "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders",
     "groupIdPrefix", "kafka.group.id", "initialOffsetsKey",
 ]
-_SINK = _COMMON + ["topic", "sinkId", "kafka.linger.records"]
+# Spark itself passes checkpointLocation to a streaming sink.
+_SINK = _COMMON + ["topic", "sinkId", "kafka.linger.records", "checkpointLocation"]
 _STREAM_ONLY = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "initialoffsetskey"}
 _BATCH_ONLY = {"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"}
 
