@@ -5,8 +5,9 @@
     port = await nursery.start(broker.run)  # serves until cancelled, then closes the logs
 
 `run` starts the partition logs (unless the node already did), the replica
-manager's apply task, the log manager's retention/compaction and flush tasks,
-and the listener; `task_status.started(port)` reports the bound port.
+manager's apply task, replication (the replica fetchers, the AlterPartition
+sender, the ISR expiration task), the log manager's retention/compaction and
+flush tasks, and the listener; `task_status.started(port)` reports the bound port.
 """
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ import logging
 
 import trio
 
+from broker.alter_partition_manager import AlterPartitionManager
 from broker.broker_config import BrokerConfig
 from broker.controller_channel import ControllerChannel, CreatableTopic
 from broker.fetch_purgatory import FetchPurgatory
 from broker.handlers import advertised_versions
 from broker.handlers.metadata import topic_name_error
 from broker.metadata_cache import MetadataCache
-from broker.partition import Partition
+from broker.partition import Partition, ReplicationSettings
+from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.server import KafkaServer
 from broker.topic_log_config import log_config_for
@@ -49,8 +52,19 @@ class Broker:
             env, list(config.data_dirs), default_config=log_config_for(EMPTY_IMAGE, "", self.static))
         self.metadata = MetadataCache(config.node_id, config.listener_name)
         self.purgatory = FetchPurgatory()
+        self.alter_partitions = AlterPartitionManager(env, config.node_id, controller, self._broker_epoch)
+        self.fetchers = ReplicaFetcherManager(env, config.node_id, self._broker_address, FetcherSettings(
+            wait_max_ms=self._static_int("replica.fetch.wait.max.ms", 500),
+            min_bytes=self._static_int("replica.fetch.min.bytes", 1),
+            partition_max_bytes=self._static_int("replica.fetch.max.bytes", 1 << 20),
+            response_max_bytes=self._static_int("replica.fetch.response.max.bytes", 10 << 20),
+            backoff_s=self._static_int("replica.fetch.backoff.ms", 1000) / 1000))
+        replication = ReplicationSettings(
+            clock=env.now, lag_time_s=self._static_int("replica.lag.time.max.ms", 30000) / 1000,
+            alter_partitions=self.alter_partitions)
         self.replicas = ReplicaManager(config.node_id, self.log_manager, static=self.static,
-                                       on_change=self.purgatory.notify)
+                                       on_change=self.purgatory.notify, replication=replication,
+                                       fetchers=self.fetchers)
         self.advertised_versions = advertised_versions()
         self.server = KafkaServer(self)
         self.port: int | None = None
@@ -79,6 +93,9 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.replicas.run)
+                await nursery.start(self.alter_partitions.run)
+                await nursery.start(self.fetchers.run)
+                nursery.start_soon(self.replicas.run_isr_expiration, self.env)
                 nursery.start_soon(self._retention_and_cleaning)
                 nursery.start_soon(self._flusher)
                 self.port = await nursery.start(self.server.serve)
@@ -103,6 +120,28 @@ class Broker:
             except Exception:
                 log.exception("%s failed; retrying in %.0f s", task.__name__, interval)
                 await self.env.sleep(interval)
+
+    # -- replication plumbing ------------------------------------------------------
+    def _static_int(self, name: str, default: int) -> int:
+        try:
+            return int(str(self.static.get(name, default)).strip())
+        except ValueError:
+            return default
+
+    def _broker_epoch(self) -> int:
+        """Our registration's epoch, as the committed metadata says (AlterPartition fencing)."""
+        reg = self.metadata.image.brokers.get(self.node_id)
+        return -1 if reg is None else reg.epoch
+
+    def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        """Where a source broker's Kafka listener is (our listener name)."""
+        reg = self.metadata.image.brokers.get(broker_id)
+        if reg is None:
+            return None
+        for ep in reg.endpoints:
+            if ep.name == self.config.listener_name:
+                return ep.host, ep.port
+        return None
 
     # -- what handlers ask -----------------------------------------------------------
     async def leader_partition(self, topic: str, index: int, deadline: float) -> Partition | int:

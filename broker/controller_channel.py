@@ -1,5 +1,7 @@
 """The broker's seam to the active controller for admin requests.
 
+Also the replication path's AlterPartition (ISR changes from partition leaders).
+
 Admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
 IncrementalAlterConfigs) that reach a broker are forwarded to the active
 controller, as in KRaft. Handlers talk to this protocol with plain request and
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol, Sequence
 
+from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
 from metadata.controller.configs import AlterOp, ConfigError
 from metadata.controller.topics import CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions
 # The real channel (metadata.controller_client.ControllerClient) lives below the broker
@@ -28,7 +31,7 @@ from metadata.image import ConfigResource
 __all__ = [
     "ControllerChannel", "ControllerReply", "ControllerUnavailableError",
     "CreatableTopic", "CreateTopicResult", "DeleteTopicResult", "NewPartitions",
-    "AlterOp", "ConfigError", "ConfigResource",
+    "AlterOp", "ConfigError", "ConfigResource", "AlterPartitionItem", "AlterPartitionResult",
 ]
 
 
@@ -51,3 +54,10 @@ class ControllerChannel(Protocol):
         self, resources: Mapping[ConfigResource, Sequence[tuple[str, AlterOp, str | None]]], *,
         validate_only: bool = False, timeout_s: float = 30.0,
     ) -> ControllerReply[dict[ConfigResource, ConfigError]]: ...
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem], *,
+                              timeout_s: float = 30.0,
+                              ) -> ControllerReply[tuple[Errors, list[AlterPartitionResult]]]:
+        """ISR changes from a partition leader (broker.alter_partition_manager): the
+        top-level error (STALE_BROKER_EPOCH, ...) and one result per item."""
+        ...

@@ -1,21 +1,37 @@
-"""One partition replica hosted by this broker: its log, role and leader epoch.
+"""One partition replica hosted by this broker: its log, role, leader epoch, ISR and HW.
 
 The replica manager creates a `Partition` when metadata makes this broker a
-replica and updates it on every leadership change. The high watermark lives
-here because replication will compute it (HW = min end offset over the ISR);
-with only the leader in the ISR it is the log end after each append, which is
-what `maybe_advance_high_watermark` does until follower tracking arrives.
+replica and updates it on every change of its registration. As leader it
+tracks each follower (broker.isr.FollowerState, fed by follower Fetches),
+derives the high watermark from them (HW = min end offset over the maximal
+ISR) and proposes ISR changes to the controller through the
+AlterPartitionManager — one at a time, keeping the committed ISR for
+min.insync.replicas until the controller answers. As follower it only takes
+appends from the replica fetcher and the leader's HW.
+
+Registrations are ordered by partition_epoch: an older one (metadata lagging
+behind an AlterPartition answer we already applied) is ignored.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
+import logging
 import uuid
+from dataclasses import dataclass
 from typing import Callable
 
-from metadata.partition import PartitionRegistration
+from broker.isr import (DEFAULT_LAG_TIME_S, FollowerState, IsrState, high_watermark, may_join_isr,
+                        out_of_sync_replicas)
+from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
+from metadata.errors import Errors
+from metadata.partition import RECOVERED, RECOVERING, PartitionRegistration
 from storage.log import AppendInfo, FetchData, PartitionLog
+from wire.error_codes import ErrorCode
 
-__all__ = ["Partition", "Role"]
+__all__ = ["Partition", "Role", "ReplicationSettings"]
+
+log = logging.getLogger(__name__)
 
 
 class Role(enum.Enum):
@@ -23,10 +39,19 @@ class Role(enum.Enum):
     FOLLOWER = "follower"
 
 
+@dataclass
+class ReplicationSettings:
+    """What every partition of a broker shares: the clock, the lag limit, the ISR channel."""
+    clock: Callable[[], float] = lambda: 0.0
+    lag_time_s: float = DEFAULT_LAG_TIME_S  # replica.lag.time.max.ms
+    alter_partitions: object | None = None  # broker.alter_partition_manager.AlterPartitionManager
+
+
 class Partition:
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: PartitionLog,
                  registration: PartitionRegistration, local_id: int,
-                 on_change: Callable[[tuple[str, int]], None] | None = None):
+                 on_change: Callable[[tuple[str, int]], None] | None = None,
+                 replication: ReplicationSettings | None = None):
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -34,8 +59,14 @@ class Partition:
         self.local_id = local_id
         self.registration = registration
         self._on_change = on_change
+        self.replication = replication or ReplicationSettings()
         self.role = Role.FOLLOWER
-        self._set_role(registration)
+        self.followers: dict[int, FollowerState] = {}
+        self.isr_state = IsrState(registration.isr)
+        self.leader_epoch_start = 0
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self._set_role(registration, previous=None)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -70,21 +101,55 @@ class Partition:
         # No transactions yet: nothing is ever open, so the LSO is the HW.
         return self.high_watermark
 
+    @property
+    def isr(self) -> tuple[int, ...]:
+        """The committed ISR (what min.insync.replicas counts)."""
+        return self.isr_state.isr
+
+    @property
+    def under_replicated(self) -> bool:
+        return self.is_leader and len(self.isr) < len(self.registration.replicas)
+
     # -- role changes (from metadata) --------------------------------------------
     def update(self, registration: PartitionRegistration) -> None:
+        if registration.partition_epoch < self.registration.partition_epoch:
+            return  # older than an AlterPartition answer already applied
+        if registration == self.registration:
+            return  # the metadata confirming an answer we applied: keep any newer proposal
+        previous = self.registration
         self.registration = registration
-        self._set_role(registration)
+        self._set_role(registration, previous=previous)
         self._notify()
 
-    def _set_role(self, registration: PartitionRegistration) -> None:
-        if registration.leader == self.local_id:
-            self.role = Role.LEADER
-            # Kafka's makeLeader: the new epoch starts at the current log end, so
-            # OffsetForLeaderEpoch answers followers even before the first append.
-            self.log.epoch_cache.assign(registration.leader_epoch, self.log.log_end_offset)
-            self.maybe_advance_high_watermark()
-        else:
+    def _set_role(self, registration: PartitionRegistration, previous) -> None:
+        now = self.replication.clock()
+        self.isr_state = IsrState(registration.isr)  # a pending change is superseded
+        if registration.leader != self.local_id:
             self.role = Role.FOLLOWER
+            self.followers = {}
+            return
+        new_epoch = (self.role is not Role.LEADER or previous is None
+                     or previous.leader_epoch != registration.leader_epoch)
+        self.role = Role.LEADER
+        if new_epoch:
+            # Kafka's makeLeader: the new epoch starts at the current log end, so
+            # OffsetForLeaderEpoch answers followers even before the first append;
+            # followers start unknown (they block the HW until they fetch) and ISR
+            # members get a full lag period to do so.
+            self.log.epoch_cache.assign(registration.leader_epoch, self.log.log_end_offset)
+            self.leader_epoch_start = self.log.log_end_offset
+            self.followers = {r: FollowerState.fresh(r, in_isr=r in registration.isr, now=now)
+                              for r in registration.replicas if r != self.local_id}
+        else:
+            for r in registration.replicas:  # a reassignment may add replicas
+                if r != self.local_id and r not in self.followers:
+                    self.followers[r] = FollowerState.fresh(r, in_isr=False, now=now)
+            for r in [r for r in self.followers if r not in registration.replicas]:
+                del self.followers[r]
+        if registration.leader_recovery_state == RECOVERING:
+            # KIP-704: elected uncleanly; our log is now the truth, say so to the controller.
+            self._propose(self.isr_state.shrink(()), recovery=RECOVERED)
+        self.maybe_advance_high_watermark()
 
     # -- leader data path ----------------------------------------------------------
     def append_as_leader(self, batch, now_ms: int) -> AppendInfo:
@@ -94,13 +159,104 @@ class Partition:
         self._notify()
         return info
 
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int) -> bool:
+        """A follower fetched at `fetch_offset`; False if it is not a replica of ours."""
+        state = self.followers.get(replica_id)
+        if not self.is_leader or state is None:
+            return False
+        state.on_fetch(fetch_offset, self.log.log_end_offset, self.replication.clock())
+        self._maybe_expand_isr(replica_id, state)
+        self.maybe_advance_high_watermark()
+        return True
+
     def maybe_advance_high_watermark(self) -> bool:
-        """HW = min log end over the ISR. Only the leader's own end is tracked so far, so the
-        HW may advance only when the ISR is just this broker (RF=1 or shrunk to the leader)."""
-        if self.registration.isr and tuple(self.registration.isr) != (self.local_id,):
+        if not self.is_leader:
             return False
         before = self.log.high_watermark
-        return self.log.update_high_watermark(self.log.log_end_offset) > before
+        waiting = [r for r in self.registration.replicas if r not in self.isr_state.maximal_isr]
+        target = high_watermark(before, self.log.log_end_offset, self.followers,
+                                self.isr_state.maximal_isr, self.replication.clock(),
+                                self.replication.lag_time_s, waiting)
+        if self.log.update_high_watermark(target) > before:
+            self._notify()
+            return True
+        return False
+
+    def check_enough_replicas(self, required_offset: int, min_isr: int) -> tuple[bool, int]:
+        """acks=all (Kafka's checkEnoughReplicasReachOffset): (done, error code)."""
+        if not self.is_leader:
+            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark < required_offset:
+            return False, ErrorCode.NONE
+        if len(self.isr_state.maximal_isr) < min_isr:
+            return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return True, ErrorCode.NONE
+
+    # -- ISR changes -----------------------------------------------------------------
+    def maybe_shrink_isr(self) -> list[int]:
+        """Drop ISR members that fell behind for longer than the lag time (Kafka's
+        isr-expiration task); returns the replicas proposed for removal."""
+        if not self.is_leader or self.isr_state.inflight:
+            return []
+        leaving = out_of_sync_replicas(self.isr_state.isr, self.local_id, self.followers,
+                                       self.log.log_end_offset, self.replication.clock(),
+                                       self.replication.lag_time_s)
+        if leaving and self._propose(self.isr_state.shrink(leaving)):
+            log.info("%s-%d: shrinking ISR %s, out of sync %s (leo %d, hw %d)", self.topic, self.index,
+                     list(self.isr), leaving, self.log_end_offset, self.high_watermark)
+            self.isr_shrinks += 1
+            return leaving
+        return []
+
+    def _maybe_expand_isr(self, replica_id: int, state: FollowerState) -> None:
+        if self.isr_state.inflight or replica_id in self.isr_state.isr:
+            return
+        if self.registration.leader_recovery_state == RECOVERING:
+            return  # a recovering leader cannot grow its ISR
+        if may_join_isr(state, self.high_watermark, self.leader_epoch_start):
+            if self._propose(self.isr_state.expand(replica_id)):
+                log.info("%s-%d: expanding ISR %s with %d", self.topic, self.index, list(self.isr), replica_id)
+                self.isr_expands += 1
+
+    def _propose(self, pending: IsrState, recovery: int = RECOVERED) -> bool:
+        manager = self.replication.alter_partitions
+        if manager is None:
+            return False
+        reg = self.registration
+        item = AlterPartitionItem(self.topic_id, self.index, reg.leader_epoch, reg.partition_epoch,
+                                  pending.proposed, None, recovery)
+        if not manager.submit(item, lambda result: self._on_alter_result(pending, result)):
+            return False
+        self.isr_state = pending
+        return True
+
+    def _on_alter_result(self, sent: IsrState, result: AlterPartitionResult) -> None:
+        if self.isr_state is not sent:
+            return  # metadata superseded it meanwhile
+        reg = self.registration
+        if (result.error != Errors.NONE or result.leader_epoch != reg.leader_epoch
+                or result.partition_epoch < reg.partition_epoch):
+            log.info("%s-%d: ISR change %s not applied: %s", self.topic, self.index, list(sent.proposed),
+                     Errors(result.error).name)
+            self.isr_state = IsrState(reg.isr)  # the metadata will tell us what is true
+        else:
+            self.registration = dataclasses.replace(
+                reg, isr=tuple(result.isr), partition_epoch=result.partition_epoch,
+                leader_recovery_state=result.leader_recovery_state)
+            self.isr_state = IsrState(tuple(result.isr))
+        self.maybe_advance_high_watermark()
+        self._notify()
+
+    # -- follower data path --------------------------------------------------------
+    def append_as_follower(self, records) -> AppendInfo:
+        info = self.log.append_as_follower(records)
+        self._notify()
+        return info
+
+    def update_follower_high_watermark(self, leader_hw: int) -> None:
+        """A follower's HW: the leader's, bounded by what we hold; never backward."""
+        if leader_hw > self.log.high_watermark:
+            self.log.update_high_watermark(min(leader_hw, self.log.log_end_offset))
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None, min_one_batch: bool) -> FetchData:
         return self.log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
@@ -111,4 +267,4 @@ class Partition:
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.index}, {self.role.value}, epoch={self.leader_epoch}, "
-                f"hw={self.high_watermark}, leo={self.log_end_offset})")
+                f"isr={list(self.isr)}, hw={self.high_watermark}, leo={self.log_end_offset})")

@@ -11,8 +11,10 @@ config changes (pushed into the logs' LogConfig), then new and changed replicas
 first delta, logs on disk that the image does not place here are strays from
 a topic deleted while this broker was down, and are deleted (as Kafka does).
 
-Replication (follower fetchers, ISR tracking, HW = min over the ISR) is the
-next layer: it will hang off `Partition` and `apply_follower` below.
+Replication hangs off this: after each applied delta the replica fetchers are
+told the full set of partitions this broker follows (`fetchers.sync`), and
+`run_isr_expiration` periodically asks every leader partition to drop
+followers that fell behind (ISR/HW logic lives in broker.partition/isr).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 import trio
 
-from broker.partition import Partition
+from broker.partition import Partition, ReplicationSettings
 from broker.topic_log_config import log_config_for
 from metadata.delta import LocalReplicaChanges, MetadataDelta
 from metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
@@ -44,8 +46,11 @@ class _Pending:
 class ReplicaManager:
     name = "replica-manager"
 
-    def __init__(self, node_id: int, log_manager: LogManager, *, static=None, on_change=None):
+    def __init__(self, node_id: int, log_manager: LogManager, *, static=None, on_change=None,
+                 replication: ReplicationSettings | None = None, fetchers=None):
         self.node_id = node_id
+        self.replication = replication or ReplicationSettings()
+        self.fetchers = fetchers  # broker.replica_fetcher.ReplicaFetcherManager (None: no replication)
         self.log_manager = log_manager
         self.static = dict(static or {})
         self.on_change = on_change  # called with (topic, partition) on appends and role changes
@@ -83,6 +88,7 @@ class ReplicaManager:
         while self._queue:
             pending = self._queue.pop(0)
             await self._apply(pending)
+            self._sync_fetchers()
             self.applied_offset = pending.image.offset
             self._applied.set()
             self._applied = trio.Event()
@@ -95,6 +101,28 @@ class ReplicaManager:
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
+
+    # -- replication ----------------------------------------------------------------
+    def _sync_fetchers(self) -> None:
+        if self.fetchers is not None:
+            self.fetchers.sync({k: p for k, p in self.partitions.items() if not p.is_leader})
+
+    def shrink_isrs(self) -> int:
+        """One pass of Kafka's isr-expiration task; returns how many partitions shrank."""
+        return sum(1 for key in sorted(self.partitions) if self.partitions[key].maybe_shrink_isr())
+
+    async def run_isr_expiration(self, env) -> None:
+        """Every half lag period, as Kafka schedules it."""
+        while True:
+            await env.sleep(self.replication.lag_time_s / 2)
+            self.shrink_isrs()
+
+    @property
+    def under_replicated_count(self) -> int:
+        return sum(1 for p in self.partitions.values() if p.under_replicated)
+
+    def under_min_isr_count(self, min_isr_of) -> int:
+        return sum(1 for p in self.partitions.values() if p.is_leader and len(p.isr) < min_isr_of(p.topic))
 
     async def _apply(self, p: _Pending) -> None:
         changes, image = p.changes, p.image
@@ -134,7 +162,7 @@ class ReplicaManager:
             return
         self.offline.pop(key, None)
         self.partitions[key] = Partition(topic, index, topic_image.topic_id, plog, registration,
-                                         self.node_id, on_change=self.on_change)
+                                         self.node_id, on_change=self.on_change, replication=self.replication)
         self._changed(key)
 
     async def _delete(self, key: Key) -> None:

@@ -6,7 +6,9 @@ left of max_bytes); the first partition with data always gets at least one
 whole batch even if it is larger (KIP-74), so a big batch never stalls a
 consumer. Consumers read up to the high watermark (read_uncommitted) or the
 last stable offset (read_committed); follower replicas (replica_id >= 0) up to
-the log end. If fewer than min_bytes are available and no partition has an
+the log end — and a follower's fetch offset is its log end, which the leader
+records (Partition.on_follower_fetch: ISR expansion, HW advance) before it
+reads, so the answer carries the HW this very fetch may have moved. If fewer than min_bytes are available and no partition has an
 error, the request waits in the fetch purgatory until an append touches one
 of its partitions or max_wait_ms passes, then reads again. Fetch sessions are
 not kept: every answer has session_id 0, which all clients accept.
@@ -75,6 +77,11 @@ async def _read_all(broker, request, max_bytes: int, deadline: float):
                 max_offset = partition.high_watermark
             if not partition.log_start_offset <= p.fetch_offset <= partition.log_end_offset:
                 parts.append(_error_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE))
+                had_error = True
+                continue
+            if follower and not partition.on_follower_fetch(request.replica_id, p.fetch_offset):
+                # Not one of this partition's replicas: it must not count toward the ISR or HW.
+                parts.append(_error_partition(p.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER))
                 had_error = True
                 continue
             limit = max(0, min(p.partition_max_bytes, remaining))

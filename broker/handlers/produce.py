@@ -4,14 +4,15 @@ Per partition: find the local leader, validate the one batch's header
 (broker.produce), append (the log checks the CRC, assigns offsets by patching
 baseOffset, stamps the leader epoch and LogAppendTime). acks=0 gets no
 response at all; if anything failed the connection is closed instead so the
-client refreshes metadata (Kafka's behaviour). acks=all waits until the high
-watermark passes the batch, refusing up front when the ISR is smaller than
-min.insync.replicas.
+client refreshes metadata (Kafka's behaviour). acks=all refuses up front with
+NOT_ENOUGH_REPLICAS when the committed ISR is smaller than min.insync.replicas,
+then waits in broker.delayed_produce until the high watermark passes the batch.
 """
 from __future__ import annotations
 
 import logging
 
+from broker.delayed_produce import PendingAck, await_acks
 from broker.produce import MIN_PRODUCE_VERSION, ProduceError, validate_produce_records
 from broker.request_errors import CloseConnection
 from metadata.controller.configs import effective_topic_value
@@ -39,7 +40,7 @@ async def handle(broker, header, request):
     env = broker.env
     deadline = env.now() + max(0, request.timeout_ms) / 1000
     results: dict[str, list] = {}
-    waits = []  # (topic, response slot, partition, last offset) for acks=all
+    waits: list[PendingAck] = []  # acks=all: answered once the HW passes each batch
     for topic in request.topic_data:
         out = results.setdefault(topic.name, [])
         for part in topic.partition_data:
@@ -50,19 +51,14 @@ async def handle(broker, header, request):
             if acks not in (-1, 0, 1):
                 out.append(_partition_response(part.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
-            response, partition, last_offset = await _append_one(broker, topic.name, part, version, acks, deadline)
+            response, partition, last_offset, min_isr = await _append_one(
+                broker, topic.name, part, version, acks, deadline)
             out.append(response)
-            if acks == -1 and response.error_code == ErrorCode.NONE and partition.high_watermark <= last_offset:
-                waits.append((response, partition, last_offset))
-    for response, partition, last_offset in waits:
-        # acks=all: answer once the HW covers the batch (immediately while the ISR is the leader alone).
-        while partition.high_watermark <= last_offset:
-            if not partition.is_leader:
-                response.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                break
-            if not await broker.purgatory.wait([partition.key], deadline) and env.now() >= deadline:
-                response.error_code = ErrorCode.REQUEST_TIMED_OUT
-                break
+            if acks == -1 and response.error_code == ErrorCode.NONE:
+                waits.append(PendingAck(partition, partition.leader_epoch, last_offset, min_isr,
+                                        _error_setter(response)))
+    if waits:
+        await await_acks(env, broker.purgatory, waits, deadline, lambda key: broker.replicas.get(*key))
     if acks == 0:
         failed = [r for rs in results.values() for r in rs if r.error_code != ErrorCode.NONE]
         if failed:
@@ -75,16 +71,17 @@ async def handle(broker, header, request):
 async def _append_one(broker, topic: str, part, version: int, acks: int, deadline: float):
     found = await broker.leader_partition(topic, part.index, deadline)
     if isinstance(found, int):
-        return _partition_response(part.index, found), None, -1
+        return _partition_response(part.index, found), None, -1, 0
     partition = found
     image = broker.metadata.image
     static = broker.static
+    min_isr = 0
     try:
         if acks == -1:
             min_isr = effective_topic_value(image, topic, "min.insync.replicas", static)
-            if len(partition.registration.isr) < min_isr:
+            if len(partition.isr) < min_isr:  # the committed ISR, as Kafka counts it
                 raise ProduceError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                   f"The size of the current ISR {list(partition.registration.isr)} is "
+                                   f"The size of the current ISR {list(partition.isr)} is "
                                    f"insufficient to satisfy the min.isr requirement of {min_isr}")
         config = partition.log.config
         now_ms = broker.env.wall_ms()
@@ -95,17 +92,25 @@ async def _append_one(broker, topic: str, part, version: int, acks: int, deadlin
             after_max_ms=effective_topic_value(image, topic, "message.timestamp.after.max.ms", static))
         info = partition.append_as_leader(part.records, now_ms)
     except ProduceError as exc:
-        return _partition_response(part.index, exc.code, exc.message), partition, -1
+        return _partition_response(part.index, exc.code, exc.message), partition, -1, min_isr
     except RecordTooLargeError as exc:
-        return _partition_response(part.index, ErrorCode.MESSAGE_TOO_LARGE, str(exc)), partition, -1
+        return _partition_response(part.index, ErrorCode.MESSAGE_TOO_LARGE, str(exc)), partition, -1, min_isr
     except CorruptRecordError as exc:
-        return _partition_response(part.index, ErrorCode.CORRUPT_MESSAGE, str(exc)), partition, -1
+        return _partition_response(part.index, ErrorCode.CORRUPT_MESSAGE, str(exc)), partition, -1, min_isr
     except LogError as exc:
         log.warning("append to %s-%d failed: %s", topic, part.index, exc)
-        return _partition_response(part.index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc)), partition, -1
+        return _partition_response(part.index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc)), partition, -1, min_isr
     return (_partition_response(part.index, ErrorCode.NONE, base_offset=info.first_offset,
                                 append_time=info.log_append_time, log_start=partition.log_start_offset),
-            partition, info.last_offset)
+            partition, info.last_offset, min_isr)
+
+
+def _error_setter(response):
+    def set_error(code: int) -> None:
+        response.error_code = code
+        if code != ErrorCode.NONE:
+            response.base_offset = -1  # a failed acks=all answer must not look like an offset
+    return set_error
 
 
 def error_response(broker, header, request, code: int):

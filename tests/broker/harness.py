@@ -22,11 +22,15 @@ from contextlib import asynccontextmanager
 import trio
 
 from broker import Broker, BrokerConfig, ControllerReply
+from metadata.controller.alter_partition import alter_partition
+from metadata.controller.brokers import fence_broker
 from metadata.controller.configs import alter_configs, incremental_alter_configs
+from metadata.controller.heartbeats import BrokerHeartbeatManager
+from metadata.controller.replication import elect_leaderless, remove_broker_from_isrs
 from metadata.controller.topics import create_partitions, create_topics, delete_topics
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, METADATA_VERSION
-from metadata.records import Endpoint, FeatureLevel, RegisterBroker
+from metadata.records import BrokerRegistrationChange, Endpoint, FeatureLevel, RegisterBroker
 from metadata.snapshot import image_to_records
 from storage.env import RealEnv
 from storage.memfs import MemFileSystem
@@ -43,6 +47,9 @@ class InProcessController:
         self.rng = random.Random(seed)
         self.next_offset = 0
         self.calls: list[str] = []
+        # Tests hold AlterPartition answers here (the leader must keep its old ISR meanwhile).
+        self.alter_partition_gate: trio.Event | None = None
+        self.alter_partition_requests: list = []
 
     def commit(self, records) -> int:
         """Append one batch: replay it, publish (delta, image) to every broker; returns its last offset."""
@@ -72,9 +79,34 @@ class InProcessController:
         recs = []
         if METADATA_VERSION not in self.image.features:
             recs.append(FeatureLevel(METADATA_VERSION, 1))
-        recs.append(RegisterBroker(node_id, uuid.UUID(int=node_id + 1), 100 + node_id,
+        epoch = 100 + node_id
+        existing = self.image.brokers.get(node_id)
+        if existing is not None:
+            # A new incarnation (KIP-966: it did not shut down cleanly, so its log may have lost
+            # unflushed data): out of every ISR and ELR first, as the real controller does.
+            epoch = existing.epoch + 1000
+            recs += remove_broker_from_isrs(self.image, node_id, unclean_shutdown=True, static=self.static)
+        recs.append(RegisterBroker(node_id, uuid.UUID(int=node_id + 1), epoch,
                                    endpoints=(Endpoint("PLAINTEXT", host, port),), rack=rack, fenced=fenced))
-        return self.commit(recs)
+        last = self.commit(recs)
+        if existing is not None and not fenced:
+            elections = elect_leaderless(self.image, static=self.static)
+            if elections:
+                last = self.commit(elections)
+        return last
+
+    def fence(self, node_id: int) -> int:
+        """What the controller does when a broker's session lapses: ISRs and leadership move off it."""
+        hb = BrokerHeartbeatManager(session_timeout=9.0)
+        last = -1
+        for batch in fence_broker(self.image, node_id, hb, static=self.static):
+            last = self.commit(batch)
+        return last
+
+    def unfence(self, node_id: int) -> int:
+        reg = self.image.brokers[node_id]
+        self.commit([BrokerRegistrationChange(node_id, reg.epoch, fenced=False)])
+        return self.commit(elect_leaderless(self.image, static=self.static))
 
     # -- ControllerChannel ------------------------------------------------------------
     async def create_topics(self, topics, *, validate_only=False, timeout_s=30.0):
@@ -98,6 +130,14 @@ class InProcessController:
         records, results = alter_configs(self.image, resources, validate_only)
         return ControllerReply(results, self.commit(records))
 
+    async def alter_partition(self, broker_id, broker_epoch, items, *, timeout_s=30.0):
+        self.calls.append("alter_partition")
+        self.alter_partition_requests.append((broker_id, broker_epoch, list(items)))
+        if self.alter_partition_gate is not None:
+            await self.alter_partition_gate.wait()
+        records, error, results = alter_partition(self.image, broker_id, broker_epoch, items, static=self.static)
+        return ControllerReply((error, results), self.commit(records))
+
     async def incremental_alter_configs(self, resources, *, validate_only=False, timeout_s=30.0):
         self.calls.append("incremental_alter_configs")
         records, results = incremental_alter_configs(self.image, resources, validate_only, static=self.static)
@@ -116,29 +156,62 @@ class BrokerCluster:
 
     def __init__(self, env, n: int = 1, *, data_root: str = "/data", static=None, broker_overrides=None):
         self.env = env
+        self.static = dict(static or {})
+        self.data_root = data_root
+        self.broker_overrides = dict(broker_overrides or {})
         self.controller = InProcessController(static=static)
-        self.brokers: list[Broker] = []
-        for node_id in range(1, n + 1):
-            cfg = BrokerConfig(node_id=node_id, data_dirs=(f"{data_root}/broker-{node_id}",), port=0,
-                               cluster_id="test-cluster", static=dict(static or {}),
-                               **(broker_overrides or {}))
-            self.brokers.append(Broker(env, cfg, self.controller))
+        self.brokers: list[Broker] = [self._new_broker(node_id) for node_id in range(1, n + 1)]
+        self._scopes: dict[int, trio.CancelScope] = {}
+        self._nursery = None
+
+    def _new_broker(self, node_id: int) -> Broker:
+        cfg = BrokerConfig(node_id=node_id, data_dirs=(f"{self.data_root}/broker-{node_id}",), port=0,
+                           cluster_id="test-cluster", static=dict(self.static), **self.broker_overrides)
+        return Broker(self.env, cfg, self.controller)
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
 
     async def start(self, nursery) -> None:
+        self._nursery = nursery
         for b in self.brokers:
-            await nursery.start(b.run)
+            await self._start_one(b)
             self.controller.attach(b)
         for b in self.brokers:
             self.controller.register(b.node_id, "127.0.0.1", b.port)
         await self.settle()
 
+    async def _start_one(self, broker: Broker) -> None:
+        scope = trio.CancelScope()
+        self._scopes[broker.node_id] = scope
+
+        async def run_broker(task_status=trio.TASK_STATUS_IGNORED):
+            with scope:
+                await broker.run(task_status=task_status)
+        await self._nursery.start(run_broker)
+
+    async def stop(self, node_id: int) -> None:
+        """Stop a broker's tasks (a crash, as far as the others can tell; its files stay)."""
+        broker = self.broker(node_id)
+        self.controller.brokers = [b for b in self.controller.brokers if b is not broker]
+        self._scopes.pop(node_id).cancel()
+        await trio.sleep(0)
+
+    async def restart(self, node_id: int, *, fenced: bool = False) -> Broker:
+        """A new incarnation of a stopped broker on the same data dir: it reopens its logs,
+        gets the whole metadata image, and re-registers with a new broker epoch."""
+        broker = self._new_broker(node_id)
+        self.brokers[node_id - 1] = broker
+        await self._start_one(broker)
+        self.controller.attach(broker)
+        self.controller.register(node_id, "127.0.0.1", broker.port, fenced=fenced)
+        await self.settle()
+        return broker
+
     async def settle(self) -> None:
-        """Wait until every broker applied the controller's latest image."""
-        for b in self.brokers:
+        """Wait until every running broker applied the controller's latest image."""
+        for b in self.controller.brokers:
             await b.replicas.wait_applied(self.controller.image.offset, trio.current_time() + 10)
 
     def broker(self, node_id: int) -> Broker:

@@ -1,0 +1,391 @@
+"""Follower replication: one fetcher task per source broker, batching all its partitions.
+
+Kafka's ReplicaFetcherManager + ReplicaFetcherThread. The replica manager calls
+`ReplicaFetcherManager.sync(wanted)` after applying each metadata delta with the
+complete set of partitions this broker follows (key -> Partition, whose
+registration names the leader and leader epoch); the manager moves partitions
+between per-leader fetchers, starting and stopping fetcher tasks as needed.
+
+A partition joins a fetcher needing truncation: before its first Fetch the
+fetcher asks the leader where our latest epoch ends (OffsetForLeaderEpoch v3
+with the current leader epoch) and truncates what diverges — only records the
+new leader never had, which were never committed (KIP-101/279). Then it
+fetches from its log end with our broker id as replica_id (so the leader counts
+us), appends what comes back with its offsets and epochs, and takes the
+leader's high watermark (bounded by our log end).
+
+Errors: a broken connection or a failing request closes the connection and
+backs off (replica.fetch.backoff.ms); per-partition epoch/leadership errors
+delay just that partition until metadata moves it; OFFSET_OUT_OF_RANGE resets
+the partition to the leader's log (start or end, via ListOffsets).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+import trio
+
+from broker.partition import Partition
+from storage.log import InvalidAppendOffsetError, LogError
+from storage.log.epoch_cache import UNDEFINED_EPOCH
+from wire.error_codes import ErrorCode
+from wire.errors import CorruptRecordError, DecodeError
+from wire.protocol import (FetchRequest, FrameReader, ListOffsetsRequest, OffsetForLeaderEpochRequest,
+                           decode_response, encode_request)
+
+__all__ = ["ReplicaFetcherManager", "ReplicaFetcher", "FetcherSettings"]
+
+log = logging.getLogger(__name__)
+Key = tuple[str, int]
+FETCH_VERSION = 11
+EPOCH_VERSION = 3
+LIST_OFFSETS_VERSION = 2
+EARLIEST, LATEST = -2, -1
+UNDEFINED_OFFSET = -1
+
+
+@dataclass(frozen=True)
+class FetcherSettings:
+    wait_max_ms: int = 500  # replica.fetch.wait.max.ms
+    min_bytes: int = 1  # replica.fetch.min.bytes
+    partition_max_bytes: int = 1 << 20  # replica.fetch.max.bytes
+    response_max_bytes: int = 10 << 20  # replica.fetch.response.max.bytes
+    backoff_s: float = 1.0  # replica.fetch.backoff.ms
+    request_timeout_s: float = 30.0  # replica.socket.timeout.ms
+    client_id: str = "replica-fetcher"
+
+
+class _Link:
+    """One connection to the source broker; requests are strictly sequential."""
+
+    def __init__(self, stream, client_id: str):
+        self.stream = stream
+        self.client_id = client_id
+        self.reader = FrameReader()
+        self.correlation = 0
+
+    async def call(self, request, version: int, timeout: float):
+        self.correlation += 1
+        with trio.fail_after(timeout):
+            await self.stream.send_all(encode_request(request, version, self.correlation, self.client_id))
+            while True:
+                frame = self.reader.next_frame()
+                if frame is not None:
+                    break
+                data = await self.stream.receive_some(1 << 16)
+                if not data:
+                    raise trio.BrokenResourceError("source broker closed the connection")
+                self.reader.feed(data)
+        correlation, body = decode_response(frame, request.API_KEY, version)
+        if correlation != self.correlation:
+            raise DecodeError(f"response correlation {correlation} != {self.correlation}")
+        return body
+
+
+class _State:
+    __slots__ = ("partition", "leader_epoch", "truncating", "delayed_until")
+
+    def __init__(self, partition: Partition):
+        self.partition = partition
+        self.leader_epoch = partition.leader_epoch
+        self.truncating = True
+        self.delayed_until = float("-inf")
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one source broker."""
+
+    def __init__(self, env, broker_id: int, source_id: int,
+                 address_of: Callable[[int], tuple[str, int] | None], settings: FetcherSettings):
+        self.env = env
+        self.broker_id = broker_id
+        self.source_id = source_id
+        self.address_of = address_of
+        self.settings = settings
+        self.partitions: dict[Key, _State] = {}
+        self._wake = trio.Event()
+        self._link: _Link | None = None
+        self.fetches = 0
+        self.truncations = 0
+
+    # -- membership (from the manager) ---------------------------------------------
+    def add(self, partition: Partition) -> None:
+        state = self.partitions.get(partition.key)
+        if state is not None and state.partition is partition and state.leader_epoch == partition.leader_epoch:
+            return
+        self.partitions[partition.key] = _State(partition)
+        self._wake.set()
+
+    def remove(self, key: Key) -> None:
+        self.partitions.pop(key, None)
+
+    # -- the task --------------------------------------------------------------------
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._round()
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
+                    DecodeError) as exc:
+                log.info("fetcher %d -> %d: %s; backing off", self.broker_id, self.source_id, exc)
+                await self._close()
+                await self.env.sleep(self.settings.backoff_s)
+
+    async def _round(self) -> None:
+        now = self.env.now()
+        ready = {k: s for k, s in sorted(self.partitions.items()) if s.delayed_until <= now}
+        if not ready:
+            wake_at = min((s.delayed_until for s in self.partitions.values()), default=float("inf"))
+            self._wake = trio.Event()
+            with trio.move_on_at(wake_at):
+                await self._wake.wait()
+            return
+        link = await self._connect()
+        truncating = {k: s for k, s in ready.items() if s.truncating}
+        if truncating:
+            await self._truncate(link, truncating)
+        fetching = {k: s for k, s in ready.items() if not s.truncating and self.partitions.get(k) is s}
+        if fetching:
+            await self._fetch(link, fetching)
+
+    async def _connect(self) -> _Link:
+        if self._link is not None:
+            return self._link
+        address = self.address_of(self.source_id)
+        if address is None:
+            raise OSError(f"no address for broker {self.source_id}")
+        with trio.fail_after(self.settings.request_timeout_s):
+            stream = await self.env.net.connect(*address)
+        self._link = _Link(stream, self.settings.client_id)
+        return self._link
+
+    async def _close(self) -> None:
+        if self._link is not None:
+            link, self._link = self._link, None
+            await trio.aclose_forcefully(link.stream)
+
+    def _current(self, key: Key, state: _State) -> Partition | None:
+        """The partition if this answer still applies to it (same object, still our follower
+        at the epoch the request was sent for)."""
+        if self.partitions.get(key) is not state:
+            return None
+        p = state.partition
+        if p.is_leader or p.leader_epoch != state.leader_epoch or p.log.closed:
+            return None
+        return p
+
+    def _delay(self, state: _State) -> None:
+        state.delayed_until = self.env.now() + self.settings.backoff_s
+
+    # -- truncation --------------------------------------------------------------------
+    async def _truncate(self, link: _Link, states: dict[Key, _State]) -> None:
+        O = OffsetForLeaderEpochRequest
+        asked: dict[Key, int] = {}
+        topics: dict[str, list] = {}
+        for key, state in states.items():
+            p = state.partition
+            epoch = p.log.epoch_cache.latest_epoch
+            if epoch == UNDEFINED_EPOCH:
+                # Nothing stamped with an epoch: keep only what is known committed (Kafka does the same).
+                await self._truncate_to(key, state, p.high_watermark, done=True)
+                continue
+            asked[key] = epoch
+            topics.setdefault(key[0], []).append(O.OffsetForLeaderPartition(
+                partition=key[1], current_leader_epoch=state.leader_epoch, leader_epoch=epoch))
+        if not topics:
+            return
+        request = O(replica_id=self.broker_id, topics=[O.OffsetForLeaderTopic(topic=t, partitions=ps)
+                                                       for t, ps in topics.items()])
+        response = await link.call(request, EPOCH_VERSION, self.settings.request_timeout_s)
+        for topic in response.topics:
+            for r in topic.partitions:
+                key = (topic.topic, r.partition)
+                state = states.get(key)
+                if state is None or key not in asked or self._current(key, state) is None:
+                    continue
+                if r.error_code != ErrorCode.NONE:
+                    self._delay(state)
+                    continue
+                offset, done = _truncation_point(state.partition, r.leader_epoch, r.end_offset)
+                await self._truncate_to(key, state, offset, done=done)
+
+    async def _truncate_to(self, key: Key, state: _State, offset: int, *, done: bool) -> None:
+        p = self._current(key, state)
+        if p is None:
+            return
+        if offset < p.log_end_offset:
+            log.info("%s-%d: truncating to %d (leo %d, hw %d) for leader %d epoch %d", key[0], key[1], offset,
+                     p.log_end_offset, p.high_watermark, self.source_id, state.leader_epoch)
+            self.truncations += 1
+            await p.log.truncate_to(max(offset, 0))
+        state.truncating = not done
+
+    # -- fetching ------------------------------------------------------------------------
+    async def _fetch(self, link: _Link, states: dict[Key, _State]) -> None:
+        F = FetchRequest
+        topics: dict[str, list] = {}
+        sent: dict[Key, int] = {}
+        for key, state in states.items():
+            p = state.partition
+            sent[key] = p.log_end_offset
+            topics.setdefault(key[0], []).append(F.FetchPartition(
+                partition=key[1], current_leader_epoch=state.leader_epoch, fetch_offset=p.log_end_offset,
+                log_start_offset=p.log_start_offset, partition_max_bytes=self.settings.partition_max_bytes))
+        s = self.settings
+        request = F(replica_id=self.broker_id, max_wait_ms=s.wait_max_ms, min_bytes=s.min_bytes,
+                    max_bytes=s.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                    topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                    forgotten_topics_data=[], rack_id="")
+        response = await link.call(request, FETCH_VERSION, s.request_timeout_s + s.wait_max_ms / 1000)
+        self.fetches += 1
+        out_of_range = []
+        for topic in response.responses:
+            for pd in topic.partitions:
+                key = (topic.topic, pd.partition_index)
+                state = states.get(key)
+                if state is None:
+                    continue
+                p = self._current(key, state)
+                if p is None or p.log_end_offset != sent[key]:
+                    continue
+                if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    out_of_range.append((key, state))
+                elif pd.error_code != ErrorCode.NONE:
+                    self._delay(state)
+                else:
+                    self._append(key, state, p, pd)
+        if out_of_range:
+            await self._reset_out_of_range(link, out_of_range)
+
+    def _append(self, key: Key, state: _State, p: Partition, pd) -> None:
+        records = pd.records
+        if records is not None and len(records):
+            try:
+                p.append_as_follower(records)
+            except InvalidAppendOffsetError:
+                state.truncating = True  # our end sits inside a leader batch: reconcile again
+                return
+            except (CorruptRecordError, LogError) as exc:
+                log.warning("%s-%d: cannot append fetched records: %s", key[0], key[1], exc)
+                self._delay(state)
+                return
+        p.update_follower_high_watermark(pd.high_watermark)
+
+    async def _reset_out_of_range(self, link: _Link, items) -> None:
+        """Kafka's handleOutOfRangeError: start over at the leader's log start if we are
+        behind it, else truncate to the leader's end."""
+        offsets = {}
+        for which in (EARLIEST, LATEST):
+            L = ListOffsetsRequest
+            topics: dict[str, list] = {}
+            for key, _ in items:
+                topics.setdefault(key[0], []).append(L.ListOffsetsPartition(partition_index=key[1], timestamp=which))
+            response = await link.call(L(replica_id=self.broker_id, isolation_level=0, topics=[
+                L.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()]),
+                LIST_OFFSETS_VERSION, self.settings.request_timeout_s)
+            for t in response.topics:
+                for r in t.partitions:
+                    if r.error_code == ErrorCode.NONE:
+                        offsets[(t.name, r.partition_index, which)] = r.offset
+        for key, state in items:
+            p = self._current(key, state)
+            earliest, latest = offsets.get((*key, EARLIEST)), offsets.get((*key, LATEST))
+            if p is None or earliest is None or latest is None:
+                self._delay(state)
+                continue
+            if p.log_end_offset > latest:
+                await self._truncate_to(key, state, latest, done=True)
+            elif p.log_end_offset < earliest:
+                log.info("%s-%d: behind the leader's log start %d; starting there", key[0], key[1], earliest)
+                await p.log.truncate_fully_and_start_at(earliest)
+
+
+def _truncation_point(p: Partition, leader_epoch: int, leader_end: int) -> tuple[int, bool]:
+    """Kafka's getOffsetTruncationState: (offset to truncate to, reconciliation complete)."""
+    log_end = p.log_end_offset
+    if leader_end == UNDEFINED_OFFSET:
+        return min(p.high_watermark, log_end), True
+    if leader_epoch == UNDEFINED_EPOCH:
+        return min(leader_end, log_end), True
+    ours_epoch, ours_end = p.log.end_offset_for_epoch(leader_epoch)
+    if ours_epoch == UNDEFINED_EPOCH:
+        return min(leader_end, log_end), True
+    if ours_epoch != leader_epoch:
+        # We never saw the leader's epoch: cut back to where our older epoch ends and ask again.
+        return min(ours_end, log_end), False
+    return min(ours_end, leader_end, log_end), True
+
+
+class ReplicaFetcherManager:
+    """Assigns followed partitions to one fetcher per source broker (their leader)."""
+
+    def __init__(self, env, broker_id: int, address_of: Callable[[int], tuple[str, int] | None],
+                 settings: FetcherSettings | None = None):
+        self.env = env
+        self.broker_id = broker_id
+        self.address_of = address_of
+        self.settings = settings or FetcherSettings()
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._scopes: dict[int, trio.CancelScope] = {}
+        self._nursery: trio.Nursery | None = None
+
+    def sync(self, wanted: dict[Key, Partition]) -> None:
+        """Make the fetchers follow exactly `wanted` (partitions we follow, by key)."""
+        by_leader: dict[int, dict[Key, Partition]] = {}
+        for key in sorted(wanted):
+            p = wanted[key]
+            if not p.is_leader and p.leader_id >= 0 and p.leader_id != self.broker_id:
+                by_leader.setdefault(p.leader_id, {})[key] = p
+        for source_id in sorted(self.fetchers):
+            fetcher = self.fetchers[source_id]
+            mine = by_leader.get(source_id, {})
+            for key in sorted(fetcher.partitions):
+                if key not in mine:
+                    fetcher.remove(key)
+        for source_id in sorted(by_leader):
+            fetcher = self.fetchers.get(source_id)
+            if fetcher is None:
+                fetcher = self.fetchers[source_id] = ReplicaFetcher(
+                    self.env, self.broker_id, source_id, self.address_of, self.settings)
+                self._start(fetcher)
+            for p in by_leader[source_id].values():
+                fetcher.add(p)
+        for source_id in sorted(self.fetchers):
+            if not self.fetchers[source_id].partitions:
+                self._stop(source_id)
+
+    def partition_count(self) -> int:
+        return sum(len(f.partitions) for f in self.fetchers.values())
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for source_id in sorted(self.fetchers):
+                if source_id not in self._scopes:
+                    self._start(self.fetchers[source_id])
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None
+
+    def _start(self, fetcher: ReplicaFetcher) -> None:
+        if self._nursery is None:
+            return  # started by run()
+        scope = trio.CancelScope()
+        self._scopes[fetcher.source_id] = scope
+
+        async def guarded() -> None:
+            with scope:
+                try:
+                    await fetcher.run()
+                finally:
+                    await fetcher._close()
+        self._nursery.start_soon(guarded)
+
+    def _stop(self, source_id: int) -> None:
+        self.fetchers.pop(source_id, None)
+        scope = self._scopes.pop(source_id, None)
+        if scope is not None:
+            scope.cancel()
