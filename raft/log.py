@@ -120,7 +120,14 @@ class RaftLog:
         self._extend(entries, expected=self.end_offset)
 
     def _extend(self, entries: Iterable[Entry], expected: int) -> None:
-        last_epoch = self.entries[-1].epoch if self.entries else self.snapshot_id[1]
+        if self.entries:
+            last_epoch = self.entries[-1].epoch
+        elif expected >= self.snapshot_id[0]:
+            last_epoch = self.snapshot_id[1]
+        else:
+            # Entries kept just behind the snapshot may predate its epoch: the snapshot's
+            # epoch only bounds what comes after its end.
+            last_epoch = 0
         for e in entries:
             if e.offset != expected:
                 raise LogInvariantError(f"entry offset {e.offset}, expected {expected}")
