@@ -109,7 +109,6 @@ class SourceOptions:
     include_headers: bool = False
     request_timeout_ms: int = 30_000
     client_id: str = "raftkafka-spark"
-    initial_offsets_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,17 +125,19 @@ class SinkOptions:
 
 # lower-cased key -> documented spelling, per role.
 _COMMON = ["kafka.bootstrap.servers", "bootstrap.servers", "kafka.request.timeout.ms", "kafka.client.id"]
+# groupIdPrefix / kafka.group.id are accepted so Kafka-source jobs run unchanged; the source
+# commits no group offsets, so they have no effect (Spark's Kafka source uses them only to name its consumer).
 _SOURCE = _COMMON + [
     "subscribe", "subscribePattern", "assign",
     "startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
     "endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp",
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
     "minPartitions", "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders",
-    "groupIdPrefix", "kafka.group.id", "initialOffsetsKey",
+    "groupIdPrefix", "kafka.group.id",
 ]
 # Spark itself passes checkpointLocation to a streaming sink.
 _SINK = _COMMON + ["topic", "sinkId", "kafka.linger.records", "checkpointLocation"]
-_STREAM_ONLY = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "initialoffsetskey"}
+_STREAM_ONLY = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
 _BATCH_ONLY = {"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"}
 
 # Kafka consumer settings Spark's Kafka source refuses, with its reasons.
@@ -324,7 +325,6 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         include_headers=_bool(opts.get("includeheaders", "false"), "includeHeaders"),
         request_timeout_ms=_positive_int(opts.get("kafka.request.timeout.ms", "30000"), "kafka.request.timeout.ms"),
         client_id=opts.get("kafka.client.id", "raftkafka-spark"),
-        initial_offsets_key=opts.get("initialoffsetskey") or None,
     )
 
 

@@ -11,7 +11,7 @@ import logging
 import math
 from dataclasses import dataclass
 
-from spark_source.offsets import PartitionOffsets, TopicPartition
+from spark_source.offsets import PartitionOffsets
 
 __all__ = [
     "OffsetRange",
@@ -159,9 +159,3 @@ def clamp_latest(start: PartitionOffsets, latest: PartitionOffsets) -> Partition
             out[tp] = offset
     return out
 
-
-def union_partitions(*maps: PartitionOffsets) -> list[TopicPartition]:
-    seen: set[TopicPartition] = set()
-    for m in maps:
-        seen |= set(m)
-    return sorted(seen)
