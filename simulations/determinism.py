@@ -1,0 +1,154 @@
+"""Run a coroutine so that its whole execution is a pure function of a seed.
+
+Three things make a trio run reproducible (see reference/simulation.md §5):
+
+1. `MockClock(rate=0, autojump_threshold=0)`: time is virtual and only moves when
+   every task is blocked, straight to the next deadline.
+2. trio's deterministic scheduling: each run-queue batch is sorted by task
+   creation order and shuffled with trio's module RNG `_r`, which we seed. This
+   is the switch pytest-trio and trio's Hypothesis plugin flip; it is private
+   API, so trio is pinned and a test asserts the attributes exist.
+3. A sandbox that makes the usual ways of reaching real time, OS entropy,
+   threads and sockets raise `NondeterminismError` while the run is going, so a
+   stray call fails loudly instead of silently changing the trace.
+
+Everything is restored when the run ends, so tests and other trio runs in the
+same process are unaffected.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import random
+import socket
+import sys
+import threading
+import time
+import uuid
+from typing import Any, Awaitable, Callable, Iterator
+
+import trio
+import trio._core._run as _trio_run
+import trio.testing
+
+__all__ = [
+    "NondeterminismError",
+    "deterministic_scheduling",
+    "run_deterministic",
+    "sandbox",
+]
+
+
+class NondeterminismError(RuntimeError):
+    """Code inside a simulation reached for real time, entropy, a thread or a socket."""
+
+
+# Callers from these modules may read the real clock: it only feeds log record
+# timestamps, never the simulation's decisions or its trace.
+_CLOCK_ALLOWED_CALLERS = ("logging",)
+
+
+def _forbid(what: str, allowed_callers: tuple[str, ...] = (), original=None):
+    def forbidden(*args, **kwargs):
+        if allowed_callers and original is not None:
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            if caller in allowed_callers or caller.split(".")[0] in allowed_callers:
+                return original(*args, **kwargs)
+        raise NondeterminismError(
+            f"{what} called inside a simulation; node code must use its Env "
+            "(env.now(), env.wall_ms(), env.rng, env.uuid(), env.net, env.fs)"
+        )
+
+    forbidden.__name__ = what.rsplit(".", 1)[-1]
+    return forbidden
+
+
+@contextlib.contextmanager
+def sandbox() -> Iterator[None]:
+    """Make real clocks, OS entropy, threads and sockets raise inside the block.
+
+    Install it *inside* trio.run: trio creates its wakeup socketpair before the
+    root task starts, and reads the clock through names bound at import time
+    (`trio._core._run.perf_counter`, `MockClock._real_clock`), so neither is
+    affected by these patches.
+    """
+    patches: list[tuple[Any, str, Any]] = []
+
+    def patch(owner: Any, name: str, replacement: Any) -> None:
+        patches.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, replacement)
+
+    for name in ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"):
+        patch(time, name, _forbid(f"time.{name}", _CLOCK_ALLOWED_CALLERS, getattr(time, name)))
+    for name in ("urandom", "getrandom"):
+        if hasattr(os, name):
+            patch(os, name, _forbid(f"os.{name}"))
+    for name in (
+        "random", "randint", "randrange", "choice", "choices", "shuffle", "sample", "uniform",
+        "getrandbits", "randbytes", "gauss", "expovariate", "triangular", "betavariate",
+    ):
+        patch(random, name, _forbid(f"random.{name}"))
+    original_seed = random.Random.seed
+
+    def seed_or_refuse(self, a=None, version=2):
+        # random.Random() with no seed draws OS entropy in C, bypassing os.urandom.
+        if a is None and not isinstance(self, random.SystemRandom):
+            raise NondeterminismError("random.Random() without a seed inside a simulation; use env.rng")
+        return original_seed(self, a, version)
+
+    patch(random.Random, "seed", seed_or_refuse)
+    for name in ("random", "getrandbits", "randbytes"):
+        patch(random.SystemRandom, name, _forbid(f"random.SystemRandom.{name}"))
+    patch(uuid, "uuid1", _forbid("uuid.uuid1"))
+    patch(uuid, "uuid4", _forbid("uuid.uuid4"))
+    patch(threading.Thread, "start", _forbid("threading.Thread.start"))
+    for name in ("socket", "socketpair", "create_connection", "create_server", "getaddrinfo"):
+        patch(socket, name, _forbid(f"socket.{name}"))
+    # trio's worker-thread cache can reuse a live thread without Thread.start.
+    patch(trio.to_thread, "run_sync", _forbid("trio.to_thread.run_sync"))
+    try:
+        yield
+    finally:
+        for owner, name, original in reversed(patches):
+            setattr(owner, name, original)
+
+
+@contextlib.contextmanager
+def deterministic_scheduling(seed: int) -> Iterator[None]:
+    """Switch trio's scheduler to its deterministic mode, seeded; restore afterwards."""
+    saved_flag = _trio_run._ALLOW_DETERMINISTIC_SCHEDULING
+    saved_state = _trio_run._r.getstate()
+    _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    _trio_run._r.seed(seed)
+    try:
+        yield
+    finally:
+        _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = saved_flag  # type: ignore[misc]
+        _trio_run._r.setstate(saved_state)
+
+
+def run_deterministic(
+    async_fn: Callable[..., Awaitable[Any]],
+    *args: Any,
+    seed: int,
+    guard: bool = True,
+) -> Any:
+    """`trio.run(async_fn, *args)` on a virtual clock with seeded, deterministic scheduling.
+
+    Must be called from outside any trio run (it starts its own). With `guard`,
+    the sandbox is active for the whole of `async_fn`.
+    """
+    clock = trio.testing.MockClock(rate=0, autojump_threshold=0)
+
+    async def root() -> Any:
+        if not guard:
+            return await async_fn(*args)
+        with sandbox():
+            return await async_fn(*args)
+
+    # Garbage left by an earlier run must not be finalised (async generators,
+    # __del__) at some arbitrary point inside this one.
+    gc.collect()
+    with deterministic_scheduling(seed):
+        return trio.run(root, clock=clock)

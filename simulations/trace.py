@@ -1,0 +1,72 @@
+"""The simulation's event trace: a readable log plus a rolling SHA-256 over it.
+
+Every event is one line `time_us seq node kind key=value ...`. The hash of all
+lines is the run's fingerprint: the same seed must give the same hash in any
+process, whatever its PYTHONHASHSEED or memory layout. That is why field values
+are restricted to plain scalars: a `repr()` of an arbitrary object can carry an
+address (`<Foo at 0x7f...>`) and would make the hash differ between processes.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from typing import Iterable
+
+import trio
+
+__all__ = ["Trace"]
+
+_SCALARS = (int, float, str, bool, type(None))
+
+
+def _format(value) -> str:
+    if isinstance(value, _SCALARS):
+        return str(value)
+    if isinstance(value, (tuple, list)):
+        return "[" + ",".join(_format(v) for v in value) + "]"
+    raise TypeError(f"trace fields must be scalars or sequences of scalars, not {type(value).__name__}")
+
+
+class Trace:
+    """Records events; keeps the last `keep_last` lines (and all of them with `full`)."""
+
+    def __init__(self, *, keep_last: int = 200, full: bool = False):
+        self._sha = hashlib.sha256()
+        self.seq = 0
+        self.tail: deque[str] = deque(maxlen=keep_last)
+        self.lines: list[str] | None = [] if full else None
+        self.kinds: dict[str, int] = {}
+
+    def record(self, node: str, kind: str, **fields) -> None:
+        try:
+            now_us = round(trio.current_time() * 1_000_000)
+        except RuntimeError:  # outside a trio run (setup, final checks)
+            now_us = -1
+        self.seq += 1
+        parts = [str(now_us), str(self.seq), node, kind]
+        for key, value in fields.items():
+            parts.append(f"{key}={_format(value)}")
+        line = " ".join(parts)
+        self._sha.update(line.encode())
+        self._sha.update(b"\n")
+        self.tail.append(line)
+        if self.lines is not None:
+            self.lines.append(line)
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+
+    @property
+    def hash(self) -> str:
+        """First 16 hex digits of the SHA-256 of every line so far."""
+        return self._sha.hexdigest()[:16]
+
+    def last(self, n: int) -> list[str]:
+        return list(self.tail)[-n:]
+
+    def write(self, path: str, header: Iterable[str] = ()) -> None:
+        """Write the full trace (or the kept tail) to a file. Harness code, not node code."""
+        lines = self.lines if self.lines is not None else list(self.tail)
+        with open(path, "w", encoding="utf-8") as f:
+            for line in header:
+                f.write(f"# {line}\n")
+            for line in lines:
+                f.write(line + "\n")
