@@ -19,6 +19,7 @@ from typing import Generic, Mapping, Sequence, TypeVar
 import trio
 
 from metadata import controller_rpc as rpc
+from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
 from metadata.controller.configs import AlterOp, ConfigError
 from metadata.controller.topics import (
     CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions,
@@ -195,6 +196,21 @@ class ControllerClient:
             timeout=timeout_s)
         return ControllerReply({(r.topic, r.partition): Errors(r.error) for r in reply.results},
                                reply.offset)
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int,
+                              items: Sequence[AlterPartitionItem], *, timeout_s: float = 30.0,
+                              ) -> ControllerReply[tuple[Errors, list[AlterPartitionResult]]]:
+        """ISR changes from a partition leader: (top-level error, per-item results)."""
+        infos = [rpc.AlterPartitionItemInfo(i.topic_id, i.partition_id, i.leader_epoch, i.partition_epoch,
+                                            list(i.new_isr), None if i.new_isr_broker_epochs is None
+                                            else list(i.new_isr_broker_epochs), i.leader_recovery_state)
+                 for i in items]
+        reply = await self.conn.call(rpc.AlterPartitionRequest(self.cluster_id, broker_id, broker_epoch, infos),
+                                     timeout=timeout_s)
+        results = [AlterPartitionResult(r.topic_id, r.partition_id, Errors(r.error), r.leader, r.leader_epoch,
+                                        tuple(r.isr), r.partition_epoch, r.leader_recovery_state)
+                   for r in reply.results]
+        return ControllerReply((Errors(reply.error), results), reply.offset)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int, *,
                                     timeout_s: float = 30.0) -> tuple[Errors, int, int]:
