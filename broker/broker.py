@@ -19,10 +19,12 @@ from broker.alter_partition_manager import AlterPartitionManager
 from broker.broker_config import BrokerConfig
 from broker.controller_channel import ControllerChannel, CreatableTopic
 from broker.fetch_purgatory import FetchPurgatory
+from broker.group_driver import GroupDriver
 from broker.handlers import advertised_versions
 from broker.handlers.metadata import topic_name_error
 from broker.metadata_cache import MetadataCache
 from broker.partition import Partition, ReplicationSettings
+from broker.producer_state_hooks import ProducerStates
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.server import KafkaServer
@@ -65,6 +67,8 @@ class Broker:
         self.replicas = ReplicaManager(config.node_id, self.log_manager, static=self.static,
                                        on_change=self.purgatory.notify, replication=replication,
                                        fetchers=self.fetchers)
+        self.groups = GroupDriver(self)  # consumer-group coordinator (after replicas: it reads them)
+        self.producer_states = ProducerStates(self)  # idempotent producer ids and dedupe state
         self.advertised_versions = advertised_versions()
         self.server = KafkaServer(self)
         self.port: int | None = None
@@ -83,6 +87,7 @@ class Broker:
     def publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self.metadata.publish(delta, image)
         self.replicas.publish(delta, image)
+        self.groups.publish(delta, image)
 
     # -- lifecycle ---------------------------------------------------------------
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -96,6 +101,7 @@ class Broker:
                 await nursery.start(self.alter_partitions.run)
                 await nursery.start(self.fetchers.run)
                 nursery.start_soon(self.replicas.run_isr_expiration, self.env)
+                await nursery.start(self.groups.run)
                 nursery.start_soon(self._retention_and_cleaning)
                 nursery.start_soon(self._flusher)
                 self.port = await nursery.start(self.server.serve)

@@ -61,3 +61,8 @@ class ControllerChannel(Protocol):
         """ISR changes from a partition leader (broker.alter_partition_manager): the
         top-level error (STALE_BROKER_EPOCH, ...) and one result per item."""
         ...
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int, *,
+                                    timeout_s: float = 30.0) -> tuple[Errors, int, int]:
+        """A block of producer ids for InitProducerId: (error, first id, block size)."""
+        ...

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from broker.handlers import (
-    api_versions, configs, describe_cluster, fetch, list_offsets, metadata, offset_for_leader_epoch,
-    produce, topics_admin,
+    api_versions, configs, describe_cluster, fetch, groups, init_producer_id, list_offsets, metadata,
+    offset_for_leader_epoch, offsets, produce, topics_admin,
 )
 from wire.protocol import API_VERSIONS, ApiKey
 
@@ -41,6 +41,19 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CREATE_PARTITIONS: Handler(topics_admin.handle_create_partitions, topics_admin.create_partitions_error),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Handler(configs.handle_incremental_alter, configs.incremental_alter_error),
     ApiKey.DESCRIBE_CLUSTER: Handler(describe_cluster.handle, describe_cluster.error_response),
+    # consumer groups and offsets (broker.group_driver), idempotent producer ids
+    ApiKey.FIND_COORDINATOR: Handler(groups.handle_find_coordinator, groups.find_coordinator_error),
+    ApiKey.JOIN_GROUP: Handler(groups.handle_join, groups.join_error),
+    ApiKey.SYNC_GROUP: Handler(groups.handle_sync, groups.sync_error),
+    ApiKey.HEARTBEAT: Handler(groups.handle_heartbeat, groups.heartbeat_error),
+    ApiKey.LEAVE_GROUP: Handler(groups.handle_leave, groups.leave_error),
+    ApiKey.DESCRIBE_GROUPS: Handler(groups.handle_describe, groups.describe_error),
+    ApiKey.LIST_GROUPS: Handler(groups.handle_list, groups.list_error),
+    ApiKey.DELETE_GROUPS: Handler(groups.handle_delete, groups.delete_error),
+    ApiKey.OFFSET_COMMIT: Handler(offsets.handle_commit, offsets.commit_error),
+    ApiKey.OFFSET_FETCH: Handler(offsets.handle_fetch, offsets.fetch_error),
+    ApiKey.OFFSET_DELETE: Handler(offsets.handle_delete, offsets.delete_error),
+    ApiKey.INIT_PRODUCER_ID: Handler(init_producer_id.handle, init_producer_id.error_response),
 }
 
 

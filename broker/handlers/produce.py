@@ -85,12 +85,24 @@ async def _append_one(broker, topic: str, part, version: int, acks: int, deadlin
                                    f"insufficient to satisfy the min.isr requirement of {min_isr}")
         config = partition.log.config
         now_ms = broker.env.wall_ms()
-        validate_produce_records(
+        batch = validate_produce_records(
             part.records, version, max_message_bytes=config.max_message_bytes,
             log_append_time=config.log_append_time, now_ms=now_ms,
             before_max_ms=effective_topic_value(image, topic, "message.timestamp.before.max.ms", static),
             after_max_ms=effective_topic_value(image, topic, "message.timestamp.after.max.ms", static))
+        # Idempotent producer (broker.producer_state_hooks): a retried batch is answered with
+        # its first offsets, a gap or a fenced epoch refused. No await from check to record.
+        verdict = broker.producer_states.check(partition, batch, now_ms)
+        if verdict.duplicate is not None:
+            return (_partition_response(part.index, ErrorCode.NONE, base_offset=verdict.duplicate.first_offset,
+                                        log_start=partition.log_start_offset),
+                    partition, verdict.duplicate.last_offset, min_isr)
+        if verdict.error != ErrorCode.NONE:
+            raise ProduceError(verdict.error, verdict.message)
         info = partition.append_as_leader(part.records, now_ms)
+        broker.producer_states.record(partition, batch, info, now_ms)
+        if batch.producer_id >= 0:
+            await broker.producer_states.maybe_snapshot(partition)
     except ProduceError as exc:
         return _partition_response(part.index, exc.code, exc.message), partition, -1, min_isr
     except RecordTooLargeError as exc:

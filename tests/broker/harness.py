@@ -143,6 +143,13 @@ class InProcessController:
         records, results = incremental_alter_configs(self.image, resources, validate_only, static=self.static)
         return ControllerReply(results, self.commit(records))
 
+    async def allocate_producer_ids(self, broker_id, broker_epoch, *, timeout_s=30.0):
+        self.calls.append("allocate_producer_ids")
+        from metadata.controller.producer_ids import allocate_producer_ids
+        records, block = allocate_producer_ids(self.image, broker_id, broker_epoch)
+        self.commit(records)
+        return block.error, block.first_id, block.size
+
 
 def mem_env(seed: int = 1) -> RealEnv:
     """Real clock and TCP, in-memory files (fast, and no temp dirs to clean)."""

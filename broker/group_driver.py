@@ -1,0 +1,313 @@
+"""The trio driver of the sans-IO group coordinator (broker.groups): requests, timers,
+`__consumer_offsets` appends, and loading on leadership changes.
+
+    driver = GroupDriver(broker)            # Broker builds one; handlers use broker.groups
+    broker.publish(...) -> driver.publish   # a metadata publisher (after the replica manager)
+    await nursery.start(driver.run)
+
+Handlers call `await driver.call(lambda token, now: coordinator.join(token, ..., now=now))`
+for requests that may be held or must wait for their records, and the coordinator's
+plain methods (with `driver.now()`) for the rest. Times are wall-clock ms, as Kafka's.
+
+Appends: each `PendingAppend` becomes one RecordBatch appended to this broker's leader
+replica of `__consumer_offsets-p` (refused up front with NOT_ENOUGH_REPLICAS when the ISR
+is below min.insync.replicas, as an acks=all produce would be), and is reported
+committed once the partition's high watermark passes it — at once for a lone replica,
+when followers catch up with replication — or failed when leadership moves or
+offsets.commit.timeout.ms passes. Appends of one partition complete in log order.
+
+Leadership: when the image makes us leader of partition p (at some leader epoch) the
+coordinator starts LOADING p (clients get COORDINATOR_LOAD_IN_PROGRESS), waits for the
+replica manager to have the replica, replays the log to its end and serves the groups.
+Losing leadership (or a new leader epoch, i.e. someone else led in between) unloads p
+first, failing what its groups held with NOT_COORDINATOR.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import trio
+
+from broker.controller_channel import CreatableTopic
+from broker.group_settings import OFFSETS_TOPIC, group_settings
+from broker.groups import GroupCoordinator, Output, PendingAppend
+from broker.log_scan import iter_log_batches
+from metadata.controller.configs import effective_topic_value
+from metadata.delta import MetadataDelta
+from metadata.errors import Errors
+from metadata.image import EMPTY_IMAGE, MetadataImage
+from storage.log import LogError, RecordTooLargeError
+from wire.batch_header import HEADER_SIZE
+from wire.error_codes import ErrorCode
+from wire.errors import DecodeError
+from wire.records import SimpleRecord, build_batch, decode_records
+
+__all__ = ["GroupDriver"]
+
+log = logging.getLogger(__name__)
+
+_WAKE_KEY = ("", -1)  # a purgatory key no partition has: "the set of pending appends changed"
+_NOT_READY_RETRY_S = 0.05
+
+
+@dataclass(slots=True)
+class _InFlight:
+    append_id: int
+    last_offset: int
+    deadline: float  # trio clock
+
+
+class _Slot:
+    __slots__ = ("event", "response")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.response: object = None
+
+
+class GroupDriver:
+    name = "group-coordinator"
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.env = broker.env
+        self.settings = group_settings(EMPTY_IMAGE, broker.static)
+        self.coordinator = GroupCoordinator(self.settings.group, new_uuid=self.env.uuid)
+        self.image: MetadataImage = EMPTY_IMAGE
+        self._waiting: dict[int, _Slot] = {}
+        self._next_token = 1
+        self._pending: dict[int, list[_InFlight]] = {}   # offsets partition -> appends, log order
+        self._served: dict[int, int] = {}                # offsets partition -> leader epoch we serve
+        self._wanted: dict[int, int] = {}                # ... that the latest image says we lead
+        self._leadership_changed = trio.Event()
+        self._timers_changed = trio.Event()
+        self._creating_topic = False
+        self._nursery: trio.Nursery | None = None
+        self.loads_completed = 0
+
+    def now(self) -> int:
+        return self.env.wall_ms()
+
+    # -- metadata publisher -------------------------------------------------------
+    def publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self.image = image
+        topic = image.topics_by_name.get(OFFSETS_TOPIC)
+        wanted: dict[int, int] = {}
+        if topic is not None:
+            count = len(topic.partitions)
+            if count and count != self.coordinator.config.num_partitions and not self.coordinator.partitions:
+                # Kafka hashes over the topic's real partition count once it exists.
+                self.coordinator.config = replace(self.coordinator.config, num_partitions=count)
+            for index in sorted(topic.partitions):
+                reg = topic.partitions[index]
+                if reg.leader == self.broker.node_id:
+                    wanted[index] = reg.leader_epoch
+        if wanted != self._wanted:
+            self._wanted = wanted
+            self._leadership_changed.set()
+
+    # -- lifecycle -----------------------------------------------------------------
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._leadership_loop)
+            nursery.start_soon(self._timer_loop)
+            nursery.start_soon(self._commit_loop)
+            task_status.started()
+
+    # -- requests --------------------------------------------------------------------
+    async def call(self, request: Callable[[int, int], Output]) -> object:
+        """Run `request(token, now)` on the coordinator and wait for the answer to `token`."""
+        token = self._next_token
+        self._next_token += 1
+        slot = self._waiting[token] = _Slot()
+        try:
+            self.carry_out(request(token, self.now()))
+            await slot.event.wait()
+            return slot.response
+        finally:
+            self._waiting.pop(token, None)
+
+    def carry_out(self, out: Output) -> None:
+        for completion in out.completions:
+            slot = self._waiting.pop(completion.token, None)
+            if slot is not None:  # None: the request's connection went away meanwhile
+                slot.response = completion.response
+                slot.event.set()
+        for pending in out.appends:
+            self._append(pending)
+        self._timers_changed.set()
+
+    # -- the offsets topic -------------------------------------------------------------
+    def coordinator_for(self, group_id: str):
+        """(error, partition registration) of the group's offsets partition; creates the topic
+        in the background the first time it is asked for (error COORDINATOR_NOT_AVAILABLE)."""
+        topic = self.image.topics_by_name.get(OFFSETS_TOPIC)
+        if topic is None:
+            self._create_offsets_topic()
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        reg = topic.partitions.get(self.coordinator.partition_for(group_id))
+        if reg is None or reg.leader < 0:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return ErrorCode.NONE, reg
+
+    def _create_offsets_topic(self) -> None:
+        if self._creating_topic or self._nursery is None:
+            return
+        self._creating_topic = True
+        self._nursery.start_soon(self._create_offsets_topic_task)
+
+    async def _create_offsets_topic_task(self) -> None:
+        # As Kafka: exactly offsets.topic.replication.factor replicas; with fewer live
+        # brokers the controller refuses and FindCoordinator keeps answering
+        # COORDINATOR_NOT_AVAILABLE until enough brokers are up.
+        s = self.settings
+        topic = CreatableTopic(OFFSETS_TOPIC, self.coordinator.config.num_partitions,
+                               s.offsets_topic_replication_factor, configs=s.offsets_topic_configs())
+        try:
+            reply = await self.broker.controller.create_topics([topic])
+            for result in reply.results:
+                if result.error not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
+                    log.warning("cannot create %s: %s %s", OFFSETS_TOPIC, Errors(result.error).name,
+                                result.message or "")
+        except Exception as exc:  # the controller is away: the next FindCoordinator retries
+            log.info("creating %s failed: %s", OFFSETS_TOPIC, exc)
+        finally:
+            self._creating_topic = False
+
+    # -- appends -----------------------------------------------------------------------
+    def _fail(self, append_id: int, error: ErrorCode) -> None:
+        self.carry_out(self.coordinator.append_done(append_id, error, self.now()))
+
+    def _leader_replica(self, index: int):
+        partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
+        if partition is None or not partition.is_leader or partition.leader_epoch != self._served.get(index):
+            return None
+        return partition
+
+    def _append(self, pending: PendingAppend) -> None:
+        index = pending.partition
+        if not pending.records:
+            self._fail(pending.append_id, ErrorCode.NONE)
+            return
+        partition = self._leader_replica(index)
+        if partition is None:
+            self._fail(pending.append_id, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        min_isr = effective_topic_value(self.image, OFFSETS_TOPIC, "min.insync.replicas", self.broker.static)
+        if min_isr is not None and len(partition.isr) < min_isr:
+            self._fail(pending.append_id, ErrorCode.NOT_ENOUGH_REPLICAS)
+            return
+        now = self.now()
+        batch = build_batch([SimpleRecord(key, value) for key, value in pending.records], base_timestamp=now)
+        try:
+            info = partition.append_as_leader(batch, now)
+        except RecordTooLargeError:
+            self._fail(pending.append_id, ErrorCode.RECORD_LIST_TOO_LARGE)
+            return
+        except LogError as exc:
+            log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, index, exc)
+            self._fail(pending.append_id, ErrorCode.KAFKA_STORAGE_ERROR)
+            return
+        deadline = self.env.now() + self.settings.commit_timeout_ms / 1000
+        self._pending.setdefault(index, []).append(_InFlight(pending.append_id, info.last_offset, deadline))
+        self._complete_committed(index)
+        self.broker.purgatory.notify(_WAKE_KEY)
+
+    def _complete_committed(self, index: int) -> None:
+        """Report the appends of partition `index` the high watermark has passed, in order."""
+        entries = self._pending.get(index)
+        while entries:
+            entry = entries[0]
+            partition = self._leader_replica(index)
+            if partition is None:
+                error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif partition.high_watermark > entry.last_offset:
+                error = ErrorCode.NONE
+            elif self.env.now() >= entry.deadline:
+                error = ErrorCode.REQUEST_TIMED_OUT
+            else:
+                return
+            entries.pop(0)
+            self._fail(entry.append_id, error)
+        self._pending.pop(index, None)
+
+    async def _commit_loop(self) -> None:
+        while True:
+            keys = [(OFFSETS_TOPIC, p) for p in sorted(self._pending)] + [_WAKE_KEY]
+            deadline = min((e.deadline for es in self._pending.values() for e in es), default=math.inf)
+            await self.broker.purgatory.wait(keys, deadline)
+            for index in sorted(self._pending):
+                self._complete_committed(index)
+
+    # -- timers ----------------------------------------------------------------------
+    async def _timer_loop(self) -> None:
+        while True:
+            self._timers_changed = trio.Event()
+            deadline = self.coordinator.next_deadline()
+            wake_at = math.inf if deadline is None else self.env.now() + max(0, deadline - self.now()) / 1000
+            with trio.move_on_at(wake_at):
+                await self._timers_changed.wait()
+            if deadline is not None and self.now() >= deadline:
+                self.carry_out(self.coordinator.tick(self.now()))
+
+    # -- leadership of offsets partitions ---------------------------------------------
+    async def _leadership_loop(self) -> None:
+        while True:
+            await self._leadership_changed.wait()
+            self._leadership_changed = trio.Event()
+            await self._reconcile()
+
+    async def _reconcile(self) -> None:
+        wanted = dict(self._wanted)
+        for index in sorted(self._served):
+            if wanted.get(index) != self._served[index]:
+                self._unload(index)
+        loading = [index for index in sorted(wanted) if index not in self._served]
+        for index in loading:
+            self._served[index] = wanted[index]
+            self.coordinator.begin_loading(index)
+        if not loading:
+            return
+        await self.broker.replicas.wait_applied(self.image.offset, self.env.now() + 5.0)
+        for index in loading:
+            await self._load(index, wanted[index])
+
+    def _unload(self, index: int) -> None:
+        del self._served[index]
+        self._pending.pop(index, None)  # unload_partition fails the coordinator's appends itself
+        self.carry_out(self.coordinator.unload_partition(index))
+        log.info("no longer coordinator for %s-%d", OFFSETS_TOPIC, index)
+
+    async def _load(self, index: int, epoch: int) -> None:
+        while True:
+            if self._served.get(index) != epoch:
+                return  # superseded while we waited
+            partition = self._leader_replica(index)
+            if partition is not None:
+                break
+            if self._leadership_changed.is_set():
+                return  # the next reconcile decides again
+            await self.env.sleep(_NOT_READY_RETRY_S)  # the replica manager has not opened it yet
+        records = []
+        end = partition.log_end_offset
+        try:
+            for n, (header, batch) in enumerate(iter_log_batches(partition.log, 0, end)):
+                if not header.is_control:
+                    records.extend((r.key, r.value) for r in decode_records(header, bytes(batch[HEADER_SIZE:])))
+                if n % self.settings.load_yield_batches == self.settings.load_yield_batches - 1:
+                    await trio.sleep(0)
+                    if self._served.get(index) != epoch:
+                        return
+            self.coordinator.load_partition(index, records, self.now())
+        except (DecodeError, LogError) as exc:
+            # The partition stays LOADING (clients retry); an operator must look at the log.
+            log.error("cannot load %s-%d: %s", OFFSETS_TOPIC, index, exc)
+            return
+        self.loads_completed += 1
+        self._timers_changed.set()
+        log.info("coordinator for %s-%d (epoch %d): %d records replayed", OFFSETS_TOPIC, index, epoch,
+                 len(records))

@@ -1,0 +1,59 @@
+"""Reading a partition log back batch by batch: for state rebuilt from the log.
+
+The group coordinator replays `__consumer_offsets` partitions when it takes
+them over, and the idempotent-producer state replays batch headers after a
+snapshot. Both walk the log from an offset to an end with bounded reads (the
+log hands out whole batches, at least one per read), so a big partition is
+never read into memory at once.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from storage.log import PartitionLog
+from wire.batch_header import HEADER_SIZE, BatchHeader, iter_batches
+from wire.records import Record, decode_records
+
+__all__ = ["iter_log_batches", "iter_log_headers", "iter_log_records"]
+
+READ_CHUNK = 1 << 20
+
+
+def iter_log_batches(log: PartitionLog, start: int, end: int | None = None,
+                     ) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """(header, whole batch bytes) for every batch holding offsets in [start, end), oldest first.
+
+    `start` below the log start is raised to it; `end` defaults to the log end.
+    A batch that fails its CRC raises wire.errors.CorruptRecordError.
+    """
+    offset = max(start, log.log_start_offset)
+    limit = log.log_end_offset if end is None else min(end, log.log_end_offset)
+    while offset < limit:
+        data = log.read(offset, READ_CHUNK, max_offset=limit, min_one_batch=True).read()
+        if not data:
+            return
+        view = memoryview(data)
+        advanced = False
+        for pos, header in iter_batches(data, 0):
+            if header.next_offset <= offset:
+                continue  # the read starts at the batch holding `offset`
+            yield header, view[pos:pos + header.size]
+            offset = header.next_offset
+            advanced = True
+        if not advanced:
+            return  # nothing more to read below `limit` (a gap left by compaction)
+
+
+def iter_log_headers(log: PartitionLog, start: int, end: int | None = None) -> Iterator[BatchHeader]:
+    for header, _ in iter_log_batches(log, start, end):
+        yield header
+
+
+def iter_log_records(log: PartitionLog, start: int, end: int | None = None) -> Iterator[Record]:
+    """Every record at or after `start` (control batches skipped), decompressed."""
+    for header, batch in iter_log_batches(log, start, end):
+        if header.is_control:
+            continue
+        for record in decode_records(header, bytes(batch[HEADER_SIZE:])):
+            if record.offset >= start:
+                yield record
