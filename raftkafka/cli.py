@@ -46,9 +46,9 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 def _client_commands():
     """The commands that talk to brokers with our client (Kafka's console tools)."""
-    from raftkafka import configs_cmd, consume_cmd, groups_cmd, produce_cmd, topics_cmd
+    from raftkafka import bench_cmd, configs_cmd, consume_cmd, groups_cmd, produce_cmd, topics_cmd
 
-    return (topics_cmd, produce_cmd, consume_cmd, configs_cmd, groups_cmd)
+    return (topics_cmd, produce_cmd, consume_cmd, configs_cmd, groups_cmd, bench_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

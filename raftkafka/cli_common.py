@@ -21,11 +21,12 @@ from storage.env import RealEnv
 
 __all__ = [
     "CommandError", "add_command", "add_bootstrap", "one_line_errors", "parse_key_values", "read_properties",
-    "client_kwargs", "run_client", "open_admin", "wait_reachable",
+    "client_kwargs", "run_client", "open_admin", "wait_reachable", "format_table", "TOPIC_WAIT_S",
 ]
 
-# How long a command keeps trying to reach its first broker before giving up.
+# How long a command keeps trying to reach its first broker, or to find a topic, before giving up.
 CONNECT_WAIT_S = 5.0
+TOPIC_WAIT_S = 5.0
 
 
 class CommandError(Exception):
@@ -118,7 +119,8 @@ def read_properties(path: str | None) -> dict[str, str]:
 
 
 # Kafka property names whose client keyword is not simply the dotted name with underscores.
-_RENAMED = {"compression.type": "compression", "partitioner.class": "partitioner"}
+_RENAMED = {"compression.type": "compression", "partitioner.class": "partitioner",
+            "allow.auto.create.topics": "allow_auto_topic_creation"}
 # Accepted for compatibility; they change nothing for our client.
 _IGNORED = {"bootstrap.servers", "key.serializer", "value.serializer", "key.deserializer",
             "value.deserializer", "security.protocol"}
@@ -158,6 +160,13 @@ def _convert(name: str, text: str, default):
         return text
     except ValueError:
         raise CommandError(f"property {name}={text!r}: not a valid value") from None
+
+
+def format_table(header: list[str], rows: list[list]) -> str:
+    """Left-aligned columns separated by a space, as Kafka's tools print them; None shows as '-'."""
+    cells = [header] + [["-" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 
 def describe_error(exc: BaseException) -> str:

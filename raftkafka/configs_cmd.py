@@ -34,7 +34,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--entity-default", action="store_true", help="brokers: the cluster-wide default")
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name TOPIC")
     p.add_argument("--broker", help="shorthand for --entity-type brokers --entity-name ID")
-    p.add_argument("--broker-defaults", action="store_true", help="shorthand for --entity-type brokers --entity-default")
+    p.add_argument("--broker-defaults", action="store_true",
+                   help="shorthand for --entity-type brokers --entity-default")
     p.add_argument("--add-config", action="append", metavar="K=V,...", help="settings to set (alter)")
     p.add_argument("--delete-config", action="append", metavar="K,...", help="settings to remove (alter)")
     p.add_argument("--all", action="store_true", help="describe: every setting with its source, not just overrides")

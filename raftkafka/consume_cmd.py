@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 import trio
 
 from raftkafka.cli_common import (
+    TOPIC_WAIT_S,
     CommandError,
     add_bootstrap,
     add_command,
@@ -153,7 +154,7 @@ async def _main(args, formatter: RecordFormatter, options: dict, start) -> int:
     count = 0
     async with Consumer(RealEnv(), bootstrap, **options) as consumer:
         await wait_reachable(consumer.cluster, bootstrap)
-        info = await consumer.cluster.topic(args.topic, wait=5.0)
+        info = await consumer.cluster.topic(args.topic, wait=TOPIC_WAIT_S)
         if args.group:
             consumer.subscribe([args.topic])
         else:

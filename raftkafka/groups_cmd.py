@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from raftkafka.cli_common import CommandError, add_bootstrap, add_command, open_admin, run_client
+from raftkafka.cli_common import CommandError, add_bootstrap, add_command, format_table, open_admin, run_client
 from raftkafka.client.group import GroupMembership
 
-__all__ = ["add_parser", "run", "parse_datetime", "plan_reset", "format_table"]
+__all__ = ["add_parser", "run", "parse_datetime", "plan_reset"]
 
 _INACTIVE = ("Empty", "Dead")
 
@@ -108,12 +108,6 @@ async def _list(args) -> int:
         for group, _ in await admin.list_groups():
             print(group)
     return 0
-
-
-def format_table(header: list[str], rows: list[list]) -> str:
-    cells = [header] + [["-" if c is None else str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 
 async def _describe(args) -> int:

@@ -16,6 +16,7 @@ import sys
 import trio
 
 from raftkafka.cli_common import (
+    TOPIC_WAIT_S,
     CommandError,
     add_bootstrap,
     add_command,
@@ -94,7 +95,6 @@ def producer_options(args) -> dict:
         properties["acks"] = args.request_required_acks
     if args.compression_codec is not None:
         properties["compression.type"] = args.compression_codec
-    properties.setdefault("max.block.ms", "10000")  # an unknown topic should not hang a console for a minute
     properties.setdefault("client.id", "console-producer")
     return client_kwargs(Producer, properties, "producer")  # the Producer itself checks the values
 
@@ -132,7 +132,8 @@ async def _main(args, reader: LineReader, options: dict) -> int:
 
     async with Producer(RealEnv(), bootstrap, **options) as producer:
         await wait_reachable(producer.cluster, bootstrap)
-        await producer.partitions_for(args.topic)  # unknown topic: one clear error before reading input
+        # An unknown topic: one clear error before any input is read.
+        await producer.cluster.topic(args.topic, wait=TOPIC_WAIT_S)
         number, pending = 0, b""
         async for chunk in stdin_chunks():
             *lines, pending = (pending + chunk).split(b"\n")

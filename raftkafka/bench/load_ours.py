@@ -1,0 +1,82 @@
+"""Benchmark load driven by our own client (`bench --client ours`).
+
+    result = trio.run(produce, "h:9092", "topic", 100_000, 100, -1, {"acks": "1"}, progress)
+    result = trio.run(consume, "h:9092", "topic", 100_000, 10.0, {}, None, progress)
+
+Properties use Kafka's names and are mapped onto the client's keywords.
+"""
+from __future__ import annotations
+
+import trio
+
+from raftkafka.bench.perf import Progress, Result, Stats, Throttle, clock, payload
+from raftkafka.cli_common import TOPIC_WAIT_S, client_kwargs, wait_reachable
+from raftkafka.client import Consumer, KafkaError, Producer
+from storage.env import RealEnv
+
+__all__ = ["produce", "consume"]
+
+
+async def produce(bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float,
+                  properties: dict[str, str], progress: Progress | None) -> Result:
+    # A perf test against a mistyped topic should fail, not create it (librdkafka run: the same).
+    options = client_kwargs(Producer, {"allow.auto.create.topics": "false", **properties}, "producer")
+    value = payload(record_size)
+    stats = Stats(progress)
+    throttle = Throttle(throughput)
+
+    def done(future, sent_at: float) -> None:
+        error = future.exception()
+        if error is not None:
+            stats.error(error)
+        else:
+            stats.record(record_size, (clock() - sent_at) * 1000)
+
+    async with Producer(RealEnv(), bootstrap, **options) as producer:
+        await wait_reachable(producer.cluster, bootstrap)
+        await producer.cluster.topic(topic, wait=TOPIC_WAIT_S)
+        stats.start()
+        for i in range(num_records):
+            sent_at = clock()
+            try:
+                future = await producer.send(topic, value)
+            except KafkaError as e:  # buffer full for max.block.ms, and the like
+                stats.error(e)
+                continue
+            future.add_callback(lambda f, t=sent_at: done(f, t))
+            pause = throttle.delay(i + 1, sent_at - stats.started)
+            if pause > 0:
+                await trio.sleep(pause)
+            elif i % 64 == 0:
+                await trio.lowlevel.checkpoint()  # let the sender task ship batches
+        await producer.flush()
+    return stats.finish()
+
+
+async def consume(bootstrap: str, topic: str, messages: int, timeout_s: float, properties: dict[str, str],
+                  group: str | None, progress: Progress | None) -> Result:
+    """Read `messages` records from the beginning (or until `timeout_s` passes without any)."""
+    properties = {"auto.offset.reset": "earliest", **properties}
+    if group:
+        properties["group.id"] = group
+    options = client_kwargs(Consumer, properties, "consumer")
+    stats = Stats(progress, with_latency=False)
+    async with Consumer(RealEnv(), bootstrap, **options) as consumer:
+        await wait_reachable(consumer.cluster, bootstrap)
+        info = await consumer.cluster.topic(topic, wait=TOPIC_WAIT_S)
+        if group:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([(topic, p) for p in sorted(info.partitions)])
+            consumer.seek_to_beginning()
+        stats.start()
+        last_record = clock()
+        while stats.records < messages:
+            records = await consumer.poll(min(1.0, timeout_s), max_records=messages - stats.records)
+            if records:
+                last_record = clock()
+                stats.add_many(len(records), sum(len(r.value or b"") + len(r.key or b"") for r in records))
+            elif clock() - last_record >= timeout_s:
+                stats.error(f"no record for {timeout_s:g}s after {stats.records} of {messages}")
+                break
+    return stats.finish(end=last_record)
