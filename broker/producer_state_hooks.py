@@ -80,7 +80,10 @@ class ProducerStates:
         tracked = self._tracked.get(key)
         if (tracked is None or tracked.log is not plog or tracked.structure_version != plog.structure_version
                 or plog.log_end_offset < tracked.state.end_offset):
-            tracked = self._tracked[key] = _Tracked(self._rebuild(plog), plog, plog.structure_version)
+            # The first expiry pass comes an interval from now, not at once: a rebuilt entry's
+            # timestamp is its batch's, possibly old, and the producer may be retrying right now.
+            tracked = self._tracked[key] = _Tracked(self._rebuild(plog), plog, plog.structure_version,
+                                                    last_expiry_check_ms=self.broker.env.wall_ms())
         elif plog.log_end_offset > tracked.state.end_offset:
             tracked.state.rebuild(iter_log_headers(plog, tracked.state.end_offset))
         return tracked.state
