@@ -37,7 +37,7 @@ class Trace:
         self.lines: list[str] | None = [] if full else None
         self.kinds: dict[str, int] = {}
 
-    def record(self, node: str, kind: str, **fields) -> None:
+    def record(self, node: str, kind: str, /, **fields) -> None:
         try:
             now_us = round(trio.current_time() * 1_000_000)
         except RuntimeError:  # outside a trio run (setup, final checks)

@@ -271,6 +271,20 @@ class MemFileSystem:
         """Current live content of every file (for assertions in tests)."""
         return {p: bytes(i.data) for p, i in sorted(self._files.items())}
 
+    def durable_copy(self) -> "MemFileSystem":
+        """A separate filesystem holding only what is durable now (a crash keeping no pending write).
+
+        For checkers that must judge what a node has really persisted, without crashing it.
+        """
+        copy = MemFileSystem(capacity=self.capacity)
+        dirs = {d for d in self._durable_dirs if _ancestors_in(d, self._durable_dirs)}
+        for p, inode in sorted(self._durable_files.items()):
+            if posixpath.dirname(p) in dirs:
+                copy._files[p] = _Inode(data=bytearray(inode.durable), durable=inode.durable)
+        copy._dirs, copy._durable_dirs = set(dirs), set(dirs)
+        copy._durable_files = dict(copy._files)
+        return copy
+
 
 def _ancestors_in(d: str, dirs: set[str]) -> bool:
     while d != "/":

@@ -1,0 +1,182 @@
+"""Raft safety and liveness invariants, checked while a simulation runs and at its end.
+
+Modelled on Kafka's RaftEventSimulationTest (reference/simulation.md §3.5, §6.3):
+
+- SingleLeader: at most one leader per epoch, from in-memory roles and from
+  every node's persisted election state.
+- MonotonicEpoch: a node's persisted epoch never goes back, across restarts too;
+  its in-memory epoch never goes back within an incarnation.
+- MonotonicHighWatermark: a node's HW never goes back within an incarnation,
+  and the highest HW ever reported never exceeds what is committed.
+- MajorityReachedHighWatermark: a majority of voters hold, *durably* (what a
+  crash would keep), every entry below a leader's HW, with the right epochs.
+- ConsistentCommittedData: the first entry ever applied at an offset is the only
+  one any node may apply there; each node applies a gapless sequence; a
+  snapshot's content matches the committed prefix it claims to cover.
+- AckedAppendDurable: an acknowledged append sits at its offset in the committed
+  log, and after the heal phase every node holds every acknowledged append.
+
+The checker never touches node internals beyond the read-only `status()` and
+the durable files; the state machine of each node reports what it applied.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import msgpack
+
+from simulations.trace import Trace
+
+__all__ = ["RaftChecker", "Violation", "GENESIS_DIGEST", "entry_digest"]
+
+GENESIS_DIGEST = b"\0" * 32
+
+
+def entry_digest(prev: bytes, offset: int, epoch: int, payload: bytes, control: bool) -> bytes:
+    return hashlib.sha256(prev + msgpack.packb([offset, epoch, payload, control])).digest()
+
+
+@dataclass
+class Violation:
+    invariant: str
+    message: str
+    sim_time: float
+
+    def to_dict(self) -> dict:
+        return {"invariant": self.invariant, "message": self.message, "sim_time": round(self.sim_time, 6)}
+
+
+class RaftChecker:
+    def __init__(self, trace: Trace, voters: list[int], *, max_violations: int = 20):
+        self.trace = trace
+        self.voters = sorted(voters)
+        self.majority = len(voters) // 2 + 1
+        self.max_violations = max_violations
+        self.violations: list[Violation] = []
+        self.now = 0.0
+        self.leader_of_epoch: dict[int, int] = {}  # from roles seen in memory
+        self.persisted_leader_of_epoch: dict[int, int] = {}
+        self.persisted_epoch: dict[int, int] = {}
+        self.seen: dict[int, tuple[int, int, int]] = {}  # node -> (incarnation, epoch, hw)
+        self.max_hw = 0
+        # The committed log as first applied anywhere: offset -> (epoch, payload, control).
+        self.committed: dict[int, tuple[int, bytes, bool]] = {}
+        self.prefix: list[bytes] = [GENESIS_DIGEST]  # prefix[n] = digest of committed[0..n)
+        self.applied_end: dict[int, int] = {}
+        self.acked: dict[bytes, int] = {}  # acknowledged payload -> offset
+
+    # ---------------------------------------------------------------- reporting
+    def violate(self, invariant: str, message: str) -> None:
+        if len(self.violations) < self.max_violations:
+            self.violations.append(Violation(invariant, message, self.now))
+        self.trace.record("checker", "violation", invariant=invariant)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    # ------------------------------------------------------- state machine hooks
+    def on_restore(self, node: int, end_offset: int, digest: bytes) -> None:
+        self.applied_end[node] = end_offset
+        if end_offset < len(self.prefix) and self.prefix[end_offset] != digest:
+            self.violate("ConsistentCommittedData", f"node {node} restored a snapshot at {end_offset} "
+                         "whose content differs from the committed prefix")
+        elif end_offset >= len(self.prefix) and end_offset > 0:
+            self.violate("ConsistentCommittedData", f"node {node} restored a snapshot at {end_offset}, "
+                         f"beyond anything ever applied ({len(self.prefix) - 1})")
+
+    def on_apply(self, node: int, offset: int, epoch: int, payload: bytes, control: bool) -> None:
+        expected = self.applied_end.get(node, 0)
+        if offset != expected:
+            self.violate("ConsistentCommittedData", f"node {node} applied offset {offset}, expected {expected}")
+        self.applied_end[node] = offset + 1
+        first = self.committed.get(offset)
+        if first is None:
+            if offset != len(self.prefix) - 1:
+                self.violate("ConsistentCommittedData", f"node {node} applied {offset} with a gap before it")
+                return
+            self.committed[offset] = (epoch, payload, control)
+            self.prefix.append(entry_digest(self.prefix[-1], offset, epoch, payload, control))
+        elif first != (epoch, payload, control):
+            self.violate("ConsistentCommittedData", f"node {node} applied a different entry at {offset} "
+                         f"(epoch {epoch}, first committed in epoch {first[0]})")
+
+    # --------------------------------------------------------------- workload
+    def on_ack(self, payload: bytes, offset: int) -> None:
+        self.acked[payload] = offset
+        first = self.committed.get(offset)
+        if first is not None and first[1] != payload:
+            self.violate("AckedAppendDurable", f"append acknowledged at {offset}, but another entry is committed there")
+
+    # ---------------------------------------------------------------- polling
+    def observe(self, node: int, incarnation: int, role: str, epoch: int, hw: int) -> None:
+        """In-memory view of one live node (QuorumStatus fields)."""
+        if role == "Leader":
+            holder = self.leader_of_epoch.setdefault(epoch, node)
+            if holder != node:
+                self.violate("SingleLeader", f"nodes {holder} and {node} both led epoch {epoch}")
+        prev = self.seen.get(node)
+        if prev is not None and prev[0] == incarnation:
+            if epoch < prev[1]:
+                self.violate("MonotonicEpoch", f"node {node} went from epoch {prev[1]} to {epoch}")
+            if hw < prev[2]:
+                self.violate("MonotonicHighWatermark", f"node {node} HW went from {prev[2]} to {hw}")
+        self.seen[node] = (incarnation, epoch, hw)
+        if hw > self.max_hw:
+            self.max_hw = hw
+
+    def observe_persisted(self, node: int, epoch: int, leader_id: int | None) -> None:
+        """Durable election state of one node (survives its crashes)."""
+        prev = self.persisted_epoch.get(node, 0)
+        if epoch < prev:
+            self.violate("MonotonicEpoch", f"node {node} persisted epoch went from {prev} to {epoch}")
+        self.persisted_epoch[node] = max(prev, epoch)
+        if leader_id is not None:
+            holder = self.persisted_leader_of_epoch.setdefault(epoch, leader_id)
+            if holder != leader_id:
+                self.violate("SingleLeader", f"epoch {epoch} has persisted leaders {holder} and {leader_id}")
+
+    def check_majority(self, leader: int, hw: int, durable: dict[int, "DurableLog"]) -> None:
+        """A majority of voters must durably hold [0, hw) as committed."""
+        if hw <= 0:
+            return
+        holders = [v for v in self.voters if v in durable and durable[v].holds(hw, self.committed)]
+        if len(holders) < self.majority:
+            self.violate("MajorityReachedHighWatermark",
+                         f"leader {leader} has HW {hw}, but only voters {holders} durably hold it")
+
+    # ------------------------------------------------------------------ final
+    def check_final(self, final_logs: dict[int, "DurableLog"]) -> None:
+        """After the heal phase: every acknowledged append is committed everywhere."""
+        for payload, offset in self.acked.items():
+            first = self.committed.get(offset)
+            if first is None or first[1] != payload:
+                self.violate("AckedAppendDurable", f"acknowledged append at offset {offset} is not committed there")
+        for node, log in sorted(final_logs.items()):
+            for offset in range(log.start, log.end):
+                first = self.committed.get(offset)
+                if first is not None and log.epoch_at(offset) != first[0]:
+                    self.violate("ConsistentCommittedData", f"node {node} holds a different entry at committed offset {offset}")
+                    break
+
+
+class DurableLog:
+    """What one node durably holds: offsets [start, end) with their epochs (start = snapshot end)."""
+
+    def __init__(self, start: int, end: int, epochs: dict[int, int], snapshot_epoch: int):
+        self.start, self.end = start, end
+        self._epochs = epochs
+        self.snapshot_epoch = snapshot_epoch
+
+    def epoch_at(self, offset: int) -> int | None:
+        return self._epochs.get(offset)
+
+    def holds(self, hw: int, committed: dict[int, tuple[int, bytes, bool]]) -> bool:
+        if self.end < hw:
+            return False
+        last = hw - 1
+        if last < self.start:
+            return True  # covered by a snapshot (its content is checked on restore)
+        first = committed.get(last)
+        return first is None or self._epochs.get(last) == first[0]

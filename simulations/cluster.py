@@ -1,0 +1,251 @@
+"""A simulated controller quorum: the real node code (raftkafka.node.ControllerNode:
+storage → Raft core → driver → transport) on simulated Envs, one trio task tree per node.
+
+- Each node is a `ControllerHost`: a name ("n1"), a disk (MemFileSystem) that
+  survives its incarnations, a skewable wall clock, and the current incarnation's
+  SimEnv, ControllerNode and cancel scope.
+- kill = the incarnation dies (its Env refuses further I/O), its cancel scope is
+  cancelled, its connections reset and listeners gone, then its disk crashes
+  (unfsynced data lost, last write possibly torn).
+- restart = a new incarnation built from the crashed disk, as a real process
+  restart would.
+- A node whose run raises is a finding unless the exception is a disk error the
+  nemesis injected (then it is a crash, like a process dying on EIO/ENOSPC).
+
+`poll()` feeds every live node's status and every disk's durable state to the
+RaftChecker; the harness calls it on a short sim-time period.
+"""
+from __future__ import annotations
+
+import posixpath
+import random
+import uuid
+
+import msgpack
+import trio
+
+from raft.entry import Entry
+from raft.node_storage import METADATA_DIR, NodeStorage
+from raftkafka.config import load_config
+from raftkafka.node import ControllerNode
+from simulations.checkers.raft import GENESIS_DIGEST, DurableLog, RaftChecker, entry_digest
+from simulations.env import SimEnv, SkewedClock, derive_seed
+from simulations.network import SimNetwork
+from simulations.trace import Trace
+from storage.memfs import MemFileSystem
+from storage.meta_properties import MetaProperties, VoterSpec, format_data_dir, uuid_to_str
+from storage.quorum_state_file import QuorumStateFile
+
+__all__ = ["SimCluster", "ControllerHost", "DATA_DIR", "CONTROLLER_PORT", "CLUSTER_ID"]
+
+DATA_DIR = "/data"
+CONTROLLER_PORT = 9093
+CLUSTER_ID = uuid_to_str(uuid.UUID(int=0x5EED))
+
+
+class CheckedStateMachine:
+    """The Raft state machine of a simulated node: reports every applied entry to the checker.
+
+    Its snapshot is (end offset, digest of the prefix), so a restored snapshot is
+    checked against the committed prefix it claims to cover.
+    """
+
+    def __init__(self, node_id: int, checker: RaftChecker):
+        self.node_id = node_id
+        self.checker = checker
+        self.end = 0
+        self.digest = GENESIS_DIGEST
+
+    def restore(self, snapshot_id: tuple[int, int], data: bytes | None) -> None:
+        end, digest = (0, GENESIS_DIGEST) if data is None else msgpack.unpackb(data)
+        if end != snapshot_id[0]:
+            self.checker.violate("ConsistentCommittedData",
+                                 f"node {self.node_id}: snapshot {tuple(snapshot_id)} holds state up to {end}")
+        self.end, self.digest = end, digest
+        self.checker.on_restore(self.node_id, end, digest)
+
+    def apply(self, entries: list[Entry], high_watermark: int) -> None:
+        for e in entries:
+            payload = bytes(e.payload)
+            self.checker.on_apply(self.node_id, e.offset, e.epoch, payload, bool(e.control))
+            self.digest = entry_digest(self.digest, e.offset, e.epoch, payload, bool(e.control))
+            self.end = e.offset + 1
+
+    def snapshot(self) -> bytes:
+        return msgpack.packb([self.end, self.digest])
+
+
+class ControllerHost:
+    def __init__(self, node_id: int, clock: SkewedClock):
+        self.node_id = node_id
+        self.name = f"n{node_id}"
+        self.disk = MemFileSystem()
+        self.clock = clock
+        self.incarnation = 0
+        self.env: SimEnv | None = None
+        self.node: ControllerNode | None = None
+        self.scope: trio.CancelScope | None = None
+        self.disk_fault = False  # the nemesis made this disk fail: an OSError is then a crash
+
+    @property
+    def up(self) -> bool:
+        return self.env is not None and self.env.alive
+
+    def status(self):
+        driver = self.node.driver if self.node is not None else None
+        return None if driver is None else driver.core.status()
+
+
+class SimCluster:
+    def __init__(self, seed: int, net: SimNetwork, trace: Trace, checker: RaftChecker, *,
+                 controllers: int = 3, raft_settings: dict | None = None):
+        self.seed = seed
+        self.net = net
+        self.trace = trace
+        self.checker = checker
+        self.raft_settings = dict(raft_settings or {})
+        self.hosts: dict[int, ControllerHost] = {}
+        for i in range(1, controllers + 1):
+            self.hosts[i] = ControllerHost(i, SkewedClock())
+            net.add_host(self.hosts[i].name)
+        self.disk_rng = random.Random(derive_seed(seed, "disk-crash"))
+        self._nursery: trio.Nursery | None = None
+        self.crashes = 0
+        self._roles: dict[int, tuple] = {}
+
+    @property
+    def voters(self) -> list[int]:
+        return sorted(self.hosts)
+
+    def address(self, node_id: int) -> tuple[str, int]:
+        return self.hosts[node_id].name, CONTROLLER_PORT
+
+    # ------------------------------------------------------------- lifecycle
+    async def format(self) -> None:
+        voters = [VoterSpec(i, h.name, CONTROLLER_PORT) for i, h in sorted(self.hosts.items())]
+        for i, host in sorted(self.hosts.items()):
+            directory = uuid_to_str(uuid.UUID(int=derive_seed(self.seed, "dir", host.name)))
+            await format_data_dir(host.disk, DATA_DIR, MetaProperties(CLUSTER_ID, i, directory), voters)
+
+    def config_for(self, node_id: int):
+        settings = {
+            "node.id": node_id,
+            "process.roles": "controller",
+            "log.dirs": DATA_DIR,
+            "listeners": f"CONTROLLER://{self.hosts[node_id].name}:{CONTROLLER_PORT}",
+            "controller.state.machine": "recording",
+        }
+        settings.update(self.raft_settings)
+        return load_config(settings)
+
+    def bind(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+
+    def start(self, node_id: int) -> None:
+        host = self.hosts[node_id]
+        assert not host.up, f"{host.name} is already running"
+        host.incarnation += 1
+        host.env = SimEnv(host.name, seed=self.seed, incarnation=host.incarnation,
+                          net=self.net, disk=host.disk, clock=host.clock)
+        host.node = ControllerNode(host.env, self.config_for(node_id),
+                                   state_machine=CheckedStateMachine(node_id, self.checker))
+        host.scope = trio.CancelScope()
+        self.net.host_up(host.name)
+        self.checker.applied_end.pop(node_id, None)
+        self.trace.record(host.name, "start", incarnation=host.incarnation)
+        self._nursery.start_soon(self._run, host, host.env, host.node, host.scope)
+
+    async def _run(self, host: ControllerHost, env: SimEnv, node: ControllerNode, scope: trio.CancelScope) -> None:
+        with scope:
+            try:
+                await node.run()
+            except Exception as e:  # noqa: BLE001 - classified below
+                if env is not host.env or not env.alive:
+                    return  # the incarnation was killed; its last steps may fail on the dead Env
+                leaves = _leaf_exceptions(e)
+                names = sorted({type(x).__name__ for x in leaves})
+                if host.disk_fault and all(isinstance(x, OSError) for x in leaves):
+                    self.trace.record(host.name, "crashed_on_disk_error", errors=names)
+                else:
+                    self.trace.record(host.name, "node_failed", errors=names)
+                    self.checker.violate("NodeFailed", f"{host.name} stopped with {names}: {_first_line(leaves)}")
+                self.kill(host.node_id, reason="failed")
+                return
+        if env is host.env and env.alive:
+            self.trace.record(host.name, "node_exited")
+            self.kill(host.node_id, reason="exited")
+
+    def kill(self, node_id: int, *, reason: str = "nemesis") -> None:
+        host = self.hosts[node_id]
+        if not host.up:
+            return
+        host.env.alive = False
+        host.scope.cancel()
+        self.net.host_down(host.name)
+        host.disk.sync_delay = 0.0
+        host.disk.fail_writes = False
+        host.disk_fault = False
+        host.disk.crash(self.disk_rng)
+        self.crashes += 1
+        self.trace.record(host.name, "kill", reason=reason, incarnation=host.incarnation)
+
+    # -------------------------------------------------------------- checking
+    def poll(self) -> None:
+        """Feed in-memory status of live nodes to the checker (cheap; call often)."""
+        self.checker.now = trio.current_time()
+        for node_id, host in sorted(self.hosts.items()):
+            if not host.up:
+                continue
+            st = host.status()
+            if st is not None:
+                self.checker.observe(node_id, host.incarnation, st.role, st.epoch, st.high_watermark)
+                role = (host.incarnation, st.role, st.epoch, st.leader_id)
+                if self._roles.get(node_id) != role:
+                    self._roles[node_id] = role
+                    self.trace.record(host.name, "role", role=st.role, epoch=st.epoch, leader=st.leader_id,
+                                      hw=st.high_watermark, end=st.log_end_offset)
+
+    async def poll_durable(self) -> dict[int, DurableLog]:
+        """Check what every disk durably holds (election state, log) against the leaders' HW."""
+        self.checker.now = trio.current_time()
+        durable = {}
+        for node_id, host in sorted(self.hosts.items()):
+            durable[node_id] = await self.durable_log(node_id)
+        for node_id, host in sorted(self.hosts.items()):
+            st = host.status() if host.up else None
+            if st is not None and st.role == "Leader":
+                self.checker.check_majority(node_id, st.high_watermark, durable)
+        return durable
+
+    async def durable_log(self, node_id: int) -> DurableLog:
+        copy = self.hosts[node_id].disk.durable_copy()
+        directory = posixpath.join(DATA_DIR, METADATA_DIR)
+        stored = QuorumStateFile(copy, directory).read()
+        if stored is not None:
+            self.checker.observe_persisted(node_id, stored.epoch, stored.leader_id)
+        storage = NodeStorage(copy, DATA_DIR)
+        try:
+            _, raft_log = await storage.load()
+        finally:
+            storage.close()
+        epochs = {e.offset: e.epoch for e in raft_log.entries_between(raft_log.start_offset, raft_log.end_offset)}
+        return DurableLog(raft_log.start_offset, raft_log.end_offset, epochs, raft_log.snapshot_id[1])
+
+    def leader(self) -> int | None:
+        """The live node that is leader in the highest epoch, if any."""
+        best = None
+        for node_id, host in sorted(self.hosts.items()):
+            st = host.status() if host.up else None
+            if st is not None and st.role == "Leader" and (best is None or st.epoch > best[0]):
+                best = (st.epoch, node_id)
+        return None if best is None else best[1]
+
+
+def _leaf_exceptions(e: BaseException) -> list[BaseException]:
+    if isinstance(e, BaseExceptionGroup):
+        return [leaf for sub in e.exceptions for leaf in _leaf_exceptions(sub)]
+    return [e]
+
+
+def _first_line(leaves: list[BaseException]) -> str:
+    return str(leaves[0]).splitlines()[0][:200] if leaves and str(leaves[0]) else ""

@@ -1,0 +1,219 @@
+"""The fault schedule: drawn from the seed, FoundationDB/TigerBeetle "swarm" style.
+
+The seed first draws a *profile* (which fault kinds are on, how often faults
+come, link latency and loss), then the nemesis injects faults of those kinds
+at random times until the safety phase ends. Each fault undoes itself after a
+random duration (restart, heal, unclog, disk back to normal), and `heal()`
+ends them all at the start of the liveness phase.
+
+Fault kinds (--faults selects groups): network: partition (random halves,
+isolate the leader, isolate one node), oneway, clog, swizzle, reset;
+crash: kill, kill_leader; disk: slow_fsync, disk_full; clock: clock_jump.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import trio
+
+from simulations.cluster import SimCluster
+from simulations.network import LinkProfile, SimNetwork
+from simulations.trace import Trace
+
+__all__ = ["FaultProfile", "Nemesis", "FAULT_GROUPS", "draw_profile"]
+
+FAULT_GROUPS = {
+    "network": ["partition", "oneway", "clog", "swizzle", "reset"],
+    "crash": ["kill", "kill_leader"],
+    "disk": ["slow_fsync", "disk_full"],
+    "clock": ["clock_jump"],
+}
+
+
+def fault_kinds(selection: str) -> list[str]:
+    """'all', 'none', or a comma list of groups and/or kinds."""
+    if selection == "none":
+        return []
+    if selection == "all":
+        return [k for g in FAULT_GROUPS.values() for k in g]
+    kinds: list[str] = []
+    for part in [p.strip() for p in selection.split(",") if p.strip()]:
+        group = FAULT_GROUPS.get(part)
+        if group is None and part not in [k for g in FAULT_GROUPS.values() for k in g]:
+            raise ValueError(f"unknown fault group or kind {part!r} (groups: all, none, {', '.join(FAULT_GROUPS)})")
+        for k in group or [part]:
+            if k not in kinds:
+                kinds.append(k)
+    return kinds
+
+
+@dataclass
+class FaultProfile:
+    kinds: list[str]
+    mean_gap: float  # seconds between faults
+    link: LinkProfile = field(default_factory=LinkProfile)
+
+    def describe(self) -> dict:
+        return {"kinds": list(self.kinds), "mean_gap": round(self.mean_gap, 3),
+                "link_min_ms": round(self.link.min_latency * 1000, 3),
+                "link_mean_extra_ms": round(self.link.mean_extra * 1000, 3), "link_loss": round(self.link.loss, 4)}
+
+
+def draw_profile(rng: random.Random, selection: str) -> FaultProfile:
+    allowed = fault_kinds(selection)
+    # Swarm testing: each run enables a random non-empty subset of the allowed kinds.
+    kinds = [k for k in allowed if rng.random() < 0.7] or ([rng.choice(allowed)] if allowed else [])
+    link = LinkProfile(
+        min_latency=rng.uniform(0.0001, 0.002),
+        mean_extra=rng.uniform(0.0001, 0.005),
+        tail_probability=rng.choice([0.0, 0.001, 0.01]),
+        tail_max=0.1,
+        loss=rng.choice([0.0, 0.0, 0.01, 0.05]) if "network" in selection or selection == "all" else 0.0,
+    )
+    return FaultProfile(kinds=kinds, mean_gap=rng.uniform(0.3, 3.0), link=link)
+
+
+class Nemesis:
+    def __init__(self, cluster: SimCluster, net: SimNetwork, trace: Trace, rng: random.Random, profile: FaultProfile):
+        self.cluster = cluster
+        self.net = net
+        self.trace = trace
+        self.rng = rng
+        self.profile = profile
+        self.counts: dict[str, int] = {}
+        self._restart_at: dict[int, float] = {}
+
+    def _count(self, kind: str, **fields) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self.trace.record("nemesis", kind, **fields)
+
+    async def run(self, until: float) -> None:
+        """Inject faults until sim time `until`; faults still pending undo themselves no more."""
+        async with trio.open_nursery() as nursery:
+            while True:
+                with trio.move_on_at(until):
+                    await trio.sleep(self.rng.expovariate(1.0 / self.profile.mean_gap))
+                now = trio.current_time()
+                if now >= until:
+                    break
+                self._revive_due(now)
+                if self.profile.kinds:
+                    self._inject(self.rng.choice(self.profile.kinds), now, nursery)
+            nursery.cancel_scope.cancel()  # heal() ends the faults
+
+    def _duration(self, lo: float = 0.2, hi: float = 6.0) -> float:
+        return self.rng.uniform(lo, hi)
+
+    def _inject(self, kind: str, now: float, nursery: trio.Nursery) -> None:
+        names = [h.name for _, h in sorted(self.cluster.hosts.items())]
+        ids = self.cluster.voters
+        if kind == "partition":
+            mode = self.rng.choice(["halves", "isolate_leader", "isolate_one"])
+            if mode == "isolate_leader" and self.cluster.leader() is not None:
+                alone = [self.cluster.hosts[self.cluster.leader()].name]
+            elif mode == "halves":
+                shuffled = self.rng.sample(names, len(names))
+                alone = shuffled[: self.rng.randint(1, len(names) - 1)]
+            else:
+                alone = [self.rng.choice(names)]
+            rest = [n for n in names if n not in alone] + ["client"]
+            self.net.partition([sorted(alone), rest])
+            self._count("partition", mode=mode, side=sorted(alone))
+            nursery.start_soon(self._later, self._duration(), self._heal_partition, sorted(alone), rest)
+        elif kind == "oneway":
+            src, dst = self.rng.sample(names, 2)
+            self.net.set_blocked(src, dst, True)
+            self._count("oneway", src=src, dst=dst)
+            nursery.start_soon(self._later, self._duration(), self.net.set_blocked, src, dst, False)
+        elif kind == "clog":
+            src, dst = self.rng.sample(names, 2)
+            self.net.clog(src, dst, now + self._duration(0.05, 3.0))
+            self._count("clog", src=src, dst=dst)
+        elif kind == "swizzle":
+            # FoundationDB's swizzle-clog: clog a random subset one by one, release in random order.
+            victims = self.rng.sample(names, self.rng.randint(1, len(names)))
+            self._count("swizzle", nodes=victims)
+            nursery.start_soon(self._swizzle, victims)
+        elif kind == "reset":
+            a, b = self.rng.sample(names + ["client"], 2)
+            self._count("reset", a=a, b=b, connections=self.net.reset_between(a, b))
+        elif kind in ("kill", "kill_leader"):
+            target = self.cluster.leader() if kind == "kill_leader" else self.rng.choice(ids)
+            if target is None or not self.cluster.hosts[target].up:
+                return
+            self.cluster.kill(target)
+            self._count(kind, node=self.cluster.hosts[target].name)
+            self._restart_at[target] = now + self._duration(0.1, 5.0)
+        elif kind == "slow_fsync":
+            target = self.cluster.hosts[self.rng.choice(ids)]
+            target.disk.sync_delay = self.rng.uniform(0.005, 0.3)
+            self._count("slow_fsync", node=target.name, delay_ms=round(target.disk.sync_delay * 1000, 3))
+            nursery.start_soon(self._later, self._duration(), self._disk_ok, target.node_id)
+        elif kind == "disk_full":
+            target = self.cluster.hosts[self.rng.choice(ids)]
+            if not target.up:
+                return
+            target.disk.fail_writes = True
+            target.disk_fault = True
+            self._count("disk_full", node=target.name)
+            nursery.start_soon(self._later, self._duration(0.1, 2.0), self._disk_ok, target.node_id)
+        elif kind == "clock_jump":
+            target = self.cluster.hosts[self.rng.choice(ids)]
+            delta_ms = self.rng.choice([-1, 1]) * self.rng.uniform(10, 120_000)
+            target.clock.jump(now, delta_ms)
+            self._count("clock_jump", node=target.name, delta_ms=round(delta_ms))
+
+    async def _later(self, delay: float, fn, *args) -> None:
+        await trio.sleep(delay)
+        fn(*args)
+
+    def _heal_partition(self, side: list[str], rest: list[str]) -> None:
+        for a in side:
+            for b in rest:
+                self.net.set_blocked(a, b, False)
+                self.net.set_blocked(b, a, False)
+
+    async def _swizzle(self, victims: list[str]) -> None:
+        peers = [h.name for _, h in sorted(self.cluster.hosts.items())] + ["client"]
+        for v in victims:
+            await trio.sleep(self.rng.uniform(0.0, 0.5))
+            for p in peers:
+                if p != v:
+                    self.net.clog(v, p, trio.current_time() + 30.0)
+        for v in self.rng.sample(victims, len(victims)):
+            await trio.sleep(self.rng.uniform(0.1, 2.0))
+            self._unclog(v, peers)
+
+    def _unclog(self, host: str, peers: list[str]) -> None:
+        for p in peers:
+            if p != host:
+                link = self.net.link(host, p)
+                link.clogged_until = 0.0
+                link.wake_all()
+
+    def _disk_ok(self, node_id: int) -> None:
+        host = self.cluster.hosts[node_id]
+        host.disk.sync_delay = 0.0
+        host.disk.fail_writes = False
+        host.disk_fault = False
+
+    def _revive_due(self, now: float) -> None:
+        for node_id, host in sorted(self.cluster.hosts.items()):
+            if host.up:
+                continue
+            due = self._restart_at.setdefault(node_id, now + self._duration(0.1, 3.0))
+            if now >= due:
+                del self._restart_at[node_id]
+                self.cluster.start(node_id)
+
+    def heal(self) -> None:
+        """End every fault: the liveness phase starts from a healthy world."""
+        self.net.heal()
+        for node_id, host in sorted(self.cluster.hosts.items()):
+            self._disk_ok(node_id)
+            host.clock.resync(trio.current_time())
+            if not host.up:
+                self.cluster.start(node_id)
+        self._restart_at.clear()
+        self.trace.record("nemesis", "heal")

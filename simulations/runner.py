@@ -1,0 +1,179 @@
+"""One simulation run = a pure function of (seed, options) → result with a trace hash.
+
+Phases (reference/simulation.md §6.1.8):
+1. format the disks, start every controller;
+2. safety phase (`duration` sim seconds): workload + nemesis, the checker
+   polling every node's status every `POLL` and durable state every `DURABLE_POLL`;
+3. liveness phase: every fault is healed and every node restarted; within
+   `heal_timeout` a leader must exist, a fresh append must be acknowledged and
+   every node must catch up to it;
+4. final checks over every node's durable log.
+
+Results are JSON-ready dicts: seed, hash, faults (counts by kind), violations,
+sim_seconds, wall_seconds, plus the drawn profile and workload counters.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+import trio
+
+from simulations.checkers.raft import RaftChecker
+from simulations.cluster import SimCluster
+from simulations.determinism import run_deterministic
+from simulations.env import SimEnv, SkewedClock, derive_seed
+from simulations.nemesis import Nemesis, draw_profile
+from simulations.network import SimNetwork
+from simulations.trace import Trace
+from simulations.workloads.raft_append import AppendWorkload
+from storage.memfs import MemFileSystem
+
+__all__ = ["SimOptions", "run_simulation", "parse_duration"]
+
+POLL = 0.02
+DURABLE_POLL = 0.5
+RAFT_SETTINGS = {
+    # Kafka's defaults, except a snapshot every few KB so snapshots and their shipping happen.
+    "controller.quorum.election.timeout.ms": 1000,
+    "controller.quorum.fetch.timeout.ms": 2000,
+    "metadata.log.max.record.bytes.between.snapshots": 4000,
+    "metadata.log.segment.bytes": 8192,
+}
+
+
+@dataclass
+class SimOptions:
+    seed: int
+    duration: float = 30.0
+    faults: str = "all"
+    controllers: int = 3
+    heal_timeout: float = 30.0
+    full_trace: bool = False
+    workload: str = "append"
+
+
+def parse_duration(text: str) -> float:
+    text = text.strip().lower()
+    for suffix, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * scale
+    return float(text)
+
+
+def run_simulation(options: SimOptions) -> dict:
+    """Run one seed; never raises for a finding (it is reported in `violations`)."""
+    trace = Trace(full=options.full_trace)
+    state: dict = {}
+    wall0 = time.perf_counter()
+    quiet = logging.getLogger("raftkafka")
+    saved_level = quiet.level
+    quiet.setLevel(logging.CRITICAL)  # node logs would dwarf the run; the trace tells the story
+    try:
+        run_deterministic(_simulate, options, trace, state, seed=derive_seed(options.seed, "scheduler"))
+    except Exception as e:  # noqa: BLE001 - a harness crash is reported, with the seed
+        state.setdefault("violations", []).append(
+            {"invariant": "HarnessError", "message": _describe_error(e), "sim_time": -1})
+    finally:
+        quiet.setLevel(saved_level)
+    result = {
+        "seed": options.seed,
+        "hash": trace.hash,
+        "faults": state.get("faults", {}),
+        "violations": state.get("violations", []),
+        "sim_seconds": state.get("sim_seconds", 0.0),
+        "wall_seconds": round(time.perf_counter() - wall0, 3),
+        "events": trace.seq,
+        "profile": state.get("profile", {}),
+        "workload": state.get("workload", {}),
+        "options": {"duration": options.duration, "faults": options.faults, "controllers": options.controllers},
+    }
+    result["trace"] = trace
+    return result
+
+
+async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
+    seed = options.seed
+
+    def rng(name: str) -> random.Random:
+        return random.Random(derive_seed(seed, name))
+
+    profile = draw_profile(rng("profile"), options.faults)
+    state["profile"] = profile.describe()
+    trace.record("sim", "start", seed=seed, duration=options.duration, faults=options.faults,
+                 controllers=options.controllers, kinds=profile.kinds, mean_gap=round(profile.mean_gap, 6))
+    net = SimNetwork(rng("network"), trace, default_profile=profile.link)
+    checker = RaftChecker(trace, list(range(1, options.controllers + 1)))
+    cluster = SimCluster(seed, net, trace, checker, controllers=options.controllers, raft_settings=RAFT_SETTINGS)
+    net.add_host("client")
+    client_env = SimEnv("client", seed=seed, incarnation=1, net=net, disk=MemFileSystem(), clock=SkewedClock())
+    workload = AppendWorkload(client_env, cluster, checker, trace, rng("workload"))
+    nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile)
+    await cluster.format()
+
+    async with trio.open_nursery() as nursery:
+        cluster.bind(nursery)
+        for node_id in cluster.voters:
+            cluster.start(node_id)
+        nursery.start_soon(_poll_loop, cluster)
+        safety_end = trio.current_time() + options.duration
+        async with trio.open_nursery() as phase:
+            phase.start_soon(workload.run, safety_end)
+            phase.start_soon(nemesis.run, safety_end)
+        nemesis.heal()
+        await _liveness(cluster, workload, checker, trace, options.heal_timeout)
+        durable = await cluster.poll_durable()
+        checker.check_final(durable)
+        nursery.cancel_scope.cancel()
+    trace.record("sim", "end", acked=workload.acked, violations=len(checker.violations))
+    state["faults"] = dict(sorted(nemesis.counts.items()))
+    state["violations"] = [v.to_dict() for v in checker.violations]
+    state["sim_seconds"] = round(trio.current_time(), 6)
+    state["workload"] = {"sent": workload.sent, "acked": workload.acked, "failed": workload.failed,
+                         "indeterminate": workload.indeterminate, "crashes": cluster.crashes,
+                         "committed": len(checker.committed)}
+
+
+async def _poll_loop(cluster: SimCluster) -> None:
+    next_durable = 0.0
+    while True:
+        await trio.sleep(POLL)
+        cluster.poll()
+        if trio.current_time() >= next_durable:
+            next_durable = trio.current_time() + DURABLE_POLL
+            await cluster.poll_durable()
+
+
+async def _liveness(cluster: SimCluster, workload: AppendWorkload, checker: RaftChecker, trace: Trace,
+                    timeout: float) -> None:
+    """After healing: an append commits and every node catches up to it, within `timeout`."""
+    start = trio.current_time()
+    deadline = start + timeout
+    offset = await workload.append_until_acked(deadline)
+    if offset is None:
+        checker.now = trio.current_time()
+        checker.violate("Liveness", f"no append was acknowledged within {timeout:g}s of healing")
+        return
+    trace.record("sim", "liveness_ack", offset=offset, after=round(trio.current_time() - start, 6))
+    while trio.current_time() < deadline:
+        ends = [checker.applied_end.get(n, 0) for n in cluster.voters]
+        if min(ends) > offset:
+            trace.record("sim", "converged", after=round(trio.current_time() - start, 6))
+            return
+        await trio.sleep(0.05)
+    checker.now = trio.current_time()
+    lagging = [n for n in cluster.voters if checker.applied_end.get(n, 0) <= offset]
+    checker.violate("Liveness", f"nodes {lagging} did not apply offset {offset} within {timeout:g}s of healing")
+
+
+def _describe_error(e: BaseException) -> str:
+    """The innermost exceptions of a (possibly grouped) error, with where they were raised."""
+    import traceback
+
+    if isinstance(e, BaseExceptionGroup):
+        return "; ".join(_describe_error(sub) for sub in e.exceptions)
+    where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    at = f" at {where.filename.rsplit('/', 2)[-2:]}:{where.lineno}" if where else ""
+    return f"{type(e).__name__}: {e}{at}"
