@@ -12,6 +12,7 @@ reported per record; the command then exits 1 after sending the rest.
 from __future__ import annotations
 
 import sys
+from contextlib import aclosing
 
 import trio
 
@@ -130,23 +131,35 @@ async def _main(args, reader: LineReader, options: dict) -> int:
                 print(f"error: sending to {args.topic} failed: {error}", file=sys.stderr)
             failures.append(str(error))
 
+    stopped: CommandError | None = None
     async with Producer(RealEnv(), bootstrap, **options) as producer:
         await wait_reachable(producer.cluster, bootstrap)
         # An unknown topic: one clear error before any input is read.
         await producer.cluster.topic(args.topic, wait=TOPIC_WAIT_S)
-        number, pending = 0, b""
-        async for chunk in stdin_chunks():
-            *lines, pending = (pending + chunk).split(b"\n")
-            for line in lines:
-                number += 1
-                await _send(producer, args, reader.record(line.rstrip(b"\r"), number), on_delivery)
-        if pending:
-            number += 1
-            await _send(producer, args, reader.record(pending.rstrip(b"\r"), number), on_delivery)
+        number = 0
+        try:
+            async with aclosing(_numbered_lines()) as lines:
+                async for number, line in lines:
+                    await _send(producer, args, reader.record(line, number), on_delivery)
+        except CommandError as e:
+            stopped = e  # a bad line or a refused send: what came before is still delivered
         await producer.flush()
+    if stopped is not None:
+        raise stopped
     if failures:
         raise CommandError(f"{len(failures)} of {number} records were not delivered ({failures[0]})")
     return 0
+
+
+async def _numbered_lines():
+    number, pending = 0, b""
+    async for chunk in stdin_chunks():
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            number += 1
+            yield number, line.rstrip(b"\r")
+    if pending:
+        yield number + 1, pending.rstrip(b"\r")
 
 
 async def _send(producer: Producer, args, key_value, on_delivery) -> None:

@@ -1,0 +1,64 @@
+"""Fixtures for the command tests: real brokers (tests/broker/harness.py's ThreadedCluster, three
+of them, shared by the session), the mini cluster with a group coordinator (until the broker
+serves groups), and `cli`, which runs `python -m raftkafka ...` in-process."""
+from __future__ import annotations
+
+import io
+import itertools
+import sys
+
+import pytest
+
+from raftkafka.cli import main
+from tests.broker.harness import ThreadedCluster
+from tests.client.served import ServedMiniCluster
+
+
+@pytest.fixture(scope="session")
+def brokers():
+    cluster = ThreadedCluster(3)
+    bootstrap = cluster.start()
+    yield bootstrap
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def mini():
+    with ServedMiniCluster(node_ids=(1,)) as served:
+        yield served
+
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def topic_name(request):
+    """A topic name no other test uses."""
+    return f"{request.node.name.replace('[', '-').replace(']', '')[:40]}-{next(_names)}"
+
+
+class Run:
+    def __init__(self, code: int, out: str, err: str):
+        self.code, self.out, self.err = code, out, err
+
+    def __repr__(self):
+        return f"Run(code={self.code}, out={self.out!r}, err={self.err!r})"
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """cli("topics", "--list", ..., stdin=b"...") → Run(code, out, err)."""
+
+    def run(*argv: str, stdin: bytes = b"") -> Run:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        capsys.readouterr()
+        try:
+            main([str(a) for a in argv])
+            code = 0
+        except SystemExit as e:
+            code = e.code
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err
+        return Run(code, out, err)
+
+    return run
