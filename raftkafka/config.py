@@ -6,7 +6,12 @@ A TOML file may use flat dotted keys (`"node.id" = 1`) or nested tables
 (`--node-id`, `--roles`, `--log-dirs`, `--listeners`, `--controller-quorum-voters`).
 Every problem is a `ConfigError` whose message is one line naming the setting.
 
-To add a setting, add one `Setting` to SETTINGS and a field to NodeConfig.
+To add a node setting, add one `Setting` to SETTINGS and a field to NodeConfig.
+The broker's Kafka settings (`num.partitions`, `log.retention.hours`,
+`offsets.topic.replication.factor`, ...) are the node file's *static* broker
+configs: they are validated against the metadata layer's definitions and kept
+as strings in `NodeConfig.broker_static`, the lowest layer under the dynamic
+configs, exactly as in Kafka (the broker and the controller both read them).
 """
 from __future__ import annotations
 
@@ -14,6 +19,9 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from metadata.configs import BROKER_CONFIGS
+from metadata.configs import parse as parse_broker_value
+from metadata.errors import ApiError
 from raft.config import RaftConfig
 from storage.meta_properties import VoterSpec
 
@@ -146,8 +154,47 @@ SETTINGS = [
     Setting("broker.rack", "broker_rack", str, ""),
     Setting("controller.state.machine", "state_machine", _state_machine, "metadata"),
     Setting("log.level", "log_level", str, "INFO"),
+    Setting("advertised.listeners", "advertised_listeners_text", str, ""),
+    Setting("metrics.port", "metrics_port", _int(-1), -1),
+    Setting("metrics.host", "metrics_host", str, "0.0.0.0"),
 ]
 _BY_NAME = {s.name: s for s in SETTINGS}
+
+# Broker settings read from the node file (BrokerConfig.static) that the metadata
+# layer's BROKER_CONFIGS does not define: replication, groups, the listener.
+EXTRA_BROKER_SETTINGS = frozenset({
+    "replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
+    "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
+    "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
+    "offsets.retention.check.interval.ms", "offset.metadata.max.bytes",
+    "offsets.topic.segment.bytes", "offsets.commit.timeout.ms",
+    "log.retention.check.interval.ms", "socket.request.max.bytes",
+})
+
+
+def is_broker_setting(name: str) -> bool:
+    return name in BROKER_CONFIGS or name in EXTRA_BROKER_SETTINGS
+
+
+def _broker_value(name: str, raw: Any) -> str:
+    """A static broker setting as the string Kafka's config layers hold."""
+    if isinstance(raw, bool):
+        text = "true" if raw else "false"
+    elif isinstance(raw, (list, tuple)):
+        text = ",".join(str(v) for v in raw)
+    else:
+        text = str(raw).strip()
+    d = BROKER_CONFIGS.get(name)
+    try:
+        if d is not None:
+            parse_broker_value(d, text)
+        elif name in EXTRA_BROKER_SETTINGS:
+            int(text)  # every extra one is a number
+    except ApiError as e:
+        raise ConfigError(f"{name}: invalid value {raw!r} ({e.message or 'invalid'})") from None
+    except ValueError:
+        raise ConfigError(f"{name}: invalid value {raw!r} (expected an integer)") from None
+    return text
 
 
 @dataclass(frozen=True)
@@ -172,10 +219,36 @@ class NodeConfig:
     broker_rack: str = ""
     state_machine: str = "metadata"
     log_level: str = "INFO"
+    advertised_listeners: list[Listener] = field(default_factory=list)
+    metrics_port: int = -1  # -1 = no metrics endpoint
+    metrics_host: str = "0.0.0.0"
+    broker_static: dict[str, str] = field(default_factory=dict)  # Kafka-named, as strings
 
     @property
     def metadata_log_dir(self) -> str:
         return self.log_dirs[0]
+
+    @property
+    def broker_listener(self) -> Listener | None:
+        """The listener Kafka clients (and follower replicas) use: the first non-controller one."""
+        for listener in self.listeners:
+            if listener.name not in self.controller_listener_names:
+                return listener
+        return None
+
+    def advertised(self, listener: Listener, bound_port: int | None = None) -> Listener:
+        """What brokers register for `listener`: advertised.listeners if it names it, else
+        the bound address (port 0 becomes the real port; a wildcard host, this host's name)."""
+        for adv in self.advertised_listeners:
+            if adv.name == listener.name:
+                return adv
+        host = listener.host
+        if host in ("0.0.0.0", "::", ""):
+            import socket  # only for the wildcard case; never in node packages
+
+            host = socket.getfqdn()
+        port = bound_port if bound_port else listener.port
+        return Listener(listener.name, host, port)
 
     @property
     def controller_listener(self) -> Listener | None:
@@ -232,19 +305,34 @@ def convert_setting(name: str, raw: Any) -> Any:
 def load_config(values: dict[str, Any]) -> NodeConfig:
     """Validate raw settings (file values overridden by flags) into a NodeConfig."""
     kwargs: dict[str, Any] = {}
+    static: dict[str, str] = {}
     for name in sorted(values):
-        if name not in _BY_NAME:
+        if name in _BY_NAME:
+            continue  # a node setting (some, like node.id, are also broker configs: added below)
+        if not is_broker_setting(name):
             raise ConfigError(f"unknown setting {name!r}")
+        static[name] = _broker_value(name, values[name])
     for s in SETTINGS:
         raw = values.get(s.name)
         kwargs[s.attr] = convert_setting(s.name, s.default if raw is None else raw)
     kwargs["listeners"] = parse_listeners(kwargs["listeners"])
     kwargs["voters"] = parse_voters(kwargs.pop("voters_text"))
+    kwargs["advertised_listeners"] = parse_listeners(kwargs.pop("advertised_listeners_text"),
+                                                     "advertised.listeners")
+    for s in SETTINGS:
+        if s.name in BROKER_CONFIGS and s.name in values:
+            static[s.name] = _broker_value(s.name, values[s.name])
+    kwargs["broker_static"] = static
     config = NodeConfig(**kwargs)
     if "controller" in config.roles and config.controller_listener is None:
         raise ConfigError(
             f"listeners: a controller needs a listener named one of {','.join(config.controller_listener_names)}"
         )
+    if "broker" in config.roles and config.broker_listener is None:
+        raise ConfigError("listeners: a broker needs a client listener, e.g. PLAINTEXT://127.0.0.1:9092")
+    if config.broker_listener is not None and config.broker_listener.port == 0:
+        if any(a.name == config.broker_listener.name for a in config.advertised_listeners):
+            raise ConfigError("advertised.listeners: cannot advertise a listener bound to port 0")
     try:
         config.raft_config()
     except ValueError as e:
@@ -262,6 +350,7 @@ _ALIASES = {
     "log_dirs": "log.dirs",
     "listeners": "listeners",
     "controller_quorum_voters": "controller.quorum.voters",
+    "metrics_port": "metrics.port",
 }
 
 
@@ -274,6 +363,7 @@ def add_config_arguments(parser) -> None:
     parser.add_argument("--log-dirs", "--log-dir", dest="log_dirs", help="log.dirs (the first holds the metadata log)")
     parser.add_argument("--listeners", help="listeners, e.g. CONTROLLER://127.0.0.1:9093")
     parser.add_argument("--controller-quorum-voters", help="controller.quorum.voters: id@host:port,...")
+    parser.add_argument("--metrics-port", help="metrics.port: serve Prometheus metrics over HTTP (-1 = off)")
 
 
 def settings_from_args(args) -> dict[str, Any]:

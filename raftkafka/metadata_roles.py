@@ -6,9 +6,13 @@ A node runs one Raft replica of the metadata log (raftkafka.node.ControllerNode)
 - controller role: `ControllerRole` — the ControllerStateMachine (committed image,
   snapshots) and the ControllerService with its RPCs on the controller listener;
 - broker role: `BrokerRole` — a MetadataFollower + MetadataLoader (publishers are plugged
-  in with `add_publisher`) and the BrokerLifecycle (registration, heartbeats, controlled
-  shutdown). On a broker-only node the follower is the Raft state machine of an observer;
-  on a combined node the controller's state machine feeds it the decoded batches.
+  in with `add_publisher`), the Kafka-protocol `broker.Broker` on the node's client
+  listener (started, logs recovered and port bound, before the broker registers, so the
+  registered endpoint is the real one), and the BrokerLifecycle (registration,
+  heartbeats, controlled shutdown). On a broker-only node the follower is the Raft state
+  machine of an observer; on a combined node the controller's state machine feeds it the
+  decoded batches. With `kafka_broker=False` (metadata-layer tests and benchmarks) the
+  broker role runs the metadata side only.
 
 An app offers: `state_machine`, `wrap_inbox(inbox)`, `handle(request)` (None = not mine)
 and `run(driver, cluster_id, voters, task_status=...)`.
@@ -19,6 +23,8 @@ import logging
 
 import trio
 
+from broker.broker import Broker
+from broker.broker_config import BrokerConfig
 from metadata.broker_lifecycle import BrokerLifecycle
 from metadata.controller_client import ControllerClient, ControllerConnection
 from metadata.controller_requests import ControllerRequests
@@ -27,8 +33,9 @@ from metadata.controller_state_machine import ControllerStateMachine, SnapshotSc
 from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.metadata_follower import LeaderHighWatermarkTap, MetadataFollower
 from metadata.records import Endpoint
-from raftkafka.config import NodeConfig
+from raftkafka.config import ConfigError, NodeConfig
 from storage.env import Env
+from storage.metrics import MetricsRegistry
 
 __all__ = ["ControllerRole", "BrokerRole", "MetadataApp"]
 
@@ -40,15 +47,49 @@ def _schedule(env: Env, config: NodeConfig) -> SnapshotSchedule:
                             max_interval=config.snapshot_interval_ms / 1000)
 
 
+def broker_config(config: NodeConfig, cluster_id: str) -> BrokerConfig:
+    """The Kafka broker's settings from the node's: its client listener and static configs."""
+    listener = config.broker_listener
+    static = config.broker_static
+    extra = {}
+    if "socket.request.max.bytes" in static:
+        extra["max_frame_size"] = int(static["socket.request.max.bytes"])
+    if "log.retention.check.interval.ms" in static:
+        extra["retention_check_interval_s"] = int(static["log.retention.check.interval.ms"]) / 1000
+    return BrokerConfig(
+        node_id=config.node_id, data_dirs=tuple(config.log_dirs), host=listener.host, port=listener.port,
+        listener_name=listener.name, rack=config.broker_rack or None, cluster_id=cluster_id,
+        static=dict(static), **extra)
+
+
+def describe_recovery(log_manager) -> str:
+    """One line on how the partition logs came up (operators and the recovery tests read it)."""
+    logs = log_manager.all_logs()
+    dirs = sorted(log_manager.had_clean_shutdown)
+    if not logs:
+        return f"logs loaded: no partition logs in {', '.join(dirs)}"
+    if all(log_manager.had_clean_shutdown.values()):
+        return f"logs loaded: clean shutdown marker found in {', '.join(dirs)}; skipped the recovery scan ({len(logs)} logs)"
+    stats = [log.recovery_stats for _, log in logs]
+    return (f"logs recovered after an unclean shutdown of {', '.join(dirs)}: {len(logs)} logs, "
+            f"{sum(s.segments_recovered for s in stats)} segments scanned "
+            f"({sum(s.bytes_scanned for s in stats)} bytes), "
+            f"{sum(s.bytes_truncated for s in stats)} bytes truncated")
+
+
 class BrokerRole:
-    def __init__(self, env: Env, config: NodeConfig):
+    def __init__(self, env: Env, config: NodeConfig, *, kafka_broker: bool = False,
+                 metrics: MetricsRegistry | None = None):
         self.env = env
         self.config = config
+        self.kafka_broker = kafka_broker
+        self.metrics = metrics
         self.loader = MetadataLoader()
         self.follower = MetadataFollower(self.loader, schedule=_schedule(env, config))
         self.connection: ControllerConnection | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.controller: ControllerClient | None = None  # the channel for forwarded admin ops
+        self.kafka: Broker | None = None  # the Kafka-protocol broker, once running
         self.started = trio.Event()
 
     def add_publisher(self, publisher: MetadataPublisher) -> None:
@@ -56,8 +97,16 @@ class BrokerRole:
         self.follower.add_publisher(publisher)
 
     def endpoints(self) -> list[Endpoint]:
+        """What we register: each client listener as advertised (with its bound port)."""
         names = self.config.controller_listener_names
-        return [Endpoint(l.name, l.host, l.port) for l in self.config.listeners if l.name not in names]
+        out = []
+        for listener in self.config.listeners:
+            if listener.name in names:
+                continue
+            bound = self.kafka.port if self.kafka is not None and listener == self.config.broker_listener else None
+            adv = self.config.advertised(listener, bound)
+            out.append(Endpoint(adv.name, adv.host, adv.port))
+        return out
 
     async def run(self, driver, cluster_id: str, voters: dict[int, tuple[str, int]], *,
                   task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -66,13 +115,25 @@ class BrokerRole:
             self.follower.schedule.attach(driver)
         self.connection = ControllerConnection(self.env, voters, cluster_id=cluster_id)
         self.controller = ControllerClient(self.connection)
-        self.lifecycle = BrokerLifecycle(
-            self.env, self.connection, broker_id=config.node_id,
-            metadata_offset=lambda: self.follower.metadata_offset,
-            endpoints=self.endpoints(), rack=config.broker_rack or None,
-            heartbeat_interval=config.broker_heartbeat_interval_ms / 1000)
         async with trio.open_nursery() as nursery:
             await nursery.start(self.connection.run)
+            if self.kafka_broker:
+                kafka = Broker(self.env, broker_config(config, cluster_id), self.controller)
+                try:
+                    await nursery.start(kafka.run)  # recovers the logs, binds the listener
+                except* OSError as group:
+                    e = group.exceptions[0]
+                    listener = config.broker_listener
+                    raise ConfigError(f"listeners: cannot listen on {listener.host}:{listener.port}: "
+                                      f"{getattr(e, 'strerror', e) or e}") from None
+                log.info(describe_recovery(kafka.log_manager))
+                self.kafka = kafka
+                self.add_publisher(kafka)
+            self.lifecycle = BrokerLifecycle(
+                self.env, self.connection, broker_id=config.node_id,
+                metadata_offset=lambda: self.follower.metadata_offset,
+                endpoints=self.endpoints(), rack=config.broker_rack or None,
+                heartbeat_interval=config.broker_heartbeat_interval_ms / 1000)
             nursery.start_soon(self.lifecycle.run)
             self.started.set()
             task_status.started()
@@ -96,6 +157,7 @@ class ControllerRole:
             self.follower.is_leader = lambda: driver.status().role == "Leader"
         self.service = ControllerService(
             self.env, node_id=self.config.node_id, driver=driver, state_machine=self.state_machine,
+            static=self.config.broker_static,  # num.partitions, default.replication.factor, ...
             session_timeout=self.config.broker_session_timeout_ms / 1000)
         self.requests = ControllerRequests(self.service, rng=self.env.rng)
         await self.service.run(task_status=task_status)
@@ -107,8 +169,10 @@ class ControllerRole:
 class MetadataApp:
     """The app of one node: its controller role, its broker role, or both."""
 
-    def __init__(self, env: Env, config: NodeConfig):
-        self.broker = BrokerRole(env, config) if "broker" in config.roles else None
+    def __init__(self, env: Env, config: NodeConfig, *, kafka_broker: bool = False,
+                 metrics: MetricsRegistry | None = None):
+        self.broker = (BrokerRole(env, config, kafka_broker=kafka_broker, metrics=metrics)
+                       if "broker" in config.roles else None)
         self.controller = (ControllerRole(env, config, follower=self.broker and self.broker.follower)
                            if "controller" in config.roles else None)
         self.state_machine = (self.controller.state_machine if self.controller is not None

@@ -26,7 +26,7 @@ from raftkafka.config import ConfigError, NodeConfig
 from storage.env import Env
 from storage.meta_properties import VoterSpec, check_data_dir
 
-__all__ = ["RecordingStateMachine", "ControllerNode", "run_node", "voter_addresses"]
+__all__ = ["RecordingStateMachine", "ControllerNode", "run_node", "voter_addresses", "describe_addresses"]
 
 log = logging.getLogger("raftkafka.node")
 
@@ -154,31 +154,73 @@ class ControllerNode:
             storage.close()
 
 
-async def run_node(env: Env, config: NodeConfig, *, announce=print) -> None:
-    """Run until SIGTERM/SIGINT. Raises ConfigError / DataDirError before anything starts."""
-    from raftkafka.metadata_roles import MetadataApp
+def describe_addresses(config: NodeConfig, node: "ControllerNode") -> str:
+    """`node 1 (broker,controller) serving Kafka clients on PLAINTEXT://127.0.0.1:9092, controllers on ...`"""
+    parts = []
+    app = node.app
+    kafka = app.broker.kafka if app is not None and app.broker is not None else None
+    if kafka is not None:
+        listener = config.broker_listener
+        parts.append(f"Kafka clients on {listener.name}://{listener.host}:{kafka.port}")
+    listener = config.controller_listener
+    if listener is not None:
+        parts.append(f"controllers on {listener.name}://{listener.host}:{node.bound_port}")
+    return f"node {config.node_id} ({','.join(config.roles)}) serving " + ", ".join(parts) if parts else \
+        f"node {config.node_id} ({','.join(config.roles)}) started"
 
-    app = MetadataApp(env, config) if config.state_machine == "metadata" else None
+
+async def run_node(env: Env, config: NodeConfig, *, announce=print, ready=None) -> None:
+    """Run until SIGTERM/SIGINT. Raises ConfigError / DataDirError before anything starts.
+
+    `announce(line)` gets the one line saying where the node serves; `ready(node)` (if
+    given) is called once it does."""
+    from raftkafka.metadata_roles import MetadataApp
+    from raftkafka.metrics_http import MetricsServer
+    from raftkafka.metrics_wiring import register_broker_gauges, register_node_gauges
+    from storage.metrics import MetricsRegistry
+
+    if "broker" in config.roles and config.broker_listener is None:
+        raise ConfigError("listeners: a broker needs a client listener, e.g. PLAINTEXT://127.0.0.1:9092")
+    registry = MetricsRegistry()
+    app = MetadataApp(env, config, kafka_broker=True, metrics=registry) if config.state_machine == "metadata" else None
     if app is None and "broker" in config.roles:
         raise ConfigError("controller.state.machine: 'recording' runs the controller role only")
     node = ControllerNode(env, config, app=app)
     node.preflight()
+    register_node_gauges(registry, node)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             port = await nursery.start(node.run)
-            listener = config.controller_listener
-            where = f"listening on {listener.name}://{listener.host}:{port}" if listener else "started"
-            announce(f"node {config.node_id} ({','.join(config.roles)}) {where}", flush=True)
+            if app is not None and app.broker is not None and app.broker.kafka is not None:
+                register_broker_gauges(registry, app.broker.kafka)
+            if config.metrics_port >= 0:
+                try:
+                    metrics_port = await nursery.start(MetricsServer(env, registry).serve, config.metrics_host,
+                                                       config.metrics_port)
+                except* OSError as group:
+                    e = group.exceptions[0]
+                    raise ConfigError(f"metrics.port: cannot listen on {config.metrics_host}:{config.metrics_port}: "
+                                      f"{getattr(e, 'strerror', e) or e}") from None
+                log.info("metrics on http://%s:%d/metrics", config.metrics_host, metrics_port)
+            announce(describe_addresses(config, node), flush=True)
+            if ready is not None:
+                ready(node)
             async for signum in signals:
                 log.info("signal %d: shutting down", signum)
-                broker = app and app.broker
-                if broker is not None and broker.lifecycle is not None and broker.lifecycle.registered.is_set():
-                    # Controlled shutdown: leadership moves away before we go.
-                    done = await broker.lifecycle.controlled_shutdown(timeout=10.0)
-                    log.info("controlled shutdown %s", "complete" if done else "timed out")
-                # A leader hands over first, so the others need not wait out a timeout.
-                with trio.move_on_after(1.0):
-                    await node.driver.resign()
-                    await trio.sleep(0.05)  # let the transport write the EndQuorumEpoch
+                await _shut_down(node)
                 nursery.cancel_scope.cancel()
                 break
+
+
+async def _shut_down(node: "ControllerNode") -> None:
+    """Kafka's controlled shutdown: leadership moves away, then Raft leadership, then we stop
+    (cancelling the broker flushes and closes its logs and writes the clean-shutdown marker)."""
+    app = node.app
+    broker = app and app.broker
+    if broker is not None and broker.lifecycle is not None and broker.lifecycle.registered.is_set():
+        done = await broker.lifecycle.controlled_shutdown(timeout=10.0)
+        log.info("controlled shutdown %s", "complete" if done else "timed out")
+    # A leader hands over first, so the others need not wait out a timeout.
+    with trio.move_on_after(1.0):
+        await node.driver.resign()
+        await trio.sleep(0.05)  # let the transport write the EndQuorumEpoch

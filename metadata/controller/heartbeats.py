@@ -59,8 +59,10 @@ class BrokerHeartbeatManager:
                 s.controlled_shutdown_offset = None
 
     def has_live_session(self, broker_id: int, now: float) -> bool:
+        """Kafka's hasValidSession: a fenced broker (e.g. after a controlled shutdown) has none,
+        so its restarted incarnation may register at once."""
         s = self._sessions.get(broker_id)
-        return s is not None and now - s.last_contact < self.session_timeout
+        return s is not None and not s.fenced and now - s.last_contact < self.session_timeout
 
     def next_fence(self, now: float) -> int | None:
         """The unfenced broker whose session lapsed longest ago, if any. One per call, so

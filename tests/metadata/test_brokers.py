@@ -29,8 +29,12 @@ def test_registration_epochs_and_duplicates():
     assert register_broker(img, req, next_offset=50, heartbeats=hb, now=1.0) == \
         ([], type(res)(Errors.NONE, 40))
     other = BrokerRegistrationRequest(1, uuid.UUID(int=6))
+    hb.set_fenced(1, False)  # a live (unfenced) session blocks another incarnation...
     _, res = register_broker(img, other, next_offset=50, heartbeats=hb, now=2.0)
     assert res.error == Errors.DUPLICATE_BROKER_REGISTRATION
+    hb.set_fenced(1, True)  # ...a fenced one (e.g. after controlled shutdown) does not, as in Kafka
+    _, res = register_broker(img, other, next_offset=55, heartbeats=hb, now=2.0)
+    assert res.error == Errors.NONE and res.broker_epoch == 55
     batches, res = register_broker(img, other, next_offset=60, heartbeats=hb, now=20.0)
     assert res.broker_epoch == 60 and apply(img, batches).brokers[1].epoch == 60
 
