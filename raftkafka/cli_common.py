@@ -163,8 +163,8 @@ def _convert(name: str, text: str, default):
 
 
 def format_table(header: list[str], rows: list[list]) -> str:
-    """Left-aligned columns separated by a space, as Kafka's tools print them; None shows as '-'."""
-    cells = [header] + [["-" if c is None else str(c) for c in row] for row in rows]
+    """Left-aligned columns separated by a space, as Kafka's tools print them; None and "" show as '-'."""
+    cells = [header] + [["-" if c is None or c == "" else str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
