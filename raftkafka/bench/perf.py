@@ -9,6 +9,7 @@ tool, never node code.
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from array import array
@@ -23,8 +24,8 @@ def percentile(sorted_values, p: float) -> float:
     """Nearest-rank percentile of an ascending sequence (0 when empty)."""
     if not sorted_values:
         return 0.0
-    index = min(len(sorted_values) - 1, max(0, int(round(p * len(sorted_values) + 0.5)) - 1))
-    return sorted_values[index]
+    rank = math.ceil(p * len(sorted_values) - 1e-9)  # the tolerance keeps 0.999 * 1000 at rank 999
+    return sorted_values[min(len(sorted_values), max(1, rank)) - 1]
 
 
 @dataclass(frozen=True)
