@@ -12,6 +12,8 @@ import sys
 
 USAGE = """\
 usage: python -m raftkafka [COMMAND] [OPTIONS]
+       python -m raftkafka [--base-port 9092] [--data-dir ./raftkafka-data]
+           (no command: one node serving Kafka clients at localhost:9092)
 
 Commands:
   node       run a node (controller, broker or both) from --config FILE
@@ -52,11 +54,12 @@ def _client_commands():
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from raftkafka import format_cmd, node_cmd, quorum_cmd
+    from raftkafka import default_cmd, dev_cmd, format_cmd, node_cmd, quorum_cmd, simulate_cmd
 
     parser = argparse.ArgumentParser(prog="python -m raftkafka", usage=USAGE)
+    default_cmd.add_arguments(parser)  # the bare command: one node on 9092/9093
     subparsers = parser.add_subparsers(dest="command")
-    for module in (node_cmd, format_cmd, quorum_cmd):
+    for module in (node_cmd, format_cmd, quorum_cmd, dev_cmd, simulate_cmd):
         module.add_parser(subparsers)
     for module in _client_commands():
         module.add_parser(subparsers)
@@ -68,9 +71,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        # Until the broker exists, the bare command explains itself.
-        print(USAGE, end="")
-        sys.exit(0)
+        from raftkafka import default_cmd
+
+        args.run = default_cmd.run
     expected = _expected_errors()
     try:
         code = args.run(args)

@@ -115,10 +115,16 @@ class BrokerRole:
             self.follower.schedule.attach(driver)
         self.connection = ControllerConnection(self.env, voters, cluster_id=cluster_id)
         self.controller = ControllerClient(self.connection)
+        self.lifecycle = BrokerLifecycle(
+            self.env, self.connection, broker_id=config.node_id,
+            metadata_offset=lambda: self.follower.metadata_offset,
+            rack=config.broker_rack or None,
+            heartbeat_interval=config.broker_heartbeat_interval_ms / 1000)
         async with trio.open_nursery() as nursery:
             await nursery.start(self.connection.run)
             if self.kafka_broker:
                 kafka = Broker(self.env, broker_config(config, cluster_id), self.controller)
+                self._hold_clients_until_unfenced(kafka)
                 try:
                     await nursery.start(kafka.run)  # recovers the logs, binds the listener
                 except* OSError as group:
@@ -129,14 +135,22 @@ class BrokerRole:
                 log.info(describe_recovery(kafka.log_manager))
                 self.kafka = kafka
                 self.add_publisher(kafka)
-            self.lifecycle = BrokerLifecycle(
-                self.env, self.connection, broker_id=config.node_id,
-                metadata_offset=lambda: self.follower.metadata_offset,
-                endpoints=self.endpoints(), rack=config.broker_rack or None,
-                heartbeat_interval=config.broker_heartbeat_interval_ms / 1000)
+            self.lifecycle.endpoints = tuple(self.endpoints())  # with the bound port
             nursery.start_soon(self.lifecycle.run)
             self.started.set()
             task_status.started()
+
+    def _hold_clients_until_unfenced(self, kafka: Broker) -> None:
+        """As Kafka: the listener is bound at once (its port is registered) but requests are
+        processed only once the controller has unfenced us, so no client ever sees this
+        broker without its own registration in the metadata. Connections wait, not fail."""
+        serve_connection = kafka.server.handle_connection
+
+        async def handle_connection(stream) -> None:
+            await self.lifecycle.unfenced.wait()
+            await serve_connection(stream)
+
+        kafka.server.handle_connection = handle_connection
 
 
 class ControllerRole:

@@ -190,7 +190,7 @@ async def run_node(env: Env, config: NodeConfig, *, announce=print, ready=None) 
     register_node_gauges(registry, node)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
-            port = await nursery.start(node.run)
+            await nursery.start(node.run)
             if app is not None and app.broker is not None and app.broker.kafka is not None:
                 register_broker_gauges(registry, app.broker.kafka)
             if config.metrics_port >= 0:
@@ -202,14 +202,23 @@ async def run_node(env: Env, config: NodeConfig, *, announce=print, ready=None) 
                     raise ConfigError(f"metrics.port: cannot listen on {config.metrics_host}:{config.metrics_port}: "
                                       f"{getattr(e, 'strerror', e) or e}") from None
                 log.info("metrics on http://%s:%d/metrics", config.metrics_host, metrics_port)
-            announce(describe_addresses(config, node), flush=True)
-            if ready is not None:
-                ready(node)
+            nursery.start_soon(_announce_when_serving, node, announce, ready)
             async for signum in signals:
                 log.info("signal %d: shutting down", signum)
                 await _shut_down(node)
                 nursery.cancel_scope.cancel()
                 break
+
+
+async def _announce_when_serving(node: "ControllerNode", announce, ready) -> None:
+    """A broker serves clients once unfenced (before that, connections wait): say so then."""
+    broker = node.app.broker if node.app is not None else None
+    if broker is not None and not broker.lifecycle.unfenced.is_set():
+        log.info("waiting for the controller quorum to unfence broker %d", node.config.node_id)
+        await broker.lifecycle.unfenced.wait()
+    announce(describe_addresses(node.config, node), flush=True)
+    if ready is not None:
+        ready(node)
 
 
 async def _shut_down(node: "ControllerNode") -> None:
