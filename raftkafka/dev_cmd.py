@@ -123,6 +123,8 @@ def check_ports_free(layouts: list[NodeLayout], flag: str = "--base-port") -> No
     for layout in layouts:
         for port in (layout.client_port, layout.controller_port):
             with socket.socket() as s:
+                # As the node's listener does: TIME_WAIT leftovers of a previous run are no conflict.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
                     s.bind((HOST, port))
                 except OSError:

@@ -1,0 +1,1 @@
+"""End-to-end tests against real `python -m raftkafka` processes on loopback."""
