@@ -1,6 +1,7 @@
-"""Fixtures for the command tests: real brokers (tests/broker/harness.py's ThreadedCluster, three
-of them, shared by the session), the mini cluster with a group coordinator (until the broker
-serves groups), and `cli`, which runs `python -m raftkafka ...` in-process."""
+"""Fixtures for the command tests: real brokers with their group coordinator
+(tests/broker/harness.py's ThreadedCluster, three of them, shared by the session), a one-broker
+mini cluster (for what needs a small cluster), and `cli`, which runs `python -m raftkafka ...`
+in-process."""
 from __future__ import annotations
 
 import io
@@ -16,7 +17,8 @@ from tests.client.served import ServedMiniCluster
 
 @pytest.fixture(scope="session")
 def brokers():
-    cluster = ThreadedCluster(3)
+    # No initial rebalance delay: a console consumer joining an empty group starts at once.
+    cluster = ThreadedCluster(3, static={"group.initial.rebalance.delay.ms": "0"})
     bootstrap = cluster.start()
     yield bootstrap
     cluster.stop()
