@@ -209,25 +209,32 @@ class SimCluster:
         """Check what every disk durably holds (election state, log) against the leaders' HW."""
         self.checker.now = trio.current_time()
         durable = {}
-        for node_id, host in sorted(self.hosts.items()):
-            durable[node_id] = await self.durable_log(node_id)
+        for node_id in sorted(self.hosts):
+            log = await self.durable_log(node_id)
+            if log is not None:
+                durable[node_id] = log
         for node_id, host in sorted(self.hosts.items()):
             st = host.status() if host.up else None
             if st is not None and st.role == "Leader":
                 self.checker.check_majority(node_id, st.high_watermark, durable)
         return durable
 
-    async def durable_log(self, node_id: int) -> DurableLog:
+    async def durable_log(self, node_id: int) -> DurableLog | None:
+        """What a crash right now would leave of this node's Raft state (None if unreadable)."""
         copy = self.hosts[node_id].disk.durable_copy()
         directory = posixpath.join(DATA_DIR, METADATA_DIR)
-        stored = QuorumStateFile(copy, directory).read()
-        if stored is not None:
-            self.checker.observe_persisted(node_id, stored.epoch, stored.leader_id)
         storage = NodeStorage(copy, DATA_DIR)
         try:
+            stored = QuorumStateFile(copy, directory).read()
             _, raft_log = await storage.load()
+        except (ValueError, OSError) as e:  # the storage layer's corruption errors
+            self.checker.violate("DurableState", f"n{node_id}: a crash now would leave unreadable Raft state: "
+                                 f"{type(e).__name__}: {str(e)[:160]}")
+            return None
         finally:
             storage.close()
+        if stored is not None:
+            self.checker.observe_persisted(node_id, stored.epoch, stored.leader_id)
         epochs = {e.offset: e.epoch for e in raft_log.entries_between(raft_log.start_offset, raft_log.end_offset)}
         return DurableLog(raft_log.start_offset, raft_log.end_offset, epochs, raft_log.snapshot_id[1])
 

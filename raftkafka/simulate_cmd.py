@@ -1,0 +1,169 @@
+"""`python -m raftkafka simulate`: deterministic simulation of a controller quorum under faults.
+
+    python -m raftkafka simulate --seed 7 [--duration 30s] [--faults all|none|network|crash|disk|clock]
+                                 [--nodes 3] [--json] [--trace FILE]
+    python -m raftkafka simulate --seeds 0..199 [--jobs 2] [--json]
+
+One seed prints a summary and the trace hash (the same seed gives the same hash
+in any process); a violation prints the invariant and the last trace events.
+`--seeds A..B` (inclusive) fuzzes a range with a progress bar on stderr and
+prints every failing seed. Exit status: 0 clean, 1 a violation, 2 bad usage.
+The simulation package is imported only when the command runs.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+__all__ = ["add_parser", "run"]
+
+TAIL_EVENTS = 40
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("simulate", help="deterministic simulation of a cluster under faults")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--seed", type=int, help="run one seed")
+    which.add_argument("--seeds", metavar="A..B", help="fuzz seeds A to B inclusive")
+    p.add_argument("--duration", default="30s", help="simulated time of the fault phase (default 30s)")
+    p.add_argument("--heal-timeout", default="30s", help="time allowed to converge after healing (default 30s)")
+    p.add_argument("--faults", default="all",
+                   help="all, none, or a comma list of groups (network, crash, disk, clock) or kinds")
+    p.add_argument("--nodes", "--controllers", dest="nodes", type=int, default=3, help="controllers (default 3)")
+    p.add_argument("--workload", default="append", choices=["append"], help="client workload (default append)")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes for --seeds (default 1)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--trace", metavar="FILE", help="write the whole event trace to FILE")
+    p.set_defaults(run=run)
+
+
+def _options(args, seed: int, full_trace: bool):
+    from simulations.nemesis import fault_kinds
+    from simulations.runner import SimOptions, parse_duration
+
+    fault_kinds(args.faults)  # validates
+    return SimOptions(seed=seed, duration=parse_duration(args.duration), faults=args.faults,
+                      controllers=args.nodes, heal_timeout=parse_duration(args.heal_timeout),
+                      full_trace=full_trace, workload=args.workload)
+
+
+def _usage_error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def run(args) -> int:
+    if args.nodes < 1:
+        return _usage_error("--nodes must be at least 1")
+    try:
+        if args.seeds is not None:
+            first, sep, last = args.seeds.partition("..")
+            if not sep:
+                raise ValueError("--seeds takes A..B")
+            return _fuzz(args, int(first), int(last))
+        options = _options(args, args.seed, full_trace=bool(args.trace))
+    except ValueError as e:
+        return _usage_error(str(e))
+    from simulations.runner import run_simulation
+
+    result = run_simulation(options)
+    trace = result.pop("trace")
+    if args.trace:
+        trace.write(args.trace, header=[f"seed={args.seed} hash={result['hash']} faults={args.faults}"])
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        _print_summary(result)
+        if result["violations"]:
+            print(f"last {TAIL_EVENTS} events:")
+            for line in trace.last(TAIL_EVENTS):
+                print(f"  {line}")
+            print(f"replay: python -m raftkafka simulate --seed {args.seed} --duration {args.duration} "
+                  f"--faults {args.faults} --nodes {args.nodes} --trace trace-{args.seed}.log")
+    return 1 if result["violations"] else 0
+
+
+def _print_summary(result: dict) -> None:
+    status = "OK" if not result["violations"] else f"{len(result['violations'])} VIOLATION(S)"
+    speed = result["sim_seconds"] / max(result["wall_seconds"], 1e-9)
+    print(f"seed {result['seed']}: {status}  hash={result['hash']}  sim={result['sim_seconds']:.1f}s "
+          f"wall={result['wall_seconds']:.2f}s ({speed:.0f}x)  events={result['events']}")
+    faults = " ".join(f"{k}={v}" for k, v in sorted(result["faults"].items())) or "none"
+    print(f"  faults: {faults}")
+    w = result["workload"]
+    if w:
+        print(f"  appends: sent={w['sent']} acked={w['acked']} failed={w['failed']} "
+              f"indeterminate={w['indeterminate']}; committed entries={w['committed']}, node crashes={w['crashes']}")
+    for v in result["violations"]:
+        print(f"  VIOLATION {v['invariant']} at {v['sim_time']:.3f}s: {v['message']}")
+
+
+def _run_one(job: tuple) -> dict:
+    """Worker: one seed, without the trace (it stays in the worker)."""
+    args_dict, seed = job
+    from types import SimpleNamespace
+
+    from simulations.runner import run_simulation
+
+    result = run_simulation(_options(SimpleNamespace(**args_dict), seed, full_trace=False))
+    trace = result.pop("trace")
+    if result["violations"]:
+        result["tail"] = trace.last(TAIL_EVENTS)
+    return result
+
+
+def _fuzz(args, first: int, last: int) -> int:
+    if last < first:
+        raise ValueError("--seeds A..B needs A <= B")
+    _options(args, first, full_trace=False)  # validate before starting workers
+    seeds = list(range(first, last + 1))
+    args_dict = {k: getattr(args, k) for k in ("duration", "heal_timeout", "faults", "nodes", "workload")}
+    jobs = [(args_dict, s) for s in seeds]
+    wall0 = time.perf_counter()
+    failing: list[dict] = []
+    sim_seconds = 0.0
+    done = 0
+
+    def report(result: dict) -> None:
+        nonlocal done, sim_seconds
+        done += 1
+        sim_seconds += result["sim_seconds"]
+        if result["violations"]:
+            failing.append(result)
+            v = result["violations"][0]
+            print(f"\rFAIL seed {result['seed']}: {v['invariant']}: {v['message']}", flush=True)
+        _progress(done, len(seeds), len(failing), time.perf_counter() - wall0)
+
+    if args.jobs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+            for result in pool.imap_unordered(_run_one, jobs):
+                report(result)
+    else:
+        for job in jobs:
+            report(_run_one(job))
+    print(file=sys.stderr)
+    wall = time.perf_counter() - wall0
+    summary = {"seeds": len(seeds), "failing": sorted(r["seed"] for r in failing),
+               "sim_seconds": round(sim_seconds, 3), "wall_seconds": round(wall, 3),
+               "seeds_per_second": round(len(seeds) / wall, 3), "sim_per_wall": round(sim_seconds / wall, 1)}
+    if args.json:
+        print(json.dumps(summary, sort_keys=True))
+    else:
+        print(f"{len(seeds)} seeds, {len(failing)} failing {summary['failing'] or ''}; "
+              f"{summary['seeds_per_second']} seeds/s, {summary['sim_per_wall']}x realtime over {wall:.1f}s")
+        for r in sorted(failing, key=lambda r: r["seed"]):
+            print(f"seed {r['seed']}: last events:")
+            for line in r.get("tail", [])[-15:]:
+                print(f"  {line}")
+    return 1 if failing else 0
+
+
+def _progress(done: int, total: int, failing: int, elapsed: float) -> None:
+    width = 30
+    filled = int(width * done / total)
+    rate = done / elapsed if elapsed > 0 else 0.0
+    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} seeds, {failing} failing, "
+          f"{rate:.1f} seeds/s", end="", file=sys.stderr, flush=True)
