@@ -46,11 +46,13 @@ class ReplicationProcesses:
     """N combined (controller + broker) nodes as child processes; always call stop_all()."""
 
     def __init__(self, base: str, n: int = 3, *, static: dict[str, str] | None = None,
-                 settings: dict[str, str] | None = None):
+                 settings: dict[str, str] | None = None, controllers: tuple[int, ...] | None = None):
+        """Nodes 1..n run the broker role; `controllers` (default: all) also run the controller role."""
         self.base = base
         self.ids = tuple(range(1, n + 1))
+        self.controller_ids = tuple(controllers or self.ids)
         ports = free_ports(2 * n)
-        self.controller_ports = dict(zip(self.ids, ports[:n]))
+        self.controller_ports = dict(zip(self.controller_ids, ports[:len(self.controller_ids)]))
         self.kafka_ports = dict(zip(self.ids, ports[n:]))
         self.voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(self.controller_ports.items()))
         self.static = {**BROKER_STATIC, **(static or {})}
@@ -79,9 +81,12 @@ class ReplicationProcesses:
         return self.cluster_id
 
     def start(self, i: int) -> None:
-        listeners = (f"CONTROLLER://127.0.0.1:{self.controller_ports[i]},"
-                     f"PLAINTEXT://127.0.0.1:{self.kafka_ports[i]}")
-        args = [sys.executable, "-m", "raftkafka", "node", "--roles", "broker,controller", "--node-id", str(i),
+        listeners = f"PLAINTEXT://127.0.0.1:{self.kafka_ports[i]}"
+        roles = "broker"
+        if i in self.controller_ports:
+            listeners = f"CONTROLLER://127.0.0.1:{self.controller_ports[i]},{listeners}"
+            roles = "broker,controller"
+        args = [sys.executable, "-m", "raftkafka", "node", "--roles", roles, "--node-id", str(i),
                 "--log-dir", self.data_dir(i), "--listeners", listeners]
         for name, value in sorted({**self.settings, **self.static}.items()):
             args += ["--set", f"{name}={value}"]

@@ -1,0 +1,249 @@
+"""Partition replication with real `python -m raftkafka node` processes and librdkafka clients.
+
+- Durability: 3 combined nodes, RF=3, min.insync.replicas=2; an acks=all producer writes a
+  numbered sequence while the partition leader is killed -9 and restarted three times: every
+  acknowledged number is read back, each offset holds exactly one record, and all three
+  replicas' logs are byte-identical below the high watermark afterwards.
+- ISR: a SIGSTOPped follower leaves the ISR after replica.lag.time.max.ms (its broker session
+  is longer, so this is the leader's lag check, not fencing) and rejoins after SIGCONT.
+- With two of three replicas dead, acks=all fails with NOT_ENOUGH_REPLICAS, and nothing
+  acknowledged before disappears once they are back.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+import trio
+
+from raftkafka.bench.replication import ReplicationProcesses
+from storage.env import RealEnv
+from storage.log import LogConfig, PartitionLog
+from tests.broker import builders as B
+from tests.broker.harness import RawClient
+from wire.batch_header import iter_batches
+from wire.error_codes import ErrorCode as E
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = predicate()
+        except Exception:  # noqa: BLE001 - brokers restarting: ask again
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def create_topic(admin: AdminClient, topic: str, *, assignment=None, min_isr: int = 2) -> None:
+    spec = (NewTopic(topic, len(assignment), replica_assignment=assignment, config={"min.insync.replicas": str(min_isr)})
+            if assignment else NewTopic(topic, 1, 3, config={"min.insync.replicas": str(min_isr)}))
+
+    def attempt():
+        try:
+            admin.create_topics([spec])[topic].result(10)
+        except Exception as exc:  # noqa: BLE001
+            if "already exists" not in str(exc).lower() and "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+        return True
+    wait_until(attempt, 60, f"creating {topic}")
+
+
+def leader_and_isr(admin: AdminClient, topic: str):
+    p = admin.list_topics(topic, timeout=5).topics[topic].partitions[0]
+    return p.leader, tuple(sorted(p.isrs))
+
+
+def read_all(bootstrap: str, topic: str, end: int) -> list[tuple[int, bytes]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while (not out or out[-1][0] < end - 1) and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.2):
+                if m.error() is None:
+                    out.append((m.offset(), m.value()))
+    finally:
+        c.close()
+    return out
+
+
+def replica_logs(procs: ReplicationProcesses, topic: str, upto: int) -> dict[int, bytes]:
+    """Each node's partition log read from disk (after the processes are gone), below `upto`."""
+    async def read(i):
+        log = await PartitionLog.open(RealEnv(), os.path.join(procs.kafka_dir(i), f"{topic}-0"), LogConfig())
+        data, offset = b"", 0
+        while offset < upto:
+            chunk = log.read_bytes(offset, 1 << 30, max_offset=upto)
+            if not chunk:
+                break
+            data += chunk
+            offset = [h for _, h in iter_batches(chunk)][-1].next_offset
+        await log.close()
+        return data
+    return {i: trio.run(read, i) for i in procs.ids}
+
+
+class NumberedProducer:
+    """acks=all, numbered values at ~`rate`/s in a thread; records which numbers were acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float = 500.0):
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
+                                  "linger.ms": 5, "message.timeout.ms": 60000, "retry.backoff.ms": 100})
+        self.topic, self.rate = topic, rate
+        self.acked: set[int] = set()
+        self.failed: list[tuple[int, str]] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _done(self, err, msg):
+        n = int(msg.value())
+        if err is None:
+            self.acked.add(n)
+        else:
+            self.failed.append((n, str(err)))
+
+    def _run(self):
+        start = time.monotonic()
+        while not self._stop.is_set():
+            if self.sent >= self.rate * (time.monotonic() - start):
+                self.producer.poll(0.005)
+                continue
+            self.producer.produce(self.topic, str(self.sent).encode(), on_delivery=self._done)
+            self.sent += 1
+            self.producer.poll(0)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+        assert self.producer.flush(90) == 0, "producer did not finish"
+
+    def __exit__(self, *exc):
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join(10)
+
+
+def test_acks_all_records_survive_repeated_kill_9_of_the_leader(tmp_path):
+    procs = ReplicationProcesses(str(tmp_path))
+    try:
+        procs.format()
+        for i in procs.ids:
+            procs.start(i)
+        admin = AdminClient({"bootstrap.servers": procs.bootstrap})
+        create_topic(admin, "dur")
+        wait_until(lambda: leader_and_isr(admin, "dur")[1] == (1, 2, 3), 60, "full ISR")
+        with NumberedProducer(procs.bootstrap, "dur") as producer:
+            for _ in range(3):
+                time.sleep(1.5)
+                leader = wait_until(lambda: leader_and_isr(admin, "dur")[0] in procs.ids
+                                    and leader_and_isr(admin, "dur")[0], 30, "a leader")
+                procs.kill(leader)
+                time.sleep(0.5)
+                procs.start(leader)
+                wait_until(lambda: leader_and_isr(admin, "dur")[1] == (1, 2, 3)
+                           and leader_and_isr(admin, "dur")[0] in procs.ids, 60, "the ISR healed")
+            time.sleep(1.0)
+            producer.stop()
+        assert len(producer.acked) > 1000
+        c = Consumer({"bootstrap.servers": procs.bootstrap, "group.id": "wm"})
+        hw = wait_until(lambda: c.get_watermark_offsets(TopicPartition("dur", 0), timeout=5)[1], 30, "the HW")
+        c.close()
+        records = read_all(procs.bootstrap, "dur", hw)
+        assert [o for o, _ in records] == list(range(hw)), "each offset exactly once, no gaps"
+        numbers = {int(v) for _, v in records}
+        assert producer.acked <= numbers, f"lost acknowledged records: {sorted(producer.acked - numbers)[:10]}"
+        wait_until(lambda: leader_and_isr(admin, "dur")[1] == (1, 2, 3), 30, "full ISR at the end")
+        time.sleep(1.0)  # the followers' next fetches bring every ISR member to the HW
+        procs.stop_all()
+        logs = replica_logs(procs, "dur", hw)
+        assert len(logs[1]) > 0 and logs[1] == logs[2] == logs[3]
+    finally:
+        procs.stop_all()
+
+
+def test_a_stopped_follower_leaves_the_isr_after_the_lag_time_and_rejoins_after_sigcont(tmp_path):
+    procs = ReplicationProcesses(str(tmp_path), settings={"broker.session.timeout.ms": "30000"},
+                                 static={"replica.lag.time.max.ms": "1500"})
+    try:
+        procs.format()
+        for i in procs.ids:
+            procs.start(i)
+        admin = AdminClient({"bootstrap.servers": procs.bootstrap})
+        create_topic(admin, "isr")
+        wait_until(lambda: leader_and_isr(admin, "isr")[1] == (1, 2, 3), 60, "full ISR")
+        leader = leader_and_isr(admin, "isr")[0]
+        follower = next(i for i in procs.ids if i != leader)
+        with NumberedProducer(procs.bootstrap, "isr", rate=200) as producer:
+            time.sleep(0.5)
+            procs.signal(follower, signal.SIGSTOP)
+            stopped = time.monotonic()
+            wait_until(lambda: follower not in leader_and_isr(admin, "isr")[1], 20, "the ISR to shrink")
+            assert time.monotonic() - stopped >= 1.0  # not before the lag time (loosely)
+            procs.signal(follower, signal.SIGCONT)
+            wait_until(lambda: leader_and_isr(admin, "isr")[1] == (1, 2, 3), 30, "the follower to rejoin")
+            producer.stop()
+        assert producer.failed == [] and len(producer.acked) == producer.sent
+    finally:
+        procs.stop_all()
+
+
+async def _produce_raw(port: int, topic: str, value: bytes, acks: int = -1):
+    client = await RawClient.connect(port)
+    try:
+        r = B.one_partition(await client.call(B.produce(topic, 0, B.batch(1, value_size=len(value)), acks=acks,
+                                                        timeout_ms=3000), 8, timeout=30))
+        return r.error_code, r.base_offset
+    finally:
+        await client.aclose()
+
+
+def test_two_of_three_replicas_down_refuses_acks_all_and_loses_nothing_acknowledged(tmp_path):
+    # Node 1 is the only controller (the metadata quorum stays up); replicas are 2, 3, 4.
+    procs = ReplicationProcesses(str(tmp_path), n=4, controllers=(1,))
+    try:
+        procs.format()
+        for i in procs.ids:
+            procs.start(i)
+        admin = AdminClient({"bootstrap.servers": procs.bootstrap})
+        create_topic(admin, "two", assignment=[[2, 3, 4]])
+        wait_until(lambda: leader_and_isr(admin, "two") == (2, (2, 3, 4)), 60, "full ISR")
+        port = procs.kafka_ports[2]
+        acked = []
+        for _ in range(20):
+            code, offset = trio.run(_produce_raw, port, "two", b"v")
+            assert code == E.NONE
+            acked.append(offset)
+        procs.kill(3)
+        procs.kill(4)
+        wait_until(lambda: leader_and_isr(admin, "two")[1] == (2,), 30, "the ISR to shrink to the leader")
+        code, offset = trio.run(_produce_raw, port, "two", b"v")
+        assert (code, offset) == (E.NOT_ENOUGH_REPLICAS, -1)
+        procs.start(3)
+        procs.start(4)
+        wait_until(lambda: leader_and_isr(admin, "two")[1] == (2, 3, 4), 60, "the ISR to heal")
+        code, offset = trio.run(_produce_raw, port, "two", b"v")
+        assert code == E.NONE and offset == 20
+        records = read_all(procs.bootstrap, "two", 21)
+        assert [o for o, _ in records] == list(range(21))
+    finally:
+        procs.stop_all()
