@@ -32,6 +32,8 @@ def add_parser(subparsers) -> None:
                    help="all, none, or a comma list of groups (network, crash, disk, clock) or kinds")
     p.add_argument("--nodes", "--controllers", dest="nodes", type=int, default=3, help="controllers (default 3)")
     p.add_argument("--workload", default="append", choices=["append"], help="client workload (default append)")
+    p.add_argument("--check-every-step", action="store_true",
+                   help="run the in-memory checks after every task step, not every 20 ms (about 2x slower)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes for --seeds (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--trace", metavar="FILE", help="write the whole event trace to FILE")
@@ -45,7 +47,8 @@ def _options(args, seed: int, full_trace: bool):
     fault_kinds(args.faults)  # validates
     return SimOptions(seed=seed, duration=parse_duration(args.duration), faults=args.faults,
                       controllers=args.nodes, heal_timeout=parse_duration(args.heal_timeout),
-                      full_trace=full_trace, workload=args.workload)
+                      full_trace=full_trace, workload=args.workload,
+                      step_checks=getattr(args, "check_every_step", False))
 
 
 def _usage_error(message: str) -> int:
@@ -118,7 +121,8 @@ def _fuzz(args, first: int, last: int) -> int:
         raise ValueError("--seeds A..B needs A <= B")
     _options(args, first, full_trace=False)  # validate before starting workers
     seeds = list(range(first, last + 1))
-    args_dict = {k: getattr(args, k) for k in ("duration", "heal_timeout", "faults", "nodes", "workload")}
+    args_dict = {k: getattr(args, k) for k in ("duration", "heal_timeout", "faults", "nodes", "workload",
+                                               "check_every_step")}
     jobs = [(args_dict, s) for s in seeds]
     wall0 = time.perf_counter()
     failing: list[dict] = []

@@ -63,7 +63,7 @@ def test_mutation_is_caught(name, monkeypatch):
 
 def cli_args(**kw) -> argparse.Namespace:
     defaults = dict(seed=None, seeds=None, duration="5s", heal_timeout="30s", faults="all", nodes=3,
-                    workload="append", jobs=1, json=False, trace=None)
+                    workload="append", jobs=1, json=False, trace=None, check_every_step=False)
     defaults.update(kw)
     return argparse.Namespace(**defaults)
 
