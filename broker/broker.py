@@ -63,7 +63,7 @@ class Broker:
             backoff_s=self._static_int("replica.fetch.backoff.ms", 1000) / 1000))
         replication = ReplicationSettings(
             clock=env.now, lag_time_s=self._static_int("replica.lag.time.max.ms", 30000) / 1000,
-            alter_partitions=self.alter_partitions)
+            alter_partitions=self.alter_partitions, is_isr_eligible=self._isr_eligible)
         self.replicas = ReplicaManager(config.node_id, self.log_manager, static=self.static,
                                        on_change=self.purgatory.notify, replication=replication,
                                        fetchers=self.fetchers)
@@ -138,6 +138,10 @@ class Broker:
         """Our registration's epoch, as the committed metadata says (AlterPartition fencing)."""
         reg = self.metadata.image.brokers.get(self.node_id)
         return -1 if reg is None else reg.epoch
+
+    def _isr_eligible(self, broker_id: int) -> bool:
+        reg = self.metadata.image.brokers.get(broker_id)
+        return reg is not None and reg.active
 
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
         """Where a source broker's Kafka listener is (our listener name)."""

@@ -45,6 +45,10 @@ class ReplicationSettings:
     clock: Callable[[], float] = lambda: 0.0
     lag_time_s: float = DEFAULT_LAG_TIME_S  # replica.lag.time.max.ms
     alter_partitions: object | None = None  # broker.alter_partition_manager.AlterPartitionManager
+    # May this broker join an ISR (registered, unfenced, not shutting down)? Kafka's
+    # isReplicaIsrEligible; without it a fenced follower would be proposed on every fetch.
+    is_isr_eligible: Callable[[int], bool] = lambda broker_id: True
+    on_isr_change: Callable[[str], None] | None = None  # "shrink" / "expand" (metrics)
 
 
 class Partition:
@@ -173,7 +177,9 @@ class Partition:
         if not self.is_leader:
             return False
         before = self.log.high_watermark
-        waiting = [r for r in self.registration.replicas if r not in self.isr_state.maximal_isr]
+        eligible = self.replication.is_isr_eligible
+        waiting = [r for r in self.registration.replicas
+                   if r not in self.isr_state.maximal_isr and r != self.local_id and eligible(r)]
         target = high_watermark(before, self.log.log_end_offset, self.followers,
                                 self.isr_state.maximal_isr, self.replication.clock(),
                                 self.replication.lag_time_s, waiting)
@@ -205,6 +211,7 @@ class Partition:
             log.info("%s-%d: shrinking ISR %s, out of sync %s (leo %d, hw %d)", self.topic, self.index,
                      list(self.isr), leaving, self.log_end_offset, self.high_watermark)
             self.isr_shrinks += 1
+            self._count("shrink")
             return leaving
         return []
 
@@ -213,10 +220,17 @@ class Partition:
             return
         if self.registration.leader_recovery_state == RECOVERING:
             return  # a recovering leader cannot grow its ISR
+        if not self.replication.is_isr_eligible(replica_id):
+            return
         if may_join_isr(state, self.high_watermark, self.leader_epoch_start):
             if self._propose(self.isr_state.expand(replica_id)):
                 log.info("%s-%d: expanding ISR %s with %d", self.topic, self.index, list(self.isr), replica_id)
                 self.isr_expands += 1
+                self._count("expand")
+
+    def _count(self, kind: str) -> None:
+        if self.replication.on_isr_change is not None:
+            self.replication.on_isr_change(kind)
 
     def _propose(self, pending: IsrState, recovery: int = RECOVERED) -> bool:
         manager = self.replication.alter_partitions

@@ -131,6 +131,10 @@ class ReplicaFetcher:
                 log.info("fetcher %d -> %d: %s; backing off", self.broker_id, self.source_id, exc)
                 await self._close()
                 await self.env.sleep(self.settings.backoff_s)
+            except Exception:  # a bug or a disk error must not take the broker down: retry later
+                log.exception("fetcher %d -> %d failed; backing off", self.broker_id, self.source_id)
+                await self._close()
+                await self.env.sleep(self.settings.backoff_s)
 
     async def _round(self) -> None:
         now = self.env.now()

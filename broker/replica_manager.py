@@ -115,7 +115,10 @@ class ReplicaManager:
         """Every half lag period, as Kafka schedules it."""
         while True:
             await env.sleep(self.replication.lag_time_s / 2)
-            self.shrink_isrs()
+            try:
+                self.shrink_isrs()
+            except Exception:  # must not stop the broker; the next pass retries
+                log.exception("ISR expiration pass failed")
 
     @property
     def under_replicated_count(self) -> int:
