@@ -84,6 +84,7 @@ class GroupDriver:
         self._wanted: dict[int, int] = {}                # ... that the latest image says we lead
         self._leadership_changed = trio.Event()
         self._timers_changed = trio.Event()
+        self._appended = trio.Event()
         self._creating_topic = False
         self._nursery: trio.Nursery | None = None
         self.loads_completed = 0
@@ -215,6 +216,7 @@ class GroupDriver:
         deadline = self.env.now() + self.settings.commit_timeout_ms / 1000
         self._pending.setdefault(index, []).append(_InFlight(pending.append_id, info.last_offset, deadline))
         self._complete_committed(index)
+        self._appended.set()
         self.broker.purgatory.notify(_WAKE_KEY)
 
     def _complete_committed(self, index: int) -> None:
@@ -237,6 +239,11 @@ class GroupDriver:
 
     async def _commit_loop(self) -> None:
         while True:
+            if not self._pending:
+                # Idle: not a purgatory waiter (its count is the parked fetches').
+                self._appended = trio.Event()
+                await self._appended.wait()
+                continue
             keys = [(OFFSETS_TOPIC, p) for p in sorted(self._pending)] + [_WAKE_KEY]
             deadline = min((e.deadline for es in self._pending.values() for e in es), default=math.inf)
             await self.broker.purgatory.wait(keys, deadline)
