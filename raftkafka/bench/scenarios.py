@@ -1,6 +1,7 @@
 """The standard benchmark scenarios, run with `python -m raftkafka bench --scenario NAME` (or `all`).
 
-Each scenario creates its own topic (`bench-<name>-<random>`), drives load with
+Each scenario creates its own topic (`bench-<name>-<random>`; replicated ones get
+one acknowledged warm-up record per partition first), drives load with
 the chosen client, deletes the topic again (unless kept) and yields rows for
 the table: a scenario needing more brokers than the cluster has is reported
 as skipped, not failed.
@@ -15,6 +16,8 @@ import trio
 from raftkafka.bench import load_librdkafka, load_ours
 from raftkafka.bench.perf import Progress, Result
 from raftkafka.cli_common import format_table, open_admin, run_client
+from raftkafka.client import Producer
+from storage.env import RealEnv
 
 __all__ = ["Scenario", "SCENARIOS", "run_scenario", "format_results"]
 
@@ -67,8 +70,21 @@ async def _prepare(args, scenario: Scenario, topic: str) -> str | None:
             while True:
                 info = (await admin.describe_topics([topic]))[topic]
                 if len(info.partitions) == scenario.partitions and len(info.available()) == scenario.partitions:
-                    return None
+                    break
                 await trio.sleep(0.1)
+    if scenario.replication_factor > 1:
+        await _warm_up(args.bootstrap, topic, scenario.partitions)
+    return None
+
+
+async def _warm_up(bootstrap: str, topic: str, partitions: int) -> None:
+    """One acks=all record per partition, so the run measures replication that is already flowing
+    (followers of a brand-new topic take a while to start fetching), not its start-up."""
+    async with Producer(RealEnv(), bootstrap, acks="all", linger_ms=0) as producer:
+        with trio.fail_after(60):
+            futures = [await producer.send(topic, b"warm-up", partition=p) for p in range(partitions)]
+            for future in futures:
+                await future
 
 
 async def _drop(args, topic: str) -> None:
