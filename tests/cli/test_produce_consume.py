@@ -1,6 +1,10 @@
 """`produce` and `consume` against real brokers."""
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+
 import pytest
 
 from raftkafka.cli_common import CommandError
@@ -120,3 +124,21 @@ def test_record_formatter():
     assert everything.format(record) == "LogAppendTime:1234|Partition:2|Offset:17|h:x,n:<null>|<null>|v\n"
     assert RecordFormatter({"print.value": "false", "print.key": "true",
                             "line.separator": "\\r\\n"}).format(record) == "null\r\n"
+
+
+def test_ctrl_c_ends_the_consumer_cleanly(cli, brokers, topic_name):
+    """SIGINT stops the loop, not the process: the count is reported and the exit code is 0."""
+    make_topic(cli, brokers, topic_name)
+    assert cli("produce", "--bootstrap-server", brokers, "--topic", topic_name, stdin=b"one\ntwo\n").code == 0
+    child = subprocess.Popen([sys.executable, "-m", "raftkafka", "consume", "--bootstrap-server", brokers,
+                              "--topic", topic_name, "--group", topic_name, "--from-beginning"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "one\n" and child.stdout.readline() == "two\n"
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    finally:
+        child.kill()
+    assert (child.returncode, out, err) == (0, "", "Processed a total of 2 messages\n")
+    r = cli("groups", "--bootstrap-server", brokers, "--describe", "--group", topic_name)
+    assert r.out.split("\n")[-2].split()[3] == "2"  # the consumed position was committed on the way out
