@@ -173,7 +173,9 @@ class Broker:
             if (topic, index) in self.replicas.offline:
                 return ErrorCode.KAFKA_STORAGE_ERROR
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if not partition.is_leader:
+        if not partition.is_leader or reg.leader != self.node_id:
+            # The image is the newest truth: a leadership moved away but not yet applied here
+            # must not take writes (they would be truncated by the new leader's epoch).
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return partition
 
