@@ -204,7 +204,8 @@ def _wait_for_brokers(bootstrap: str, n: int) -> None:
 def run(nodes: int, seconds: float, rounds: int, connections: int) -> dict:
     rf = min(3, nodes)
     static = {"offsets.topic.num.partitions": "10", "offsets.topic.replication.factor": str(rf),
-              "group.initial.rebalance.delay.ms": "0", "default.replication.factor": str(rf),
+              # Only the empty group's first rebalance waits (so the 10 members form it together).
+              "group.initial.rebalance.delay.ms": "500", "default.replication.factor": str(rf),
               "min.insync.replicas": str(min(2, rf)), "num.partitions": str(TOPIC_PARTITIONS)}
     with tempfile.TemporaryDirectory(prefix="raftkafka-bench-groups-") as base:
         procs = ReplicationProcesses(base, nodes, static=static)
