@@ -258,3 +258,47 @@ def test_aiokafka_groups(bootstrap):
     (error, group_id, state, protocol_type, _, members_described, *_), = described[0].groups  # raw tuples
     assert (error, group_id, state, protocol_type, len(members_described)) == (0, "aio-g1", "Stable", "consumer", 3)
     assert sum(o.offset for tp, o in offsets.items() if tp.topic == topic) == RECORDS
+
+
+def test_confluent_kafka_cooperative_sticky_group_grows_without_losing_records(bootstrap):
+    """KIP-429 incremental rebalancing runs on the classic protocol: the broker only relays."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "ck-coop"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        f.result(15)
+
+    def make_loop(member):
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ck-coop-g", "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 200,
+                             "partition.assignment.strategy": "cooperative-sticky"})
+        consumer.subscribe([topic])
+        try:
+            while not member.stop.is_set():
+                msgs = [m for m in consumer.consume(100, 0.1) if not m.error()]
+                member.assigned = {tp.partition for tp in consumer.assignment()}
+                member.records.extend((m.partition(), m.offset(), m.value()) for m in msgs)
+                if msgs:
+                    consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+
+    first = [Member(make_loop), Member(make_loop)]
+    wait_until(lambda: sorted(len(m.assigned) for m in first) == [3, 3], what="two members")
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    values = [b"coop-%d" % i for i in range(RECORDS)]
+    for i, v in enumerate(values[:RECORDS // 2]):
+        producer.produce(topic, v, partition=i % PARTITIONS)
+    assert producer.flush(15) == 0
+    third = Member(make_loop)
+    members = first + [third]
+    wait_until(lambda: sorted(len(m.assigned) for m in members) == [2, 2, 2], what="three members")
+    for i, v in enumerate(values[RECORDS // 2:], start=RECORDS // 2):
+        producer.produce(topic, v, partition=i % PARTITIONS)
+    assert producer.flush(15) == 0
+    wait_until(lambda: {v for m in members for _, _, v in m.records} == set(values), what="every record")
+    for m in members:
+        m.close()
+    assert sorted(p for m in members for p in m.assigned) == list(range(PARTITIONS))
