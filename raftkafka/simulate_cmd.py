@@ -156,7 +156,8 @@ def _fuzz(args, first: int, last: int) -> int:
     if args.json:
         print(json.dumps(summary, sort_keys=True))
     else:
-        print(f"{len(seeds)} seeds, {len(failing)} failing {summary['failing'] or ''}; "
+        listed = f" {summary['failing']}" if failing else ""
+        print(f"{len(seeds)} seeds, {len(failing)} failing{listed}; "
               f"{summary['seeds_per_second']} seeds/s, {summary['sim_per_wall']}x realtime over {wall:.1f}s")
         for r in sorted(failing, key=lambda r: r["seed"]):
             print(f"seed {r['seed']}: last events:")
