@@ -33,7 +33,7 @@ import trio
 
 from broker.controller_channel import CreatableTopic
 from broker.group_settings import OFFSETS_TOPIC, group_settings
-from broker.groups import GroupCoordinator, Output, PendingAppend
+from broker.groups import GroupCoordinator, Output, PartitionStatus, PendingAppend
 from broker.log_scan import iter_log_batches
 from metadata.controller.configs import effective_topic_value
 from metadata.delta import MetadataDelta
@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 
 _WAKE_KEY = ("", -1)  # a purgatory key no partition has: "the set of pending appends changed"
 _NOT_READY_RETRY_S = 0.05
+_NOT_READY_GIVE_UP_S = 5.0  # then the other partitions load, and this one is retried
+_LOAD_RETRY_S = 1.0
 
 
 @dataclass(slots=True)
@@ -86,6 +88,7 @@ class GroupDriver:
         self._timers_changed = trio.Event()
         self._appended = trio.Event()
         self._creating_topic = False
+        self._retry_scheduled = False
         self._nursery: trio.Nursery | None = None
         self.loads_completed = 0
 
@@ -273,15 +276,28 @@ class GroupDriver:
         for index in sorted(self._served):
             if wanted.get(index) != self._served[index]:
                 self._unload(index)
-        loading = [index for index in sorted(wanted) if index not in self._served]
-        for index in loading:
-            self._served[index] = wanted[index]
-            self.coordinator.begin_loading(index)
+        for index in sorted(wanted):
+            if index not in self._served:
+                self._served[index] = wanted[index]
+                self.coordinator.begin_loading(index)
+        # Also those a previous pass left loading (it gave way to a newer change, or failed).
+        loading = [index for index in sorted(self._served)
+                   if self.coordinator.partitions.get(index) is PartitionStatus.LOADING]
         if not loading:
             return
         await self.broker.replicas.wait_applied(self.image.offset, self.env.now() + 5.0)
         for index in loading:
-            await self._load(index, wanted[index])
+            await self._load(index, self._served[index])
+
+    def _retry_later(self) -> None:
+        if self._nursery is not None and not self._retry_scheduled:
+            self._retry_scheduled = True
+            self._nursery.start_soon(self._retry_task)
+
+    async def _retry_task(self) -> None:
+        await self.env.sleep(_LOAD_RETRY_S)
+        self._retry_scheduled = False
+        self._leadership_changed.set()
 
     def _unload(self, index: int) -> None:
         del self._served[index]
@@ -290,14 +306,15 @@ class GroupDriver:
         log.info("no longer coordinator for %s-%d", OFFSETS_TOPIC, index)
 
     async def _load(self, index: int, epoch: int) -> None:
+        give_up = self.env.now() + _NOT_READY_GIVE_UP_S
         while True:
-            if self._served.get(index) != epoch:
-                return  # superseded while we waited
             partition = self._leader_replica(index)
             if partition is not None:
                 break
-            if self._leadership_changed.is_set():
-                return  # the next reconcile decides again
+            if self._leadership_changed.is_set() or self.env.now() >= give_up:
+                # Still LOADING: the next pass (a metadata change, or the retry) tries again.
+                self._retry_later()
+                return
             await self.env.sleep(_NOT_READY_RETRY_S)  # the replica manager has not opened it yet
         records = []
         end = partition.log_end_offset
@@ -306,13 +323,15 @@ class GroupDriver:
                 if not header.is_control:
                     records.extend((r.key, r.value) for r in decode_records(header, bytes(batch[HEADER_SIZE:])))
                 if n % self.settings.load_yield_batches == self.settings.load_yield_batches - 1:
-                    await trio.sleep(0)
-                    if self._served.get(index) != epoch:
-                        return
+                    await trio.sleep(0)  # a big partition must not stall every other request
+            if self._leader_replica(index) is not partition or partition.log_end_offset != end:
+                self._retry_later()  # leadership moved meanwhile: the metadata decides next
+                return
             self.coordinator.load_partition(index, records, self.now())
         except (DecodeError, LogError) as exc:
             # The partition stays LOADING (clients retry); an operator must look at the log.
             log.error("cannot load %s-%d: %s", OFFSETS_TOPIC, index, exc)
+            self._retry_later()
             return
         self.loads_completed += 1
         self._timers_changed.set()
