@@ -1,7 +1,8 @@
 """Partition replication with real `python -m raftkafka node` processes and librdkafka clients.
 
 - Durability: 3 combined nodes, RF=3, min.insync.replicas=2; an acks=all producer writes a
-  numbered sequence while the partition leader is killed -9 and restarted three times: every
+  numbered sequence while the partition leader is killed -9 (its followers frozen just before,
+  so it dies holding appended-but-uncommitted records) and restarted, three times: every
   acknowledged number is read back, each offset holds exactly one record, and all three
   replicas' logs are byte-identical below the high watermark afterwards.
 - ISR: a SIGSTOPped follower leaves the ISR after replica.lag.time.max.ms (its broker session
@@ -98,13 +99,39 @@ def replica_logs(procs: ReplicationProcesses, topic: str, upto: int) -> dict[int
     return {i: trio.run(read, i) for i in procs.ids}
 
 
+class Watcher:
+    """A consumer tailing the partition throughout, remembering every (offset, value) it saw."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        self.seen: dict[int, bytes] = {}
+        self.conflicts: list[int] = []
+        self._stop = threading.Event()
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watch",
+                                   "enable.auto.commit": False, "fetch.wait.max.ms": 50})
+        self._consumer.assign([TopicPartition(topic, 0, 0)])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            for m in self._consumer.consume(500, 0.05):
+                if m.error() is None:
+                    if self.seen.setdefault(m.offset(), m.value()) != m.value():
+                        self.conflicts.append(m.offset())
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+        self._consumer.close()
+
+
 class NumberedProducer:
     """acks=all, numbered values at ~`rate`/s in a thread; records which numbers were acknowledged."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: float = 500.0):
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
+    def __init__(self, bootstrap: str, topic: str, rate: float = 500.0, *, acks: str = "all", prefix: bytes = b""):
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": False,
                                   "linger.ms": 5, "message.timeout.ms": 60000, "retry.backoff.ms": 100})
-        self.topic, self.rate = topic, rate
+        self.topic, self.rate, self.prefix = topic, rate, prefix
         self.acked: set[int] = set()
         self.failed: list[tuple[int, str]] = []
         self.sent = 0
@@ -112,7 +139,7 @@ class NumberedProducer:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _done(self, err, msg):
-        n = int(msg.value())
+        n = int(msg.value()[len(self.prefix):])
         if err is None:
             self.acked.add(n)
         else:
@@ -124,7 +151,7 @@ class NumberedProducer:
             if self.sent >= self.rate * (time.monotonic() - start):
                 self.producer.poll(0.005)
                 continue
-            self.producer.produce(self.topic, str(self.sent).encode(), on_delivery=self._done)
+            self.producer.produce(self.topic, self.prefix + str(self.sent).encode(), on_delivery=self._done)
             self.sent += 1
             self.producer.poll(0)
 
@@ -152,26 +179,51 @@ def test_acks_all_records_survive_repeated_kill_9_of_the_leader(tmp_path):
         admin = AdminClient({"bootstrap.servers": procs.bootstrap})
         create_topic(admin, "dur")
         wait_until(lambda: leader_and_isr(admin, "dur")[1] == (1, 2, 3), 60, "full ISR")
-        with NumberedProducer(procs.bootstrap, "dur") as producer:
+        watcher = Watcher(procs.bootstrap, "dur")
+        # An acks=1 writer alongside: what the leader appends while its followers are frozen
+        # never reaches them (acks=all requests wait one at a time per connection, these do not).
+        with NumberedProducer(procs.bootstrap, "dur") as producer, \
+                NumberedProducer(procs.bootstrap, "dur", 300, acks="1", prefix=b"x") as loose:
             for _ in range(3):
                 time.sleep(1.5)
                 leader = wait_until(lambda: leader_and_isr(admin, "dur")[0] in procs.ids
                                     and leader_and_isr(admin, "dur")[0], 30, "a leader")
+                # Freeze the followers first: what the leader appends now cannot be replicated, so
+                # it must not be acknowledged; the kill then leaves it uncommitted on the old leader,
+                # which truncates it when it rejoins.
+                followers = [i for i in procs.ids if i != leader]
+                for i in followers:
+                    procs.signal(i, signal.SIGSTOP)
+                time.sleep(0.3)
                 procs.kill(leader)
+                for i in followers:
+                    procs.signal(i, signal.SIGCONT)
                 time.sleep(0.5)
                 procs.start(leader)
-                wait_until(lambda: leader_and_isr(admin, "dur")[1] == (1, 2, 3)
-                           and leader_and_isr(admin, "dur")[0] in procs.ids, 60, "the ISR healed")
+                # Its session lapses (or its unclean re-registration lands): a new leader...
+                wait_until(lambda: leader_and_isr(admin, "dur")[0] in set(followers), 30, "a new leader")
+                # ...and the restarted replica catches up and rejoins the ISR.
+                wait_until(lambda: leader_and_isr(admin, "dur")[1] == (1, 2, 3), 60, "the ISR healed")
             time.sleep(1.0)
             producer.stop()
+            loose.stop()
         assert len(producer.acked) > 1000
         c = Consumer({"bootstrap.servers": procs.bootstrap, "group.id": "wm"})
         hw = wait_until(lambda: c.get_watermark_offsets(TopicPartition("dur", 0), timeout=5)[1], 30, "the HW")
         c.close()
         records = read_all(procs.bootstrap, "dur", hw)
         assert [o for o, _ in records] == list(range(hw)), "each offset exactly once, no gaps"
-        numbers = {int(v) for _, v in records}
+        numbers = {int(v) for _, v in records if not v.startswith(b"x")}
         assert producer.acked <= numbers, f"lost acknowledged records: {sorted(producer.acked - numbers)[:10]}"
+        # No consumer ever saw a record that was later truncated: whatever it read at an offset
+        # is what the healed log holds there.
+        watcher.stop()
+        final = dict(records)
+        assert watcher.conflicts == [] and len(watcher.seen) > 1000
+        assert all(final[o] == v for o, v in watcher.seen.items())
+        # The old leaders did die holding uncommitted records, and cut them off when they rejoined.
+        node_logs = "".join(open(os.path.join(procs.base, f"node{i}.log")).read() for i in procs.ids)
+        assert "truncating to" in node_logs
         wait_until(lambda: leader_and_isr(admin, "dur")[1] == (1, 2, 3), 30, "full ISR at the end")
         time.sleep(1.0)  # the followers' next fetches bring every ISR member to the HW
         procs.stop_all()
