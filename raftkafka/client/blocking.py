@@ -12,6 +12,7 @@ and left by the same task), and every call hops over with `trio.from_thread`.
         records = consumer.poll(1.0)
     with BlockingAdmin("localhost:9092") as admin:
         admin.create_topic("topic", 3)
+        admin.run_in_loop(some_async_fn, arg)               # some_async_fn(admin_client, arg), one hop
 
 Async methods of the wrapped client become blocking methods of the same name;
 plain methods are called on the loop thread too, so client state is only ever
@@ -101,6 +102,11 @@ class _Blocking:
 
         blocking.__name__ = name
         return blocking
+
+    def run_in_loop(self, fn, *args):
+        """`fn(client, *args)` (async or plain) in the loop thread, in one hop: for a sequence of
+        calls that must not interleave with another thread's, or that would cost a hop each."""
+        return self._loop.call(fn, self._loop.client, *args)
 
     def close(self) -> None:
         """Leave the async client's context (flush / commit / leave group), stop the thread."""
