@@ -163,11 +163,16 @@ class Partition:
         self._notify()
         return info
 
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int) -> bool:
-        """A follower fetched at `fetch_offset`; False if it is not a replica of ours."""
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, *, record: bool = True) -> bool:
+        """A follower fetched at `fetch_offset`; False if it is not a replica of ours.
+
+        Only a fetch's first read is recorded (`record`): a parked fetch re-read after an
+        append says nothing new about the follower, which may have stopped since it sent it."""
         state = self.followers.get(replica_id)
         if not self.is_leader or state is None:
             return False
+        if not record:
+            return True
         state.on_fetch(fetch_offset, self.log.log_end_offset, self.replication.clock())
         self._maybe_expand_isr(replica_id, state)
         self.maybe_advance_high_watermark()

@@ -7,8 +7,9 @@ whole batch even if it is larger (KIP-74), so a big batch never stalls a
 consumer. Consumers read up to the high watermark (read_uncommitted) or the
 last stable offset (read_committed); follower replicas (replica_id >= 0) up to
 the log end — and a follower's fetch offset is its log end, which the leader
-records (Partition.on_follower_fetch: ISR expansion, HW advance) before it
-reads, so the answer carries the HW this very fetch may have moved. If fewer than min_bytes are available and no partition has an
+records (Partition.on_follower_fetch: ISR expansion, HW advance) before its
+first read, so the answer carries the HW this very fetch may have moved; the
+re-reads of a parked follower fetch record nothing (the follower may be gone). If fewer than min_bytes are available and no partition has an
 error, the request waits in the fetch purgatory until an append touches one
 of its partitions or max_wait_ms passes, then reads again. Fetch sessions are
 not kept: every answer has session_id 0, which all clients accept.
@@ -37,8 +38,10 @@ async def handle(broker, header, request) -> FetchResponse:
     env = broker.env
     deadline = env.now() + max(0, request.max_wait_ms) / 1000
     max_bytes = request.max_bytes if request.max_bytes > 0 else 0
+    first = True
     while True:
-        responses, total, had_error, watched = await _read_all(broker, request, max_bytes, deadline)
+        responses, total, had_error, watched = await _read_all(broker, request, max_bytes, deadline, first)
+        first = False
         if total >= request.min_bytes or had_error or env.now() >= deadline or not watched:
             break
         if not await broker.purgatory.wait(watched, deadline):
@@ -47,7 +50,7 @@ async def handle(broker, header, request) -> FetchResponse:
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
 
 
-async def _read_all(broker, request, max_bytes: int, deadline: float):
+async def _read_all(broker, request, max_bytes: int, deadline: float, first: bool = False):
     follower = request.replica_id >= 0
     committed = request.isolation_level == READ_COMMITTED
     remaining = max_bytes
@@ -79,7 +82,7 @@ async def _read_all(broker, request, max_bytes: int, deadline: float):
                 parts.append(_error_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE))
                 had_error = True
                 continue
-            if follower and not partition.on_follower_fetch(request.replica_id, p.fetch_offset):
+            if follower and not partition.on_follower_fetch(request.replica_id, p.fetch_offset, record=first):
                 # Not one of this partition's replicas: it must not count toward the ISR or HW.
                 parts.append(_error_partition(p.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER))
                 had_error = True

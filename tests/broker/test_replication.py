@@ -4,6 +4,7 @@ from __future__ import annotations
 import trio
 
 from broker.controller_channel import CreatableTopic
+from metadata.records import PartitionChange
 from tests.broker import builders as B
 from tests.broker.harness import RawClient, running_cluster
 from wire.batch_header import iter_batches
@@ -254,3 +255,26 @@ async def test_an_uncleanly_restarted_replica_leaves_the_isr_until_it_catches_up
         assert log_bytes(c, 3, 8) == log_bytes(c, 1, 8)
         requests = c.controller.alter_partition_requests
         assert any(3 in item.new_isr for _b, _e, items in requests for item in items)
+
+
+async def test_a_parked_fetch_from_a_stopped_follower_does_not_bring_it_back_into_the_isr():
+    # SIGSTOP leaves the follower's last long-poll Fetch parked on the leader. Re-reads of it
+    # (after any change to the partition) are not fresh fetches: they must not re-admit it.
+    async with running_cluster(3, static={**FAST, "replica.lag.time.max.ms": "30000"}) as c:
+        await make_topic(c)
+        client = await RawClient.connect(c.broker(1).port)
+        assert (await produce(client, B.batch(1))).error_code == E.NONE
+        await wait_for(lambda: part(c, 1).high_watermark == 1)
+        await cut_off(c.broker(3))
+        stalled = await RawClient.connect(c.broker(1).port)
+        request = B.fetch([("t", 0, 1)], max_wait_ms=20000, min_bytes=1 << 30, epoch=part(c, 1).leader_epoch)
+        request.replica_id = 3
+        await stalled.send(request, 11)  # parked on the leader; never read back
+        await trio.sleep(0.1)
+        topic_id = c.controller.image.topic("t").topic_id
+        c.controller.commit([PartitionChange(0, topic_id, isr=(1, 2))])  # 3 is dropped
+        await c.settle()
+        await trio.sleep(0.3)  # the parked fetch was woken and re-read meanwhile
+        assert part(c, 1).isr == (1, 2) and isr(c) == (1, 2)
+        assert not any(3 in item.new_isr for _b, _e, items in c.controller.alter_partition_requests
+                       for item in items)
