@@ -251,6 +251,8 @@ def test_a_stopped_follower_leaves_the_isr_after_the_lag_time_and_rejoins_after_
             stopped = time.monotonic()
             wait_until(lambda: follower not in leader_and_isr(admin, "isr")[1], 20, "the ISR to shrink")
             assert time.monotonic() - stopped >= 1.0  # not before the lag time (loosely)
+            time.sleep(1.0)
+            assert follower not in leader_and_isr(admin, "isr")[1]  # a stopped follower stays out
             procs.signal(follower, signal.SIGCONT)
             wait_until(lambda: leader_and_isr(admin, "isr")[1] == (1, 2, 3), 30, "the follower to rejoin")
             producer.stop()
