@@ -21,7 +21,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from wire.records import Record
+from raftkafka.client.fetcher import ConsumerRecord
 
 __all__ = ["spark_schema", "arrow_schema", "RowColumns", "TIMESTAMP_TYPE_CREATE", "TIMESTAMP_TYPE_LOG_APPEND"]
 
@@ -85,13 +85,13 @@ class RowColumns:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def add(self, records: Iterable[Record], timestamp_type: int) -> None:
+    def add(self, records: Iterable[ConsumerRecord]) -> None:
         for r in records:
             self.keys.append(r.key)
             self.values.append(r.value)
             self.offsets.append(r.offset)
             self.timestamps.append(r.timestamp)
-            self.timestamp_types.append(timestamp_type)
+            self.timestamp_types.append(r.timestamp_type)
             if self.include_headers:
                 self.headers.append([{"key": k, "value": v} for k, v in r.headers] if r.headers else None)
 

@@ -1,56 +1,59 @@
-"""The source's view of a cluster: partitions, offsets, ranged reads and raw produce.
+"""The source's view of a cluster: partitions, offsets, ranged reads and idempotent writes.
 
-`LogClient` is the small interface the readers and writers use; tests of the
-pure parts fake it. `RemoteLogClient` implements it over the Kafka protocol with
-raftkafka's own client pieces (`raftkafka.client.Cluster` for bootstrap,
-metadata and pooled connections; `wire` for messages and record batches).
+`LogClient` is the small interface the readers, the initial-offsets store and
+the writers use; the pure tests fake it (tests/spark/fake_log.py).
+`RemoteLogClient` implements it with raftkafka's own client, through its
+blocking wrappers (Spark calls us from plain threads):
 
-Spark calls us from plain threads (driver runner, executor workers), so a
-`RemoteLogClient` runs one trio loop in a daemon thread and every call hops into
-it with `trio.from_thread.run`. Spark reuses worker processes, so clients are
-cached per (bootstrap, client id) in a module global (`shared_client`): the
-second task of a worker pays no connection set-up. Every call is bounded by the
-request timeout (reference spark.md §3.7-8: a query must stay stoppable).
+- a `BlockingAdmin` for topics and ListOffsets;
+- pooled `BlockingConsumer`s for ranged reads: assign + seek + poll, with
+  auto_offset_reset=none so a position the log no longer holds is reported to
+  us (data loss), never silently reset;
+- one idempotent `BlockingProducer` (acks=all): the broker drops a batch the
+  producer re-sends after a lost answer or a leader change, so retries inside a
+  task never duplicate a record.
+
+Spark reuses its Python worker processes across tasks, so clients are cached
+per (bootstrap, client id, timeout) in a module global (`shared_client`).
 """
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Iterator, Protocol
 
-import trio
-
-from raftkafka.client.cluster import Cluster
-from raftkafka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
+from raftkafka.client.admin import NewTopic
+from raftkafka.client.blocking import BlockingAdmin, BlockingConsumer, BlockingProducer
+from raftkafka.client.errors import BrokerResponseError, KafkaError
+from raftkafka.client.fetcher import ConsumerRecord
 from spark_source.offsets import PartitionOffsets, TopicPartition
-from storage.env import RealEnv
-from wire.batch_header import HEADER_SIZE, iter_batches
 from wire.error_codes import ErrorCode
-from wire.protocol import CreateTopicsRequest, FetchRequest, ListOffsetsRequest, ProduceRequest
+from wire.records import SimpleRecord
 
-__all__ = ["LogClient", "FetchChunk", "RemoteLogClient", "AmbiguousWriteError", "shared_client", "iter_batch_records",
+__all__ = ["LogClient", "Fetched", "RemoteLogClient", "AmbiguousWriteError", "shared_client", "scan",
            "EARLIEST_TS", "LATEST_TS"]
 
 EARLIEST_TS = -2
 LATEST_TS = -1
-_RETRY_CODES = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_ENOUGH_REPLICAS,
-                ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REQUEST_TIMED_OUT}
 
 
 class AmbiguousWriteError(KafkaError):
-    """A produce request may or may not have been appended (connection lost, timeout)."""
+    """Some records of a write were not acknowledged: they may or may not have been appended."""
 
 
-class FetchChunk:
-    """Raw record-batch bytes from one Fetch of one partition, plus the log's bounds."""
+@dataclass
+class Fetched:
+    """Records at or after the offset asked for, and the position after them.
 
-    __slots__ = ("records", "high_watermark", "log_start_offset", "error")
+    `next_offset` may pass the last record (control batches, compacted-away
+    records). `out_of_range`: the log does not hold the offset asked for (below
+    its start, or above the end of a leader that has not caught up).
+    """
 
-    def __init__(self, records: bytes, high_watermark: int, log_start_offset: int, error: int = 0):
-        self.records = records
-        self.high_watermark = high_watermark
-        self.log_start_offset = log_start_offset
-        self.error = error
+    records: list[ConsumerRecord]
+    next_offset: int
+    out_of_range: bool = False
 
 
 class LogClient(Protocol):
@@ -62,193 +65,167 @@ class LogClient(Protocol):
         """-2 → log start, -1 → high watermark, t ≥ 0 → first offset with timestamp ≥ t (-1 if none)."""
         ...
 
-    def fetch(self, tp: TopicPartition, offset: int, max_bytes: int) -> FetchChunk: ...
-
-    def produce(self, tp: TopicPartition, batch: bytes) -> int:
-        """Append one record batch with acks=all; its base offset. Raises AmbiguousWriteError if unsure."""
+    def fetch(self, tp: TopicPartition, offset: int, *, max_records: int, max_wait_s: float) -> Fetched:
+        """Committed records from `offset` on, waiting up to `max_wait_s` for some."""
         ...
+
+    def produce(self, rows: list[tuple[TopicPartition, SimpleRecord]]) -> None:
+        """Append each record to its partition, in order per partition, acks=all, idempotently.
+        Raises AmbiguousWriteError when any record's outcome is unknown."""
+        ...
+
+    def ensure_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+        """Create `name` unless it exists (replication factor: the cluster default)."""
+        ...
+
+
+def scan(client: LogClient, tp: TopicPartition, start: int, end: int) -> Iterator[ConsumerRecord]:
+    """Records of `tp` in [start, end), stopping early where the committed log ends (no waiting)."""
+    position = start
+    while position < end:
+        fetched = client.fetch(tp, position, max_records=10_000, max_wait_s=0.05)
+        if fetched.out_of_range:
+            log_start = client.list_offsets([tp], EARLIEST_TS)[tp]
+            if log_start <= position:
+                return
+            position = log_start
+            continue
+        for record in fetched.records:
+            if record.offset < end:
+                yield record
+        if fetched.next_offset <= position:
+            return
+        position = fetched.next_offset
 
 
 class RemoteLogClient:
     def __init__(self, bootstrap_servers: str, *, client_id: str = "raftkafka-spark",
                  request_timeout_ms: int = 30_000, retry_backoff_ms: int = 100):
         self.bootstrap_servers = bootstrap_servers
-        self.timeout = request_timeout_ms / 1000
-        self.backoff = retry_backoff_ms / 1000
         self.client_id = client_id
-        self._token = None
-        self._cluster: Cluster | None = None
-        self._stop: trio.Event | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, name="raftkafka-spark-io", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(self.timeout + 5) or self._error is not None:
-            raise KafkaConnectionError(f"could not start the client for {bootstrap_servers}: {self._error!r}")
-
-    # ------------------------------------------------------------------ loop thread
-
-    def _main(self) -> None:
-        try:
-            trio.run(self._serve)
-        except BaseException as exc:  # surfaced to the constructor
-            self._error = exc
-            self._ready.set()
-
-    async def _serve(self) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        self._stop = trio.Event()
-        async with trio.open_nursery() as nursery:
-            self._cluster = Cluster(RealEnv(), nursery, self.bootstrap_servers, client_id=self.client_id,
-                                    request_timeout=self.timeout, retry_backoff=self.backoff)
-            self._ready.set()
-            await self._stop.wait()
-            await self._cluster.aclose()
-            nursery.cancel_scope.cancel()
-
-    def _call(self, afn, *args):
-        if self._stop is None or self._stop.is_set():
-            raise KafkaConnectionError("client closed")
-        return trio.from_thread.run(afn, *args, trio_token=self._token)
+        self._settings = dict(client_id=client_id, request_timeout_ms=request_timeout_ms,
+                              retry_backoff_ms=retry_backoff_ms)
+        self._admin = BlockingAdmin(bootstrap_servers, **self._settings)
+        self._lock = threading.Lock()
+        self._idle_consumers: list[BlockingConsumer] = []
+        self._all_consumers: list[BlockingConsumer] = []
+        self._producer: BlockingProducer | None = None
+        self.closed = False
 
     def close(self) -> None:
-        if self._stop is not None and not self._stop.is_set():
-            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-            self._thread.join(5)
+        with self._lock:
+            self.closed = True
+            wrappers = [*self._all_consumers, *([self._producer] if self._producer else []), self._admin]
+            self._idle_consumers, self._all_consumers, self._producer = [], [], None
+        for wrapper in wrappers:
+            try:
+                wrapper.close()
+            except KafkaError:
+                pass  # closing: nothing left to report to
 
-    # ------------------------------------------------------------------ LogClient
+    # ------------------------------------------------------------------ metadata and offsets
 
     def partitions(self, topics: list[str] | None) -> dict[str, list[int]]:
-        return self._call(self._partitions, topics)
+        return self._admin.run_in_loop(_partitions, None if topics is None else sorted(set(topics)))
 
     def list_offsets(self, tps: list[TopicPartition], timestamp: int) -> PartitionOffsets:
-        return self._call(self._list_offsets, sorted(tps), timestamp)
-
-    def fetch(self, tp: TopicPartition, offset: int, max_bytes: int = 4 << 20) -> FetchChunk:
-        return self._call(self._fetch, tp, offset, max_bytes)
-
-    def produce(self, tp: TopicPartition, batch: bytes) -> int:
-        return self._call(self._produce, tp, batch)
+        if not tps:
+            return {}
+        found = self._admin.list_offsets({tuple(tp): timestamp for tp in sorted(tps)})
+        return {tp: found[tp][0] for tp in sorted(found)}
 
     def ensure_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
-        """Create `name` unless it exists (replication factor: the cluster default)."""
-        self._call(self._ensure_topic, name, partitions, dict(configs or {}))
+        self._admin.run_in_loop(_ensure_topic, NewTopic(name, partitions, -1, dict(configs or {})))
 
-    # ------------------------------------------------------------------ in the trio thread
+    # ------------------------------------------------------------------ reads
 
-    async def _retrying(self, what: str, attempt):
-        """Run `attempt()` until it returns, retrying retriable broker errors until the deadline."""
-        deadline = trio.current_time() + self.timeout
-        while True:
+    @contextmanager
+    def _consumer(self):
+        """An idle pooled consumer for the caller alone (a worker runs one task at a time; the
+        driver may run several threads)."""
+        with self._lock:
+            consumer = self._idle_consumers.pop() if self._idle_consumers else None
+        if consumer is None:
+            consumer = BlockingConsumer(self.bootstrap_servers, auto_offset_reset="none", fetch_max_wait_ms=200,
+                                        max_partition_fetch_bytes=4 << 20, max_poll_records=20_000,
+                                        **self._settings)
+            with self._lock:
+                self._all_consumers.append(consumer)
+        try:
+            yield consumer
+        finally:
+            with self._lock:
+                if not self.closed:
+                    self._idle_consumers.append(consumer)
+
+    def fetch(self, tp: TopicPartition, offset: int, *, max_records: int = 20_000, max_wait_s: float = 0.2) -> Fetched:
+        with self._consumer() as consumer:
+            return consumer.run_in_loop(_fetch, tuple(tp), offset, max_records, max_wait_s)
+
+    # ------------------------------------------------------------------ writes
+
+    def produce(self, rows: list[tuple[TopicPartition, SimpleRecord]]) -> None:
+        if not rows:
+            return
+        with self._lock:
+            if self._producer is None:
+                self._producer = BlockingProducer(self.bootstrap_servers, acks="all", enable_idempotence=True,
+                                                  linger_ms=5, batch_size=256 * 1024, **self._settings)
+            producer = self._producer
+        producer.run_in_loop(_send_all, rows)
+
+
+# ---------------------------------------------------------------------- routines run in a client's loop
+
+
+async def _partitions(admin, topics):
+    if topics is None:
+        found = await admin.list_topics()
+    else:
+        found = {}
+        for name in topics:
             try:
-                return await attempt()
-            except KafkaError as exc:
-                retriable = exc.retriable or exc.code in _RETRY_CODES or isinstance(exc, KafkaConnectionError)
-                if isinstance(exc, AmbiguousWriteError) or not retriable or trio.current_time() >= deadline:
-                    raise
-                await trio.sleep(self.backoff)
-                try:
-                    await self._cluster.refresh()
-                except KafkaError:
-                    pass
-
-    async def _partitions(self, topics):
-        cluster = self._cluster
-        if topics is None:
-            cluster.want_all_topics = True
-            await cluster.refresh()
-            found = {name: info for name, info in cluster.topics.items() if not info.is_internal}
-        else:
-            await cluster.refresh(topics)
-            found = {name: cluster.topics[name] for name in topics if name in cluster.topics}
-        return {name: sorted(info.partitions) for name, info in sorted(found.items())
-                if info.error == 0 and info.partitions}
-
-    async def _ensure_topic(self, name, partitions, configs):
-        request = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=-1, assignments=[],
-            configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in sorted(configs.items())])],
-            timeout_ms=int(self.timeout * 1000))
-        async def attempt():
-            response = await self._cluster.request_any(request)
-            code = response.topics[0].error_code
-            if code and code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise error_for(code, response.topics[0].error_message, context=f"create topic {name!r}")
-        await self._retrying("create topic", attempt)
-        await self._cluster.topic(name)  # wait until the metadata shows its partitions
-
-    async def _leader(self, tp: TopicPartition) -> int:
-        leader = self._cluster.leader(*tp)
-        if leader < 0:
-            await self._cluster.refresh([tp[0]])
-            leader = self._cluster.leader(*tp)
-            if leader < 0:
-                raise error_for(ErrorCode.LEADER_NOT_AVAILABLE, context=f"{tp[0]}-{tp[1]}")
-        return leader
-
-    async def _list_offsets(self, tps, timestamp):
-        await self._cluster.refresh(sorted({t for t, _ in tps}))
-        out: PartitionOffsets = {}
-        for tp in tps:  # one partition per request keeps leader routing and retries simple
-            async def attempt(tp=tp):
-                leader = await self._leader(tp)
-                request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
-                    ListOffsetsRequest.ListOffsetsTopic(name=tp[0], partitions=[
-                        ListOffsetsRequest.ListOffsetsPartition(partition_index=tp[1], timestamp=timestamp)])])
-                response = await self._cluster.send(leader, request)
-                p = response.topics[0].partitions[0]
-                if p.error_code:
-                    raise error_for(p.error_code, context=f"ListOffsets {tp[0]}-{tp[1]}")
-                return p.offset
-            out[tp] = await self._retrying("list offsets", attempt)
-        return out
-
-    async def _fetch(self, tp, offset, max_bytes):
-        async def attempt():
-            leader = await self._leader(tp)
-            request = FetchRequest(replica_id=-1, max_wait_ms=200, min_bytes=1, max_bytes=max_bytes,
-                                   isolation_level=0, topics=[FetchRequest.FetchTopic(topic=tp[0], partitions=[
-                                       FetchRequest.FetchPartition(partition=tp[1], fetch_offset=offset,
-                                                                   log_start_offset=-1,
-                                                                   partition_max_bytes=max_bytes)])])
-            response = await self._cluster.send(leader, request, timeout=1.0)
-            if response.error_code:
-                raise error_for(response.error_code, context="Fetch")
-            p = response.responses[0].partitions[0]
-            if p.error_code and p.error_code != ErrorCode.OFFSET_OUT_OF_RANGE:
-                raise error_for(p.error_code, context=f"Fetch {tp[0]}-{tp[1]}")
-            return FetchChunk(bytes(p.records or b""), p.high_watermark, p.log_start_offset, p.error_code)
-        return await self._retrying("fetch", attempt)
-
-    async def _produce(self, tp, batch):
-        async def attempt():
-            leader = await self._leader(tp)
-            request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=int(self.timeout * 1000), topic_data=[
-                ProduceRequest.TopicProduceData(name=tp[0], partition_data=[
-                    ProduceRequest.PartitionProduceData(index=tp[1], records=batch)])])
-            try:
-                response = await self._cluster.send(leader, request)
-            except KafkaConnectionError as exc:
-                if "send to" in str(exc):  # never left this process: safe to retry
-                    raise
-                raise AmbiguousWriteError(f"produce to {tp[0]}-{tp[1]}: {exc}") from exc
-            except KafkaTimeoutError as exc:
-                raise AmbiguousWriteError(f"produce to {tp[0]}-{tp[1]}: {exc}") from exc
-            p = response.responses[0].partition_responses[0]
-            if p.error_code in (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
-                raise AmbiguousWriteError(f"produce to {tp[0]}-{tp[1]}: {ErrorCode.of(p.error_code).name}",
-                                          p.error_code)
-            if p.error_code:
-                raise error_for(p.error_code, p.error_message, context=f"Produce {tp[0]}-{tp[1]}")
-            return p.base_offset
-        return await self._retrying("produce", attempt)
+                found.update(await admin.describe_topics([name]))
+            except BrokerResponseError:
+                pass  # unknown (or not ready yet): left out, as documented
+    return {name: sorted(info.partitions) for name, info in sorted(found.items()) if info.partitions}
 
 
-def iter_batch_records(data: bytes) -> Iterator[tuple[object, bytes]]:
-    """(header, payload) for each whole batch in `data` (a trailing partial batch is ignored)."""
-    view = memoryview(data)
-    for pos, header in iter_batches(data, 0):
-        yield header, bytes(view[pos + HEADER_SIZE: pos + header.size])
+async def _ensure_topic(admin, topic: NewTopic):
+    error = (await admin.create_topics([topic]))[topic.name]
+    if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+        raise error
+    await admin.cluster.topic(topic.name)  # until the metadata shows its partitions
+
+
+async def _fetch(consumer, tp, offset, max_records, max_wait_s):
+    if consumer.assignment() != {tp}:
+        consumer.assign([tp])
+    if consumer.fetch.partitions[tp].position != offset:
+        consumer.seek(tp, offset)  # otherwise keep what an earlier poll buffered past max_records
+    try:
+        records = await consumer.poll(max_wait_s, max_records)
+    except BrokerResponseError as exc:
+        if exc.code != ErrorCode.OFFSET_OUT_OF_RANGE:
+            raise
+        consumer.seek(tp, offset)
+        return Fetched([], offset, True)
+    return Fetched(records, await consumer.position(tp))
+
+
+async def _send_all(producer, rows):
+    futures = []
+    try:
+        for (topic, partition), rec in rows:
+            futures.append(await producer.send(topic, rec.value, rec.key, partition=partition, headers=rec.headers,
+                                               timestamp_ms=rec.timestamp))
+    except KafkaError as exc:
+        await producer.flush()  # what was queued still goes out; the caller must treat it as unknown
+        raise AmbiguousWriteError(f"write stopped after {len(futures)} of {len(rows)} records: {exc}") from exc
+    await producer.flush()
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    if failed:
+        raise AmbiguousWriteError(f"{len(failed)} of {len(rows)} records not acknowledged: {failed[0]}")
 
 
 _clients: dict[tuple[str, str, int], RemoteLogClient] = {}
@@ -260,7 +237,7 @@ def shared_client(bootstrap_servers: str, client_id: str, request_timeout_ms: in
     key = (bootstrap_servers, client_id, request_timeout_ms)
     with _clients_lock:
         client = _clients.get(key)
-        if client is None or client._stop is None or client._stop.is_set():
+        if client is None or client.closed:
             client = _clients[key] = RemoteLogClient(bootstrap_servers, client_id=client_id,
                                                      request_timeout_ms=request_timeout_ms)
         return client

@@ -38,6 +38,7 @@ __all__ = [
     "parse_source_options",
     "parse_sink_options",
     "parse_duration_ms",
+    "start_is_stable",
 ]
 
 
@@ -109,6 +110,7 @@ class SourceOptions:
     include_headers: bool = False
     request_timeout_ms: int = 30_000
     client_id: str = "raftkafka-spark"
+    source_id: str | None = None  # keys the stored initial offsets (initial_offsets.py)
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,6 @@ class SinkOptions:
     sink_id: str | None = None
     request_timeout_ms: int = 30_000
     client_id: str = "raftkafka-spark-sink"
-    linger_records: int = 500
 
 
 # ----------------------------------------------------------------------------- option names
@@ -133,11 +134,11 @@ _SOURCE = _COMMON + [
     "endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp",
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
     "minPartitions", "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders",
-    "groupIdPrefix", "kafka.group.id",
+    "groupIdPrefix", "kafka.group.id", "sourceId",
 ]
 # Spark itself passes checkpointLocation to a streaming sink.
-_SINK = _COMMON + ["topic", "sinkId", "kafka.linger.records", "checkpointLocation"]
-_STREAM_ONLY = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
+_SINK = _COMMON + ["topic", "sinkId", "checkpointLocation"]
+_STREAM_ONLY = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "sourceid"}
 _BATCH_ONLY = {"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"}
 
 # Kafka consumer settings Spark's Kafka source refuses, with its reasons.
@@ -309,6 +310,13 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     if "maxtriggerdelay" in opts and min_per_trigger is None:
         raise InvalidOptionError("option 'maxTriggerDelay' needs 'minOffsetsPerTrigger'")
     delay = parse_duration_ms(opts["maxtriggerdelay"]) if "maxtriggerdelay" in opts else 15 * 60 * 1000
+    source_id = _stable_id(opts, "sourceId")
+    if streaming and source_id is None and not start_is_stable(starting):
+        raise InvalidOptionError(
+            "option 'sourceId' is required when a streaming query starts at 'latest' (the default) or at a "
+            "timestamp: name the query with a sourceId that stays the same across its restarts, so the offsets "
+            "its first micro-batch starts from are stored in the cluster and a replay of that batch reads the same "
+            "records (or start at startingOffsets=earliest / explicit offsets, which need no sourceId)")
 
     return SourceOptions(
         bootstrap_servers=_bootstrap(opts),
@@ -325,7 +333,25 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         include_headers=_bool(opts.get("includeheaders", "false"), "includeHeaders"),
         request_timeout_ms=_positive_int(opts.get("kafka.request.timeout.ms", "30000"), "kafka.request.timeout.ms"),
         client_id=opts.get("kafka.client.id", "raftkafka-spark"),
+        source_id=source_id,
     )
+
+
+def start_is_stable(spec: OffsetSpec) -> bool:
+    """True when resolving `spec` again later gives the same offsets (unless retention deleted the start):
+    earliest and explicit offsets; not latest (-1) nor timestamps (a match may appear later)."""
+    if isinstance(spec, Earliest):
+        return True
+    if isinstance(spec, SpecificOffsets):
+        return all(off != LATEST for off in spec.offsets.values())
+    return False
+
+
+def _stable_id(opts: dict[str, str], name: str) -> str | None:
+    value = opts.get(name.lower())
+    if value is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,100}", value):
+        raise InvalidOptionError(f"option '{name}' must be 1-100 of [A-Za-z0-9._-], got '{value}'")
+    return value
 
 
 def _check_batch_bounds(starting: OffsetSpec, ending: OffsetSpec) -> None:
@@ -356,16 +382,13 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise InvalidOptionError("option 'topic' is empty")
-    sink_id = opts.get("sinkid")
-    if sink_id is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,100}", sink_id):
-        raise InvalidOptionError(f"option 'sinkId' must be 1-100 of [A-Za-z0-9._-], got '{sink_id}'")
+    sink_id = _stable_id(opts, "sinkId")
     return SinkOptions(
         bootstrap_servers=_bootstrap(opts),
         topic=topic.strip() if topic else None,
         sink_id=sink_id,
         request_timeout_ms=_positive_int(opts.get("kafka.request.timeout.ms", "30000"), "kafka.request.timeout.ms"),
         client_id=opts.get("kafka.client.id", "raftkafka-spark-sink"),
-        linger_records=_positive_int(opts.get("kafka.linger.records", "500"), "kafka.linger.records"),
     )
 
 

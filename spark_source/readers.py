@@ -18,6 +18,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from spark_source.cluster_io import EARLIEST_TS, LATEST_TS, LogClient, shared_client
+from spark_source.initial_offsets import initial_offsets
 from spark_source.offsets import PartitionOffsets, from_json_dict, to_json_dict
 from spark_source.options import SourceOptions
 from spark_source.planning import OffsetRange, clamp_latest, plan_ranges, rate_limit, split_ranges
@@ -83,12 +84,22 @@ class RaftKafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTrigger
         self._latest: PartitionOffsets = {}
 
     def initialOffset(self) -> dict:
-        # Spark asks twice per query start; resolving once keeps both answers identical.
+        # Spark asks twice per query start, and again after a restart while batch 0 has not committed
+        # (G9): every answer must be the same. Earliest/explicit starts resolve the same each time;
+        # others need a sourceId (options.py insists) and are stored in the cluster on first use.
         if self._initial is None:
-            client = self._client()
-            tps = discover(client, self.options.subscription)
-            self._initial = to_json_dict(resolve(client, self.options.starting, tps, ending=False,
-                                                 option="startingOffsets"))
+            o, client = self.options, self._client()
+
+            def resolve_now() -> PartitionOffsets:
+                tps = discover(client, o.subscription)
+                return resolve(client, o.starting, tps, ending=False, option="startingOffsets")
+
+            if o.source_id is None:
+                offsets = resolve_now()
+            else:
+                source = f"{o.subscription.describe()} starting={o.starting!r}"
+                offsets = initial_offsets(client, o.source_id, source, resolve_now, int(time.time() * 1000))
+            self._initial = to_json_dict(offsets)
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -135,7 +146,8 @@ class RaftKafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTrigger
 
     def partitions(self, start: dict, end: dict):
         begin, until = from_json_dict(start or {}), from_json_dict(end or {})
-        ranges = plan_ranges(begin, until, self._earliest(set(begin) | set(until)), self.options.fail_on_data_loss)
+        # `until` holds the partitions that existed at latestOffset; one only in `begin` is gone (data loss)
+        ranges = plan_ranges(begin, until, self._earliest(set(until)), self.options.fail_on_data_loss)
         return self._to_partitions(ranges)
 
     def commit(self, end: dict) -> None:

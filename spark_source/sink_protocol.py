@@ -12,8 +12,12 @@ Task (batch B, Spark partition P), in `write_task`:
    (each record carries a header `raftkafka.sink` = "S:B:P:i"). Otherwise
    append `begin` (with each target partition's high watermark as its mark)
    before writing any data.
-3. Produce the rows not yet written, in order, acks=all. An ambiguous produce
-   error (the request may have landed) repeats step 2's scan, never a blind resend.
+3. Produce the rows not yet written, in order, acks=all, with the idempotent
+   producer: a request re-sent inside this attempt (lost answer, leader change)
+   is dropped by the broker if it had landed. If the producer gives up on a
+   record (delivery timeout, fatal error), the task fails with
+   AmbiguousWriteError and the next attempt (Spark's task retry, or the
+   restarted query re-running batch B) resumes at step 1.
 
 Driver, `commit(B)`: append `commit` B to the ledger.
 
@@ -22,24 +26,29 @@ across task retries and query restarts, provided (a) the task's input rows and
 their order are the same on a re-run (true for narrow transformations over a
 replayable source such as raftkafka, Spark's precondition for idempotent sinks),
 (b) no two attempts of one task run at the same time (no speculative execution),
-and (c) the ledger and target partitions keep their records (no retention below
-them while the batch may re-run). A batch that fails and is never re-run may
-leave a prefix of its rows written. Records carry the `raftkafka.sink` header.
+(c) the ledger and target partitions keep their records (no retention below
+them while the batch may re-run), and (d) a failed attempt's last appends are
+committed (or truncated by a leader change) before the next attempt scans: the
+scan reads up to the high watermark, so an append still waiting for its
+replicas at that moment would be missed and written again. Attempts are
+seconds apart (Spark reschedules a task; a query restarts) while replication
+takes milliseconds, and a producer's retries end with its delivery timeout.
+A batch that fails and is never re-run may leave a prefix of its rows written.
+Records carry the `raftkafka.sink` header. Within one attempt rows keep their
+order per partition; a re-run appends the missing rows after the others.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 
-from spark_source.cluster_io import LATEST_TS, EARLIEST_TS, AmbiguousWriteError, LogClient, iter_batch_records
+from spark_source.cluster_io import EARLIEST_TS, LATEST_TS, LogClient, scan
 from spark_source.offsets import TopicPartition
-from wire.records import SimpleRecord, build_batch, decode_records
+from wire.records import SimpleRecord
 
-__all__ = ["SINK_HEADER", "ledger_topic", "LedgerView", "read_ledger", "append_ledger", "write_task",
-           "produce_records", "TaskResult"]
+__all__ = ["SINK_HEADER", "ledger_topic", "LedgerView", "read_ledger", "append_ledger", "write_task", "TaskResult"]
 
 SINK_HEADER = "raftkafka.sink"
-_MAX_ATTEMPTS = 5
 
 
 def ledger_topic(sink_id: str) -> str:
@@ -67,7 +76,7 @@ def read_ledger(client: LogClient, sink_id: str, batch_id: int, task: int) -> Le
     window, upper, marks = 64, end, None
     while upper > log_start:
         lower = max(log_start, upper - window)
-        entries = [json.loads(rec.value) for rec in _records(client, tp, lower, upper)]
+        entries = [json.loads(rec.value) for rec in scan(client, tp, lower, upper)]
         for entry in reversed(entries):
             if entry["kind"] == "commit":
                 if entry["batch"] >= batch_id:
@@ -81,27 +90,7 @@ def read_ledger(client: LogClient, sink_id: str, batch_id: int, task: int) -> Le
 
 def append_ledger(client: LogClient, sink_id: str, entry: dict, timestamp_ms: int) -> None:
     value = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()
-    client.produce((ledger_topic(sink_id), 0), build_batch([SimpleRecord(None, value)], base_timestamp=timestamp_ms))
-
-
-def _records(client: LogClient, tp: TopicPartition, start: int, end: int):
-    position = start
-    while position < end:
-        chunk = client.fetch(tp, position, 4 << 20)
-        progressed = False
-        for header, payload in iter_batch_records(chunk.records):
-            last = header.base_offset + header.last_offset_delta
-            if last >= position and not header.is_control:
-                for rec in decode_records(header, payload):
-                    if position <= rec.offset < end:
-                        yield rec
-            if last >= position:
-                position, progressed = last + 1, True
-        if not progressed:
-            if chunk.log_start_offset > position:
-                position = chunk.log_start_offset
-            else:
-                return  # nothing more below the watermark
+    client.produce([((ledger_topic(sink_id), 0), SimpleRecord(None, value, (), timestamp_ms))])
 
 
 def _tag(sink_id: str, batch_id: int, task: int) -> str:
@@ -115,53 +104,35 @@ def already_written(client: LogClient, marks: dict[TopicPartition, int], sink_id
     done: set[int] = set()
     for tp in sorted(marks):
         end = client.list_offsets([tp], LATEST_TS)[tp]
-        for rec in _records(client, tp, marks[tp], end):
+        for rec in scan(client, tp, marks[tp], end):
             for key, value in rec.headers:
                 if key == SINK_HEADER and value is not None and value.startswith(prefix):
                     done.add(int(value[len(prefix):]))
     return done
 
 
-def produce_records(client: LogClient, rows: list[tuple[TopicPartition, SimpleRecord]], per_batch: int,
-                    timestamp_ms: int) -> None:
-    """Append rows grouped per target partition, in order, `per_batch` records per request."""
-    by_tp: dict[TopicPartition, list[SimpleRecord]] = {}
-    for tp, rec in rows:
-        by_tp.setdefault(tp, []).append(rec)
-    for tp in sorted(by_tp):
-        records = by_tp[tp]
-        for i in range(0, len(records), per_batch):
-            client.produce(tp, build_batch(records[i:i + per_batch], base_timestamp=timestamp_ms))
-
-
 def write_task(client: LogClient, sink_id: str, batch_id: int, task: int,
-               rows: list[tuple[TopicPartition, SimpleRecord]], *, per_batch: int, timestamp_ms: int) -> TaskResult:
+               rows: list[tuple[TopicPartition, SimpleRecord]], *, timestamp_ms: int) -> TaskResult:
     """Steps 1-3 of the protocol for one task; `rows` are (target partition, record) in input order."""
     view = read_ledger(client, sink_id, batch_id, task)
     if view.committed:
         return TaskResult(0, len(rows), True)
     tag = _tag(sink_id, batch_id, task)
     tagged = [(tp, SimpleRecord(rec.key, rec.value, rec.headers + ((SINK_HEADER, f"{tag}{i}".encode()),),
-                                rec.timestamp)) for i, (tp, rec) in enumerate(rows)]
-    targets = sorted({tp for tp, _ in rows})
+                                rec.timestamp if rec.timestamp is not None else timestamp_ms))
+              for i, (tp, rec) in enumerate(rows)]
     marks = view.marks
     if marks is None:
+        targets = sorted({tp for tp, _ in rows})
         marks = client.list_offsets(targets, LATEST_TS) if targets else {}
         append_ledger(client, sink_id, {"kind": "begin", "batch": batch_id, "task": task,
                                         "marks": _nested(marks)}, timestamp_ms)
         done: set[int] = set()
     else:
         done = already_written(client, marks, sink_id, batch_id, task)
-    for attempt in range(_MAX_ATTEMPTS):
-        todo = [row for i, row in enumerate(tagged) if i not in done]
-        try:
-            produce_records(client, todo, per_batch, timestamp_ms)
-            return TaskResult(len(todo), len(rows) - len(todo), False)
-        except AmbiguousWriteError:
-            if attempt == _MAX_ATTEMPTS - 1:
-                raise
-            done = already_written(client, marks, sink_id, batch_id, task)
-    raise AssertionError("unreachable")
+    todo = [row for i, row in enumerate(tagged) if i not in done]
+    client.produce(todo)  # AmbiguousWriteError fails the task; the next attempt resumes from the ledger
+    return TaskResult(len(todo), len(rows) - len(todo), False)
 
 
 def _nested(marks: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:

@@ -5,8 +5,11 @@ Columns: `value` (required, string or binary), `key` (string/binary, optional),
 hash, murmur2 like Kafka's Java producer, or spread by row for null keys) and
 `headers` (array<struct<key string, value binary>>).
 
-The batch writer is at-least-once (a retried task re-sends its rows). The
-streaming writer is exactly-once under the conditions in `sink_protocol`.
+Both write with the shared client's idempotent producer (acks=all), so a
+request re-sent inside a task never duplicates a record. The batch writer is
+still at-least-once across task attempts (a retried task re-sends its rows under
+a new producer id); the streaming writer is exactly-once across attempts and
+query restarts under the conditions in `sink_protocol`.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from raftkafka.client.partitioner import murmur2_partition
 from spark_source.cluster_io import shared_client
 from spark_source.offsets import TopicPartition
 from spark_source.options import InvalidOptionError, SinkOptions
-from spark_source.sink_protocol import append_ledger, ledger_topic, produce_records, write_task
+from spark_source.sink_protocol import append_ledger, ledger_topic, write_task
 from wire.records import SimpleRecord
 
 __all__ = ["RaftKafkaBatchWriter", "RaftKafkaStreamWriter", "SinkCommitMessage", "check_sink_schema"]
@@ -109,7 +112,7 @@ class RaftKafkaBatchWriter(_WriterBase, DataSourceWriter):
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx else 0
         records = self._records(iterator, task)
-        produce_records(self._client(), records, self.options.linger_records, _wall_ms())
+        self._client().produce(records)
         return SinkCommitMessage(task, len(records))
 
 
@@ -126,8 +129,7 @@ class RaftKafkaStreamWriter(_WriterBase, DataSourceStreamWriter):
         batch_id = int(ctx.getLocalProperty("streaming.sql.batchId"))
         task = ctx.partitionId()
         records = self._records(iterator, task)
-        result = write_task(self._client(), self.options.sink_id, batch_id, task, records,
-                            per_batch=self.options.linger_records, timestamp_ms=_wall_ms())
+        result = write_task(self._client(), self.options.sink_id, batch_id, task, records, timestamp_ms=_wall_ms())
         return SinkCommitMessage(task, result.written, result.skipped_as_duplicates)
 
     def commit(self, messages, batchId: int) -> None:

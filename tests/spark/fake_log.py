@@ -1,25 +1,38 @@
-"""An in-memory LogClient: partitions as lists of records with a settable HW and log start."""
+"""An in-memory LogClient: partitions as lists of records with a settable log start.
+
+Knobs for failure tests: `fail_after_append` (the next N produce calls append,
+then raise AmbiguousWriteError), `fail_on_produce_call` (that produce call, 1-based,
+raises before appending anything), `records_per_fetch` (small fetches exercise
+the readers' loops).
+"""
 from __future__ import annotations
 
-from spark_source.cluster_io import AmbiguousWriteError, FetchChunk
-from wire.error_codes import ErrorCode
-from wire.records import Record, build_batch, decode_batch
+from raftkafka.client.fetcher import ConsumerRecord
+from spark_source.cluster_io import AmbiguousWriteError, Fetched
 
 
 class FakeLog:
     def __init__(self, topics: dict[str, int]):
-        self.logs = {(t, p): [] for t, n in topics.items() for p in range(n)}
-        self.log_start = {tp: 0 for tp in self.logs}
-        self.fail_after_append = 0  # next N produces append, then raise AmbiguousWriteError
+        self.logs: dict[tuple[str, int], list[ConsumerRecord]] = {}
+        self.log_start: dict[tuple[str, int], int] = {}
+        for name, n in topics.items():
+            self.add_topic(name, n)
+        self.fail_after_append = 0
+        self.fail_on_produce_call = 0
+        self.produce_calls = 0
+        self.records_per_fetch = 50
+        self.topic_configs: dict[str, dict[str, str]] = {}
 
     def add_topic(self, name: str, partitions: int) -> None:
         for p in range(partitions):
             self.logs[(name, p)] = []
             self.log_start[(name, p)] = 0
 
-    def append(self, tp, value: bytes, key=None, ts=1000, headers=()):
+    def append(self, tp, value: bytes, key=None, ts=1000, headers=(), timestamp_type=0):
         log = self.logs[tp]
-        log.append(Record(len(log), ts, key, value, tuple(headers)))
+        log.append(ConsumerRecord(tp[0], tp[1], len(log), ts, timestamp_type, key, value, tuple(headers)))
+
+    # ------------------------------------------------------------------ LogClient
 
     def partitions(self, topics):
         names = sorted({t for t, _ in self.logs}) if topics is None else topics
@@ -38,27 +51,24 @@ class FakeLog:
                 out[tp] = hits[0] if hits else -1
         return out
 
-    def fetch(self, tp, offset, max_bytes):
+    def fetch(self, tp, offset, *, max_records, max_wait_s):
         log, start = self.logs[tp], self.log_start[tp]
         if offset < start or offset > len(log):
-            return FetchChunk(b"", len(log), start, ErrorCode.OFFSET_OUT_OF_RANGE)
-        records = log[offset:offset + 50]
-        data = b""
-        for r in records:  # one batch per record keeps offsets exact
-            data += build_batch([_simple(r)], base_offset=r.offset, base_timestamp=r.timestamp)
-        return FetchChunk(data, len(log), start)
+            return Fetched([], offset, True)
+        records = log[offset:offset + min(max_records, self.records_per_fetch)]
+        return Fetched(records, offset + len(records))
 
-    def produce(self, tp, batch):
-        _, records = decode_batch(batch)
-        base = len(self.logs[tp])
-        for r in records:
-            self.append(tp, r.value, r.key, r.timestamp, r.headers)
+    def produce(self, rows):
+        self.produce_calls += 1
+        if self.produce_calls == self.fail_on_produce_call:
+            raise AmbiguousWriteError("connection lost before the append")
+        for tp, r in rows:
+            self.append(tp, r.value, r.key, r.timestamp if r.timestamp is not None else 1000, r.headers)
         if self.fail_after_append:
             self.fail_after_append -= 1
             raise AmbiguousWriteError("connection lost after the append")
-        return base
 
-
-def _simple(r: Record):
-    from wire.records import SimpleRecord
-    return SimpleRecord(r.key, r.value, r.headers, r.timestamp)
+    def ensure_topic(self, name, partitions=1, configs=None):
+        if not any(t == name for t, _ in self.logs):
+            self.add_topic(name, partitions)
+            self.topic_configs[name] = dict(configs or {})

@@ -21,9 +21,9 @@ def opts(**extra):
 
 def test_defaults_batch_and_stream():
     b = parse_source_options(opts(), streaming=False)
-    s = parse_source_options(opts(), streaming=True)
+    s = parse_source_options(opts(sourceId="q1"), streaming=True)
     assert isinstance(b.starting, Earliest) and isinstance(b.ending, Latest)
-    assert isinstance(s.starting, Latest)
+    assert isinstance(s.starting, Latest) and s.source_id == "q1" and b.source_id is None
     assert b.fail_on_data_loss and not b.include_headers and b.subscription.topics == ("t",)
 
 
@@ -66,22 +66,40 @@ def test_bad_batch_options_name_the_option(extra, needle):
 ])
 def test_bad_stream_options(extra, needle):
     with pytest.raises(InvalidOptionError, match=needle):
-        parse_source_options(opts(**extra), streaming=True)
+        parse_source_options(opts(sourceid="q", **extra), streaming=True)
+
+
+@pytest.mark.parametrize("start", [{}, {"startingoffsets": "latest"}, {"startingtimestamp": "5"},
+                                   {"startingoffsets": '{"t":{"0":-1}}'},
+                                   {"startingoffsetsbytimestamp": '{"t":{"0":7}}'}])
+def test_a_start_that_can_resolve_differently_later_needs_a_source_id(start):
+    with pytest.raises(InvalidOptionError, match="option 'sourceId' is required"):
+        parse_source_options(opts(**start), streaming=True)
+    assert parse_source_options(opts(sourceid="q-1.a", **start), streaming=True).source_id == "q-1.a"
+
+
+def test_stable_starts_need_no_source_id_and_batch_takes_none():
+    for start in ("earliest", '{"t":{"0":4,"1":-2}}'):
+        assert parse_source_options(opts(startingoffsets=start), streaming=True).source_id is None
+    with pytest.raises(InvalidOptionError, match="sourceId.*1-100"):
+        parse_source_options(opts(sourceid="a/b"), streaming=True)
+    with pytest.raises(InvalidOptionError, match="'sourceId' applies to streaming queries only"):
+        parse_source_options(opts(sourceid="q"), streaming=False)
 
 
 def test_start_precedence_and_specs():
     o = parse_source_options(opts(startingTimestamp="5", startingOffsetsByTimestamp='{"t":{"0":7}}',
-                                  startingOffsets="earliest"), streaming=True)
+                                  startingOffsets="earliest", sourceId="q"), streaming=True)
     assert o.starting == GlobalTimestamp(5)
-    o = parse_source_options(opts(startingOffsetsByTimestamp='{"t":{"0":7}}'), streaming=True)
+    o = parse_source_options(opts(startingOffsetsByTimestamp='{"t":{"0":7}}', sourceId="q"), streaming=True)
     assert o.starting == SpecificTimestamps({("t", 0): 7})
     o = parse_source_options(opts(startingOffsets='{"t":{"1":-2,"0":4}}'), streaming=True)
     assert o.starting == SpecificOffsets({("t", 0): 4, ("t", 1): -2})
 
 
 def test_stream_rate_options_and_durations():
-    o = parse_source_options(opts(maxOffsetsPerTrigger="100", minOffsetsPerTrigger="10", maxTriggerDelay="30s"),
-                             streaming=True)
+    o = parse_source_options(opts(maxOffsetsPerTrigger="100", minOffsetsPerTrigger="10", maxTriggerDelay="30s",
+                                  startingOffsets="earliest"), streaming=True)
     assert (o.max_offsets_per_trigger, o.min_offsets_per_trigger, o.max_trigger_delay_ms) == (100, 10, 30_000)
     assert parse_duration_ms("15m") == 900_000 and parse_duration_ms("250") == 250
     assert parse_duration_ms("2h") == 7_200_000

@@ -1,10 +1,12 @@
 """Range planning, minPartitions splits, the per-trigger budget, data loss, the range reader
 over a fake log, Arrow conversion, and the exactly-once sink protocol."""
+import json
 import logging
 
 import pytest
 
 from spark_source.planning import DataLossError, OffsetRange, clamp_latest, plan_ranges, rate_limit, split_ranges
+from spark_source.cluster_io import AmbiguousWriteError
 from spark_source.sink_protocol import SINK_HEADER, append_ledger, ledger_topic, write_task
 from tests.spark.fake_log import FakeLog
 from wire.records import SimpleRecord
@@ -96,53 +98,59 @@ def _values(log):
 
 def test_sink_first_attempt_writes_each_row_once():
     log = FakeLog({"out": 2, ledger_topic("q"): 1})
-    result = write_task(log, "q", 0, 0, _rows(10), per_batch=4, timestamp_ms=1)
+    result = write_task(log, "q", 0, 0, _rows(10), timestamp_ms=1)
     assert (result.written, result.skipped_as_duplicates) == (10, 0)
     assert _values(log) == sorted(f"r{i}".encode() for i in range(10))
     tags = [dict(r.headers)[SINK_HEADER] for r in log.logs[("out", 1)]]
     assert tags[0] == b"q:0:0:0"
+    # the begin record came first and holds the targets' high watermarks before the write
+    begin = json.loads(log.logs[(ledger_topic("q"), 0)][0].value)
+    assert begin == {"kind": "begin", "batch": 0, "task": 0, "marks": {"out": {"0": 0, "1": 0}}}
 
 
 def test_sink_task_retry_after_partial_write_skips_written_rows():
     log = FakeLog({"out": 2, ledger_topic("q"): 1})
-    log.fail_after_append = 0
-    # attempt 1 dies after its first produce request landed (ambiguous failure, then the task fails)
     orig = log.produce
-    calls = {"n": 0}
 
-    def dying(tp, batch):
-        calls["n"] += 1
-        if calls["n"] == 3:  # ledger begin, first data batch, then die
+    def dying(rows):
+        if rows[0][0][0] == "out":  # attempt 1 dies with part of its rows appended
+            orig(rows[:4])
             raise RuntimeError("executor lost")
-        return orig(tp, batch)
+        return orig(rows)
     log.produce = dying
     with pytest.raises(RuntimeError):
-        write_task(log, "q", 0, 0, _rows(10), per_batch=3, timestamp_ms=1)
+        write_task(log, "q", 0, 0, _rows(10), timestamp_ms=1)
     log.produce = orig
-    written_before = len(_values(log))
-    assert 0 < written_before < 10
-    result = write_task(log, "q", 0, 0, _rows(10), per_batch=3, timestamp_ms=1)
-    assert result.skipped_as_duplicates == written_before
+    assert len(_values(log)) == 4
+    result = write_task(log, "q", 0, 0, _rows(10), timestamp_ms=1)
+    assert (result.written, result.skipped_as_duplicates) == (6, 4)
     assert _values(log) == sorted(f"r{i}".encode() for i in range(10))
 
 
-def test_sink_ambiguous_produce_rescans_instead_of_resending():
+def test_sink_ambiguous_write_fails_the_task_and_the_next_attempt_rescans():
     log = FakeLog({"out": 2, ledger_topic("q"): 1})
-    write_task(log, "q", 0, 1, [], per_batch=2, timestamp_ms=1)  # another task's begin in the ledger
-    log.fail_after_append = 2  # the begin record and the first data batch land but report failure
-    with pytest.raises(Exception):
-        write_task(log, "q", 1, 0, _rows(6), per_batch=2, timestamp_ms=1)
-    write_task(log, "q", 1, 0, _rows(6), per_batch=2, timestamp_ms=1)
+    write_task(log, "q", 0, 1, [], timestamp_ms=1)  # another task's begin in the ledger
+    log.fail_after_append = 2  # the begin record and the data land but report failure
+    with pytest.raises(AmbiguousWriteError):
+        write_task(log, "q", 1, 0, _rows(6), timestamp_ms=1)
+    with pytest.raises(AmbiguousWriteError):  # (the begin record's own failure)
+        write_task(log, "q", 1, 0, _rows(6), timestamp_ms=1)
+    again = write_task(log, "q", 1, 0, _rows(6), timestamp_ms=1)
+    assert (again.written, again.skipped_as_duplicates) == (0, 6)
     assert _values(log) == sorted(f"r{i}".encode() for i in range(6))
+    log.fail_on_produce_call = log.produce_calls + 2  # a write that never left: the re-run writes it all
+    with pytest.raises(AmbiguousWriteError):
+        write_task(log, "q", 2, 0, _rows(3), timestamp_ms=1)
+    assert write_task(log, "q", 2, 0, _rows(3), timestamp_ms=1).written == 3
 
 
 def test_sink_replayed_committed_batch_writes_nothing():
     log = FakeLog({"out": 2, ledger_topic("q"): 1})
-    write_task(log, "q", 0, 0, _rows(5), per_batch=10, timestamp_ms=1)
+    write_task(log, "q", 0, 0, _rows(5), timestamp_ms=1)
     append_ledger(log, "q", {"kind": "commit", "batch": 0}, 1)
-    again = write_task(log, "q", 0, 0, _rows(5), per_batch=10, timestamp_ms=1)
+    again = write_task(log, "q", 0, 0, _rows(5), timestamp_ms=1)
     assert again.batch_already_committed and again.written == 0
-    nxt = write_task(log, "q", 1, 0, _rows(5), per_batch=10, timestamp_ms=1)
+    nxt = write_task(log, "q", 1, 0, _rows(5), timestamp_ms=1)
     assert nxt.written == 5 and len(_values(log)) == 10
 
 
@@ -150,8 +158,8 @@ def test_sink_ledger_scan_reaches_past_many_entries():
     log = FakeLog({"out": 1, ledger_topic("q"): 1})
     append_ledger(log, "q", {"kind": "commit", "batch": 0}, 1)
     rows = [(("out", 0), SimpleRecord(None, b"x"))]
-    write_task(log, "q", 1, 0, rows, per_batch=1, timestamp_ms=1)
+    write_task(log, "q", 1, 0, rows, timestamp_ms=1)
     for task in range(1, 300):  # many other tasks' begin records after ours
         append_ledger(log, "q", {"kind": "begin", "batch": 1, "task": task, "marks": {}}, 1)
-    result = write_task(log, "q", 1, 0, rows, per_batch=1, timestamp_ms=1)
+    result = write_task(log, "q", 1, 0, rows, timestamp_ms=1)
     assert (result.written, result.skipped_as_duplicates) == (0, 1)
