@@ -1,7 +1,12 @@
-"""A simulated controller quorum: the real node code (raftkafka.node.ControllerNode:
-storage → Raft core → driver → transport) on simulated Envs, one trio task tree per node.
+"""A simulated cluster: the real node code (raftkafka.node.ControllerNode: storage → Raft
+core → driver → transport, plus in "cluster" mode the real MetadataApp — active controller,
+metadata loader, broker lifecycle and the Kafka broker) on simulated Envs, one trio task
+tree per node.
 
-- Each node is a `ControllerHost`: a name ("n1"), a disk (MemFileSystem) that
+- Modes: "raft" runs controllers whose state machine only records entries (the Raft
+  workload); "cluster" runs full nodes: controllers 1..c, and broker-only nodes
+  c+1..c+b (with b = 0 the controllers are combined broker+controller nodes).
+- Each node is a `NodeHost`: a name ("n1"), its roles, a disk (MemFileSystem) that
   survives its incarnations, a skewable wall clock, and the current incarnation's
   SimEnv, ControllerNode and cancel scope.
 - kill = the incarnation dies (its Env refuses further I/O), its cancel scope is
@@ -27,6 +32,7 @@ import trio
 from raft.entry import Entry
 from raft.node_storage import METADATA_DIR, NodeStorage
 from raftkafka.config import load_config
+from raftkafka.metadata_roles import MetadataApp
 from raftkafka.node import ControllerNode
 from simulations.checkers.raft import GENESIS_DIGEST, DurableLog, RaftChecker, entry_digest
 from simulations.env import SimEnv, SkewedClock, derive_seed
@@ -36,10 +42,11 @@ from storage.memfs import MemFileSystem
 from storage.meta_properties import MetaProperties, VoterSpec, format_data_dir, uuid_to_str
 from storage.quorum_state_file import QuorumStateFile
 
-__all__ = ["SimCluster", "ControllerHost", "DATA_DIR", "CONTROLLER_PORT", "CLUSTER_ID"]
+__all__ = ["SimCluster", "NodeHost", "ControllerHost", "DATA_DIR", "CONTROLLER_PORT", "BROKER_PORT", "CLUSTER_ID"]
 
 DATA_DIR = "/data"
 CONTROLLER_PORT = 9093
+BROKER_PORT = 9092
 CLUSTER_ID = uuid_to_str(uuid.UUID(int=0x5EED))
 
 
@@ -75,9 +82,33 @@ class CheckedStateMachine:
         return msgpack.packb([self.end, self.digest])
 
 
-class ControllerHost:
-    def __init__(self, node_id: int, clock: SkewedClock):
+class ReportingStateMachine:
+    """Wraps a node's real metadata state machine: every applied entry is reported to the
+    Raft checker first. A restored snapshot holds an image, not a digest; the metadata
+    checker compares the image it yields with the replayed committed log instead."""
+
+    def __init__(self, inner, node_id: int, checker: RaftChecker):
+        self.inner = inner
         self.node_id = node_id
+        self.checker = checker
+
+    def restore(self, snapshot_id: tuple[int, int], data: bytes | None) -> None:
+        self.checker.on_restore_unverified(self.node_id, snapshot_id[0])
+        self.inner.restore(snapshot_id, data)
+
+    def apply(self, entries: list[Entry], high_watermark: int) -> None:
+        for e in entries:
+            self.checker.on_apply(self.node_id, e.offset, e.epoch, bytes(e.payload), bool(e.control))
+        self.inner.apply(entries, high_watermark)
+
+    def snapshot(self) -> bytes:
+        return self.inner.snapshot()
+
+
+class NodeHost:
+    def __init__(self, node_id: int, roles: tuple[str, ...], clock: SkewedClock):
+        self.node_id = node_id
+        self.roles = roles
         self.name = f"n{node_id}"
         self.disk = MemFileSystem()
         self.clock = clock
@@ -91,51 +122,107 @@ class ControllerHost:
     def up(self) -> bool:
         return self.env is not None and self.env.alive
 
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
     def status(self):
         driver = self.node.driver if self.node is not None else None
         return None if driver is None else driver.core.status()
 
+    # What the checkers read of a full node (None in raft mode or before it runs).
+    def broker_role(self):
+        app = self.node.app if self.node is not None and self.up else None
+        return None if app is None else app.broker
+
+    def kafka(self):
+        role = self.broker_role()
+        return None if role is None else role.kafka
+
+    def controller_state_machine(self):
+        app = self.node.app if self.node is not None and self.up else None
+        return None if app is None or app.controller is None else app.controller.state_machine
+
+
+ControllerHost = NodeHost  # the first milestone's name
+
 
 class SimCluster:
     def __init__(self, seed: int, net: SimNetwork, trace: Trace, checker: RaftChecker, *,
-                 controllers: int = 3, raft_settings: dict | None = None):
+                 controllers: int = 3, brokers: int = 0, mode: str = "raft",
+                 raft_settings: dict | None = None, node_settings: dict | None = None):
+        if mode not in ("raft", "cluster"):
+            raise ValueError(f"mode must be raft or cluster, not {mode!r}")
         self.seed = seed
         self.net = net
         self.trace = trace
         self.checker = checker
+        self.mode = mode
         self.raft_settings = dict(raft_settings or {})
-        self.hosts: dict[int, ControllerHost] = {}
+        self.node_settings = dict(node_settings or {})
+        self.hosts: dict[int, NodeHost] = {}
+        combined = mode == "cluster" and brokers == 0
         for i in range(1, controllers + 1):
-            self.hosts[i] = ControllerHost(i, SkewedClock())
-            net.add_host(self.hosts[i].name)
+            roles = ("broker", "controller") if combined else ("controller",)
+            self.hosts[i] = NodeHost(i, roles, SkewedClock())
+        if mode == "cluster":
+            for i in range(controllers + 1, controllers + brokers + 1):
+                self.hosts[i] = NodeHost(i, ("broker",), SkewedClock())
+        for _, host in sorted(self.hosts.items()):
+            net.add_host(host.name)
         self.disk_rng = random.Random(derive_seed(seed, "disk-crash"))
         self._nursery: trio.Nursery | None = None
         self.crashes = 0
         self._roles: dict[int, tuple] = {}
+        self.on_start = []  # callbacks(host) run when an incarnation starts (checkers reset)
 
     @property
     def voters(self) -> list[int]:
+        return sorted(i for i, h in self.hosts.items() if h.is_controller)
+
+    @property
+    def node_ids(self) -> list[int]:
         return sorted(self.hosts)
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return sorted(i for i, h in self.hosts.items() if h.is_broker)
 
     def address(self, node_id: int) -> tuple[str, int]:
         return self.hosts[node_id].name, CONTROLLER_PORT
 
+    def bootstrap(self) -> list[str]:
+        """Kafka bootstrap servers of every broker."""
+        return [f"{self.hosts[i].name}:{BROKER_PORT}" for i in self.broker_ids]
+
     # ------------------------------------------------------------- lifecycle
     async def format(self) -> None:
-        voters = [VoterSpec(i, h.name, CONTROLLER_PORT) for i, h in sorted(self.hosts.items())]
+        voters = [VoterSpec(i, self.hosts[i].name, CONTROLLER_PORT) for i in self.voters]
         for i, host in sorted(self.hosts.items()):
             directory = uuid_to_str(uuid.UUID(int=derive_seed(self.seed, "dir", host.name)))
             await format_data_dir(host.disk, DATA_DIR, MetaProperties(CLUSTER_ID, i, directory), voters)
 
     def config_for(self, node_id: int):
+        host = self.hosts[node_id]
+        listeners = []
+        if host.is_broker:
+            listeners.append(f"PLAINTEXT://{host.name}:{BROKER_PORT}")
+        if host.is_controller:
+            listeners.append(f"CONTROLLER://{host.name}:{CONTROLLER_PORT}")
         settings = {
             "node.id": node_id,
-            "process.roles": "controller",
+            "process.roles": ",".join(host.roles),
             "log.dirs": DATA_DIR,
-            "listeners": f"CONTROLLER://{self.hosts[node_id].name}:{CONTROLLER_PORT}",
-            "controller.state.machine": "recording",
+            "listeners": ",".join(listeners),
+            "controller.state.machine": "recording" if self.mode == "raft" else "metadata",
         }
         settings.update(self.raft_settings)
+        if self.mode == "cluster":
+            settings.update(self.node_settings)
         return load_config(settings)
 
     def bind(self, nursery: trio.Nursery) -> None:
@@ -147,35 +234,53 @@ class SimCluster:
         host.incarnation += 1
         host.env = SimEnv(host.name, seed=self.seed, incarnation=host.incarnation,
                           net=self.net, disk=host.disk, clock=host.clock)
-        host.node = ControllerNode(host.env, self.config_for(node_id),
-                                   state_machine=CheckedStateMachine(node_id, self.checker))
+        config = self.config_for(node_id)
+        if self.mode == "raft":
+            host.node = ControllerNode(host.env, config, state_machine=CheckedStateMachine(node_id, self.checker))
+        else:
+            app = MetadataApp(host.env, config, kafka_broker=True)
+            app.state_machine = ReportingStateMachine(app.state_machine, node_id, self.checker)
+            host.node = ControllerNode(host.env, config, app=app)
         host.scope = trio.CancelScope()
         self.net.host_up(host.name)
         self.checker.applied_end.pop(node_id, None)
+        for callback in self.on_start:
+            callback(host)
         self.trace.record(host.name, "start", incarnation=host.incarnation)
         self._nursery.start_soon(self._run, host, host.env, host.node, host.scope)
 
-    async def _run(self, host: ControllerHost, env: SimEnv, node: ControllerNode, scope: trio.CancelScope) -> None:
-        with scope:
-            try:
+    async def _run(self, host: NodeHost, env: SimEnv, node: ControllerNode, scope: trio.CancelScope) -> None:
+        try:
+            with scope:
                 await node.run()
-            except Exception as e:  # noqa: BLE001 - classified below
-                if env is not host.env or not env.alive:
-                    return  # the incarnation was killed; its last steps may fail on the dead Env
-                leaves = _leaf_exceptions(e)
-                names = sorted({type(x).__name__ for x in leaves})
-                if host.disk_fault and all(isinstance(x, OSError) for x in leaves):
-                    self.trace.record(host.name, "crashed_on_disk_error", errors=names)
-                else:
-                    self.trace.record(host.name, "node_failed", errors=names)
-                    self.checker.violate("NodeFailed", f"{host.name} stopped with {names}: {_first_line(leaves)}")
-                self.kill(host.node_id, reason="failed")
-                return
+        except Exception as e:  # noqa: BLE001 - classified below
+            # Outside the scope: a killed node's cleanup (a broker closing its logs) may
+            # fail on the crashed disk after the scope has swallowed the Cancelled.
+            if env is not host.env or not env.alive:
+                return  # the incarnation was killed; its last steps may fail on the dead Env
+            leaves = _leaf_exceptions(e)
+            names = sorted({type(x).__name__ for x in leaves})
+            if host.disk_fault and all(isinstance(x, OSError) for x in leaves):
+                self.trace.record(host.name, "crashed_on_disk_error", errors=names)
+            else:
+                self.trace.record(host.name, "node_failed", errors=names)
+                self.checker.violate("NodeFailed", f"{host.name} stopped with {names}: {_first_line(leaves)}")
+            self.kill(host.node_id, reason="failed")
+            return
         if env is host.env and env.alive:
             self.trace.record(host.name, "node_exited")
             self.kill(host.node_id, reason="exited")
 
-    def kill(self, node_id: int, *, reason: str = "nemesis") -> None:
+    def loses_page_cache(self, node_id: int) -> bool:
+        """Whether a plain kill of this node also loses its unfsynced writes.
+
+        The Raft workload models every kill as a power loss (the quorum fsyncs before it
+        acknowledges). Kafka brokers acknowledge acks=all from the ISR's page caches, so on
+        nodes with the broker role a kill is a process kill (kill -9: the page cache
+        survives) and a power loss is a separate, budgeted fault (`power_loss`)."""
+        return self.mode == "raft" or not self.hosts[node_id].is_broker
+
+    def kill(self, node_id: int, *, reason: str = "nemesis", power_loss: bool | None = None) -> None:
         host = self.hosts[node_id]
         if not host.up:
             return
@@ -185,9 +290,14 @@ class SimCluster:
         host.disk.sync_delay = 0.0
         host.disk.fail_writes = False
         host.disk_fault = False
-        host.disk.crash(self.disk_rng)
+        if power_loss is None:
+            power_loss = self.loses_page_cache(node_id)
+        if power_loss:
+            host.disk.crash(self.disk_rng)
+        else:
+            host.disk.process_exit()
         self.crashes += 1
-        self.trace.record(host.name, "kill", reason=reason, incarnation=host.incarnation)
+        self.trace.record(host.name, "kill", reason=reason, incarnation=host.incarnation, power_loss=power_loss)
 
     # -------------------------------------------------------------- checking
     def poll(self) -> None:
@@ -209,11 +319,12 @@ class SimCluster:
         """Check what every disk durably holds (election state, log) against the leaders' HW."""
         self.checker.now = trio.current_time()
         durable = {}
-        for node_id in sorted(self.hosts):
+        for node_id in self.voters:
             log = await self.durable_log(node_id)
             if log is not None:
                 durable[node_id] = log
-        for node_id, host in sorted(self.hosts.items()):
+        for node_id in self.voters:
+            host = self.hosts[node_id]
             st = host.status() if host.up else None
             if st is not None and st.role == "Leader":
                 self.checker.check_majority(node_id, st.high_watermark, durable)

@@ -8,7 +8,9 @@ ends them all at the start of the liveness phase.
 
 Fault kinds (--faults selects groups): network: partition (random halves,
 isolate the leader, isolate one node), oneway, clog, swizzle, reset;
-crash: kill, kill_leader; disk: slow_fsync, disk_full; clock: clock_jump.
+crash: kill, kill_leader, power_loss (a kill that loses the page cache: on nodes with
+the broker role at most BROKER_POWER_LOSS_BUDGET per run, as Kafka's acks=all without fsync
+survives at most min.insync.replicas - 1 such losses); disk: slow_fsync, disk_full; clock: clock_jump.
 """
 from __future__ import annotations
 
@@ -21,11 +23,13 @@ from simulations.cluster import SimCluster
 from simulations.network import LinkProfile, SimNetwork
 from simulations.trace import Trace
 
-__all__ = ["FaultProfile", "Nemesis", "FAULT_GROUPS", "draw_profile"]
+__all__ = ["FaultProfile", "Nemesis", "FAULT_GROUPS", "draw_profile", "BROKER_POWER_LOSS_BUDGET"]
+
+BROKER_POWER_LOSS_BUDGET = 1
 
 FAULT_GROUPS = {
     "network": ["partition", "oneway", "clog", "swizzle", "reset"],
-    "crash": ["kill", "kill_leader"],
+    "crash": ["kill", "kill_leader", "power_loss"],
     "disk": ["slow_fsync", "disk_full"],
     "clock": ["clock_jump"],
 }
@@ -83,6 +87,7 @@ class Nemesis:
         self.profile = profile
         self.counts: dict[str, int] = {}
         self._restart_at: dict[int, float] = {}
+        self.broker_power_losses = 0
 
     def _count(self, kind: str, **fields) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -107,7 +112,7 @@ class Nemesis:
 
     def _inject(self, kind: str, now: float, nursery: trio.Nursery) -> None:
         names = [h.name for _, h in sorted(self.cluster.hosts.items())]
-        ids = self.cluster.voters
+        ids = self.cluster.node_ids
         if kind == "partition":
             mode = self.rng.choice(["halves", "isolate_leader", "isolate_one"])
             if mode == "isolate_leader" and self.cluster.leader() is not None:
@@ -144,6 +149,18 @@ class Nemesis:
                 return
             self.cluster.kill(target)
             self._count(kind, node=self.cluster.hosts[target].name)
+            self._restart_at[target] = now + self._duration(0.1, 5.0)
+        elif kind == "power_loss":
+            target = self.rng.choice(ids)
+            host = self.cluster.hosts[target]
+            if not host.up:
+                return
+            if not self.cluster.loses_page_cache(target):
+                if self.broker_power_losses >= BROKER_POWER_LOSS_BUDGET:
+                    return
+                self.broker_power_losses += 1
+            self.cluster.kill(target, power_loss=True)
+            self._count(kind, node=host.name)
             self._restart_at[target] = now + self._duration(0.1, 5.0)
         elif kind == "slow_fsync":
             target = self.cluster.hosts[self.rng.choice(ids)]

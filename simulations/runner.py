@@ -1,6 +1,9 @@
 """One simulation run = a pure function of (seed, options) → result with a trace hash.
 
-Phases (reference/simulation.md §6.1.8):
+Workloads: "cluster" (the whole cluster with clients: simulations.cluster_runner) and
+"raft" (alias "append": the controller quorum alone, below).
+
+Phases of the raft workload (reference/simulation.md §6.1.8):
 1. format the disks, start every controller;
 2. safety phase (`duration` sim seconds): workload + nemesis, the checker
    polling every node's status every `POLL` (or after every task step with
@@ -53,7 +56,8 @@ class SimOptions:
     controllers: int = 3
     heal_timeout: float = 30.0
     full_trace: bool = False
-    workload: str = "append"
+    workload: str = "cluster"  # "cluster" (simulations.cluster_runner) or "raft" (alias "append")
+    brokers: int = 3  # broker-only nodes in the cluster workload; 0 = the controllers are combined nodes
     step_checks: bool = False  # in-memory checks after every trio task step (~2x slower), not every POLL
 
 
@@ -70,16 +74,18 @@ def run_simulation(options: SimOptions) -> dict:
     trace = Trace(full=options.full_trace)
     state: dict = {}
     wall0 = time.perf_counter()
-    quiet = logging.getLogger("raftkafka")
-    saved_level = quiet.level
-    quiet.setLevel(logging.CRITICAL)  # node logs would dwarf the run; the trace tells the story
+    saved_disable = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)  # node logs would dwarf the run; the trace tells the story
     try:
-        run_deterministic(_simulate, options, trace, state, seed=derive_seed(options.seed, "scheduler"))
+        if options.workload not in WORKLOADS:
+            raise ValueError(f"unknown workload {options.workload!r} (one of {', '.join(WORKLOADS)})")
+        run_deterministic(WORKLOADS[options.workload], options, trace, state,
+                          seed=derive_seed(options.seed, "scheduler"))
     except Exception as e:  # noqa: BLE001 - a harness crash is reported, with the seed
         state.setdefault("violations", []).append(
             {"invariant": "HarnessError", "message": _describe_error(e), "sim_time": -1})
     finally:
-        quiet.setLevel(saved_level)
+        logging.disable(saved_disable)
     result = {
         "seed": options.seed,
         "hash": trace.hash,
@@ -90,7 +96,8 @@ def run_simulation(options: SimOptions) -> dict:
         "events": trace.seq,
         "profile": state.get("profile", {}),
         "workload": state.get("workload", {}),
-        "options": {"duration": options.duration, "faults": options.faults, "controllers": options.controllers},
+        "options": {"duration": options.duration, "faults": options.faults, "controllers": options.controllers,
+                    "brokers": options.brokers, "workload": options.workload},
     }
     result["trace"] = trace
     return result
@@ -141,6 +148,15 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
     state["workload"] = {"sent": workload.sent, "acked": workload.acked, "failed": workload.failed,
                          "indeterminate": workload.indeterminate, "crashes": cluster.crashes,
                          "committed": len(checker.committed)}
+
+
+async def _simulate_cluster(options: SimOptions, trace: Trace, state: dict) -> None:
+    from simulations.cluster_runner import simulate_cluster
+
+    await simulate_cluster(options, trace, state, RAFT_SETTINGS)
+
+
+WORKLOADS = {"cluster": _simulate_cluster, "raft": _simulate, "append": _simulate}
 
 
 class _StepChecker(trio.abc.Instrument):

@@ -267,6 +267,11 @@ class MemFileSystem:
         self._files, self._dirs = files, set(dirs)
         self._durable_files, self._durable_dirs = dict(files), set(dirs)
 
+    def process_exit(self) -> None:
+        """The process died but the machine did not (kill -9): the page cache survives, so
+        every write stays, pending ones still to be made durable; open handles go stale."""
+        self._generation += 1
+
     def snapshot(self) -> dict[str, bytes]:
         """Current live content of every file (for assertions in tests)."""
         return {p: bytes(i.data) for p, i in sorted(self._files.items())}

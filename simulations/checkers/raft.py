@@ -86,6 +86,13 @@ class RaftChecker:
             self.violate("ConsistentCommittedData", f"node {node} restored a snapshot at {end_offset}, "
                          f"beyond anything ever applied ({len(self.prefix) - 1})")
 
+    def on_restore_unverified(self, node: int, end_offset: int) -> None:
+        """A snapshot whose content another checker verifies (the metadata image)."""
+        self.applied_end[node] = end_offset
+        if end_offset > len(self.prefix) - 1 and end_offset > 0:
+            self.violate("ConsistentCommittedData", f"node {node} restored a snapshot at {end_offset}, "
+                         f"beyond anything ever applied ({len(self.prefix) - 1})")
+
     def on_apply(self, node: int, offset: int, epoch: int, payload: bytes, control: bool) -> None:
         expected = self.applied_end.get(node, 0)
         if offset != expected:

@@ -1,0 +1,114 @@
+"""Metadata checker: every node's image is the committed metadata log, replayed.
+
+The Raft checker keeps the committed log as first applied anywhere (offset → entry).
+This checker replays that log with the real decoders (BatchAssembler, MetadataDelta)
+into reference images, one per committed offset that ends a batch or a control entry,
+and compares each live node's images against them:
+
+- MetadataImageMatchesLog: a broker's published image (its MetadataLoader) and a
+  controller's committed image equal the reference image at their offset;
+- UncommittedMetadataPublished: no node ever shows an image at an offset the log has
+  not committed;
+- MetadataReplayError: no committed record fails to apply on a node (a controller bug
+  that Kafka would log and skip);
+- MonotonicMetadataOffset: a node's published offset never goes back within an
+  incarnation.
+
+Images are compared only when a node's image object changed (images are immutable).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from metadata.delta import MetadataDelta
+from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.log_format import BatchAssembler, CommittedBatch
+from raft.entry import Entry
+from simulations.checkers.raft import RaftChecker
+
+__all__ = ["MetadataChecker"]
+
+
+class MetadataChecker:
+    def __init__(self, raft: RaftChecker, *, keep: int = 4096):
+        self.raft = raft
+        self.keep = keep  # reference images kept (older ones are dropped; nodes converge past them)
+        self.images: dict[int, MetadataImage] = {}
+        self.replayed_end = 0  # next committed offset to replay
+        self._image = EMPTY_IMAGE
+        self._assembler = BatchAssembler()
+        self._last_seen: dict[tuple[int, str], tuple[int, int, int]] = {}  # -> (incarnation, id, offset)
+        self.compared = 0
+
+    # ------------------------------------------------------------------ replay
+    def _catch_up(self) -> None:
+        committed = self.raft.committed
+        entries = []
+        while self.replayed_end in committed:
+            epoch, payload, control = committed[self.replayed_end]
+            entries.append(Entry(self.replayed_end, epoch, payload, control))
+            self.replayed_end += 1
+        if not entries:
+            return
+        for item in self._assembler.feed(entries):
+            if isinstance(item, CommittedBatch):
+                delta = MetadataDelta(self._image)
+                for rec in item.records:
+                    try:
+                        delta.replay(rec)
+                    except Exception as e:  # noqa: BLE001 - reported, the replay goes on as the nodes' does
+                        self.raft.violate("MetadataReplayError", f"committed record in batch ending at "
+                                          f"{item.last_offset} does not apply: {type(e).__name__}: {e}")
+                delta.set_provenance(item.last_offset, item.epoch)
+                self._image = delta.apply()
+                self.images[item.last_offset] = self._image
+            else:  # a control entry moves a loader's offset, not the controller's image
+                self.images[item.offset] = dataclasses.replace(self._image, offset=item.offset, epoch=item.epoch)
+        while len(self.images) > self.keep:
+            del self.images[next(iter(self.images))]
+
+    # ------------------------------------------------------------------ checks
+    def observe(self, node: int, incarnation: int, kind: str, image: MetadataImage, replay_errors) -> None:
+        """One node's current image (`kind`: "broker" published or "controller" committed)."""
+        key = (node, kind)
+        last = self._last_seen.get(key)
+        if last is not None and last[0] == incarnation and last[1] == id(image):
+            return
+        if last is not None and last[0] == incarnation and image.offset < last[2]:
+            self.raft.violate("MonotonicMetadataOffset", f"node {node} {kind} image went from offset "
+                              f"{last[2]} back to {image.offset}")
+        self._last_seen[key] = (incarnation, id(image), image.offset)
+        if replay_errors:
+            offset, message = replay_errors[0]
+            self.raft.violate("MetadataReplayError", f"node {node} {kind}: record at {offset} did not apply: "
+                              f"{message[:160]}")
+            replay_errors.clear()  # reported once
+        if image.offset < 0:
+            return
+        self._catch_up()
+        if image.offset >= self.replayed_end:
+            self.raft.violate("UncommittedMetadataPublished", f"node {node} {kind} image is at offset "
+                              f"{image.offset}, the committed log ends at {self.replayed_end - 1}")
+            return
+        expected = self.images.get(image.offset)
+        if expected is None:
+            return  # older than what is kept, or mid-batch (cannot happen: images end batches)
+        self.compared += 1
+        if expected != image:
+            self.raft.violate("MetadataImageMatchesLog", f"node {node} {kind} image at offset {image.offset} "
+                              f"differs from the replayed log: {_difference(expected, image)}")
+
+    def converged(self, offsets: dict[int, int], target: int) -> list[int]:
+        """Nodes whose image offset is still below `target` (liveness after the heal)."""
+        return sorted(n for n, o in offsets.items() if o < target)
+
+
+def _difference(expected: MetadataImage, actual: MetadataImage) -> str:
+    for f in dataclasses.fields(MetadataImage):
+        a, b = getattr(expected, f.name), getattr(actual, f.name)
+        if a != b:
+            if isinstance(a, dict) and isinstance(b, dict):
+                keys = sorted({k for k in set(a) | set(b) if a.get(k) != b.get(k)}, key=repr)[:3]
+                return f"{f.name} differ at {[repr(k)[:60] for k in keys]}"
+            return f"{f.name}: {repr(a)[:80]} vs {repr(b)[:80]}"
+    return "(equal fields, unequal images)"
