@@ -34,6 +34,7 @@ from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from storage.env import Env
 from storage.log import LogManager
+from storage.metrics import BrokerMetrics, MetricsRegistry
 from wire.error_codes import ErrorCode
 
 __all__ = ["Broker"]
@@ -45,9 +46,10 @@ class Broker:
     name = "broker"
 
     def __init__(self, env: Env, config: BrokerConfig, controller: ControllerChannel,
-                 log_manager: LogManager | None = None):
+                 log_manager: LogManager | None = None, metrics: MetricsRegistry | None = None):
         self.env = env
         self.config = config
+        self.metrics = BrokerMetrics(metrics or MetricsRegistry())  # request, produce and fetch counters
         self.controller = controller
         self.static = dict(config.static)
         self.log_manager = log_manager or LogManager(

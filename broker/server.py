@@ -96,7 +96,11 @@ class KafkaServer:
         async for frame in receive:
             if frame is None:
                 return
+            started = self.broker.env.now()
             parts = await self.respond(frame)
+            if len(frame) >= 2:
+                self.broker.metrics.request(int.from_bytes(frame[:2], "big", signed=True),
+                                            self.broker.env.now() - started)
             if parts is None:
                 continue
             if parts is CLOSE:

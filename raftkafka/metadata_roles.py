@@ -123,7 +123,8 @@ class BrokerRole:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.connection.run)
             if self.kafka_broker:
-                kafka = Broker(self.env, broker_config(config, cluster_id), self.controller)
+                kafka = Broker(self.env, broker_config(config, cluster_id), self.controller,
+                               metrics=self.metrics)
                 self._hold_clients_until_unfenced(kafka)
                 try:
                     await nursery.start(kafka.run)  # recovers the logs, binds the listener

@@ -4,71 +4,24 @@ Bytes in must equal the bytes produced, records in the records produced, bytes
 out the record bytes the consumer received, and the per-API request counters
 and latency histograms must count exactly the requests sent.
 
-Until the broker calls `storage.metrics.BrokerMetrics` itself (the hook lines
-listed in `raftkafka/metrics_wiring.py`'s report are pending with the broker's
-owner), `_hooks_as_documented` applies those same calls around the real
-handlers for the duration of the test. Once the broker has a `metrics`
-attribute the shim steps aside and the broker's own counting is checked.
+The counting is the broker's own (`Broker(metrics=registry)`: the server times
+every request, the produce and fetch handlers count what they append and answer).
 """
 from __future__ import annotations
 
 import pytest
 import trio
 
-from broker.handlers import HANDLERS, Handler
 from raftkafka.metrics_http import MetricsServer
 from raftkafka.metrics_wiring import register_broker_gauges
 from storage.metrics import BrokerMetrics, MetricsRegistry
 from tests.broker.harness import RawClient, running_cluster
 from tests.test_metrics import parse_exposition
-from wire.batch_header import iter_batches, parse_header
+from wire.batch_header import iter_batches
 from wire.protocol import ApiKey, CreateTopicsRequest, FetchRequest, ProduceRequest
 from wire.records import SimpleRecord, build_batch
 
 TOPIC = "orders"
-
-
-def _hooks_as_documented(broker, registry: MetricsRegistry, monkeypatch) -> None:
-    """The broker-side hook lines, applied from outside (see the module docstring)."""
-    if getattr(broker, "metrics", None) is not None:
-        broker.metrics = BrokerMetrics(registry)
-        return
-    metrics = BrokerMetrics(registry)
-    server = broker.server
-    respond = server.respond
-
-    async def timed_respond(frame):  # KafkaServer._process: time every request
-        started = broker.env.now()
-        try:
-            return await respond(frame)
-        finally:
-            metrics.request(int.from_bytes(frame[:2], "big", signed=True), broker.env.now() - started)
-
-    monkeypatch.setattr(server, "respond", timed_respond)
-    produce, fetch = HANDLERS[ApiKey.PRODUCE], HANDLERS[ApiKey.FETCH]
-
-    async def counted_produce(b, header, request):  # produce handler: count appended batches
-        response = await produce.handle(b, header, request)
-        results = {} if response is None else {
-            (t.name, p.index): p.error_code for t in response.responses for p in t.partition_responses}
-        for t in request.topic_data:
-            for p in t.partition_data:
-                if results.get((t.name, p.index), 0) == 0:
-                    h = parse_header(p.records)
-                    metrics.produced(t.name, h.size, h.last_offset_delta + 1)
-                elif b.replicas.get(t.name, p.index) is not None:
-                    # Only partitions hosted here: a client must not create series at will.
-                    metrics.produce_failed(t.name)
-        return response
-
-    async def counted_fetch(b, header, request):  # fetch handler: count what is answered
-        response = await fetch.handle(b, header, request)
-        for t in response.responses:
-            metrics.fetched(t.topic, sum(len(p.records) for p in t.partitions), follower=request.replica_id >= 0)
-        return response
-
-    monkeypatch.setitem(HANDLERS, ApiKey.PRODUCE, Handler(counted_produce, produce.error))
-    monkeypatch.setitem(HANDLERS, ApiKey.FETCH, Handler(counted_fetch, fetch.error))
 
 
 def _create_topic(partitions: int) -> CreateTopicsRequest:
@@ -116,11 +69,11 @@ def _latency_count(families, api: str) -> float:
     return _value({name + "_count": {"samples": families[name]["samples"]}}, name + "_count", api=api)
 
 
-async def test_scraped_counters_match_what_was_produced_and_consumed(monkeypatch):
+async def test_scraped_counters_match_what_was_produced_and_consumed():
     registry = MetricsRegistry()
     async with running_cluster(1) as cluster:
         broker = cluster.brokers[0]
-        _hooks_as_documented(broker, registry, monkeypatch)
+        broker.metrics = BrokerMetrics(registry)  # the harness built it; count into our registry
         register_broker_gauges(registry, broker)
         async with trio.open_nursery() as nursery:
             metrics_port = await nursery.start(MetricsServer(broker.env, registry).serve, "127.0.0.1", 0)

@@ -47,6 +47,8 @@ async def handle(broker, header, request) -> FetchResponse:
         if not await broker.purgatory.wait(watched, deadline):
             responses, *_ = await _read_all(broker, request, max_bytes, deadline)
             break
+    for t in responses:
+        broker.metrics.fetched(t.topic, sum(len(p.records) for p in t.partitions), follower=request.replica_id >= 0)
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
 
 

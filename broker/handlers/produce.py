@@ -54,6 +54,8 @@ async def handle(broker, header, request):
             response, partition, last_offset, min_isr = await _append_one(
                 broker, topic.name, part, version, acks, deadline)
             out.append(response)
+            if response.error_code != ErrorCode.NONE and partition is not None:
+                broker.metrics.produce_failed(topic.name)  # hosted partitions only: no series at a client's whim
             if acks == -1 and response.error_code == ErrorCode.NONE:
                 waits.append(PendingAck(partition, partition.leader_epoch, last_offset, min_isr,
                                         _error_setter(response)))
@@ -100,6 +102,7 @@ async def _append_one(broker, topic: str, part, version: int, acks: int, deadlin
         if verdict.error != ErrorCode.NONE:
             raise ProduceError(verdict.error, verdict.message)
         info = partition.append_as_leader(part.records, now_ms)
+        broker.metrics.produced(topic, info.size, info.last_offset - info.first_offset + 1)
         broker.producer_states.record(partition, batch, info, now_ms)
         if batch.producer_id >= 0:
             await broker.producer_states.maybe_snapshot(partition)
