@@ -19,13 +19,14 @@ per (bootstrap, client id, timeout) in a module global (`shared_client`).
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Protocol
 
 from raftkafka.client.admin import NewTopic
 from raftkafka.client.blocking import BlockingAdmin, BlockingConsumer, BlockingProducer
-from raftkafka.client.errors import BrokerResponseError, KafkaError
+from raftkafka.client.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
 from raftkafka.client.fetcher import ConsumerRecord
 from spark_source.offsets import PartitionOffsets, TopicPartition
 from wire.error_codes import ErrorCode
@@ -79,23 +80,32 @@ class LogClient(Protocol):
         ...
 
 
-def scan(client: LogClient, tp: TopicPartition, start: int, end: int) -> Iterator[ConsumerRecord]:
-    """Records of `tp` in [start, end), stopping early where the committed log ends (no waiting)."""
-    position = start
+def scan(client: LogClient, tp: TopicPartition, start: int, end: int, *,
+         timeout_s: float = 30.0) -> Iterator[ConsumerRecord]:
+    """Records of `tp` in [start, end), where `end` is at most the high watermark read before.
+
+    An empty poll is not the end (the first one may only have loaded metadata): it keeps
+    fetching, for up to `timeout_s` without progress, then raises KafkaTimeoutError.
+    """
+    position, stalled_since = start, None
     while position < end:
         fetched = client.fetch(tp, position, max_records=10_000, max_wait_s=0.05)
         if fetched.out_of_range:
             log_start = client.list_offsets([tp], EARLIEST_TS)[tp]
-            if log_start <= position:
-                return
-            position = log_start
-            continue
+            if log_start > position:  # retention removed the beginning: nothing there to return
+                position = log_start
+                continue
         for record in fetched.records:
             if record.offset < end:
                 yield record
-        if fetched.next_offset <= position:
-            return
-        position = fetched.next_offset
+        if fetched.next_offset > position:
+            position, stalled_since = fetched.next_offset, None
+            continue
+        now = time.monotonic()
+        stalled_since = stalled_since or now
+        if now - stalled_since >= timeout_s:
+            raise KafkaTimeoutError(f"{tp[0]}-{tp[1]}: no records past offset {position} in {timeout_s:.0f}s, "
+                                    f"below the high watermark {end} read before")
 
 
 class RemoteLogClient:

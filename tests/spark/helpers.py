@@ -4,10 +4,10 @@ from __future__ import annotations
 import time
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int = 3) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(name, partitions)]).values():
+    for f in admin.create_topics([NewTopic(name, partitions, replication_factor)]).values():
         f.result(15)
     deadline = time.monotonic() + 15
     while len(admin.list_topics(name, timeout=10).topics[name].partitions) < partitions:
@@ -16,10 +16,11 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 
 def produce(bootstrap: str, topic: str, messages, *, timestamp=None) -> None:
-    """messages: (partition, key, value[, headers]); acks=all so everything is committed."""
+    """messages: (partition, key, value[, headers]); acks=all so everything is committed, idempotent so
+    retries across a leader change add no duplicates."""
     from confluent_kafka import Producer
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "enable.idempotence": False})
+                         "enable.idempotence": True})
     errors = []
     for m in messages:
         partition, key, value = m[:3]
@@ -27,7 +28,7 @@ def produce(bootstrap: str, topic: str, messages, *, timestamp=None) -> None:
         kwargs = {"timestamp": timestamp} if timestamp is not None else {}
         producer.produce(topic, value=value, key=key, partition=partition, headers=headers,
                          on_delivery=lambda err, msg: err and errors.append(err), **kwargs)
-    assert producer.flush(20) == 0 and errors == []
+    assert producer.flush(60) == 0 and errors == []
 
 
 def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 30.0):

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from spark_source.cluster_io import scan
+from raftkafka.client.errors import KafkaTimeoutError
+from spark_source.cluster_io import Fetched, scan
 from spark_source.initial_offsets import STORE_TOPIC, initial_offsets, lookup
 from spark_source.options import InvalidOptionError
 from spark_source.planning import DataLossError, OffsetRange
@@ -74,12 +75,21 @@ def test_range_reader_waits_bounded_for_a_short_log_then_reports_loss():
     assert sum(b.num_rows for b in rows) == 5
 
 
-def test_scan_stops_at_the_log_end_and_skips_deleted_records():
+def test_scan_reads_to_the_end_across_empty_polls_and_skips_deleted_records():
     log = FakeLog({"t": 1})
     log.records_per_fetch = 3
     for i in range(10):
         log.append(("t", 0), b"%d" % i)
     assert [r.offset for r in scan(log, ("t", 0), 2, 8)] == list(range(2, 8))
-    assert [r.offset for r in scan(log, ("t", 0), 8, 50)] == [8, 9]
+    fetch, polls = log.fetch, []
+
+    def first_poll_empty(tp, offset, **kw):  # a consumer's first poll may only load metadata
+        polls.append(offset)
+        return fetch(tp, offset, **kw) if len(polls) > 1 else Fetched([], offset)
+    log.fetch = first_poll_empty
+    assert [r.offset for r in scan(log, ("t", 0), 0, 10)] == list(range(10))
+    log.fetch = fetch
     log.log_start[("t", 0)] = 6
     assert [r.offset for r in scan(log, ("t", 0), 0, 10)] == [6, 7, 8, 9]
+    with pytest.raises(KafkaTimeoutError, match="no records past offset 10"):
+        list(scan(log, ("t", 0), 8, 12, timeout_s=0.1))

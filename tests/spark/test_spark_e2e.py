@@ -1,4 +1,5 @@
-"""The raftkafka data source in a real local[2] SparkSession against real brokers."""
+"""The raftkafka data source in a real local[2] SparkSession against a real 3-node cluster
+(`python -m raftkafka dev`, RF=3 topics; see conftest.py)."""
 from __future__ import annotations
 
 import json
@@ -140,10 +141,73 @@ def test_round_trip_topic_to_spark_to_topic_exactly_once_with_replay(spark, clus
     # keys keep Kafka's murmur2 placement, so the output is partitioned like the input
     assert all(h and h[0][0] == "raftkafka.sink" for _, _, _, _, h in got)
     # the replay really happened: the sink ledger holds two commits of the re-run batch
-    from spark_source.cluster_io import shared_client
-    from spark_source.sink_protocol import _records, ledger_topic
+    from spark_source.cluster_io import scan, shared_client
+    from spark_source.sink_protocol import ledger_topic
     client = shared_client(cluster.bootstrap_servers, "test", 10_000)
     tp = (ledger_topic("roundtrip"), 0)
-    entries = [json.loads(r.value) for r in _records(client, tp, 0, client.list_offsets([tp], -1)[tp])]
+    entries = [json.loads(r.value) for r in scan(client, tp, 0, client.list_offsets([tp], -1)[tp])]
     commits = [e["batch"] for e in entries if e["kind"] == "commit"]
     assert commits.count(int(last.name)) == 2
+
+
+def test_latest_start_with_source_id_is_kept_across_restarts(spark, cluster, tmp_path):
+    create_topic(cluster.bootstrap_servers, "sp-latest", 2)
+    produce(cluster.bootstrap_servers, "sp-latest", [(i % 2, None, b"before-%d" % i) for i in range(10)])
+    checkpoint, out = str(tmp_path / "cp"), str(tmp_path / "out")
+    # The first run resolves latest (10 records in) and stores it under the sourceId; nothing new, no batch.
+    q = _stream(spark, cluster, checkpoint, out, "sp-latest", startingOffsets="latest", sourceId="sp-latest-q")
+    assert sum(p["numInputRows"] for p in q.recentProgress) == 0
+    produce(cluster.bootstrap_servers, "sp-latest", [(i % 2, None, b"after-%d" % i) for i in range(6)])
+    # The restart has no committed batch, so Spark asks for the initial offsets again: it gets the
+    # stored ones (a fresh "latest" would now skip the six records).
+    _stream(spark, cluster, checkpoint, out, "sp-latest", startingOffsets="latest", sourceId="sp-latest-q")
+    assert sorted(bytes(r.value) for r in spark.read.parquet(out).collect()) == sorted(b"after-%d" % i
+                                                                                       for i in range(6))
+    with pytest.raises(Exception, match="option 'sourceId' is required"):
+        _stream(spark, cluster, str(tmp_path / "cp2"), str(tmp_path / "out2"), "sp-latest",
+                startingOffsets="latest")
+
+
+def test_kill_9_of_a_partition_leader_between_micro_batches_loses_and_duplicates_nothing(spark, cluster,
+                                                                                        tmp_path):
+    topic = "sp-kill"
+    create_topic(cluster.bootstrap_servers, topic, 3)
+    produce(cluster.bootstrap_servers, topic, [(i % 3, None, b"%d" % i) for i in range(90)])
+    victim = cluster.leader(topic, 0)
+    seen, killed = [], []
+
+    def each_batch(df, batch_id):
+        seen.extend((r.partition, r.offset, bytes(r.value)) for r in df.collect())
+        if batch_id == 0:  # the next micro-batches must find partition 0's new leader
+            cluster.kill(victim)
+            killed.append(batch_id)
+
+    try:
+        query = (spark.readStream.format("raftkafka").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+                 .option("subscribe", topic).option("startingOffsets", "earliest")
+                 .option("maxOffsetsPerTrigger", "30").load()
+                 .writeStream.foreachBatch(each_batch).option("checkpointLocation", str(tmp_path / "cp"))
+                 .trigger(availableNow=True).start())
+        try:
+            assert query.awaitTermination(180)
+        finally:
+            query.stop()
+        assert killed == [0] and len([p for p in query.recentProgress if p["numInputRows"]]) >= 3
+        assert cluster.leader(topic, 0) not in (victim, -1)
+        # records produced while the old leader is dead, read by a restart from the checkpoint
+        produce(cluster.bootstrap_servers, topic, [(i % 3, None, b"%d" % i) for i in range(90, 120)])
+        query = (spark.readStream.format("raftkafka").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+                 .option("subscribe", topic).option("startingOffsets", "earliest").load()
+                 .writeStream.foreachBatch(each_batch).option("checkpointLocation", str(tmp_path / "cp"))
+                 .trigger(availableNow=True).start())
+        try:
+            assert query.awaitTermination(180)
+        finally:
+            query.stop()
+    finally:
+        cluster.restart(victim)
+    keys = [(p, o) for p, o, _ in seen]
+    assert len(keys) == len(set(keys)) == 120  # no duplicates
+    for p in range(3):  # no gaps
+        assert sorted(o for pp, o in keys if pp == p) == list(range(40))
+    assert sorted(int(v) for _, _, v in seen) == list(range(120))
