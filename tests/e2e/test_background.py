@@ -23,7 +23,8 @@ MB = 1 << 20
 def node(processes, tmp_path):
     base = free_base_port()
     data = tmp_path / "data"
-    proc = processes.node(write_single_node(str(data), base, ("log.retention.check.interval.ms", 300)))
+    proc = processes.node(write_single_node(str(data), base, ("log.retention.check.interval.ms", 300),
+                                            ("metrics.port", 0), ("metrics.host", "127.0.0.1")))
     proc.wait_line("serving Kafka clients")
     yield f"127.0.0.1:{base}", data, proc
     proc.signal(signal.SIGTERM)
@@ -103,3 +104,30 @@ def test_a_malformed_frame_closes_only_that_connection(node):
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
     assert list(metadata.brokers) == [1]
     assert proc.popen.poll() is None
+
+
+def test_the_metrics_endpoint_counts_what_librdkafka_produced(node):
+    import re
+    import urllib.request
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap, _, proc = node
+    port = int(proc.wait_line(r"metrics on http://127.0.0.1:(\d+)/metrics").group(1))
+    create(AdminClient({"bootstrap.servers": bootstrap}), "metered", {})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(1000):
+        producer.produce("metered", value=b"m" * 100)
+    assert producer.flush(30) == 0
+
+    def scrape(name, **labels):
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        series = re.escape(f"{name}{{{want}}}" if labels else name)
+        m = re.search(rf"^{series} (\S+)$", text, re.M)
+        return float(m.group(1)) if m else None
+
+    assert scrape("raftkafka_broker_topic_messages_in_total", topic="metered") == 1000
+    assert scrape("raftkafka_broker_topic_bytes_in_total", topic="metered") >= 1000 * 100
+    assert scrape("raftkafka_active_controller") == 1
