@@ -1,7 +1,7 @@
-"""`python -m raftkafka simulate`: deterministic simulation of a controller quorum under faults.
+"""`python -m raftkafka simulate`: deterministic simulation of a cluster under faults.
 
     python -m raftkafka simulate --seed 7 [--duration 30s] [--faults all|none|network|crash|disk|clock]
-                                 [--nodes 3] [--json] [--trace FILE]
+                                 [--nodes 3] [--brokers 3] [--workload cluster|raft] [--json] [--trace FILE]
     python -m raftkafka simulate --seeds 0..199 [--jobs 2] [--json]
 
 One seed prints a summary and the trace hash (the same seed gives the same hash
@@ -31,7 +31,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--faults", default="all",
                    help="all, none, or a comma list of groups (network, crash, disk, clock) or kinds")
     p.add_argument("--nodes", "--controllers", dest="nodes", type=int, default=3, help="controllers (default 3)")
-    p.add_argument("--workload", default="append", choices=["append"], help="client workload (default append)")
+    p.add_argument("--brokers", type=int, default=3,
+                   help="broker-only nodes for the cluster workload; 0 = combined controller+broker nodes (default 3)")
+    p.add_argument("--workload", default="cluster", choices=["cluster", "raft", "append"],
+                   help="cluster: controllers, brokers and Kafka clients (default); raft (= append): the quorum alone")
     p.add_argument("--check-every-step", action="store_true",
                    help="run the in-memory checks after every task step, not every 20 ms (about 2x slower)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes for --seeds (default 1)")
@@ -47,7 +50,7 @@ def _options(args, seed: int, full_trace: bool):
     fault_kinds(args.faults)  # validates
     return SimOptions(seed=seed, duration=parse_duration(args.duration), faults=args.faults,
                       controllers=args.nodes, heal_timeout=parse_duration(args.heal_timeout),
-                      full_trace=full_trace, workload=args.workload,
+                      full_trace=full_trace, workload=args.workload, brokers=getattr(args, "brokers", 3),
                       step_checks=getattr(args, "check_every_step", False))
 
 
@@ -59,6 +62,8 @@ def _usage_error(message: str) -> int:
 def run(args) -> int:
     if args.nodes < 1:
         return _usage_error("--nodes must be at least 1")
+    if getattr(args, "brokers", 3) < 0:
+        return _usage_error("--brokers must be at least 0")
     try:
         if args.seeds is not None:
             first, sep, last = args.seeds.partition("..")
@@ -83,7 +88,8 @@ def run(args) -> int:
             for line in trace.last(TAIL_EVENTS):
                 print(f"  {line}")
             print(f"replay: python -m raftkafka simulate --seed {args.seed} --duration {args.duration} "
-                  f"--faults {args.faults} --nodes {args.nodes} --trace trace-{args.seed}.log")
+                  f"--faults {args.faults} --nodes {args.nodes} --brokers {getattr(args, 'brokers', 3)} "
+                  f"--workload {args.workload} --trace trace-{args.seed}.log")
     return 1 if result["violations"] else 0
 
 
@@ -95,7 +101,12 @@ def _print_summary(result: dict) -> None:
     faults = " ".join(f"{k}={v}" for k, v in sorted(result["faults"].items())) or "none"
     print(f"  faults: {faults}")
     w = result["workload"]
-    if w:
+    if w and "ops" in w:
+        ops = " ".join(f"{k}={v}" for k, v in w["ops"].items())
+        print(f"  client ops: {ops}")
+        print(f"  records read back={w['records_read']}; committed metadata entries={w['committed']}, "
+              f"images compared={w['images_compared']}, node crashes={w['crashes']}")
+    elif w:
         print(f"  appends: sent={w['sent']} acked={w['acked']} failed={w['failed']} "
               f"indeterminate={w['indeterminate']}; committed entries={w['committed']}, node crashes={w['crashes']}")
     for v in result["violations"]:
@@ -122,7 +133,7 @@ def _fuzz(args, first: int, last: int) -> int:
     _options(args, first, full_trace=False)  # validate before starting workers
     seeds = list(range(first, last + 1))
     args_dict = {k: getattr(args, k) for k in ("duration", "heal_timeout", "faults", "nodes", "workload",
-                                               "check_every_step")}
+                                               "check_every_step", "brokers") if hasattr(args, k)}
     jobs = [(args_dict, s) for s in seeds]
     wall0 = time.perf_counter()
     failing: list[dict] = []

@@ -23,22 +23,22 @@ def simulate_in_subprocess(seed: int, hashseed: str, *extra: str) -> dict:
 
 
 def test_same_seed_same_hash_across_processes_and_hash_seeds():
-    a = simulate_in_subprocess(11, "1")
-    b = simulate_in_subprocess(11, "2")
+    a = simulate_in_subprocess(11, "1", "--workload", "raft")
+    b = simulate_in_subprocess(11, "2", "--workload", "raft")
     assert a["hash"] == b["hash"]
     assert a["faults"] == b["faults"] and a["events"] == b["events"]
     assert {"seed", "hash", "faults", "violations", "sim_seconds", "wall_seconds"} <= set(a)
 
 
 def test_same_seed_same_hash_in_process_rerun():
-    first = run_simulation(SimOptions(seed=4, duration=8))
-    again = run_simulation(SimOptions(seed=4, duration=8))
+    first = run_simulation(SimOptions(seed=4, duration=8, workload="raft"))
+    again = run_simulation(SimOptions(seed=4, duration=8, workload="raft"))
     assert first["hash"] == again["hash"]
     assert first["trace"].last(50) == again["trace"].last(50)
 
 
 def test_different_seeds_give_different_hashes_and_inject_faults():
-    results = [run_simulation(SimOptions(seed=s, duration=8)) for s in range(12)]
+    results = [run_simulation(SimOptions(seed=s, duration=8, workload="raft")) for s in range(12)]
     assert len({r["hash"] for r in results}) == len(results)
     assert all(sum(r["faults"].values()) > 0 for r in results), [r["faults"] for r in results]
     assert sum(r["faults"].get("kill", 0) + r["faults"].get("kill_leader", 0) for r in results) > 0
@@ -47,7 +47,7 @@ def test_different_seeds_give_different_hashes_and_inject_faults():
 
 
 def test_no_faults_means_none_injected():
-    result = run_simulation(SimOptions(seed=3, duration=5, faults="none"))
+    result = run_simulation(SimOptions(seed=3, duration=5, faults="none", workload="raft"))
     assert result["faults"] == {}
     assert result["violations"] == []
     assert result["workload"]["crashes"] == 0

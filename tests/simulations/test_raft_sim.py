@@ -33,20 +33,20 @@ def test_many_seeds_with_all_faults_have_no_violations():
     failures = []
     totals: dict[str, int] = {}
     for seed in range(SEED_COUNT):
-        result = run_simulation(SimOptions(seed=seed, duration=SIM_SECONDS, faults="all"))
+        result = run_simulation(SimOptions(seed=seed, duration=SIM_SECONDS, faults="all", workload="raft"))
         for kind, n in result["faults"].items():
             totals[kind] = totals.get(kind, 0) + n
         if result["violations"]:
             failures.append((seed, result["violations"][:2], result["trace"].last(20)))
     assert not failures, failures[:3]
     # The runs really were faulty: every kind of fault was injected somewhere.
-    assert set(totals) == {"partition", "oneway", "clog", "swizzle", "reset", "kill", "kill_leader",
+    assert set(totals) == {"partition", "oneway", "clog", "swizzle", "reset", "kill", "kill_leader", "power_loss",
                            "slow_fsync", "disk_full", "clock_jump"}, totals
 
 
 def first_failing_seed(limit: int) -> tuple[int, list[dict]] | None:
     for seed in range(limit):
-        result = run_simulation(SimOptions(seed=seed, duration=SIM_SECONDS, faults="all"))
+        result = run_simulation(SimOptions(seed=seed, duration=SIM_SECONDS, faults="all", workload="raft"))
         if result["violations"]:
             return seed, result["violations"]
     return None
