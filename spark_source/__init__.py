@@ -6,7 +6,10 @@ Public surface:
   nothing at all, since the top-level `pyspark_raftkafka` module makes Spark find it.
 - Pure parts usable without Spark: `options.parse_source_options` /
   `parse_sink_options`, `offsets` (canonical offsets JSON), `planning` (ranges,
-  splits, rate limit, data loss), `sink_protocol` (the exactly-once sink).
+  splits, rate limit, data loss), `sink_protocol` (the exactly-once sink),
+  `initial_offsets` (a streaming query's first offsets, kept in the cluster
+  under its `sourceId`), all over the `cluster_io.LogClient` interface, which
+  `cluster_io.RemoteLogClient` implements with raftkafka's own client.
 """
 from spark_source.options import InvalidOptionError
 from spark_source.planning import DataLossError
