@@ -169,6 +169,8 @@ async def _liveness(cluster: SimCluster, workload: ClusterWorkload, metadata: Me
     partitions = workload.settings.partitions()
     lagging: list[str] = []
     behind: list[int] = []
+    raft_behind: list[int] = []
+    raft_target = len(checker.committed)  # fixed, so ongoing appends cannot keep it out of reach
     while trio.current_time() < deadline:
         lagging = _replicas_caught_up(cluster, partitions)
         target = max((h.controller_state_machine().image.offset for h in cluster.hosts.values()
@@ -176,7 +178,10 @@ async def _liveness(cluster: SimCluster, workload: ClusterWorkload, metadata: Me
         offsets = {n: h.broker_role().follower.image.offset for n, h in sorted(cluster.hosts.items())
                    if h.broker_role() is not None}
         behind = metadata.converged(offsets, target) if len(offsets) == len(cluster.broker_ids) else [-1]
-        if not lagging and not behind:
+        # Every voter must have applied the whole committed log (so any divergent suffix
+        # it held is truncated) before the final durable-log check.
+        raft_behind = [n for n in cluster.voters if checker.applied_end.get(n, 0) < raft_target]
+        if not lagging and not behind and not raft_behind:
             trace.record("sim", "converged", after=round(trio.current_time() - start, 6))
             break
         await trio.sleep(0.1)
@@ -185,6 +190,8 @@ async def _liveness(cluster: SimCluster, workload: ClusterWorkload, metadata: Me
             problems.append(f"replicas of {lagging} did not catch up with their leader")
         if behind:
             problems.append(f"brokers {behind} did not reach the controller's metadata")
+        if raft_behind:
+            problems.append(f"controllers {raft_behind} did not apply the committed metadata log")
     checker.now = trio.current_time()
     for problem in problems:
         checker.violate("Liveness", f"{problem} within {timeout:g}s of healing")
