@@ -295,20 +295,20 @@ def test_two_of_three_replicas_down_refuses_acks_all_and_loses_nothing_acknowled
             procs.start(i)
         admin = AdminClient({"bootstrap.servers": procs.bootstrap})
         create_topic(admin, "two", assignment=[[2, 3, 4]])
-        wait_until(lambda: leader_and_isr(admin, "two") == (2, (2, 3, 4)), 60, "full ISR")
-        port = procs.kafka_ports[2]
-        acked = []
-        for _ in range(20):
-            code, offset = trio.run(_produce_raw, port, "two", b"v")
-            assert code == E.NONE
-            acked.append(offset)
-        procs.kill(3)
-        procs.kill(4)
-        wait_until(lambda: leader_and_isr(admin, "two")[1] == (2,), 30, "the ISR to shrink to the leader")
+        wait_until(lambda: leader_and_isr(admin, "two")[1] == (2, 3, 4)
+                   and leader_and_isr(admin, "two")[0] in (2, 3, 4), 60, "full ISR")
+        leader = leader_and_isr(admin, "two")[0]  # 2 unless it registered late
+        others = [i for i in (2, 3, 4) if i != leader]
+        port = procs.kafka_ports[leader]
+        for expected in range(20):
+            assert trio.run(_produce_raw, port, "two", b"v") == (E.NONE, expected)
+        for i in others:
+            procs.kill(i)
+        wait_until(lambda: leader_and_isr(admin, "two")[1] == (leader,), 30, "the ISR to shrink to the leader")
         code, offset = trio.run(_produce_raw, port, "two", b"v")
         assert (code, offset) == (E.NOT_ENOUGH_REPLICAS, -1)
-        procs.start(3)
-        procs.start(4)
+        for i in others:
+            procs.start(i)
         wait_until(lambda: leader_and_isr(admin, "two")[1] == (2, 3, 4), 60, "the ISR to heal")
         code, offset = trio.run(_produce_raw, port, "two", b"v")
         assert code == E.NONE and offset == 20

@@ -76,7 +76,7 @@ class ReplicationProcesses:
                                   text=True, check=True).stdout.strip()
         self.cluster_id = cli("format", "--random-uuid")
         for i in self.ids:
-            cli("format", "--cluster-id", self.cluster_id, "--node-id", str(i), "--log-dir",
+            cli("format", f"--cluster-id={self.cluster_id}", "--node-id", str(i), "--log-dir",
                 self.data_dir(i), "--initial-voters", self.voters)
         return self.cluster_id
 
