@@ -62,6 +62,8 @@ def resolve(client: LogClient, spec: OffsetSpec, tps: list[TopicPartition], *, e
             group = [tp for tp in tps if wanted[tp] == sentinel]
             if group:
                 out.update(client.list_offsets(group, ts))
+        if ending:
+            _check_not_beyond_latest(client, {tp: off for tp, off in wanted.items() if off >= 0}, option)
         return dict(sorted(out.items()))
     if isinstance(spec, GlobalTimestamp):
         return _by_timestamp(client, {tp: spec.timestamp_ms for tp in tps}, tps, spec.strategy, ending, option)
@@ -76,6 +78,16 @@ def _check_covered(given: PartitionOffsets, tps: list[TopicPartition], option: s
     if extra:
         raise InvalidOptionError(f"option '{option}' names {extra[0][0]}-{extra[0][1]}, which is not among the "
                                  "subscribed topic partitions")
+
+
+def _check_not_beyond_latest(client: LogClient, ends: PartitionOffsets, option: str) -> None:
+    """An explicit end past the committed log would make a read wait for records that are not
+    there; say so while planning instead."""
+    latest = client.list_offsets(sorted(ends), LATEST_TS) if ends else {}
+    for tp in sorted(ends):
+        if ends[tp] > latest[tp]:
+            raise InvalidOptionError(f"option '{option}': {tp[0]}-{tp[1]} ends at {ends[tp]}, beyond its latest "
+                                     f"committed offset {latest[tp]}")
 
 
 def _by_timestamp(client: LogClient, stamps: PartitionOffsets, tps: list[TopicPartition], strategy: str,

@@ -155,3 +155,15 @@ def test_resolution_against_a_log():
     assert resolve(log, SpecificTimestamps({("t", 0): 130}), tps, ending=True, option="e") == {("t", 0): 3, ("t", 1): 1}
     with pytest.raises(InvalidOptionError, match="not among the subscribed"):
         resolve(log, SpecificOffsets({("zzz", 0): 1}), tps, ending=False, option="startingOffsets")
+
+
+def test_explicit_end_beyond_the_committed_log_fails_while_planning():
+    log = FakeLog({"t": 2})
+    for i in range(5):
+        log.append(("t", 0), b"x")
+    tps = [("t", 0), ("t", 1)]
+    assert resolve(log, SpecificOffsets({("t", 0): 5}), tps, ending=True, option="endingOffsets") == \
+        {("t", 0): 5, ("t", 1): 0}
+    with pytest.raises(InvalidOptionError, match="option 'endingOffsets': t-0 ends at 6, beyond its latest "
+                                                 "committed offset 5"):
+        resolve(log, SpecificOffsets({("t", 0): 6}), tps, ending=True, option="endingOffsets")
