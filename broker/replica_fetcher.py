@@ -275,6 +275,9 @@ class ReplicaFetcher:
                 self._delay(state)
                 return
         p.update_follower_high_watermark(pd.high_watermark)
+        if p.log_start_offset < pd.log_start_offset <= p.high_watermark:
+            # DeleteRecords / retention moved the leader's log start: follow it (Kafka does).
+            p.log.delete_records_before(pd.log_start_offset)
 
     async def _reset_out_of_range(self, link: _Link, items) -> None:
         """Kafka's handleOutOfRangeError: start over at the leader's log start if we are

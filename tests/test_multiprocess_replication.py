@@ -268,12 +268,23 @@ def test_a_stopped_follower_leaves_the_isr_after_the_lag_time_and_rejoins_after_
             assert time.monotonic() - stopped >= 1.0  # not before the lag time (loosely)
             time.sleep(1.0)
             assert follower not in leader_and_isr_from(on_leader, "isr")[1]  # a stopped follower stays out
+            assert f"Topic: isr\tPartition: 0" in under_replicated_partitions(on_leader)
             procs.signal(follower, signal.SIGCONT)
             wait_until(lambda: leader_and_isr(admin, "isr")[1] == (1, 2, 3), 30, "the follower to rejoin")
+            assert "Topic: isr" not in under_replicated_partitions(on_leader)
             producer.stop()
         assert producer.failed == [] and len(producer.acked) == producer.sent
     finally:
         procs.stop_all()
+
+
+def under_replicated_partitions(port: int) -> str:
+    """`python -m raftkafka topics --describe --under-replicated-partitions` against one broker."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "raftkafka", "topics", "--bootstrap-server", f"127.0.0.1:{port}",
+                           "--describe", "--under-replicated-partitions"], capture_output=True, text=True,
+                          timeout=60, check=True).stdout
 
 
 async def _produce_raw(port: int, topic: str, value: bytes, acks: int = -1):

@@ -278,3 +278,14 @@ async def test_a_parked_fetch_from_a_stopped_follower_does_not_bring_it_back_int
         assert part(c, 1).isr == (1, 2) and isr(c) == (1, 2)
         assert not any(3 in item.new_isr for _b, _e, items in c.controller.alter_partition_requests
                        for item in items)
+
+
+async def test_followers_follow_the_leaders_log_start_offset():
+    async with running_cluster(3, static=FAST) as c:
+        await make_topic(c)
+        client = await RawClient.connect(c.broker(1).port)
+        for _ in range(3):
+            assert (await produce(client, B.batch(2))).error_code == E.NONE
+        part(c, 1).log.delete_records_before(4)  # what DeleteRecords / retention do on the leader
+        assert (await produce(client, B.batch(1))).error_code == E.NONE
+        await wait_for(lambda: part(c, 2).log_start_offset == 4 and part(c, 3).log_start_offset == 4)
