@@ -362,9 +362,6 @@ class ReplicaFetcherManager:
             if not self.fetchers[source_id].partitions:
                 self._stop(source_id)
 
-    def partition_count(self) -> int:
-        return sum(len(f.partitions) for f in self.fetchers.values())
-
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery

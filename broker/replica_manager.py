@@ -124,9 +124,6 @@ class ReplicaManager:
     def under_replicated_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.under_replicated)
 
-    def under_min_isr_count(self, min_isr_of) -> int:
-        return sum(1 for p in self.partitions.values() if p.is_leader and len(p.isr) < min_isr_of(p.topic))
-
     async def _apply(self, p: _Pending) -> None:
         changes, image = p.changes, p.image
         for key in sorted(changes.deletes):
