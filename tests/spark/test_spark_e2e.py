@@ -211,3 +211,50 @@ def test_kill_9_of_a_partition_leader_between_micro_batches_loses_and_duplicates
     for p in range(3):  # no gaps
         assert sorted(o for pp, o in keys if pp == p) == list(range(40))
     assert sorted(int(v) for _, _, v in seen) == list(range(120))
+
+
+def test_sink_stays_exactly_once_while_an_output_partition_leader_is_killed(spark, cluster, tmp_path):
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    create_topic(cluster.bootstrap_servers, "sp-kin", 3)
+    create_topic(cluster.bootstrap_servers, "sp-kout", 3)
+    produce(cluster.bootstrap_servers, "sp-kin", [(i % 3, b"k%d" % i, b"%d" % i) for i in range(90)])
+    victim = cluster.leader("sp-kout", 0)
+    killed = []
+
+    class KillAfterFirstBatch(StreamingQueryListener):
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            if event.progress.numInputRows and not killed:
+                cluster.kill(victim)  # the next batches' writes meet a leader change
+                killed.append(event.progress.batchId)
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    listener = KillAfterFirstBatch()
+    spark.streams.addListener(listener)
+    try:
+        q = (spark.readStream.format("raftkafka").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+             .option("subscribe", "sp-kin").option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "20")
+             .load().selectExpr("key", "value", "partition")
+             .writeStream.format("raftkafka").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+             .option("topic", "sp-kout").option("sinkId", "kill-sink")
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+        try:
+            assert q.awaitTermination(180)
+        finally:
+            q.stop()
+        assert killed and len([p for p in q.recentProgress if p["numInputRows"]]) >= 4
+    finally:
+        spark.streams.removeListener(listener)
+        if killed:
+            cluster.restart(victim)
+    got = consume_all(cluster.bootstrap_servers, "sp-kout", 90)
+    assert sorted(int(v) for _, _, _, v, _ in got) == list(range(90))  # each row once
+    assert all(p == int(v) % 3 for p, _, _, v, _ in got)  # in the partition the row named
