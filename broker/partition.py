@@ -209,6 +209,9 @@ class Partition:
         isr-expiration task); returns the replicas proposed for removal."""
         if not self.is_leader or self.isr_state.inflight:
             return []
+        if self.registration.leader_recovery_state == RECOVERING:
+            self._propose(self.isr_state.shrink(()), recovery=RECOVERED)  # the first attempt failed
+            return []
         leaving = out_of_sync_replicas(self.isr_state.isr, self.local_id, self.followers,
                                        self.log.log_end_offset, self.replication.clock(),
                                        self.replication.lag_time_s)
