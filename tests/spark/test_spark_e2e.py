@@ -41,6 +41,7 @@ def test_batch_read_equals_what_was_produced_auto_discovered(spark, cluster):
         per_partition.setdefault(r.partition, []).append((r.key, r.value))
     assert per_partition == expected
     assert src(spark, cluster, subscribe="sp-batch", minPartitions="7").rdd.getNumPartitions() >= 6
+    assert src(spark, cluster, subscribePattern="sp-ba.*").count() == 90
 
 
 def test_batch_offsets_timestamps_headers_and_bad_options(spark, cluster):
@@ -258,3 +259,24 @@ def test_sink_stays_exactly_once_while_an_output_partition_leader_is_killed(spar
     got = consume_all(cluster.bootstrap_servers, "sp-kout", 90)
     assert sorted(int(v) for _, _, _, v, _ in got) == list(range(90))  # each row once
     assert all(p == int(v) % 3 for p, _, _, v, _ in got)  # in the partition the row named
+
+
+def test_a_deleted_topic_fails_the_query_or_warns_per_fail_on_data_loss(spark, cluster, tmp_path):
+    from raftkafka.client.blocking import BlockingAdmin
+    create_topic(cluster.bootstrap_servers, "sp-gone", 2)
+    produce(cluster.bootstrap_servers, "sp-gone", [(i % 2, None, b"%d" % i) for i in range(20)])
+    for name in ("strict", "lenient"):
+        q = _stream(spark, cluster, str(tmp_path / name / "cp"), str(tmp_path / name / "out"), "sp-gone")
+        assert sum(p["numInputRows"] for p in q.recentProgress) == 20
+    with BlockingAdmin(cluster.bootstrap_servers) as admin:
+        assert admin.delete_topics(["sp-gone"]) == {"sp-gone": None}
+        deadline = time.monotonic() + 30
+        while "sp-gone" in admin.list_topics():
+            assert time.monotonic() < deadline, "the topic never went away"
+            time.sleep(0.1)
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        _stream(spark, cluster, str(tmp_path / "strict" / "cp"), str(tmp_path / "strict" / "out"), "sp-gone")
+    q = _stream(spark, cluster, str(tmp_path / "lenient" / "cp"), str(tmp_path / "lenient" / "out"), "sp-gone",
+                failOnDataLoss="false")
+    assert sum(p["numInputRows"] for p in q.recentProgress) == 0
+    assert spark.read.parquet(str(tmp_path / "lenient" / "out")).count() == 20
