@@ -3,6 +3,14 @@
     python -m raftkafka node --config node.toml
     python -m raftkafka node --roles controller --node-id 1 --log-dir DIR \\
         --listeners CONTROLLER://127.0.0.1:9093
+    python -m raftkafka node --roles broker --node-id 4 --log-dir DIR \\
+        --listeners PLAINTEXT://127.0.0.1:9092 --controller-quorum-voters 1@127.0.0.1:9093
+
+Roles: controller (a Raft voter of the metadata quorum), broker (the Kafka listener,
+following the metadata log as an observer) or both. Once serving, the node prints one
+line with its addresses. SIGTERM/SIGINT is a controlled shutdown: partition leadership
+moves away, Raft leadership is handed over, logs are flushed and the clean-shutdown
+marker is written (the next start skips the recovery scan).
 """
 from __future__ import annotations
 
