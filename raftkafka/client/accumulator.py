@@ -127,6 +127,16 @@ class RecordAccumulator:
                 expired.append(queue.popleft())
         return expired
 
+    def remove_sent(self, producer_id: int) -> list[ProducerBatch]:
+        """Remove and return queued batches already sent under `producer_id` (retries wait at
+        the front of their queue)."""
+        removed = []
+        for tp in sorted(self._queues):
+            queue = self._queues[tp]
+            while queue and queue[0].attempts and queue[0].producer_id == producer_id:
+                removed.append(queue.popleft())
+        return removed
+
     def queued_batches(self) -> int:
         return sum(len(q) for q in self._queues.values())
 

@@ -288,17 +288,33 @@ class Producer:
 
     def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
         now = self.env.now()
-        if error.retriable and now - batch.created < self.delivery_timeout and not self._closed:
+        if batch.producer_id >= 0 and batch.producer_id != self.producer_id:
+            # Sent under a producer id given up while it was in flight: not resent (see below).
+            self.accumulator.finished(batch)
+            self._fail(batch, _abandoned(batch, error))
+        elif error.retriable and now - batch.created < self.delivery_timeout and not self._closed:
             if error.invalid_metadata:
                 self._request_metadata()
             self.accumulator.reenqueue(batch, now + self.retry_backoff)
         else:
             self.accumulator.finished(batch)
             if batch.producer_id >= 0 and batch.producer_id == self.producer_id:
-                # The broker never wrote this sequence: later batches would be out of order.
-                # Start over with a new producer id (Kafka bumps the epoch instead).
-                self.producer_id = -1
+                # This sequence may be missing from the log: later batches would be out of order.
+                self._abandon_producer_id()
             self._fail(batch, error)
+
+    def _abandon_producer_id(self) -> None:
+        """Start over with a new producer id (Kafka bumps the epoch instead).
+
+        A batch already sent under the old id may be in the log with its answer lost; under a
+        new id the broker could not recognise a resend as a duplicate and would write it twice.
+        So such batches fail with an unknown outcome (those waiting for a retry now, those in
+        flight when their answer comes) rather than being resent; batches never sent get the
+        new id and fresh sequences."""
+        abandoned, self.producer_id = self.producer_id, -1
+        for batch in self.accumulator.remove_sent(abandoned):
+            self.accumulator.finished(batch)
+            self._fail(batch, _abandoned(batch, None))
 
     def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         self.accumulator.finished(batch)
@@ -316,6 +332,13 @@ class Producer:
         self._wake.set()
         self._progress.set()
         self._progress = trio.Event()
+
+
+def _abandoned(batch: ProducerBatch, error: KafkaError | None) -> KafkaError:
+    why = f" (last attempt: {error})" if error is not None else ""
+    return KafkaError(f"{batch.topic}-{batch.partition}: not resent: producer id {batch.producer_id} was "
+                      f"abandoned after another batch failed; this batch may or may not have been "
+                      f"written{why}", ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
 
 
 def _headers(headers) -> tuple[tuple[str, bytes | None], ...]:

@@ -206,3 +206,50 @@ async def test_explicit_idempotence_needs_init_producer_id(nursery, autojump_clo
         with pytest.raises(KafkaError) as info:
             await future
         assert info.value.code == ErrorCode.UNSUPPORTED_VERSION
+
+
+@pytest.mark.parametrize("retry_waiting", [True, False], ids=["retry-queued", "answer-in-flight"])
+async def test_a_batch_sent_under_an_abandoned_producer_id_is_failed_not_resent(
+        nursery, autojump_clock, retry_waiting):
+    # t-1's batch is written but its answer says REQUEST_TIMED_OUT (the answer was "lost"), while
+    # t-0's batch fails for good, which makes the producer give up its producer id. Resending t-1's
+    # batch under a new id would write it twice: the broker cannot tell it is a duplicate.
+    env, mini = await start(nursery, nodes=(1, 2))
+    mini.create_topic("t", 2, leaders=[1, 2])
+    original = mini.on_produce
+    answered = []
+
+    async def lossy(node, req, v):
+        first = not answered
+        answered.append(node)
+        if node == 1 and first:
+            return _answer_all(req, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if node == 1:
+            return await original(node, req, v)
+        # node 2: before (queued retry) or after (answer still in flight) t-0's failure
+        await trio.sleep(0 if retry_waiting else 0.05)
+        response = await original(node, req, v)
+        if answered.count(2) == 1:
+            for p in response.responses[0].partition_responses:
+                p.error_code, p.base_offset = ErrorCode.REQUEST_TIMED_OUT, -1
+        return response
+
+    mini.on_produce = lossy
+    async with Producer(env, "b1:9092", retry_backoff_ms=20) as producer:
+        lost = await producer.send("t", b"lost answer", partition=1)
+        failed = await producer.send("t", b"fails", partition=0)
+        with pytest.raises(BrokerResponseError):
+            await failed
+        with pytest.raises(KafkaError):
+            await lost  # its outcome is unknown: it may be (and here is) in the log
+        after = await producer.send_and_wait("t", b"after", partition=1)
+    assert [r.value for r in mini.records("t", 1)] == [b"lost answer", b"after"]
+    assert after.offset == 1
+
+
+def _answer_all(req, code):
+    from wire.protocol import ProduceResponse
+    return ProduceResponse(throttle_time_ms=0, responses=[
+        ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=[
+            ProduceResponse.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1)
+            for p in t.partition_data]) for t in req.topic_data])
