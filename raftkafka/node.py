@@ -165,8 +165,8 @@ def describe_addresses(config: NodeConfig, node: "ControllerNode") -> str:
     listener = config.controller_listener
     if listener is not None:
         parts.append(f"controllers on {listener.name}://{listener.host}:{node.bound_port}")
-    return f"node {config.node_id} ({','.join(config.roles)}) serving " + ", ".join(parts) if parts else \
-        f"node {config.node_id} ({','.join(config.roles)}) started"
+    who = f"node {config.node_id} ({','.join(config.roles)})"
+    return f"{who} serving " + ", ".join(parts) if parts else f"{who} started"
 
 
 async def run_node(env: Env, config: NodeConfig, *, announce=print, ready=None) -> None:
