@@ -24,14 +24,40 @@ import json
 from typing import Callable
 
 from spark_source.cluster_io import EARLIEST_TS, LATEST_TS, LogClient, scan
-from spark_source.offsets import PartitionOffsets, from_json_dict, to_json_dict
-from spark_source.options import InvalidOptionError
+from spark_source.offsets import PartitionOffsets, from_json_dict, to_json_dict, to_json_text
+from spark_source.options import (
+    Earliest,
+    GlobalTimestamp,
+    InvalidOptionError,
+    Latest,
+    OffsetSpec,
+    SpecificOffsets,
+    SpecificTimestamps,
+    Subscription,
+)
 from wire.records import SimpleRecord
 
-__all__ = ["STORE_TOPIC", "initial_offsets", "lookup"]
+__all__ = ["STORE_TOPIC", "initial_offsets", "lookup", "describe_source"]
 
 STORE_TOPIC = "_raftkafka-spark-initial-offsets"
 _TP = (STORE_TOPIC, 0)
+
+
+def describe_source(subscription: Subscription, starting: OffsetSpec) -> str:
+    """Canonical text of what initial offsets are resolved for (JSON option order does not matter)."""
+    if isinstance(starting, Earliest):
+        start = "earliest"
+    elif isinstance(starting, Latest):
+        start = "latest"
+    elif isinstance(starting, SpecificOffsets):
+        start = "offsets " + to_json_text(starting.offsets)
+    elif isinstance(starting, GlobalTimestamp):
+        start = f"timestamp {starting.timestamp_ms} ({starting.strategy})"
+    elif isinstance(starting, SpecificTimestamps):
+        start = f"timestamps {to_json_text(starting.timestamps)} ({starting.strategy})"
+    else:
+        raise TypeError(f"not an offset spec: {starting!r}")
+    return f"{subscription.describe()} starting at {start}"
 
 
 def lookup(client: LogClient, source_id: str) -> dict | None:

@@ -18,7 +18,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from spark_source.cluster_io import EARLIEST_TS, LATEST_TS, LogClient, shared_client
-from spark_source.initial_offsets import initial_offsets
+from spark_source.initial_offsets import describe_source, initial_offsets
 from spark_source.offsets import PartitionOffsets, from_json_dict, to_json_dict
 from spark_source.options import SourceOptions
 from spark_source.planning import OffsetRange, clamp_latest, plan_ranges, rate_limit, split_ranges
@@ -97,8 +97,8 @@ class RaftKafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTrigger
             if o.source_id is None:
                 offsets = resolve_now()
             else:
-                source = f"{o.subscription.describe()} starting={o.starting!r}"
-                offsets = initial_offsets(client, o.source_id, source, resolve_now, int(time.time() * 1000))
+                offsets = initial_offsets(client, o.source_id, describe_source(o.subscription, o.starting),
+                                          resolve_now, int(time.time() * 1000))
             self._initial = to_json_dict(offsets)
         return self._initial
 

@@ -5,8 +5,8 @@ import pytest
 
 from raftkafka.client.errors import KafkaTimeoutError
 from spark_source.cluster_io import Fetched, scan
-from spark_source.initial_offsets import STORE_TOPIC, initial_offsets, lookup
-from spark_source.options import InvalidOptionError
+from spark_source.initial_offsets import STORE_TOPIC, describe_source, initial_offsets, lookup
+from spark_source.options import InvalidOptionError, parse_source_options
 from spark_source.planning import DataLossError, OffsetRange
 from tests.spark.fake_log import FakeLog
 
@@ -93,3 +93,18 @@ def test_scan_reads_to_the_end_across_empty_polls_and_skips_deleted_records():
     assert [r.offset for r in scan(log, ("t", 0), 0, 10)] == [6, 7, 8, 9]
     with pytest.raises(KafkaTimeoutError, match="no records past offset 10"):
         list(scan(log, ("t", 0), 8, 12, timeout_s=0.1))
+
+
+def test_source_description_is_canonical():
+    def described(**options):
+        o = parse_source_options({"kafka.bootstrap.servers": "h:1", "sourceid": "q", **options}, streaming=True)
+        return describe_source(o.subscription, o.starting)
+
+    assert described(subscribe="b,a") == "subscribe=a,b starting at latest"
+    assert described(subscribe="t", startingoffsetsbytimestamp='{"t":{"1":5,"0":7}}') == \
+        described(subscribe="t", startingoffsetsbytimestamp='{"t":{"0":7,"1":5}}') == \
+        'subscribe=t starting at timestamps {"t":{"0":7,"1":5}} (error)'
+    assert described(subscribepattern="t.*", startingtimestamp="9", startingoffsetsbytimestampstrategy="latest") == \
+        "subscribePattern=t.* starting at timestamp 9 (latest)"
+    assert described(assign='{"t":[0]}', startingoffsets='{"t":{"0":-1}}') == \
+        'assign=t-0 starting at offsets {"t":{"0":-1}}'
