@@ -10,7 +10,7 @@ import pytest
 from tests.spark.conftest import SPARK_AVAILABLE
 from tests.spark.helpers import consume_all, create_topic, produce
 
-pytestmark = pytest.mark.skipif(not SPARK_AVAILABLE, reason="pyspark/pyarrow not installed")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not SPARK_AVAILABLE, reason="pyspark/pyarrow not installed")]
 
 
 def src(spark, cluster, **options):
