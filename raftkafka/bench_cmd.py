@@ -1,10 +1,10 @@
 """`python -m raftkafka bench`: producer and consumer performance tests, like
 kafka-producer-perf-test and kafka-consumer-perf-test, plus the standard scenarios.
 
-    bench produce --bootstrap-server H:P --topic T --num-records N --record-size S --throughput -1
+    bench produce --bootstrap-server H:P --topic T --num-records N --record-size S --throughput -1 [--producers K]
                   [--producer-props acks=all linger.ms=5 ...] [--client ours|librdkafka]
     bench consume --bootstrap-server H:P --topic T --messages N [--timeout MS] [--group G]
-    bench --scenario single-partition|consume-10k|rf3-acks-all|latency-10k|many-partitions|all
+    bench --scenario single-partition|consume-10k|rf3-acks-all|latency-10k|many-partitions|all [--producers K]
           --bootstrap-server H:P [--client ours|librdkafka|both] [--num-records N] [--partitions N]
 
 Progress lines go to stderr every `--reporting-interval` ms while a run goes;
@@ -52,6 +52,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--group", help="consume: read as this consumer group (default: assign all partitions)")
     p.add_argument("--consumer-props", nargs="+", metavar="K=V", help="consumer settings (Kafka names)")
     p.add_argument("--consumer.config", dest="consumer_config", metavar="FILE", help="consumer properties file")
+    p.add_argument("--producers", type=int,
+                   help="librdkafka producer instances sharing the load (default 1; scenarios: their own)")
     p.add_argument("--partitions", type=int, help="scenarios: partition count of the multi-partition scenario")
     p.add_argument("--keep-topics", action="store_true", help="scenarios: leave the benchmark topics in place")
     p.add_argument("--reporting-interval", type=int, default=5000, metavar="MS",
@@ -96,9 +98,12 @@ def run(args) -> int:
     if args.workload == "produce":
         _positive(args.num_records, "--num-records")
         _positive(args.record_size, "--record-size")
+        extra = () if args.producers is None else (args.producers,)
+        if extra and args.client == "ours":
+            raise CommandError("--producers only works with --client librdkafka")
         result = _load(args, "produce", args.bootstrap, args.topic, args.num_records, args.record_size,
                        args.throughput, args.producer_properties,
-                       Progress("sent", args.interval_s) if args.interval_s else None)
+                       Progress("sent", args.interval_s) if args.interval_s else None, *extra)
         verb = "sent"
     else:
         _positive(args.messages, "--messages")
@@ -128,6 +133,8 @@ def _run_scenarios(args) -> int:
         _positive(args.num_records, "--num-records")
     if args.partitions is not None:
         _positive(args.partitions, "--partitions")
+    if args.producers is not None:
+        _positive(args.producers, "--producers")
     names = sorted(SCENARIOS) if args.scenario == "all" else [args.scenario]
     clients = ["librdkafka", "ours"] if args.client == "both" else [args.client]
     rows = []

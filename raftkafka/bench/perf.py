@@ -94,6 +94,16 @@ class Stats:
         if self.progress is not None:
             self.progress.add(nbytes, latency_ms)
 
+    def record_many(self, nbytes_each: int, latencies_ms) -> None:
+        """Many acknowledged records at once (a load generator folding its delivery reports)."""
+        count = len(latencies_ms)
+        self.records += count
+        self.bytes += count * nbytes_each
+        if self.latencies is not None:
+            self.latencies.extend(latencies_ms)
+        if self.progress is not None:
+            self.progress.add_latencies(count * nbytes_each, latencies_ms)
+
     def add_many(self, count: int, nbytes: int) -> None:
         self.records += count
         self.bytes += nbytes
@@ -144,6 +154,13 @@ class Progress:
             self.latency_count += 1
             self.latency_max = max(self.latency_max, latency_ms)
         self.tick()
+
+    def add_latencies(self, nbytes: int, latencies_ms) -> None:
+        if latencies_ms:
+            self.latency_sum += sum(latencies_ms)
+            self.latency_count += len(latencies_ms)
+            self.latency_max = max(self.latency_max, max(latencies_ms))
+        self.add_many(len(latencies_ms), nbytes)
 
     def add_many(self, count: int, nbytes: int) -> None:
         self.count += count

@@ -33,6 +33,7 @@ class Scenario:
     throughput: float = -1  # records/s; -1 = as fast as possible
     acks: str = "1"
     consume: bool = False  # preload the records, then measure reading them
+    producers: int = 1  # librdkafka producer instances sharing the load (our client: always one)
 
 
 SCENARIOS = {s.name: s for s in (
@@ -45,8 +46,8 @@ SCENARIOS = {s.name: s for s in (
     Scenario("latency-10k", "latency at 10 000 records/s: 1 partition, RF=1, acks=all, 100-byte records",
              partitions=1, replication_factor=1, record_size=100, num_records=100_000, throughput=10_000,
              acks="all"),
-    Scenario("many-partitions", "1000 partitions, RF=1, acks=1, 100-byte records spread over all",
-             partitions=1000, replication_factor=1, record_size=100, num_records=200_000),
+    Scenario("many-partitions", "1000 partitions, RF=1, acks=1, 100-byte records spread over all by 100 producers",
+             partitions=1000, replication_factor=1, record_size=100, num_records=200_000, producers=100),
 )}
 
 
@@ -98,7 +99,7 @@ def _produce(args, client: str, scenario: Scenario, topic: str, progress) -> Res
         return run_client(load_ours.produce, args.bootstrap, topic, scenario.num_records, scenario.record_size,
                           scenario.throughput, properties, progress)
     return load_librdkafka.produce(args.bootstrap, topic, scenario.num_records, scenario.record_size,
-                                   scenario.throughput, properties, progress)
+                                   scenario.throughput, properties, progress, scenario.producers)
 
 
 def _consume(args, client: str, scenario: Scenario, topic: str, progress) -> Result:
@@ -115,6 +116,8 @@ def run_scenario(args, scenario: Scenario, client: str) -> list[Row]:
         scenario = replace(scenario, num_records=args.num_records)
     if args.partitions is not None and scenario.partitions > 1:
         scenario = replace(scenario, partitions=args.partitions)
+    if getattr(args, "producers", None) is not None:
+        scenario = replace(scenario, producers=args.producers)
     topic = f"bench-{scenario.name}-{secrets.token_hex(4)}"
     skip = run_client(_prepare, args, scenario, topic)
     if skip is not None:

@@ -120,6 +120,35 @@ def test_stats_and_percentiles():
     assert out.getvalue() == ""  # interval 0: no progress lines
 
 
+def test_stats_folded_in_bulk_match_one_by_one():
+    """A load generator may fold its delivery reports in batches: same figures, same progress line."""
+    one, bulk = io.StringIO(), io.StringIO()
+    single, many = Stats(Progress("sent", interval=1e-9, out=one)), Stats(Progress("sent", interval=1e-9, out=bulk))
+    for latency in (4.0, 1.0, 7.0):
+        single.record(10, latency)
+    many.record_many(10, [4.0, 1.0])
+    many.record_many(10, [7.0])
+    a, b = single.finish(end=single.started + 1), many.finish(end=many.started + 1)
+    assert (b.records, b.bytes, b.avg_ms, b.p50_ms, b.max_ms) == (a.records, a.bytes, a.avg_ms, a.p50_ms, a.max_ms)
+    assert (b.records, b.bytes, b.max_ms) == (3, 30, 7.0)
+    assert "ms max latency" in bulk.getvalue() and bulk.getvalue().count("\n") == 2
+
+
+def test_several_librdkafka_producers_share_the_load(cli, brokers, topic_name):
+    assert cli("topics", "--bootstrap-server", brokers, "--create", "--topic", topic_name, "--partitions", 3).code == 0
+    r = cli("bench", "produce", "--bootstrap-server", brokers, "--topic", topic_name, "--num-records", 3000,
+            "--record-size", 20, "--producers", 4, "--json")
+    assert r.code == 0, r
+    result = json.loads(r.out)
+    assert (result["records"], result["bytes"], result["errors"]) == (3000, 3000 * 20, 0)
+    r = cli("bench", "consume", "--bootstrap-server", brokers, "--topic", topic_name, "--messages", 3000,
+            "--timeout", 5000)
+    assert r.code == 0 and r.out.startswith("3000 records read"), r
+    r = cli("bench", "produce", "--bootstrap-server", brokers, "--topic", topic_name, "--num-records", 10,
+            "--record-size", 20, "--producers", 2, "--client", "ours")
+    assert r.code == 1 and "--producers only works with --client librdkafka" in r.err
+
+
 def test_throttle_and_payload():
     assert Throttle(-1).delay(10**6, 0.001) == 0
     assert Throttle(100).delay(50, 0.25) == pytest.approx(0.25)
