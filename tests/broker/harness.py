@@ -161,20 +161,32 @@ def mem_env(seed: int = 1) -> RealEnv:
 class BrokerCluster:
     """N brokers (ids 1..N) sharing one InProcessController, inside the current trio run."""
 
-    def __init__(self, env, n: int = 1, *, data_root: str = "/data", static=None, broker_overrides=None):
+    def __init__(self, env, n: int = 1, *, data_root: str = "/data", static=None, broker_overrides=None,
+                 own_disks: bool = False):
         self.env = env
         self.static = dict(static or {})
         self.data_root = data_root
         self.broker_overrides = dict(broker_overrides or {})
         self.controller = InProcessController(static=static)
+        # own_disks: each broker gets its own MemFileSystem, so one of them can crash alone.
+        self.disks = {i: MemFileSystem() for i in range(1, n + 1)} if own_disks else {}
         self.brokers: list[Broker] = [self._new_broker(node_id) for node_id in range(1, n + 1)]
         self._scopes: dict[int, trio.CancelScope] = {}
+        self._crashed: set[Broker] = set()
         self._nursery = None
 
     def _new_broker(self, node_id: int) -> Broker:
         cfg = BrokerConfig(node_id=node_id, data_dirs=(f"{self.data_root}/broker-{node_id}",), port=0,
                            cluster_id="test-cluster", static=dict(self.static), **self.broker_overrides)
-        return Broker(self.env, cfg, self.controller)
+        env = _OwnDisk(self.env, self.disks[node_id]) if self.disks else self.env
+        return Broker(env, cfg, self.controller)
+
+    async def crash(self, node_id: int, rng: random.Random) -> Broker:
+        """Power loss on one broker (own_disks): what it had not fsynced is gone; it restarts."""
+        self._crashed.add(self.broker(node_id))
+        self.disks[node_id].crash(rng)  # first: the stopping broker must not flush anything more
+        await self.stop(node_id)
+        return await self.restart(node_id)
 
     @property
     def bootstrap(self) -> str:
@@ -195,7 +207,13 @@ class BrokerCluster:
 
         async def run_broker(task_status=trio.TASK_STATUS_IGNORED):
             with scope:
-                await broker.run(task_status=task_status)
+                try:
+                    await broker.run(task_status=task_status)
+                except BaseException:
+                    if broker not in self._crashed:
+                        raise
+                    # Crashed under it: its last flushes hit stale file handles. A dead process
+                    # raises nothing; neither does this one.
         await self._nursery.start(run_broker)
 
     async def stop(self, node_id: int) -> None:
@@ -225,10 +243,21 @@ class BrokerCluster:
         return self.brokers[node_id - 1]
 
 
+class _OwnDisk:
+    """The shared Env (clock, network, randomness) with a broker's own file system."""
+
+    def __init__(self, env, fs):
+        self._env = env
+        self.fs = fs
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+
 @asynccontextmanager
-async def running_cluster(n: int = 1, *, env=None, static=None, broker_overrides=None):
+async def running_cluster(n: int = 1, *, env=None, static=None, broker_overrides=None, own_disks=False):
     env = env or mem_env()
-    cluster = BrokerCluster(env, n, static=static, broker_overrides=broker_overrides)
+    cluster = BrokerCluster(env, n, static=static, broker_overrides=broker_overrides, own_disks=own_disks)
     async with trio.open_nursery() as nursery:
         await cluster.start(nursery)
         try:

@@ -1,6 +1,8 @@
 """Leader elections as the replicas live them: unclean (KIP-704 recovery), clean-only, ELR (KIP-966)."""
 from __future__ import annotations
 
+import random
+
 from metadata.image import ELR_FEATURE
 from metadata.partition import RECOVERED
 from metadata.records import FeatureLevel
@@ -91,3 +93,31 @@ async def test_an_eligible_leader_replica_takes_over_and_an_unclean_restart_leav
         assert registration(c).eligible_leader_replicas == ()
         r = await produce(c2, B.batch(1))
         assert (r.error_code, r.base_offset) == (E.NONE, 4)
+
+
+async def test_the_last_isr_member_losing_unflushed_data_does_not_lose_committed_records():
+    # KIP-966: broker 1, alone in the ISR, loses power and with it every record it had not
+    # fsynced (the default flush policy leaves that to replication). It re-registers as an
+    # unclean restart: it leaves the ISR *and* the ELR, so it cannot lead with its shortened
+    # log; the eligible replica 2 (which had every committed record) takes over instead.
+    async with running_cluster(3, static=FAST, own_disks=True) as c:
+        c.controller.commit([FeatureLevel(ELR_FEATURE, 1)])
+        await make_topic(c, configs={"min.insync.replicas": "2"})
+        c1 = await RawClient.connect(c.broker(1).port)
+        for _ in range(3):
+            assert (await produce(c1, B.batch(2))).error_code == E.NONE
+        committed = log_bytes(c, 1, 6)
+        c.controller.fence(3)
+        c.controller.fence(2)
+        assert registration(c).isr == (1,) and registration(c).eligible_leader_replicas == (2,)
+        await c.crash(1, random.Random(5))
+        assert part(c, 1).log_end_offset < 6  # the crash really lost acknowledged records here
+        reg = registration(c)
+        assert reg.leader == -1 and 1 not in reg.isr and 1 not in reg.eligible_leader_replicas
+        c.controller.unfence(2)
+        await c.settle()
+        assert registration(c).leader == 2
+        await wait_for(lambda: part(c, 2).is_leader and part(c, 2).high_watermark == 6)
+        assert log_bytes(c, 2, 6) == committed
+        await wait_for(lambda: part(c, 1).log_end_offset == 6 and registration(c).isr == (1, 2))
+        assert log_bytes(c, 1, 6) == committed
