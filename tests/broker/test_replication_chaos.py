@@ -1,8 +1,9 @@
 """Randomized faults against in-process replicas, checked against Kafka's replication guarantees.
 
 An acks=all writer keeps producing to whoever leads while, step by step (the schedule drawn
-from a seed), followers stall and heal, and leaders stop (sometimes right after being cut off
-from both followers), get fenced and come back as new incarnations. At the end, with everything healed: every acknowledged batch is at its offset
+from a seed), followers stall and heal, leaders stop (sometimes right after being cut off
+from both followers), get fenced and come back as new incarnations, and any replica may lose
+power (and with it everything it had not fsynced). At the end, with everything healed: every acknowledged batch is at its offset
 on every replica, each offset holds one record, and all logs are identical below the HW.
 """
 from __future__ import annotations
@@ -62,10 +63,10 @@ def values_by_offset(data: bytes) -> dict[int, bytes]:
     return out
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
 async def test_acknowledged_records_survive_random_stalls_and_leader_restarts(seed):
     rng = random.Random(seed)
-    async with running_cluster(3, static=STATIC) as c:
+    async with running_cluster(3, static=STATIC, own_disks=True) as c:
         await make_topic(c, configs={"min.insync.replicas": "2"})
         acked: dict[int, bytes] = {}
         stop = trio.Event()
@@ -77,7 +78,11 @@ async def test_acknowledged_records_survive_random_stalls_and_leader_restarts(se
                 if leader < 0:
                     continue
                 followers = [i for i in (1, 2, 3) if i != leader]
-                action = rng.choice(["stall", "kill", "isolate-and-kill"])
+                action = rng.choice(["stall", "kill", "isolate-and-kill", "power-loss"])
+                if action == "power-loss":
+                    # Any replica loses what it had not fsynced and re-registers (uncleanly).
+                    await c.crash(rng.choice([leader, *followers]), rng)
+                    continue
                 if action == "stall":
                     victim = rng.choice(followers)
                     await cut_off(c.broker(victim))
