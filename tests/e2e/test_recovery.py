@@ -46,7 +46,10 @@ def test_kill_9_during_produce_then_torn_tail_recovers_and_sigterm_restart_skips
     base = free_base_port()
     bootstrap = f"127.0.0.1:{base}"
     data = tmp_path / "data"
-    config = write_single_node(str(data), base)
+    # After kill -9 the old incarnation's session must lapse before the new one may register
+    # (as in Kafka): keep it short.
+    config = write_single_node(str(data), base, ("broker.session.timeout.ms", 2000),
+                               ("broker.heartbeat.interval.ms", 300))
     node = processes.node(config)
     node.wait_line("serving Kafka clients")
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -75,13 +78,13 @@ def test_kill_9_during_produce_then_torn_tail_recovers_and_sigterm_restart_skips
     producer_thread = threading.Thread(target=produce, daemon=True)
     producer_thread.start()
     try:
-        wait_until(lambda: len(acked) >= 30_000, 120, "30k acknowledged records")
+        wait_until(lambda: len(acked) >= 20_000, 120, "20k acknowledged records")
         node.signal(signal.SIGKILL)  # mid-produce
         node.wait(30)
     finally:
         stop.set()
         producer_thread.join(30)
-    assert len(acked) >= 30_000
+    assert len(acked) >= 20_000
 
     # What a crash mid-write leaves: a partial batch after the last complete one.
     partition_dir = data / f"{TOPIC}-0"
