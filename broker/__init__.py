@@ -9,16 +9,22 @@ Public surface:
     ControllerChannel, ControllerReply, ControllerUnavailableError
                                     the seam for admin requests forwarded to the active controller
     MetadataCache, ReplicaManager, Partition, FetchPurgatory   the parts, for tests and replication
+    Replication: ReplicaFetcherManager (followers, one fetcher per leader), AlterPartitionManager
+        (ISR changes to the controller), ReplicationSettings (lag time, clock, ISR hooks);
+        broker.isr holds the pure ISR/HW rules, broker.delayed_produce the acks=all waits.
 """
 from broker.broker import Broker
 from broker.broker_config import BrokerConfig
 from broker.controller_channel import ControllerChannel, ControllerReply, ControllerUnavailableError
 from broker.fetch_purgatory import FetchPurgatory
 from broker.metadata_cache import MetadataCache
-from broker.partition import Partition, Role
+from broker.alter_partition_manager import AlterPartitionManager
+from broker.partition import Partition, ReplicationSettings, Role
+from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 
 __all__ = [
     "Broker", "BrokerConfig", "ControllerChannel", "ControllerReply", "ControllerUnavailableError",
     "FetchPurgatory", "MetadataCache", "Partition", "ReplicaManager", "Role",
+    "AlterPartitionManager", "ReplicaFetcherManager", "ReplicationSettings",
 ]
