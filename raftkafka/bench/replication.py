@@ -21,8 +21,6 @@ import sys
 import tempfile
 import time
 
-import trio
-
 from raftkafka.bench.raft_quorum import free_ports, percentile
 
 __all__ = ["ReplicationProcesses", "NODE_SETTINGS", "BROKER_STATIC"]
@@ -140,14 +138,14 @@ def produce_run(bootstrap: str, topic: str, seconds: float, rate: float | None, 
     concurrently; returns throughput and end-to-end latency percentiles."""
     import threading
 
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
     latencies: list[float] = []
     stop = threading.Event()
 
     def consume():
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
                       "auto.offset.reset": "latest", "enable.auto.commit": False, "fetch.wait.max.ms": 10})
-        c.assign([__import__("confluent_kafka").TopicPartition(topic, 0, -1)])
+        c.assign([TopicPartition(topic, 0, OFFSET_END)])
         while not stop.is_set():
             for m in c.consume(500, 0.002):  # short timeout: consume() waits for a full batch
                 if m.error() is None:
