@@ -153,3 +153,24 @@ async def test_background_tasks_run_passes(autojump_clock):
         assert len(log.segments) == 1  # everything but the active segment aged out
         nursery.cancel_scope.cancel()
     assert read_offsets(env.fs, "/d/log-start-offset-checkpoint") == {("t", 0): log.log_start_offset}
+
+
+async def test_create_logs_in_one_batch_spreads_registers_and_is_durable():
+    env = FakeEnv()
+    manager = LogManager(env, ["/d1", "/d2"], CONFIG)
+    await manager.startup()
+    existing = await manager.get_or_create_log("t", 0)
+    wanted = [("t", p, None) for p in range(6)] + [("bad", -1, None), ("t", 3, None)]
+    failures = await manager.create_logs(wanted)
+    assert list(failures) == [("bad", -1)] and isinstance(failures[("bad", -1)], ValueError)
+    assert manager.get_log("t", 0) is existing  # already there: left alone
+    assert [tp for tp, _ in manager.all_logs()] == [("t", p) for p in range(6)]
+    assert sorted(manager.data_dir_of("t", p) for p in range(6)) == ["/d1"] * 3 + ["/d2"] * 3
+    for p in range(1, 6):
+        manager.get_log("t", p).append_as_leader(value_batch(1, size=50), leader_epoch=1)
+        await manager.get_log("t", p).flush()
+    env.fs.crash()  # the new logs and their flushed data survive
+    manager = LogManager(env, ["/d1", "/d2"], CONFIG)
+    await manager.startup()
+    assert [tp for tp, _ in manager.all_logs()] == [("t", p) for p in range(6)]
+    assert [manager.get_log("t", p).log_end_offset for p in range(6)] == [0, 1, 1, 1, 1, 1]
