@@ -12,6 +12,7 @@ flush tasks, and the listener; `task_status.started(port)` reports the bound por
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 import trio
 
@@ -46,8 +47,12 @@ class Broker:
     name = "broker"
 
     def __init__(self, env: Env, config: BrokerConfig, controller: ControllerChannel,
-                 log_manager: LogManager | None = None, metrics: MetricsRegistry | None = None):
+                 log_manager: LogManager | None = None, metrics: MetricsRegistry | None = None,
+                 broker_epoch: Callable[[], int] | None = None):
         self.env = env
+        # The epoch the controller gave this incarnation (the node passes its lifecycle's); by
+        # default the one the metadata names, for brokers driven without a lifecycle.
+        self._own_broker_epoch = broker_epoch
         self.config = config
         self.metrics = BrokerMetrics(metrics or MetricsRegistry())  # request, produce and fetch counters
         self.controller = controller
@@ -137,7 +142,11 @@ class Broker:
             return default
 
     def _broker_epoch(self) -> int:
-        """Our registration's epoch, as the committed metadata says (AlterPartition fencing)."""
+        """Our registration's epoch (AlterPartition fencing). Never take a previous incarnation's
+        from the metadata when a lifecycle is there: the controller would take our requests for
+        that (maybe still live) registration's."""
+        if self._own_broker_epoch is not None:
+            return self._own_broker_epoch()
         reg = self.metadata.image.brokers.get(self.node_id)
         return -1 if reg is None else reg.epoch
 

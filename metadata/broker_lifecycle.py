@@ -10,6 +10,13 @@
 
 A heartbeat answered STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED (the controller forgot
 or replaced us) sends the broker back to step 1 with the same incarnation.
+
+`AfterOwnRegistration` keeps the data plane (replica manager, ...) from acting on metadata
+until it holds this incarnation's registration (Kafka's initial catch-up): the metadata a
+restarted broker loads still describes its previous incarnation, whose leaderships the
+controller may not have taken back yet. A broker that lost unflushed data must not lead,
+shrink an ISR to itself or be followed from that stale picture; once the controller has
+processed the new registration, it has moved those leaderships and ISR memberships.
 """
 from __future__ import annotations
 
@@ -22,10 +29,12 @@ import trio
 from metadata import controller_rpc as rpc
 from metadata.controller_client import ControllerConnection, ControllerUnavailableError
 from metadata.errors import Errors
+from metadata.image import MetadataImage
+from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.records import Endpoint
 from storage.env import Env
 
-__all__ = ["BrokerLifecycle", "DEFAULT_HEARTBEAT_INTERVAL"]
+__all__ = ["BrokerLifecycle", "AfterOwnRegistration", "DEFAULT_HEARTBEAT_INTERVAL"]
 
 log = logging.getLogger("raftkafka.metadata.lifecycle")
 
@@ -135,3 +144,27 @@ class BrokerLifecycle:
         if reply.should_shutdown and self._want_shutdown:
             self.shutdown_complete.set()
         return True
+
+
+class AfterOwnRegistration:
+    """A metadata publisher that installs `publisher` on `loader` once the published image
+    holds the registration of incarnation `incarnation_id` of `broker_id`; from then on
+    `publisher` gets the full state and every change (and this gate is gone)."""
+
+    name = "after-own-registration"
+
+    def __init__(self, loader: MetadataLoader, publisher: MetadataPublisher, *,
+                 broker_id: int, incarnation_id: uuid.UUID):
+        self.loader = loader
+        self.publisher = publisher
+        self.broker_id = broker_id
+        self.incarnation_id = incarnation_id
+        self.opened = False
+
+    def publish(self, delta, image: MetadataImage) -> None:
+        reg = image.brokers.get(self.broker_id)
+        if self.opened or reg is None or reg.incarnation_id != self.incarnation_id:
+            return
+        self.opened = True
+        self.loader.uninstall(self)
+        self.loader.install(self.publisher)  # caught up: it gets this image's full state now

@@ -8,8 +8,8 @@ A node runs one Raft replica of the metadata log (raftkafka.node.ControllerNode)
 - broker role: `BrokerRole` — a MetadataFollower + MetadataLoader (publishers are plugged
   in with `add_publisher`), the Kafka-protocol `broker.Broker` on the node's client
   listener (started, logs recovered and port bound, before the broker registers, so the
-  registered endpoint is the real one), and the BrokerLifecycle (registration,
-  heartbeats, controlled shutdown). On a broker-only node the follower is the Raft state
+  registered endpoint is the real one; it gets metadata once that holds its registration),
+  and the BrokerLifecycle (registration, heartbeats, controlled shutdown). On a broker-only node the follower is the Raft state
   machine of an observer; on a combined node the controller's state machine feeds it the
   decoded batches. With `kafka_broker=False` (metadata-layer tests and benchmarks) the
   broker role runs the metadata side only.
@@ -25,7 +25,7 @@ import trio
 
 from broker.broker import Broker
 from broker.broker_config import BrokerConfig
-from metadata.broker_lifecycle import BrokerLifecycle
+from metadata.broker_lifecycle import AfterOwnRegistration, BrokerLifecycle
 from metadata.controller_client import ControllerClient, ControllerConnection
 from metadata.controller_requests import ControllerRequests
 from metadata.controller_service import ControllerService
@@ -124,7 +124,7 @@ class BrokerRole:
             await nursery.start(self.connection.run)
             if self.kafka_broker:
                 kafka = Broker(self.env, broker_config(config, cluster_id), self.controller,
-                               metrics=self.metrics)
+                               metrics=self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch)
                 self._hold_clients_until_unfenced(kafka)
                 try:
                     await nursery.start(kafka.run)  # recovers the logs, binds the listener
@@ -135,7 +135,10 @@ class BrokerRole:
                                       f"{getattr(e, 'strerror', e) or e}") from None
                 log.info(describe_recovery(kafka.log_manager))
                 self.kafka = kafka
-                self.add_publisher(kafka)
+                # Partitions are served from metadata that holds this incarnation's registration.
+                self.add_publisher(AfterOwnRegistration(
+                    self.loader, kafka, broker_id=config.node_id,
+                    incarnation_id=self.lifecycle.incarnation_id))
             self.lifecycle.endpoints = tuple(self.endpoints())  # with the bound port
             nursery.start_soon(self.lifecycle.run)
             self.started.set()

@@ -112,10 +112,14 @@ class ClusterWorkload:
                 try:
                     async with Producer(self.env_for(name, session), self.settings.bootstrap, acks="all",
                                         linger_ms=0, delivery_timeout_ms=5000, **CLIENT) as producer:
+                        attempt = 0
                         while pending:
                             topic, partition = pending[0]
-                            op = self.history.invoke(name, "send", f"{name}.{session}.{topic}-{partition}".encode(),
-                                                     topic=topic, partition=partition)
+                            attempt += 1
+                            # A fresh value per send: one that failed may still be in the log, and
+                            # sending it again is a new record, not a retry idempotence could dedupe.
+                            value = f"{name}.{session}.{topic}-{partition}.{attempt}".encode()
+                            op = self.history.invoke(name, "send", value, topic=topic, partition=partition)
                             op.session = session
                             try:
                                 metadata = await producer.send_and_wait(topic, op.value, partition=partition)
