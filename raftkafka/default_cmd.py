@@ -16,9 +16,9 @@ import trio
 
 from raftkafka.config import load_config
 from raftkafka.dev_cmd import check_ports_free, existing_cluster_id, node_layout, prepare_node, voters_of
+from raftkafka.format_cmd import random_cluster_id
 from raftkafka.node import run_node
 from storage.env import RealEnv
-from storage.meta_properties import uuid_to_str
 
 __all__ = ["add_arguments", "run"]
 
@@ -34,7 +34,7 @@ def run(args) -> int:
     layout = node_layout(1, 1, args.base_port, args.data_dir)
     config = load_config(layout.settings)
     check_ports_free([layout])
-    cluster_id = existing_cluster_id([layout]) or uuid_to_str(RealEnv().uuid())
+    cluster_id = existing_cluster_id([layout]) or random_cluster_id(RealEnv())
     if prepare_node(layout, voters_of([layout]), cluster_id):
         print(f"Formatted {layout.data_dir} (cluster {cluster_id})", flush=True)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,

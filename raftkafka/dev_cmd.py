@@ -29,6 +29,7 @@ import trio
 
 from metadata.controller_client import ControllerClient, ControllerConnection, ControllerUnavailableError
 from raftkafka.config import ConfigError
+from raftkafka.format_cmd import random_cluster_id
 from storage.env import RealEnv
 from storage.meta_properties import (
     META_PROPERTIES, MetaProperties, VoterSpec, format_data_dir, read_meta_properties, uuid_to_str,
@@ -184,7 +185,7 @@ def run(args) -> int:
     for layout in layouts:
         load_config(layout.settings)  # a bad --set stops here, naming the setting
     check_ports_free(layouts)
-    cluster_id = existing_cluster_id(layouts) or uuid_to_str(RealEnv().uuid())
+    cluster_id = existing_cluster_id(layouts) or random_cluster_id(RealEnv())
     voters = voters_of(layouts)
     for layout in layouts:
         prepare_node(layout, voters, cluster_id)

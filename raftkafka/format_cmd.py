@@ -33,10 +33,19 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
+def random_cluster_id(env) -> str:
+    """A new cluster id. Like Kafka's Uuid.randomUuid, never one that starts with '-',
+    which a command line would take for a flag."""
+    while True:
+        text = uuid_to_str(env.uuid())
+        if not text.startswith("-"):
+            return text
+
+
 def run(args) -> int:
     env = RealEnv()
     if args.random_uuid:
-        print(uuid_to_str(env.uuid()))
+        print(random_cluster_id(env))
         return 0
     values = settings_from_args(args)
     if not args.cluster_id:

@@ -143,6 +143,9 @@ def register_broker_gauges(registry: MetricsRegistry, broker) -> None:
     registry.gauge("raftkafka_partitions").set_function(lambda: len(replicas.partitions))
     registry.gauge("raftkafka_offline_log_partitions").set_function(lambda: len(replicas.offline))
     registry.gauge("raftkafka_broker_connections").set_function(lambda: broker.server.connections)
+    shrinks = registry.counter("raftkafka_isr_shrinks_total")
+    expands = registry.counter("raftkafka_isr_expands_total")
+    broker.replicas.replication.on_isr_change = lambda kind: (shrinks if kind == "shrink" else expands).inc()
 
 
 # ---------------------------------------------------------------------------- consumer groups
