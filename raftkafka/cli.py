@@ -11,22 +11,9 @@ import argparse
 import sys
 
 USAGE = """\
-usage: python -m raftkafka [COMMAND] [OPTIONS]
+python -m raftkafka [COMMAND] [OPTIONS]
        python -m raftkafka [--base-port 9092] [--data-dir ./raftkafka-data]
            (no command: one node serving Kafka clients at localhost:9092)
-
-Commands:
-  node       run a node (controller, broker or both) from --config FILE
-  format     format a data directory (--cluster-id, --node-id, initial voters)
-  dev        run a local multi-node cluster in child processes
-  topics     create, list, describe, alter and delete topics
-  produce    console producer
-  consume    console consumer
-  groups     list, describe and reset consumer groups
-  quorum     describe the metadata quorum
-  configs    describe and alter configs
-  simulate   deterministic simulation of a whole cluster
-  bench      producer / consumer performance test
 """
 
 
@@ -56,9 +43,12 @@ def _client_commands():
 def build_parser() -> argparse.ArgumentParser:
     from raftkafka import default_cmd, dev_cmd, format_cmd, node_cmd, quorum_cmd, simulate_cmd
 
-    parser = argparse.ArgumentParser(prog="python -m raftkafka", usage=USAGE)
+    parser = argparse.ArgumentParser(
+        prog="python -m raftkafka", usage=USAGE,
+    )
     default_cmd.add_arguments(parser)  # the bare command: one node on 9092/9093
-    subparsers = parser.add_subparsers(dest="command")
+    # An explicit prog keeps the custom usage text out of every subcommand's usage line.
+    subparsers = parser.add_subparsers(dest="command", prog="python -m raftkafka", metavar="COMMAND")
     for module in (node_cmd, format_cmd, quorum_cmd, dev_cmd, simulate_cmd):
         module.add_parser(subparsers)
     for module in _client_commands():
