@@ -10,6 +10,7 @@ Start/end precedence follows Spark's Kafka source: `startingTimestamp` >
 """
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import Mapping, Union
@@ -312,11 +313,14 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     delay = parse_duration_ms(opts["maxtriggerdelay"]) if "maxtriggerdelay" in opts else 15 * 60 * 1000
     source_id = _stable_id(opts, "sourceId")
     if streaming and source_id is None and not start_is_stable(starting):
-        raise InvalidOptionError(
-            "option 'sourceId' is required when a streaming query starts at 'latest' (the default) or at a "
-            "timestamp: name the query with a sourceId that stays the same across its restarts, so the offsets "
-            "its first micro-batch starts from are stored in the cluster and a replay of that batch reads the same "
-            "records (or start at startingOffsets=earliest / explicit offsets, which need no sourceId)")
+        # Spark's Kafka source keeps the resolved start in its checkpoint; a Python source is never
+        # shown the checkpoint, so without a sourceId a restart before batch 0 commits resolves
+        # 'latest' again. Warn rather than refuse: switching from format("kafka") must stay a
+        # one-word change.
+        logging.getLogger("raftkafka.spark").warning(
+            "streaming query starts at 'latest' or a timestamp without option 'sourceId': if it restarts "
+            "before its first micro-batch commits, the start is resolved again and may move forward; set a "
+            "sourceId that stays the same across restarts to store the resolved start in the cluster")
 
     return SourceOptions(
         bootstrap_servers=_bootstrap(opts),

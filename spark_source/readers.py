@@ -86,7 +86,8 @@ class RaftKafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTrigger
     def initialOffset(self) -> dict:
         # Spark asks twice per query start, and again after a restart while batch 0 has not committed
         # (G9): every answer must be the same. Earliest/explicit starts resolve the same each time;
-        # others need a sourceId (options.py insists) and are stored in the cluster on first use.
+        # others are stored in the cluster on first use when the query has a sourceId (without one
+        # they are resolved once per query process: options.py warns).
         if self._initial is None:
             o, client = self.options, self._client()
 

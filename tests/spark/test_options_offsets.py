@@ -72,10 +72,16 @@ def test_bad_stream_options(extra, needle):
 @pytest.mark.parametrize("start", [{}, {"startingoffsets": "latest"}, {"startingtimestamp": "5"},
                                    {"startingoffsets": '{"t":{"0":-1}}'},
                                    {"startingoffsetsbytimestamp": '{"t":{"0":7}}'}])
-def test_a_start_that_can_resolve_differently_later_needs_a_source_id(start):
-    with pytest.raises(InvalidOptionError, match="option 'sourceId' is required"):
-        parse_source_options(opts(**start), streaming=True)
-    assert parse_source_options(opts(sourceid="q-1.a", **start), streaming=True).source_id == "q-1.a"
+def test_a_start_that_can_resolve_differently_later_warns_without_a_source_id(start, caplog):
+    # Accepted (a Kafka-source job must run after changing only the format name), with a warning
+    # that names the option which makes the start restart-stable.
+    with caplog.at_level("WARNING", logger="raftkafka.spark"):
+        assert parse_source_options(opts(**start), streaming=True).source_id is None
+    assert "sourceId" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="raftkafka.spark"):
+        assert parse_source_options(opts(sourceid="q-1.a", **start), streaming=True).source_id == "q-1.a"
+    assert caplog.text == ""
 
 
 def test_stable_starts_need_no_source_id_and_batch_takes_none():
