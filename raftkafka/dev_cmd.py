@@ -6,7 +6,7 @@ Ports are predictable: node i (from 1) serves Kafka clients on P+2(i-1) and cont
 on P+2(i-1)+1, so node 1 is 9092/9093 as in Kafka's quickstart. Each node's data lives
 in D/node-i/ with its `node.toml` (absolute paths), so a node that was killed comes back
 with `python -m raftkafka node --config D/node-i/node.toml`; its log goes to
-D/node-i/node.log. Directories are formatted on first use and reused afterwards.
+D/node-i/node.log and its pid in D/node-i/pid. Directories are formatted on first use and reused afterwards.
 
 The command prints one line per node (id, pid, both addresses), then `ready` once the
 quorum has a leader and every broker is registered and unfenced. Ctrl-C or SIGTERM
@@ -195,10 +195,14 @@ def run(args) -> int:
 def _spawn(layout: NodeLayout) -> subprocess.Popen:
     log = open(os.path.join(layout.data_dir, "node.log"), "ab")
     try:
-        return subprocess.Popen([sys.executable, "-m", "raftkafka", "node", "--config", layout.config_path],
+        proc = subprocess.Popen([sys.executable, "-m", "raftkafka", "node", "--config", layout.config_path],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     finally:
         log.close()
+    # D/node-i/pid lets scripts (and the README's quickstart) signal one node: kill -9 "$(cat ...)".
+    with open(os.path.join(layout.data_dir, "pid"), "w") as f:
+        f.write(f"{proc.pid}\n")
+    return proc
 
 
 async def _supervise(layouts: list[NodeLayout], cluster_id: str) -> int:
