@@ -50,6 +50,59 @@ def _norm(path: str) -> str:
     return posixpath.normpath("/" + path.lstrip("/"))
 
 
+class _Tree:
+    """A namespace: files (path -> inode), directories, and the entries of each directory.
+
+    The per-directory index keeps `sync_dir` and `listdir` proportional to the
+    directory, not to the whole disk (a broker has hundreds of files)."""
+
+    __slots__ = ("files", "dirs", "_entries")
+
+    def __init__(self, files: dict[str, _Inode] | None = None, dirs=("/",)):
+        self.files: dict[str, _Inode] = {}
+        self.dirs: set[str] = set()
+        self._entries: dict[str, set[str]] = {}  # directory -> paths directly inside it
+        for d in dirs:
+            self.add_dir(d)
+        for path, inode in (files or {}).items():
+            self.add_file(path, inode)
+
+    def entries(self, directory: str) -> list[str]:
+        """Paths directly inside `directory`, sorted."""
+        return sorted(self._entries.get(directory, ()))
+
+    def add_file(self, path: str, inode: _Inode) -> None:
+        if path not in self.files:
+            self._entries.setdefault(posixpath.dirname(path), set()).add(path)
+        self.files[path] = inode
+
+    def pop_file(self, path: str) -> _Inode:
+        inode = self.files.pop(path)
+        if path not in self.dirs:
+            self._unlink(path)
+        return inode
+
+    def add_dir(self, path: str) -> None:
+        if path not in self.dirs:
+            self.dirs.add(path)
+            if path != "/":
+                self._entries.setdefault(posixpath.dirname(path), set()).add(path)
+
+    def discard_dir(self, path: str) -> None:
+        if path in self.dirs:
+            self.dirs.discard(path)
+            if path not in self.files:
+                self._unlink(path)
+
+    def _unlink(self, path: str) -> None:
+        parent = posixpath.dirname(path)
+        entries = self._entries.get(parent)
+        if entries is not None:
+            entries.discard(path)
+            if not entries:
+                del self._entries[parent]
+
+
 class MemFile:
     __slots__ = ("path", "_fs", "_inode", "_generation")
 
@@ -121,12 +174,8 @@ class MemFile:
 
 class MemFileSystem:
     def __init__(self, capacity: int | None = None):
-        # Live namespace: path -> inode (files) or None (directories).
-        self._files: dict[str, _Inode] = {}
-        self._dirs: set[str] = {"/"}
-        # Durable namespace, as of the last sync_dir of each parent.
-        self._durable_files: dict[str, _Inode] = {}
-        self._durable_dirs: set[str] = {"/"}
+        self._live = _Tree()
+        self._durable = _Tree()  # as of the last sync_dir of each parent
         self._generation = 0
         self.capacity = capacity
         self.fail_writes = False
@@ -137,7 +186,7 @@ class MemFileSystem:
 
     # -- space accounting ---------------------------------------------------
     def _used(self) -> int:
-        return sum(len(i.data) for i in self._files.values())
+        return sum(len(i.data) for i in self._live.files.values())
 
     def _charge(self, nbytes: int) -> None:
         if self.fail_writes or (self.capacity is not None and self._used() + nbytes > self.capacity):
@@ -151,105 +200,105 @@ class MemFileSystem:
     # -- namespace ----------------------------------------------------------
     def _parent_must_exist(self, path: str) -> None:
         parent = posixpath.dirname(path)
-        if parent not in self._dirs:
+        if parent not in self._live.dirs:
             raise FileNotFoundError(errno.ENOENT, "No such directory", parent)
 
     def open(self, path: str, *, create: bool = False) -> MemFile:
         path = _norm(path)
-        inode = self._files.get(path)
+        live = self._live
+        inode = live.files.get(path)
         if inode is None:
-            if path in self._dirs:
+            if path in live.dirs:
                 raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
             if not create:
                 raise FileNotFoundError(errno.ENOENT, "No such file", path)
             self._parent_must_exist(path)
-            inode = self._files[path] = _Inode()
+            inode = _Inode()
+            live.add_file(path, inode)
         return MemFile(self, path, inode)
 
     def exists(self, path: str) -> bool:
         path = _norm(path)
-        return path in self._files or path in self._dirs
+        return path in self._live.files or path in self._live.dirs
 
     def is_dir(self, path: str) -> bool:
-        return _norm(path) in self._dirs
+        return _norm(path) in self._live.dirs
 
     def listdir(self, path: str) -> list[str]:
         path = _norm(path)
-        if path not in self._dirs:
+        if path not in self._live.dirs:
             raise FileNotFoundError(errno.ENOENT, "No such directory", path)
-        names = {posixpath.basename(p) for p in self._files if posixpath.dirname(p) == path}
-        names |= {posixpath.basename(d) for d in self._dirs if d != "/" and posixpath.dirname(d) == path}
-        return sorted(names)
+        return sorted({posixpath.basename(p) for p in self._live.entries(path)})
 
     def makedirs(self, path: str) -> None:
         path = _norm(path)
-        if path in self._files:
+        if path in self._live.files:
             raise FileExistsError(errno.EEXIST, "File exists", path)
-        while path not in self._dirs:
-            self._dirs.add(path)
+        while path not in self._live.dirs:
+            self._live.add_dir(path)
             path = posixpath.dirname(path)
 
     def remove(self, path: str) -> None:
         path = _norm(path)
-        if path not in self._files:
+        if path not in self._live.files:
             raise FileNotFoundError(errno.ENOENT, "No such file", path)
-        del self._files[path]
+        self._live.pop_file(path)
 
     def rmtree(self, path: str) -> None:
         path = _norm(path)
-        if path not in self._dirs:
+        live = self._live
+        if path not in live.dirs:
             raise FileNotFoundError(errno.ENOENT, "No such directory", path)
         prefix = path.rstrip("/") + "/"
-        for p in [p for p in self._files if p.startswith(prefix)]:
-            del self._files[p]
-        for d in [d for d in self._dirs if d == path or d.startswith(prefix)]:
-            self._dirs.discard(d)
+        for p in [p for p in live.files if p.startswith(prefix)]:
+            live.pop_file(p)
+        for d in [d for d in live.dirs if d == path or d.startswith(prefix)]:
+            live.discard_dir(d)
 
     def rename(self, src: str, dst: str) -> None:
         src, dst = _norm(src), _norm(dst)
-        if src in self._files:
+        live = self._live
+        if src in live.files:
             self._parent_must_exist(dst)
-            self._files[dst] = self._files.pop(src)
+            live.add_file(dst, live.pop_file(src))
             return
-        if src in self._dirs:
+        if src in live.dirs:
             self._parent_must_exist(dst)
             prefix = src.rstrip("/") + "/"
-            self._dirs = {dst + d[len(src):] if (d == src or d.startswith(prefix)) else d for d in self._dirs}
-            self._files = {
-                (dst + p[len(src):] if p.startswith(prefix) else p): i for p, i in self._files.items()
-            }
+            moved = lambda p: dst + p[len(src):] if (p == src or p.startswith(prefix)) else p  # noqa: E731
+            self._live = _Tree({moved(p): i for p, i in live.files.items()}, [moved(d) for d in live.dirs])
             return
         raise FileNotFoundError(errno.ENOENT, "No such file", src)
 
     def file_size(self, path: str) -> int:
         path = _norm(path)
-        if path not in self._files:
+        if path not in self._live.files:
             raise FileNotFoundError(errno.ENOENT, "No such file", path)
-        return len(self._files[path].data)
+        return len(self._live.files[path].data)
 
     async def sync_dir(self, path: str) -> None:
         """Make the live entries directly inside `path` (and `path` itself) durable."""
         path = _norm(path)
-        if path not in self._dirs:
+        if path not in self._live.dirs:
             raise FileNotFoundError(errno.ENOENT, "No such directory", path)
         if self.sync_delay:
             await trio.sleep(self.sync_delay)
+        live, durable = self._live, self._durable
         # The directory itself and its ancestors become durable entries.
         d = path
-        while d not in self._durable_dirs:
-            self._durable_dirs.add(d)
+        while d not in durable.dirs:
+            durable.add_dir(d)
             d = posixpath.dirname(d)
-        in_dir = lambda p: posixpath.dirname(p) == path  # noqa: E731
-        for p in [p for p in self._durable_files if in_dir(p) and p not in self._files]:
-            del self._durable_files[p]
-        for p, inode in self._files.items():
-            if in_dir(p):
-                self._durable_files[p] = inode
-        for d in [d for d in self._durable_dirs if in_dir(d) and d not in self._dirs]:
-            self._durable_dirs.discard(d)
-        for d in self._dirs:
-            if in_dir(d):
-                self._durable_dirs.add(d)
+        for p in durable.entries(path):
+            if p in durable.files and p not in live.files:
+                durable.pop_file(p)
+            if p in durable.dirs and p not in live.dirs:
+                durable.discard_dir(p)
+        for p in live.entries(path):
+            if p in live.files:
+                durable.add_file(p, live.files[p])
+            else:
+                durable.add_dir(p)
 
     # -- crash ----------------------------------------------------------------
     def crash(self, rng: random.Random | None = None, *, torn_writes: bool = True) -> None:
@@ -258,14 +307,17 @@ class MemFileSystem:
         self._generation += 1
         self.crashes += 1
         # Only entries whose every ancestor directory survives are reachable.
-        dirs = {d for d in self._durable_dirs if _ancestors_in(d, self._durable_dirs)}
+        dirs = self._reachable_durable_dirs()
         files: dict[str, _Inode] = {}
-        for p, inode in sorted(self._durable_files.items()):
+        for p, inode in sorted(self._durable.files.items()):
             if posixpath.dirname(p) in dirs:
                 files[p] = _recover_inode(inode, rng, torn_writes)
         # Two durable names may share one inode (a rename not yet synced on one side).
-        self._files, self._dirs = files, set(dirs)
-        self._durable_files, self._durable_dirs = dict(files), set(dirs)
+        self._live, self._durable = _Tree(files, sorted(dirs)), _Tree(files, sorted(dirs))
+
+    def _reachable_durable_dirs(self) -> set[str]:
+        durable_dirs = self._durable.dirs
+        return {d for d in durable_dirs if _ancestors_in(d, durable_dirs)}
 
     def process_exit(self) -> None:
         """The process died but the machine did not (kill -9): the page cache survives, so
@@ -274,7 +326,7 @@ class MemFileSystem:
 
     def snapshot(self) -> dict[str, bytes]:
         """Current live content of every file (for assertions in tests)."""
-        return {p: bytes(i.data) for p, i in sorted(self._files.items())}
+        return {p: bytes(i.data) for p, i in sorted(self._live.files.items())}
 
     def durable_copy(self) -> "MemFileSystem":
         """A separate filesystem holding only what is durable now (a crash keeping no pending write).
@@ -282,12 +334,10 @@ class MemFileSystem:
         For checkers that must judge what a node has really persisted, without crashing it.
         """
         copy = MemFileSystem(capacity=self.capacity)
-        dirs = {d for d in self._durable_dirs if _ancestors_in(d, self._durable_dirs)}
-        for p, inode in sorted(self._durable_files.items()):
-            if posixpath.dirname(p) in dirs:
-                copy._files[p] = _Inode(data=bytearray(inode.durable), durable=inode.durable)
-        copy._dirs, copy._durable_dirs = set(dirs), set(dirs)
-        copy._durable_files = dict(copy._files)
+        dirs = self._reachable_durable_dirs()
+        files = {p: _Inode(data=bytearray(inode.durable), durable=inode.durable)
+                 for p, inode in sorted(self._durable.files.items()) if posixpath.dirname(p) in dirs}
+        copy._live, copy._durable = _Tree(files, sorted(dirs)), _Tree(files, sorted(dirs))
         return copy
 
 

@@ -80,6 +80,11 @@ class OffsetIndex:
             return self.base_offset, 0
         return self._offsets[i], self._positions[i]
 
+    def batch_start_at_or_before(self, position: int) -> int:
+        """The position of the last indexed batch starting at or before `position` (0 if none)."""
+        i = bisect.bisect_right(self._positions, position) - 1
+        return self._positions[i] if i >= 0 else 0
+
     def truncate_to_position(self, position: int) -> None:
         """Drop entries pointing at or beyond `position` (the log is cut there)."""
         keep = bisect.bisect_left(self._positions, position)

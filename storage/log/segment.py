@@ -13,11 +13,13 @@ segments) and `.deleted` (waiting for readers before removal) — Kafka's names.
 """
 from __future__ import annotations
 
+import bisect
 import posixpath
 from typing import Callable, Iterator
 
 from storage.env import File, FileSystem
 from storage.log.batch_scan import scan_valid_batches
+from storage.log.index_file import IndexFile
 from storage.log.offset_index import CorruptIndexError, OffsetIndex
 from storage.log.time_index import TimeIndex
 from wire.batch_header import HEADER_SIZE, BatchHeader, parse_header
@@ -90,18 +92,26 @@ class LogSegment:
         self.next_offset = base_offset  # one past the last offset held
         self.dirty = False  # written since the last fsync
         self.closed = False
+        # A dense index of the newest batches (last offsets, positions): a contiguous run
+        # ending at the segment's end, restarted at each sparse index entry, so it stays
+        # within index_interval_bytes of batches. Tailing readers, nearly all of them,
+        # find their batch here without scanning headers from the last sparse entry.
+        self._tail_last_offsets: list[int] = []
+        self._tail_positions: list[int] = []
+        self._tail_floor = 0  # base offset of the first batch in the tail
 
     # -- construction -------------------------------------------------------
     @classmethod
     def create(cls, fs: FileSystem, log_dir: str, base_offset: int, *, index_bytes: int,
                index_interval_bytes: int, now_ms: int, suffix: str = "") -> "LogSegment":
         """A new, empty segment (any stale files of the same name are emptied)."""
-        files = [fs.open(_path(log_dir, base_offset, s + suffix), create=True) for s in FILE_SUFFIXES]
-        for f in files:
+        log = fs.open(_path(log_dir, base_offset, LOG_SUFFIX + suffix), create=True)
+        indexes = [IndexFile(fs, _path(log_dir, base_offset, s + suffix), create=True) for s in FILE_SUFFIXES[1:]]
+        for f in (log, *indexes):
             if f.size():
                 f.truncate(0)
-        segment = cls(fs, log_dir, base_offset, files[0], OffsetIndex(files[1], base_offset, index_bytes),
-                      TimeIndex(files[2], base_offset, index_bytes),
+        segment = cls(fs, log_dir, base_offset, log, OffsetIndex(indexes[0], base_offset, index_bytes),
+                      TimeIndex(indexes[1], base_offset, index_bytes),
                       index_interval_bytes=index_interval_bytes, created_ms=now_ms, suffix=suffix)
         segment.dirty = True
         return segment
@@ -116,8 +126,8 @@ class LogSegment:
         """
         log = fs.open(_path(log_dir, base_offset, LOG_SUFFIX + suffix))
         indexes_exist = all(fs.exists(_path(log_dir, base_offset, s + suffix)) for s in FILE_SUFFIXES[1:])
-        index_file = fs.open(_path(log_dir, base_offset, INDEX_SUFFIX + suffix), create=True)
-        time_file = fs.open(_path(log_dir, base_offset, TIME_INDEX_SUFFIX + suffix), create=True)
+        index_file = IndexFile(fs, _path(log_dir, base_offset, INDEX_SUFFIX + suffix), create=True)
+        time_file = IndexFile(fs, _path(log_dir, base_offset, TIME_INDEX_SUFFIX + suffix), create=True)
         try:
             offset_index = OffsetIndex.load(index_file, base_offset, index_bytes)
             time_index = TimeIndex.load(time_file, base_offset, index_bytes)
@@ -205,6 +215,12 @@ class LogSegment:
             self.offset_index.append(header.last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_last_index_entry = 0
+            self._tail_last_offsets.clear()
+            self._tail_positions.clear()
+        if not self._tail_positions:
+            self._tail_floor = header.base_offset
+        self._tail_last_offsets.append(header.last_offset)
+        self._tail_positions.append(position)
         self.bytes_since_last_index_entry += header.size
         self.next_offset = header.next_offset
 
@@ -217,6 +233,7 @@ class LogSegment:
         """Rolled: record the final max timestamp so a reload knows it without a scan."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.dirty = True  # the entry is written out (and fsynced) by the next flush
 
     def recover(self, on_batch: Callable[[BatchHeader], None] | None = None, *, min_offset: int | None = None) -> int:
         """Rebuild the indexes from the data, cutting at the first invalid byte.
@@ -227,6 +244,8 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self._tail_last_offsets.clear()
+        self._tail_positions.clear()
         self.bytes_since_last_index_entry = 0
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
         self.first_batch_timestamp = None
@@ -259,6 +278,8 @@ class LogSegment:
         size = self.size
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(header.base_offset)
+        keep = bisect.bisect_left(self._tail_positions, position)
+        del self._tail_last_offsets[keep:], self._tail_positions[keep:]
         self.log.truncate(position)
         self.dirty = True
         self.bytes_since_last_index_entry = 0
@@ -298,6 +319,13 @@ class LogSegment:
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset >= `offset` (i.e. holding it or after it)."""
+        if self._tail_positions and offset >= self._tail_floor:
+            # Every batch before the tail ends below its floor: the answer is in the tail.
+            i = bisect.bisect_left(self._tail_last_offsets, offset)
+            if i == len(self._tail_positions):
+                return None
+            position = self._tail_positions[i]
+            return position, parse_header(self.log.read(position, HEADER_SIZE))
         _, position = self.offset_index.lookup(offset)
         for pos, header in self._headers(position):
             if header.last_offset >= offset:
@@ -315,12 +343,21 @@ class LogSegment:
         if found is None or found[0] >= end:
             return None
         start, first = found
-        size = 0
-        for _, header in self._headers(start, end):
-            if size + header.size > max_bytes and not (size == 0 and min_one_batch):
+        # A segment holds whole batches and `max_position` is a batch start, so `end` is a
+        # batch boundary: when the rest fits, no header needs reading (a reader far behind
+        # would otherwise walk every header up to `max_bytes` on every fetch).
+        if end - start <= max_bytes:
+            return start, end - start, first
+        if first.size > max_bytes:
+            return start, first.size if min_one_batch else 0, first
+        # The last whole batch within max_bytes: scan from the index entry nearest the limit.
+        limit = start + max_bytes
+        boundary = max(start, self.offset_index.batch_start_at_or_before(limit))
+        for pos, header in self._headers(boundary, end):
+            if pos + header.size > limit:
                 break
-            size += header.size
-        return start, size, first
+            boundary = pos + header.size
+        return start, boundary - start, first
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after `start_offset` with ts >= `timestamp`."""
@@ -337,10 +374,14 @@ class LogSegment:
 
     # -- file lifecycle -----------------------------------------------------
     def rename(self, suffix: str) -> None:
-        """Move the three files to the names with `suffix` (handles stay valid)."""
+        """Move the three files to the names with `suffix` (the log's handle stays valid; the
+        indexes hold no handle and follow their path)."""
         for src, dst in zip(self.paths(), self.paths(suffix)):
             if self.fs.exists(src):
                 self.fs.rename(src, dst)
+        _, index_path, time_index_path = self.paths(suffix)
+        self.offset_index.file.path = index_path
+        self.time_index.file.path = time_index_path
         self.suffix = suffix
 
     def close(self) -> None:
