@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Callable, Sequence
+from typing import Awaitable, Callable, Sequence
 
 import trio
 
@@ -46,7 +46,8 @@ class BrokerLifecycle:
                  metadata_offset: Callable[[], int], endpoints: Sequence[Endpoint] = (),
                  rack: str | None = None, log_dirs: Sequence[uuid.UUID] = (),
                  heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
-                 incarnation_id: uuid.UUID | None = None):
+                 incarnation_id: uuid.UUID | None = None, previous_broker_epoch: int = -1,
+                 on_registered: Callable[[int], Awaitable[None]] | None = None):
         self.env = env
         self.conn = connection
         self.broker_id = broker_id
@@ -56,6 +57,10 @@ class BrokerLifecycle:
         self.log_dirs = tuple(log_dirs)
         self.heartbeat_interval = heartbeat_interval
         self.incarnation_id = incarnation_id or env.uuid()
+        # The epoch of the previous incarnation if it ended without losing data (a clean
+        # shutdown, say: metadata.incarnation_record), else -1: an unclean restart (KIP-966).
+        self.previous_broker_epoch = previous_broker_epoch
+        self.on_registered = on_registered  # e.g. persist the epoch for the next start
         self.broker_epoch = -1
         self.is_fenced = True
         self.is_caught_up = False
@@ -102,7 +107,7 @@ class BrokerLifecycle:
         request = rpc.BrokerRegistrationRequest(
             self.conn.cluster_id, self.broker_id, self.incarnation_id,
             [rpc.EndpointInfo(e.name, e.host, e.port, e.security_protocol) for e in self.endpoints],
-            self.rack, list(self.log_dirs))
+            self.rack, list(self.log_dirs), self.previous_broker_epoch)
         try:
             reply = await self.conn.call(request, timeout=self.heartbeat_interval * 5)
         except ControllerUnavailableError as e:
@@ -113,9 +118,17 @@ class BrokerLifecycle:
                         Errors(reply.error).name, reply.message or "")
             await self.env.sleep(self.heartbeat_interval)
             return
+        log.info("broker %d registered with epoch %d%s", self.broker_id, reply.broker_epoch,
+                 "" if self.previous_broker_epoch < 0 else
+                 f" (a clean restart of epoch {self.previous_broker_epoch})")
+        if self.on_registered is not None:
+            try:
+                await self.on_registered(reply.broker_epoch)
+            except OSError as e:  # the next start is then unclean, nothing worse
+                log.warning("broker %d: cannot record epoch %d: %s", self.broker_id,
+                            reply.broker_epoch, e)
         self.broker_epoch = reply.broker_epoch
         self.registered.set()
-        log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
 
     async def _heartbeat(self) -> bool:
         request = rpc.BrokerHeartbeatRequest(

@@ -32,7 +32,7 @@ from metadata.controller.heartbeats import DEFAULT_SESSION_TIMEOUT, BrokerHeartb
 from metadata.controller_state_machine import ControllerStateMachine
 from metadata.delta import MetadataDelta
 from metadata.errors import Errors
-from metadata.image import METADATA_VERSION, MetadataImage
+from metadata.image import ELR_FEATURE, METADATA_VERSION, MetadataImage
 from metadata.log_format import encode_batch
 from metadata.records import FeatureLevel, Record
 from raft.driver import ProposalFailed
@@ -184,7 +184,10 @@ class ControllerService:
                  st.epoch, st.log_end_offset, len(self._spec.brokers),
                  len(self._spec.topics_by_name))
         if METADATA_VERSION not in self._spec.features:
-            self._write([[FeatureLevel(METADATA_VERSION, 1)]])  # bootstrap a fresh cluster
+            # Bootstrap a fresh cluster; eligible leader replicas on, as Kafka 4.1 does for new
+            # clusters (KIP-966: a broker that lost unflushed data is never elected over one
+            # that kept the acknowledged records).
+            self._write([[FeatureLevel(METADATA_VERSION, 1), FeatureLevel(ELR_FEATURE, 1)]])
 
     def _deactivate(self, why: str) -> None:
         log.info("no longer the active controller: %s", why)

@@ -30,6 +30,7 @@ from metadata.controller_client import ControllerClient, ControllerConnection
 from metadata.controller_requests import ControllerRequests
 from metadata.controller_service import ControllerService
 from metadata.controller_state_machine import ControllerStateMachine, SnapshotSchedule
+from metadata.incarnation_record import previous_broker_epoch, record_incarnation
 from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.metadata_follower import LeaderHighWatermarkTap, MetadataFollower
 from metadata.records import Endpoint
@@ -134,6 +135,7 @@ class BrokerRole:
                     raise ConfigError(f"listeners: cannot listen on {listener.host}:{listener.port}: "
                                       f"{getattr(e, 'strerror', e) or e}") from None
                 log.info(describe_recovery(kafka.log_manager))
+                self._remember_incarnations(kafka)
                 self.kafka = kafka
                 # Partitions are served from metadata that holds this incarnation's registration.
                 self.add_publisher(AfterOwnRegistration(
@@ -143,6 +145,15 @@ class BrokerRole:
             nursery.start_soon(self.lifecycle.run)
             self.started.set()
             task_status.started()
+
+    def _remember_incarnations(self, kafka: Broker) -> None:
+        """Register as a clean restart when the previous incarnation lost no data (KIP-966),
+        and record each new broker epoch for the next start."""
+        dirs = list(kafka.log_manager.data_dirs)
+        clean = kafka.log_manager.had_clean_shutdown
+        self.lifecycle.previous_broker_epoch = previous_broker_epoch(
+            self.env.fs, dirs, clean_shutdown=bool(clean) and all(clean.values()))
+        self.lifecycle.on_registered = lambda epoch: record_incarnation(self.env.fs, dirs, epoch)
 
     def _hold_clients_until_unfenced(self, kafka: Broker) -> None:
         """As Kafka: the listener is bound at once (its port is registered) but requests are

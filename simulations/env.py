@@ -113,6 +113,10 @@ class IncarnationFS:
     def free_bytes(self, path: str) -> int:
         return self._check().free_bytes(path)
 
+    def boot_id(self) -> str:
+        """A power loss (`MemFileSystem.crash`) is a new boot; a process kill is not."""
+        return f"{self._env.name}-boot-{self._check().crashes}"
+
 
 class SimEnv:
     """The `storage.env.Env` of one incarnation of one simulated node."""

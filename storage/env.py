@@ -303,6 +303,15 @@ class RealFileSystem:
         st = os.statvfs(path)
         return st.f_bavail * st.f_frsize
 
+    def boot_id(self) -> str | None:
+        """The OS boot these files' page cache belongs to: it changes when unflushed data may
+        have been lost (power loss, OS crash), not when a process dies. None if unknown."""
+        try:
+            with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+                return f.read().strip() or None
+        except OSError:
+            return None
+
 
 class RealNetwork:
     async def serve(self, host, port, handler, *, task_status=trio.TASK_STATUS_IGNORED):

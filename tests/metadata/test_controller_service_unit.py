@@ -119,6 +119,7 @@ async def test_new_leader_does_nothing_until_its_leader_change_is_applied(setup)
     await wait_until(lambda: driver.waiting)
     driver.commit_all()
     await wait_until(lambda: METADATA_VERSION in sm.image.features)
+    assert sm.image.elr_enabled()  # eligible leader replicas on for new clusters (KIP-966)
 
 
 async def test_speculative_state_answers_at_commit_and_reverts_on_leadership_loss(setup, nursery):

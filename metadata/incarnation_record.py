@@ -1,0 +1,77 @@
+"""A broker's record of its previous incarnation, so that a restart which lost nothing
+registers as clean (KIP-966's previous_broker_epoch).
+
+The controller takes a broker that re-registers without the epoch of its last registration
+out of every ISR and ELR: its log may have lost unflushed records, and it must not be elected
+over a replica that still holds them. Kafka writes the broker epoch into the clean-shutdown
+file. We record it, with the boot id of the machine, in `.broker_incarnation` in every log
+dir each time the controller registers us, and claim it at the next start when
+
+- every log dir was shut down cleanly (the logs were flushed and closed), or
+- the machine has not restarted since (same boot id): a process that dies (kill -9, a failed
+  disk write) leaves what it wrote in the page cache, so its logs hold every byte it wrote.
+  Only a power loss or an OS crash drops unflushed data, the case KIP-966 guards against.
+
+Otherwise, or when the file system cannot tell its boot id, the restart is unclean (-1).
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+from typing import Sequence
+
+from storage.env import FileSystem, write_file_atomic
+
+__all__ = ["INCARNATION_FILE", "boot_id", "record_incarnation", "previous_broker_epoch"]
+
+INCARNATION_FILE = ".broker_incarnation"
+
+
+def boot_id(fs: FileSystem) -> str | None:
+    """The id of the boot the page cache under `fs` belongs to (None: cannot tell)."""
+    get = getattr(fs, "boot_id", None)  # not every FileSystem knows (test doubles)
+    return None if get is None else get()
+
+
+async def record_incarnation(fs: FileSystem, data_dirs: Sequence[str], broker_epoch: int) -> None:
+    """Remember the epoch the controller just gave this incarnation (fsynced)."""
+    body = json.dumps({"version": 0, "broker_epoch": broker_epoch, "boot_id": boot_id(fs)},
+                      sort_keys=True).encode()
+    for data_dir in sorted(data_dirs):
+        await write_file_atomic(fs, posixpath.join(data_dir, INCARNATION_FILE), body)
+
+
+def previous_broker_epoch(fs: FileSystem, data_dirs: Sequence[str], *, clean_shutdown: bool) -> int:
+    """The epoch to register with as a clean restart, or -1 (unclean, or nothing recorded)."""
+    records = [_read(fs, posixpath.join(d, INCARNATION_FILE)) for d in sorted(data_dirs)]
+    if not records or any(r is None for r in records):
+        return -1
+    epochs = {r["broker_epoch"] for r in records}
+    if len(epochs) != 1:
+        return -1
+    if clean_shutdown:
+        return epochs.pop()
+    current = boot_id(fs)
+    if current is not None and all(r["boot_id"] == current for r in records):
+        return epochs.pop()
+    return -1
+
+
+def _read(fs: FileSystem, path: str) -> dict | None:
+    """The record at `path`; None if missing or not one we wrote (then we claim nothing)."""
+    if not fs.exists(path):
+        return None
+    f = fs.open(path)
+    try:
+        data = f.read(0, f.size())
+    finally:
+        f.close()
+    try:
+        record = json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if (not isinstance(record, dict) or record.get("version") != 0
+            or type(record.get("broker_epoch")) is not int or record["broker_epoch"] < 0
+            or not isinstance(record.get("boot_id"), (str, type(None)))):
+        return None
+    return record

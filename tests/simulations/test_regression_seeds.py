@@ -1,0 +1,24 @@
+"""Seeds on which the whole-cluster simulation once found a safety bug, kept as regressions.
+
+- 40, 85, 100, 104: duplicates from the idempotent producer: a batch sent under a producer id
+  the producer then abandoned was resent under the new one (raftkafka.client.producer).
+- 19: a restarted broker that lost unflushed data acted on its stale metadata before its new
+  registration: it shrank an ISR to itself under its previous incarnation's broker epoch and was
+  followed (metadata.broker_lifecycle.AfterOwnRegistration).
+- 18, 79: the last two ISR members die, one loses power; without eligible leader replicas and
+  clean-restart claims the one that lost data was elected (metadata.incarnation_record, ELR on).
+- 40 also: the final producer resent the same value after an unknown outcome (harness).
+"""
+from __future__ import annotations
+
+import pytest
+
+from simulations.runner import SimOptions, run_simulation
+
+SEEDS = [18, 19, 40, 79, 85, 100, 104]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_seed_that_once_failed_has_no_violations(seed):
+    result = run_simulation(SimOptions(seed=seed, duration=10.0, faults="all"))
+    assert result["violations"] == [], result["violations"]
