@@ -83,9 +83,15 @@ class _Link:
 
 
 class _Pipe:
-    """One direction of a connection: (deliver_at, bytes) in FIFO; None marks EOF."""
+    """One direction of a connection: (deliver_at, bytes) in FIFO; None marks EOF.
 
-    __slots__ = ("key", "link", "queue", "last_delivery", "unread", "broken", "reader_closed", "changed")
+    The reader parks with a deadline at its next delivery time; a push into an empty
+    queue moves that deadline instead of waking it, so each delivery costs the reader
+    one wake-up, not one at the push and another when the bytes are due.
+    """
+
+    __slots__ = ("key", "link", "queue", "last_delivery", "unread", "broken", "reader_closed", "_changed",
+                 "reader", "reader_scope")
 
     def __init__(self, key: int, link: _Link):
         self.key = key
@@ -96,19 +102,54 @@ class _Pipe:
         self.unread = 0
         self.broken = False
         self.reader_closed = False
-        self.changed = trio.Event()
+        self._changed: trio.Event | None = None  # senders waiting for window (made on demand)
+        self.reader: trio.lowlevel.Task | None = None  # the parked reader, if any
+        self.reader_scope: trio.CancelScope | None = None  # its wake-up deadline
+
+    @property
+    def changed(self) -> trio.Event:
+        if self._changed is None:
+            self._changed = trio.Event()
+        return self._changed
 
     def wake(self) -> None:
-        self.changed.set()
-        self.changed = trio.Event()
+        """Something a sender or the reader waits on changed: let them look again."""
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+        reader = self.reader
+        if reader is not None:
+            self.reader = None
+            trio.lowlevel.reschedule(reader)
 
     def push(self, data: bytes | None, latency: float) -> None:
-        at = max(self.last_delivery, trio.current_time() + latency)
+        now = trio.current_time()
+        at = max(self.last_delivery, now + latency)
         self.last_delivery = at
+        was_empty = not self.queue
         self.queue.append((at, data))
         if data:
             self.unread += len(data)
-        self.wake()
+        # Only the head of the FIFO decides when the reader can go on.
+        if was_empty and self.reader_scope is not None:
+            due = max(at, self.link.clear_at(now))
+            if due < self.reader_scope.deadline:
+                self.reader_scope.deadline = due
+
+    async def park_reader(self, deadline: float) -> None:
+        """Block the reader until `deadline` (which a push may bring forward) or a wake()."""
+        task = trio.lowlevel.current_task()
+
+        def abort(_raise_cancel) -> trio.lowlevel.Abort:
+            self.reader = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        with trio.CancelScope(deadline=deadline) as scope:
+            self.reader, self.reader_scope = task, scope
+            try:
+                await trio.lowlevel.wait_task_rescheduled(abort)
+            finally:
+                self.reader, self.reader_scope = None, None
 
     def drop(self) -> None:
         self.queue.clear()
@@ -196,6 +237,7 @@ class SimStream(trio.abc.HalfCloseableStream):
         self._receiving = True
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
+            blocked = False
             while True:
                 if self._closed:
                     raise trio.ClosedResourceError("stream was closed")
@@ -208,11 +250,11 @@ class SimStream(trio.abc.HalfCloseableStream):
                     ready_at = max(pipe.queue[0][0], pipe.link.clear_at(now))
                     if ready_at <= now:
                         data = self._take(pipe, now, max_bytes or 65536)
-                        await trio.lowlevel.cancel_shielded_checkpoint()
+                        if not blocked:  # having blocked was this call's schedule point
+                            await trio.lowlevel.cancel_shielded_checkpoint()
                         return data
-                changed = pipe.changed
-                with trio.move_on_at(ready_at):
-                    await changed.wait()
+                blocked = True
+                await pipe.park_reader(ready_at)
         finally:
             self._receiving = False
 

@@ -17,6 +17,7 @@ import trio
 __all__ = ["Trace"]
 
 _SCALARS = (int, float, str, bool, type(None))
+_PLAIN = frozenset(_SCALARS)  # exact types whose str() is their trace form
 
 
 def _format(value) -> str:
@@ -43,16 +44,17 @@ class Trace:
         except RuntimeError:  # outside a trio run (setup, final checks)
             now_us = -1
         self.seq += 1
-        parts = [str(now_us), str(self.seq), node, kind]
-        for key, value in fields.items():
-            parts.append(f"{key}={_format(value)}")
-        line = " ".join(parts)
-        self._sha.update(line.encode())
-        self._sha.update(b"\n")
+        line = f"{now_us} {self.seq} {node} {kind}"
+        if fields:
+            # Plain scalars (the common case) format as str(); anything else is checked.
+            line += " " + " ".join([f"{key}={value}" if type(value) in _PLAIN else f"{key}={_format(value)}"
+                                    for key, value in fields.items()])
+        self._sha.update(f"{line}\n".encode())
         self.tail.append(line)
         if self.lines is not None:
             self.lines.append(line)
-        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        kinds = self.kinds
+        kinds[kind] = kinds.get(kind, 0) + 1
 
     @property
     def hash(self) -> str:

@@ -193,7 +193,13 @@ class CommittedReaderProcess(_Process):
 
 
 class AdminChurnProcess(_Process):
-    """Metadata churn: the controller's create/delete/add-partitions paths under faults."""
+    """Metadata churn: the controller's create/delete/add-partitions paths under faults.
+
+    At most MAX_LIVE_TOPICS churn topics live at once (at the cap a create becomes a
+    delete): with creates outnumbering deletes the topic count, and with it every
+    follower fetch and metadata image, would otherwise grow for as long as the run."""
+
+    MAX_LIVE_TOPICS = 4
 
     def __init__(self, *args, replication_factor: int):
         super().__init__(*args)
@@ -207,7 +213,7 @@ class AdminChurnProcess(_Process):
             while True:
                 await trio.sleep(self.rng.uniform(0.2, 1.5))
                 choice = self.rng.random()
-                if choice < 0.5 or not self.live:
+                if not self.live or (choice < 0.5 and len(self.live) < self.MAX_LIVE_TOPICS):
                     self.created += 1
                     name, n = f"churn-{self.created}", self.rng.randint(1, 4)
                     op = self.history.invoke(self.name, "create_topic", name, topic=name)

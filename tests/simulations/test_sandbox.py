@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 import trio
+import trio.testing
 import trio._core._run as trio_run
 
 from simulations.determinism import NondeterminismError, deterministic_scheduling, run_deterministic
@@ -122,3 +123,14 @@ def test_sandbox_removed_after_run_even_on_error():
     os.urandom(1)
     random.Random()
     uuid.uuid4()
+
+
+def test_virtual_clock_lets_idle_waiters_run_before_it_jumps():
+    async def body() -> tuple[float, float]:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep, 5)
+            await trio.testing.wait_all_tasks_blocked()
+            seen_idle_at = trio.current_time()
+        return seen_idle_at, trio.current_time()
+
+    assert run_deterministic(body, seed=0) == (0.0, 5.0)
