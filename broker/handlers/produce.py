@@ -43,6 +43,7 @@ async def handle(broker, header, request):
     waits: list[PendingAck] = []  # acks=all: answered once the HW passes each batch
     for topic in request.topic_data:
         out = results.setdefault(topic.name, [])
+        limits = _TopicLimits(broker, topic.name)  # resolved once per topic, not per partition
         for part in topic.partition_data:
             if version < MIN_PRODUCE_VERSION:
                 out.append(_partition_response(part.index, ErrorCode.UNSUPPORTED_VERSION,
@@ -52,7 +53,7 @@ async def handle(broker, header, request):
                 out.append(_partition_response(part.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
             response, partition, last_offset, min_isr = await _append_one(
-                broker, topic.name, part, version, acks, deadline)
+                broker, topic.name, part, version, acks, deadline, limits)
             out.append(response)
             if response.error_code != ErrorCode.NONE and partition is not None:
                 broker.metrics.produce_failed(topic.name)  # hosted partitions only: no series at a client's whim
@@ -70,17 +71,30 @@ async def handle(broker, header, request):
                         for name, parts in results.items()], throttle_time_ms=0)
 
 
-async def _append_one(broker, topic: str, part, version: int, acks: int, deadline: float):
+class _TopicLimits:
+    """A topic's produce settings, looked up on first use within one request (a request
+    spreading over 1000 partitions of a topic resolved each config 1000 times)."""
+
+    def __init__(self, broker, topic: str):
+        self._broker, self._topic, self._values = broker, topic, {}
+
+    def __getitem__(self, name: str):
+        value = self._values.get(name)
+        if value is None:
+            value = self._values[name] = effective_topic_value(self._broker.metadata.image, self._topic, name,
+                                                               self._broker.static)
+        return value
+
+
+async def _append_one(broker, topic: str, part, version: int, acks: int, deadline: float, limits: _TopicLimits):
     found = await broker.leader_partition(topic, part.index, deadline)
     if isinstance(found, int):
         return _partition_response(part.index, found), None, -1, 0
     partition = found
-    image = broker.metadata.image
-    static = broker.static
     min_isr = 0
     try:
         if acks == -1:
-            min_isr = effective_topic_value(image, topic, "min.insync.replicas", static)
+            min_isr = limits["min.insync.replicas"]
             if len(partition.isr) < min_isr:  # the committed ISR, as Kafka counts it
                 raise ProduceError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                    f"The size of the current ISR {list(partition.isr)} is "
@@ -90,8 +104,8 @@ async def _append_one(broker, topic: str, part, version: int, acks: int, deadlin
         batch = validate_produce_records(
             part.records, version, max_message_bytes=config.max_message_bytes,
             log_append_time=config.log_append_time, now_ms=now_ms,
-            before_max_ms=effective_topic_value(image, topic, "message.timestamp.before.max.ms", static),
-            after_max_ms=effective_topic_value(image, topic, "message.timestamp.after.max.ms", static))
+            before_max_ms=limits["message.timestamp.before.max.ms"],
+            after_max_ms=limits["message.timestamp.after.max.ms"])
         # Idempotent producer (broker.producer_state_hooks): a retried batch is answered with
         # its first offsets, a gap or a fenced epoch refused. No await from check to record.
         verdict = broker.producer_states.check(partition, batch, now_ms)
