@@ -3,9 +3,12 @@
 Records are appended to the last open batch of their partition; a batch
 closes when the next record would push it past `batch_size`. A partition is
 *ready* to send when its first batch is full, older than `linger`, or a flush
-is under way — and it is not *muted*. A partition is muted from the moment its
-batch is drained until the answer comes back: one batch in flight per partition
-keeps records in order across retries and makes idempotent sequences simple.
+is under way — and it is not *muted*. A partition is muted while `max_in_flight`
+of its batches are drained and unanswered. The idempotent producer uses one (in
+order across retries, simple sequences); without idempotence several batches of
+a partition may be in flight (pipelined on the leader's connection), which is
+what keeps a busy partition from waiting a round trip per batch — a retry may
+then reorder records, as Kafka documents for max.in.flight > 1 without idempotence.
 Retried batches go back to the front of their queue, with a backoff time.
 """
 from __future__ import annotations
@@ -43,6 +46,7 @@ class ProducerBatch:
     producer_id: int = -1
     producer_epoch: int = -1
     base_sequence: int = -1
+    in_flight: bool = False  # drained and not yet answered
     _payload: bytes | None = None
 
     def encode(self, compression: Compression, level: int | None = None) -> bytes:
@@ -61,11 +65,14 @@ class ProducerBatch:
 
 
 class RecordAccumulator:
-    def __init__(self, batch_size: int, linger: float):
+    def __init__(self, batch_size: int, linger: float, max_in_flight: int = 1):
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
         self.batch_size = batch_size
         self.linger = linger
+        self.max_in_flight = max_in_flight
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
-        self._muted: set[TopicPartition] = set()
+        self._in_flight: dict[TopicPartition, int] = {}  # drained, not yet answered (absent = 0)
         self.buffered_bytes = 0
 
     def append(self, topic: str, partition: int, record: SimpleRecord, future: RecordFuture, now: float) -> bool:
@@ -88,7 +95,7 @@ class RecordAccumulator:
         ready, next_time = [], float("inf")
         for tp in sorted(self._queues):
             queue = self._queues[tp]
-            if not queue or tp in self._muted:
+            if not queue or self._in_flight.get(tp, 0) >= self.max_in_flight:
                 continue
             first = queue[0]
             if first.attempts:
@@ -105,18 +112,31 @@ class RecordAccumulator:
 
     def drain(self, tp: TopicPartition) -> ProducerBatch:
         batch = self._queues[tp].popleft()
-        self._muted.add(tp)
+        self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
+        batch.in_flight = True
         return batch
 
     def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
         batch.retry_at = retry_at
         self._queues.setdefault((batch.topic, batch.partition), deque()).appendleft(batch)
-        self._muted.discard((batch.topic, batch.partition))
+        self._landed(batch)
 
     def finished(self, batch: ProducerBatch) -> None:
         """The batch got its final answer (success or failure)."""
-        self._muted.discard((batch.topic, batch.partition))
+        self._landed(batch)
         self.buffered_bytes -= batch.size - _BATCH_OVERHEAD
+
+    def _landed(self, batch: ProducerBatch) -> None:
+        """An answer (or a retry decision) for a drained batch; a no-op for one never drained."""
+        if not batch.in_flight:
+            return
+        batch.in_flight = False
+        tp = (batch.topic, batch.partition)
+        left = self._in_flight.get(tp, 0) - 1
+        if left > 0:
+            self._in_flight[tp] = left
+        else:
+            self._in_flight.pop(tp, None)
 
     def expire(self, now: float, delivery_timeout: float) -> list[ProducerBatch]:
         """Remove and return queued (not in-flight) batches older than the delivery timeout."""

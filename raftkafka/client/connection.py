@@ -140,11 +140,21 @@ class BrokerConnection:
     # ------------------------------------------------------------------ requests
 
     async def request(self, body: Message, *, version: int | None = None, expect_response: bool = True,
-                      timeout: float | None = None) -> Message | None:
+                      timeout: float | None = None, sent: trio.Event | None = None) -> Message | None:
         """Send `body` and wait for its answer (None when `expect_response` is False, as acks=0).
 
         `timeout` adds to the request timeout (long-poll Fetch waits longer on purpose).
+        `sent` is set once the request is on the wire or has failed (the producer orders
+        pipelined requests by it).
         """
+        try:
+            return await self._request(body, version, expect_response, timeout, sent)
+        finally:
+            if sent is not None:
+                sent.set()
+
+    async def _request(self, body: Message, version: int | None, expect_response: bool,
+                       timeout: float | None, sent: trio.Event | None) -> Message | None:
         if self._closed:
             raise self._closed_error()
         if version is None:
@@ -171,6 +181,8 @@ class BrokerConnection:
                 if error is not None:
                     await self._fail(error)
                     raise self._closed_error()
+        if sent is not None:
+            sent.set()
         if not expect_response:
             return None
         deadline = self.request_timeout + (timeout or 0.0)

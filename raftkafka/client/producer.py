@@ -47,7 +47,7 @@ class Producer:
                  retry_backoff_ms: float = 100, max_request_size: int = 1_048_576,
                  buffer_memory: int = 32 * 1024 * 1024, max_block_ms: float = 60_000,
                  partitioner: str = "murmur2_random", metadata_max_age_ms: float = 300_000,
-                 allow_auto_topic_creation: bool = True):
+                 allow_auto_topic_creation: bool = True, max_in_flight_requests_per_connection: int = 5):
         if acks not in _ACKS:
             raise ValueError(f"acks must be all, -1, 0 or 1, not {acks!r}")
         if compression not in _COMPRESSION:
@@ -76,12 +76,18 @@ class Producer:
         self._cluster_options = dict(client_id=client_id, request_timeout=self.request_timeout,
                                      retry_backoff=self.retry_backoff, metadata_max_age=metadata_max_age_ms / 1000,
                                      allow_auto_topic_creation=allow_auto_topic_creation)
-        self.accumulator = RecordAccumulator(batch_size, linger_ms / 1000)
+        if max_in_flight_requests_per_connection < 1:
+            raise ValueError("max_in_flight_requests_per_connection must be at least 1")
+        # Batches of one partition in flight at once: one for the idempotent producer (its
+        # sequences stay in order across retries without Kafka's out-of-order handling).
+        self.accumulator = RecordAccumulator(
+            batch_size, linger_ms / 1000, 1 if self.idempotent else max_in_flight_requests_per_connection)
         self.cluster: Cluster | None = None
         self.producer_id = -1
         self.producer_epoch = -1
         self._sequences: dict[tuple[str, int], int] = {}
         self._in_flight = 0
+        self._last_sent: dict[int, trio.Event] = {}  # per broker: set once the newest request is sent
         self._flushing = 0
         self._wake = trio.Event()
         self._progress = trio.Event()  # set whenever a batch finishes or buffer space frees up
@@ -198,7 +204,11 @@ class Producer:
                 by_node.setdefault(leader, []).append(batch)
             for node, batches in sorted(by_node.items()):
                 self._in_flight += len(batches)
-                self._nursery.start_soon(self._send_produce, node, batches)
+                # Requests to one broker go on the wire in the order they were made, so two
+                # in-flight batches of a partition cannot overtake each other.
+                previous = self._last_sent.get(node)
+                self._last_sent[node] = sent = trio.Event()
+                self._nursery.start_soon(self._send_produce, node, batches, previous, sent)
             self._wake = trio.Event()
             if not by_node:
                 with trio.move_on_at(next_time):
@@ -252,7 +262,8 @@ class Producer:
 
         self._nursery.start_soon(refresh)
 
-    async def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:
+    async def _send_produce(self, node: int, batches: list[ProducerBatch], previous: trio.Event | None = None,
+                            sent: trio.Event | None = None) -> None:
         topics: dict[str, list] = {}
         for batch in batches:
             topics.setdefault(batch.topic, []).append(ProduceRequest.PartitionProduceData(
@@ -262,8 +273,10 @@ class Producer:
                                              for t, p in sorted(topics.items())])
         try:
             try:
+                if previous is not None:
+                    await previous.wait()
                 connection = await self.cluster.connection(node)
-                response = await connection.request(request, expect_response=self.acks != 0)
+                response = await connection.request(request, expect_response=self.acks != 0, sent=sent)
             except KafkaError as exc:
                 for batch in batches:
                     self._retry_or_fail(batch, exc)
@@ -283,6 +296,8 @@ class Producer:
                     error = error_for(answer.error_code, answer.error_message, f"{batch.topic}-{batch.partition}")
                     self._retry_or_fail(batch, error)
         finally:
+            if sent is not None:
+                sent.set()  # also when it never got as far as sending: the next may go
             self._in_flight -= len(batches)
             self._notify()
 

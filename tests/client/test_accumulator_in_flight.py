@@ -1,0 +1,63 @@
+"""RecordAccumulator: how many batches of one partition may be in flight at once."""
+from raftkafka.client.accumulator import RecordAccumulator
+from raftkafka.client.futures import RecordFuture
+from raftkafka.client.producer import Producer
+from tests.client.memnet import MemEnv
+from tests.client.mini_broker import MiniCluster
+from wire.records import SimpleRecord
+
+TP = ("t", 0)
+
+
+def _fill(acc: RecordAccumulator, batches: int) -> None:
+    for i in range(batches):
+        acc.append("t", 0, SimpleRecord(None, b"x" * 100, (), 0), RecordFuture("t", 0), now=0.0)
+
+
+def test_a_partition_is_muted_at_max_in_flight_and_unmuted_by_an_answer():
+    acc = RecordAccumulator(batch_size=100, linger=1.0, max_in_flight=2)
+    _fill(acc, 4)  # each record fills its own batch
+    first = acc.drain(TP)
+    assert acc.ready(0.0, False)[0] == [TP]  # one in flight, a second may go
+    acc.drain(TP)
+    assert acc.ready(0.0, False)[0] == []  # two in flight: muted
+    acc.finished(first)
+    assert acc.ready(0.0, False)[0] == [TP]
+    acc.finished(first)  # a second answer for the same batch changes nothing
+    acc.drain(TP)
+    assert acc.ready(0.0, False)[0] == []
+
+
+def test_finishing_a_batch_that_was_never_sent_does_not_unmute():
+    acc = RecordAccumulator(batch_size=100, linger=1.0, max_in_flight=1)
+    _fill(acc, 2)
+    acc.drain(TP)
+    expired = acc.expire(now=10.0, delivery_timeout=5.0)  # the queued one times out
+    assert len(expired) == 1
+    acc.finished(expired[0])
+    _fill(acc, 1)
+    assert acc.ready(0.0, False)[0] == []  # the drained batch is still unanswered
+
+
+async def test_pipelined_batches_of_a_partition_keep_their_order(nursery, autojump_clock):
+    env = MemEnv()
+    mini = MiniCluster(env, (1,))
+    await mini.serve_all(nursery)
+    mini.create_topic("t", 1)
+    async with Producer(env, "b1:9092", acks=1, linger_ms=0, batch_size=200,
+                        max_in_flight_requests_per_connection=5) as producer:
+        acc, most = producer.accumulator, [0]
+        drain = acc.drain
+
+        def counting_drain(tp):
+            batch = drain(tp)
+            most[0] = max(most[0], acc._in_flight[tp])
+            return batch
+
+        acc.drain = counting_drain
+        futures = [await producer.send("t", b"v%03d" % i + b"x" * 60) for i in range(300)]
+        results = [await f for f in futures]
+    assert [r.offset for r in results] == list(range(300))
+    assert [r.value[:4] for r in mini.records("t", 0)] == [b"v%03d" % i for i in range(300)]
+    assert len(mini.topics["t"][0].batches) > 50
+    assert 1 < most[0] <= 5  # batches of the partition were pipelined, within the limit
