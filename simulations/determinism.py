@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import heapq
 import math
 import os
 import random
@@ -132,6 +133,19 @@ class SimClock(trio.abc.Clock):
 
     def __init__(self) -> None:
         self.now = 0.0
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._timer_seq = 0
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> None:
+        """Run `callback()` when virtual time reaches `when`: a timer without a cancel scope.
+
+        It runs inside trio's run loop, at the jump to `when` (in the same pass that
+        expires trio's deadlines there), so it must be quick and must not raise; it may
+        `trio.lowlevel.reschedule` a parked task. Timers at one instant run in the order
+        they were set.
+        """
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (when, self._timer_seq, callback))
 
     def start_clock(self) -> None:
         pass
@@ -140,12 +154,17 @@ class SimClock(trio.abc.Clock):
         return self.now
 
     def deadline_to_sleep_time(self, deadline: float) -> float:
+        timers = self._timers
+        if timers and timers[0][0] < deadline:
+            deadline = timers[0][0]
         if deadline == math.inf:
             return self.IDLE_FOREVER
         if deadline > self.now and _trio_run.GLOBAL_RUN_CONTEXT.runner.waiting_for_idle:
             return self.IDLE_FOREVER  # trio wakes the idle waiters (after their cushion) instead
         if deadline > self.now:
             self.now = deadline
+        while timers and timers[0][0] <= self.now:
+            heapq.heappop(timers)[2]()
         return 0.0
 
 

@@ -85,13 +85,14 @@ class _Link:
 class _Pipe:
     """One direction of a connection: (deliver_at, bytes) in FIFO; None marks EOF.
 
-    The reader parks with a deadline at its next delivery time; a push into an empty
-    queue moves that deadline instead of waking it, so each delivery costs the reader
-    one wake-up, not one at the push and another when the bytes are due.
+    The reader parks until its next delivery time; a push into an empty queue sets that
+    time instead of waking it, so each delivery costs the reader one wake-up. On a
+    `SimClock` the wake-up is a clock timer (no cancel scope, no Cancelled raised per
+    delivery); on any other clock, a cancel scope's deadline.
     """
 
     __slots__ = ("key", "link", "queue", "last_delivery", "unread", "broken", "reader_closed", "_changed",
-                 "reader", "reader_scope")
+                 "reader", "_reader_due", "_reader_scope", "_parks", "_call_at")
 
     def __init__(self, key: int, link: _Link):
         self.key = key
@@ -104,7 +105,10 @@ class _Pipe:
         self.reader_closed = False
         self._changed: trio.Event | None = None  # senders waiting for window (made on demand)
         self.reader: trio.lowlevel.Task | None = None  # the parked reader, if any
-        self.reader_scope: trio.CancelScope | None = None  # its wake-up deadline
+        self._reader_due = math.inf  # when the parked reader is to look again
+        self._reader_scope: trio.CancelScope | None = None  # its deadline, off a SimClock
+        self._parks = 0  # counts parkings, so a timer armed for an earlier one is ignored
+        self._call_at: Callable | None = None
 
     @property
     def changed(self) -> trio.Event:
@@ -131,10 +135,23 @@ class _Pipe:
         if data:
             self.unread += len(data)
         # Only the head of the FIFO decides when the reader can go on.
-        if was_empty and self.reader_scope is not None:
-            due = max(at, self.link.clear_at(now))
-            if due < self.reader_scope.deadline:
-                self.reader_scope.deadline = due
+        if was_empty and self.reader is not None:
+            self._arm(max(at, self.link.clear_at(now)))
+
+    def _arm(self, due: float) -> None:
+        """Make the parked reader look again at `due` (if that is sooner than planned)."""
+        if due >= self._reader_due:
+            return
+        self._reader_due = due
+        if self._reader_scope is not None:
+            self._reader_scope.deadline = due
+        else:
+            parks = self._parks
+            self._call_at(due, lambda: self._wake_reader(parks))
+
+    def _wake_reader(self, parks: int) -> None:
+        if self._parks == parks:
+            self.wake()
 
     async def park_reader(self, deadline: float) -> None:
         """Block the reader until `deadline` (which a push may bring forward) or a wake()."""
@@ -144,12 +161,19 @@ class _Pipe:
             self.reader = None
             return trio.lowlevel.Abort.SUCCEEDED
 
-        with trio.CancelScope(deadline=deadline) as scope:
-            self.reader, self.reader_scope = task, scope
-            try:
+        self._parks += 1
+        self.reader, self._reader_due = task, math.inf
+        self._call_at = getattr(trio.lowlevel.current_clock(), "call_at", None)
+        try:
+            if self._call_at is not None:
+                self._arm(deadline)
                 await trio.lowlevel.wait_task_rescheduled(abort)
-            finally:
-                self.reader, self.reader_scope = None, None
+            else:
+                with trio.CancelScope() as self._reader_scope:
+                    self._arm(deadline)
+                    await trio.lowlevel.wait_task_rescheduled(abort)
+        finally:
+            self.reader, self._reader_scope = None, None
 
     def drop(self) -> None:
         self.queue.clear()
