@@ -55,7 +55,7 @@ class Partition:
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: PartitionLog,
                  registration: PartitionRegistration, local_id: int,
                  on_change: Callable[[tuple[str, int]], None] | None = None,
-                 replication: ReplicationSettings | None = None):
+                 replication: ReplicationSettings | None = None, hw_min_isr: int = 1):
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -70,6 +70,10 @@ class Partition:
         self.leader_epoch_start = 0
         self.isr_shrinks = 0
         self.isr_expands = 0
+        # With eligible leader replicas (KIP-966) the HW does not move while the committed ISR
+        # is below min(min.insync.replicas, RF): a replica that left the ISR then (it joins the
+        # ELR and may be elected) holds everything below the HW. Kept by the replica manager.
+        self.hw_min_isr = hw_min_isr
         self._set_role(registration, previous=None)
 
     @property
@@ -179,7 +183,7 @@ class Partition:
         return True
 
     def maybe_advance_high_watermark(self) -> bool:
-        if not self.is_leader:
+        if not self.is_leader or len(self.isr_state.isr) < self.hw_min_isr:
             return False
         before = self.log.high_watermark
         eligible = self.replication.is_isr_eligible

@@ -25,6 +25,7 @@ import trio
 
 from broker.partition import Partition, ReplicationSettings
 from broker.topic_log_config import log_config_for
+from metadata.controller.configs import effective_topic_value
 from metadata.delta import LocalReplicaChanges, MetadataDelta
 from metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from storage.log import LogManager
@@ -71,6 +72,8 @@ class ReplicaManager:
                 break
             if rtype == TOPIC_RESOURCE:
                 config_topics.append(rname)
+        if delta.features_changed():
+            config_topics = None  # eligible leader replicas on or off: every HW floor changes
         self._queue.append(_Pending(delta.local_changes(self.node_id), config_topics, image,
                                     first=not self._published_once))
         self._published_once = True
@@ -139,6 +142,11 @@ class ReplicaManager:
         await self._create_new_logs(sorted(replicas), image)
         for key in sorted(replicas):
             await self._open_or_update(key, replicas[key], image)
+        changed_topics = set(topics)
+        for key in sorted(self.partitions):
+            if key[0] in changed_topics and key not in replicas:
+                partition = self.partitions[key]
+                partition.hw_min_isr = self._hw_min_isr(image, key[0], partition.registration.replicas)
         if p.first:
             await self._delete_strays(image)
 
@@ -172,6 +180,7 @@ class ReplicaManager:
             await self._delete(key)  # same name, new topic: the old log must not leak into it
             current = None
         if current is not None:
+            current.hw_min_isr = self._hw_min_isr(image, topic, registration.replicas)  # before a new role
             current.update(registration)
             return
         try:
@@ -183,8 +192,17 @@ class ReplicaManager:
             return
         self.offline.pop(key, None)
         self.partitions[key] = Partition(topic, index, topic_image.topic_id, plog, registration,
-                                         self.node_id, on_change=self.on_change, replication=self.replication)
+                                         self.node_id, on_change=self.on_change, replication=self.replication,
+                                         hw_min_isr=self._hw_min_isr(image, topic, registration.replicas))
         self._changed(key)
+
+    def _hw_min_isr(self, image: MetadataImage, topic: str, replicas) -> int:
+        """KIP-966's strict min ISR: with eligible leader replicas on, the HW waits for
+        min(min.insync.replicas, RF) ISR members."""
+        if not image.elr_enabled() or topic not in image.topics_by_name:
+            return 1
+        min_isr = effective_topic_value(image, topic, "min.insync.replicas", self.static)
+        return max(1, min(int(min_isr), len(replicas)))
 
     async def _delete(self, key: Key) -> None:
         self.partitions.pop(key, None)

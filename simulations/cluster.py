@@ -22,6 +22,7 @@ RaftChecker; the harness calls it on a short sim-time period.
 """
 from __future__ import annotations
 
+import errno
 import posixpath
 import random
 import uuid
@@ -117,6 +118,9 @@ class NodeHost:
         self.node: ControllerNode | None = None
         self.scope: trio.CancelScope | None = None
         self.disk_fault = False  # the nemesis made this disk fail: an OSError is then a crash
+        # The disk refused writes (disk_full) during this incarnation: an ENOSPC it raised may
+        # surface after the fault ended, once the node's shielded cleanup is done.
+        self.disk_refused_writes = False
 
     @property
     def up(self) -> bool:
@@ -232,6 +236,7 @@ class SimCluster:
         host = self.hosts[node_id]
         assert not host.up, f"{host.name} is already running"
         host.incarnation += 1
+        host.disk_refused_writes = False
         host.env = SimEnv(host.name, seed=self.seed, incarnation=host.incarnation,
                           net=self.net, disk=host.disk, clock=host.clock)
         config = self.config_for(node_id)
@@ -260,7 +265,11 @@ class SimCluster:
                 return  # the incarnation was killed; its last steps may fail on the dead Env
             leaves = _leaf_exceptions(e)
             names = sorted({type(x).__name__ for x in leaves})
-            if host.disk_fault and all(isinstance(x, OSError) for x in leaves):
+            # Only the disk_full fault raises ENOSPC here (the simulated disks have no capacity
+            # limit), so an ENOSPC is that fault's even when it surfaces after the fault ended.
+            injected = host.disk_fault or (host.disk_refused_writes and all(
+                getattr(x, "errno", None) == errno.ENOSPC for x in leaves))
+            if injected and all(isinstance(x, OSError) for x in leaves):
                 self.trace.record(host.name, "crashed_on_disk_error", errors=names)
             else:
                 self.trace.record(host.name, "node_failed", errors=names)

@@ -173,6 +173,7 @@ class Nemesis:
                 return
             target.disk.fail_writes = True
             target.disk_fault = True
+            target.disk_refused_writes = True
             self._count("disk_full", node=target.name)
             nursery.start_soon(self._later, self._duration(0.1, 2.0), self._disk_ok, target.node_id)
         elif kind == "clock_jump":

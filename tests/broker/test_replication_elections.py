@@ -80,17 +80,19 @@ async def test_an_eligible_leader_replica_takes_over_and_an_unclean_restart_leav
         c.controller.unfence(2)  # broker 2 kept running: its log has every committed record
         await c.settle()
         assert registration(c).leader == 2 and registration(c).isr == (2,)
-        await wait_for(lambda: part(c, 2).is_leader and part(c, 2).high_watermark == 4)
+        await wait_for(lambda: part(c, 2).is_leader and part(c, 2).log_end_offset == 4)
         c2 = await RawClient.connect(c.broker(2).port)
         assert (await produce(c2, B.batch(1))).error_code == E.NOT_ENOUGH_REPLICAS  # ISR [2] < 2
-        fetched = B.one_partition(await c2.call(B.fetch([("t", 0, 0)]), 11))
-        assert [h.last_offset for _, h in iter_batches(bytes(fetched.records))] == [1, 3]
         # Broker 1 comes back from an unclean shutdown: it may have lost unflushed records, so
         # it is no longer an eligible leader; it rejoins the ISR only by replicating.
         await c.restart(1)
         assert 1 not in registration(c).eligible_leader_replicas
         await wait_for(lambda: registration(c).isr == (1, 2))
         assert registration(c).eligible_leader_replicas == ()
+        # Strict min ISR (KIP-966): alone in the ISR, 2 could not move its HW; now it can.
+        await wait_for(lambda: part(c, 2).high_watermark == 4)
+        fetched = B.one_partition(await c2.call(B.fetch([("t", 0, 0)]), 11))
+        assert [h.last_offset for _, h in iter_batches(bytes(fetched.records))] == [1, 3]
         r = await produce(c2, B.batch(1))
         assert (r.error_code, r.base_offset) == (E.NONE, 4)
 
