@@ -4,6 +4,12 @@ A Fetch that cannot be answered yet (fewer than `min_bytes` available) parks
 here until an append (or HW move, or leadership change) touches one of its
 partitions, or its deadline passes; then it re-reads. Waking is per partition:
 an append to one partition never wakes fetches waiting on others.
+
+A `Watch` is a registration that outlives one wake-up and says *which*
+partitions fired: a follower's fetch over 1000 partitions, woken by a change
+that brings it nothing (a high watermark moved, say), parks again at the cost
+of the partitions that fired, not of all 1000 (re-registering and re-reading
+them all made a busy RF=3 broker quadratic in its partition count).
 """
 from __future__ import annotations
 
@@ -11,23 +17,53 @@ from typing import Iterable
 
 import trio
 
-__all__ = ["FetchPurgatory"]
+__all__ = ["FetchPurgatory", "Watch"]
 
 Key = tuple[str, int]
 
 
-class _Waiter:
-    __slots__ = ("event",)
+class Watch:
+    """Registered on `keys` until `close()`; `wait()` returns the keys that fired since."""
 
-    def __init__(self) -> None:
-        self.event = trio.Event()
+    __slots__ = ("_purgatory", "_keys", "_event", "_fired", "_closed")
+
+    def __init__(self, purgatory: "FetchPurgatory", keys: Iterable[Key]):
+        self._purgatory = purgatory
+        self._keys = sorted(set(keys))
+        self._event = trio.Event()
+        self._fired: list[Key] = []
+        self._closed = False
+        for key in self._keys:
+            purgatory._add(key, self)
+
+    def _fire(self, key: Key) -> None:
+        self._fired.append(key)
+        self._event.set()
+
+    async def wait(self, deadline: float) -> list[Key]:
+        """The partitions that changed (in notification order), or [] at the trio-clock deadline.
+        Those partitions are watched again before this returns."""
+        if not self._fired:
+            with trio.move_on_at(deadline):
+                await self._event.wait()
+        fired, self._fired = self._fired, []
+        self._event = trio.Event()
+        if not self._closed:
+            for key in fired:  # notify() dropped us from exactly these
+                self._purgatory._add(key, self)
+        return fired
+
+    def close(self) -> None:
+        self._closed = True
+        for key in self._keys:
+            self._purgatory._discard(key, self)
 
 
 class FetchPurgatory:
     def __init__(self) -> None:
-        # Waiters per partition in arrival order (a dict, not a set: wake-up order must not
+        # Watches per partition in arrival order (a dict, not a set: wake-up order must not
         # depend on object ids, or a simulation run would not be a function of its seed).
-        self._watchers: dict[Key, dict[_Waiter, None]] = {}
+        self._watchers: dict[Key, dict[Watch, None]] = {}
 
     @property
     def waiting(self) -> int:
@@ -35,25 +71,31 @@ class FetchPurgatory:
 
     def notify(self, key: Key) -> None:
         """Something changed in partition `key`: wake everyone watching it."""
-        waiters = self._watchers.pop(key, None)
-        if waiters:
-            for w in waiters:
-                w.event.set()
+        watches = self._watchers.pop(key, None)
+        if watches:
+            for w in watches:
+                w._fire(key)
+
+    def watch(self, keys: Iterable[Key]) -> Watch:
+        """A registration for many wake-ups; the caller must `close()` it."""
+        return Watch(self, keys)
 
     async def wait(self, keys: Iterable[Key], deadline: float) -> bool:
         """Sleep until a watched partition changes (True) or the trio-clock deadline (False)."""
-        keys = sorted(set(keys))
-        waiter = _Waiter()
-        for key in keys:
-            self._watchers.setdefault(key, {})[waiter] = None
+        watch = Watch(self, keys)
         try:
             with trio.move_on_at(deadline):
-                await waiter.event.wait()
-            return waiter.event.is_set()
+                await watch._event.wait()
+            return bool(watch._fired)
         finally:
-            for key in keys:
-                ws = self._watchers.get(key)
-                if ws is not None:
-                    ws.pop(waiter, None)
-                    if not ws:
-                        del self._watchers[key]
+            watch.close()
+
+    def _add(self, key: Key, watch: Watch) -> None:
+        self._watchers.setdefault(key, {})[watch] = None
+
+    def _discard(self, key: Key, watch: Watch) -> None:
+        ws = self._watchers.get(key)
+        if ws is not None:
+            ws.pop(watch, None)
+            if not ws:
+                del self._watchers[key]

@@ -10,8 +10,10 @@ the log end — and a follower's fetch offset is its log end, which the leader
 records (Partition.on_follower_fetch: ISR expansion, HW advance) before its
 first read, so the answer carries the HW this very fetch may have moved; the
 re-reads of a parked follower fetch record nothing (the follower may be gone). If fewer than min_bytes are available and no partition has an
-error, the request waits in the fetch purgatory until an append touches one
-of its partitions or max_wait_ms passes, then reads again. Fetch sessions are
+error, the request waits in the fetch purgatory until a change touches one
+of its partitions or max_wait_ms passes; it reads everything again only when a
+changed partition may add to its answer (records past its fetch offset, or an
+error), so a parked follower fetch over many partitions shrugs off the rest. Fetch sessions are
 not kept: every answer has session_id 0, which all clients accept.
 """
 from __future__ import annotations
@@ -38,18 +40,52 @@ async def handle(broker, header, request) -> FetchResponse:
     env = broker.env
     deadline = env.now() + max(0, request.max_wait_ms) / 1000
     max_bytes = request.max_bytes if request.max_bytes > 0 else 0
-    first = True
-    while True:
-        responses, total, had_error, watched = await _read_all(broker, request, max_bytes, deadline, first)
-        first = False
-        if total >= request.min_bytes or had_error or env.now() >= deadline or not watched:
-            break
-        if not await broker.purgatory.wait(watched, deadline):
-            responses, *_ = await _read_all(broker, request, max_bytes, deadline)
-            break
+    responses, total, had_error, watched = await _read_all(broker, request, max_bytes, deadline, True)
+    if not (total >= request.min_bytes or had_error or env.now() >= deadline or not watched):
+        responses = await _park(broker, request, max_bytes, deadline, watched)
     for t in responses:
         broker.metrics.fetched(t.topic, sum(len(p.records) for p in t.partitions), follower=request.replica_id >= 0)
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+
+
+async def _park(broker, request, max_bytes: int, deadline: float, watched: dict):
+    """Wait in the purgatory; re-read everything only when a partition that fired may have
+    something for this fetch (new data past its offset, or an error to report)."""
+    follower = request.replica_id >= 0
+    committed = request.isolation_level == READ_COMMITTED
+    watch = broker.purgatory.watch(watched)
+    try:
+        while True:
+            fired = await watch.wait(deadline)
+            if not fired:
+                break  # the deadline: answer with what there is
+            if not any(_may_answer(broker, key, watched[key], follower, committed) for key in fired):
+                continue
+            responses, total, had_error, _ = await _read_all(broker, request, max_bytes, deadline)
+            if total >= request.min_bytes or had_error or broker.env.now() >= deadline:
+                return responses
+    finally:
+        watch.close()
+    responses, *_ = await _read_all(broker, request, max_bytes, deadline)
+    return responses
+
+
+def _may_answer(broker, key, seen, follower: bool, committed: bool) -> bool:
+    """Whether partition `key` may now add to this fetch's answer: records past the fetch
+    offset, or a change (leadership, log start) that turns it into an error."""
+    partition, epoch, offset = seen
+    current = broker.replicas.get(*key)
+    if current is not partition or not current.is_leader or current.leader_epoch != epoch:
+        return True
+    if current.log_start_offset > offset:
+        return True
+    if follower:
+        end = current.log_end_offset
+    elif committed:
+        end = current.last_stable_offset
+    else:
+        end = current.high_watermark
+    return end > offset
 
 
 async def _read_all(broker, request, max_bytes: int, deadline: float, first: bool = False):
@@ -58,7 +94,7 @@ async def _read_all(broker, request, max_bytes: int, deadline: float, first: boo
     remaining = max_bytes
     total = 0
     had_error = False
-    watched = []
+    watched = {}  # key -> (partition, leader epoch, fetch offset) of the partitions read without error
     responses = []
     for topic in request.topics:
         parts = []
@@ -101,7 +137,7 @@ async def _read_all(broker, request, max_bytes: int, deadline: float, first: boo
             size = 0 if data is None else data.size
             total += size
             remaining = max(0, remaining - size)
-            watched.append(partition.key)
+            watched[partition.key] = (partition, partition.leader_epoch, p.fetch_offset)
             parts.append(R.PartitionData(
                 partition_index=p.partition, error_code=ErrorCode.NONE,
                 high_watermark=partition.high_watermark, last_stable_offset=partition.last_stable_offset,

@@ -32,3 +32,19 @@ async def test_deadline_returns_false_and_cleans_up(autojump_clock):
     purgatory = FetchPurgatory()
     assert await purgatory.wait([("t", 0)], trio.current_time() + 5) is False
     assert purgatory.waiting == 0
+
+
+async def test_a_watch_reports_what_fired_and_stays_registered(autojump_clock):
+    purgatory = FetchPurgatory()
+    watch = purgatory.watch([("t", 1), ("t", 0), ("u", 0)])
+    purgatory.notify(("u", 0))  # before anyone waits: not lost
+    purgatory.notify(("t", 1))
+    assert await watch.wait(trio.current_time() + 5) == [("u", 0), ("t", 1)]
+    assert purgatory.waiting == 1
+    purgatory.notify(("u", 0))  # re-armed for the keys that fired
+    assert await watch.wait(trio.current_time() + 5) == [("u", 0)]
+    assert await watch.wait(trio.current_time() + 5) == []  # the deadline
+    watch.close()
+    assert purgatory.waiting == 0
+    purgatory.notify(("t", 0))
+    assert await watch.wait(trio.current_time() + 1) == []
