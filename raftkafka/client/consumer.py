@@ -72,6 +72,9 @@ class Consumer:
         self._nursery_manager = None
         self._nursery: trio.Nursery | None = None
         self._closed = False
+        self._in_flight: dict[int, list[TopicPartition]] = {}  # node -> partitions of its pending Fetch
+        self._fetch_returned = trio.Event()  # set (and replaced) each time a Fetch comes back
+        self._fetch_errors: list[KafkaError] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -264,57 +267,70 @@ class Consumer:
             await self._fetch_round(min(self.fetch_max_wait, remaining))
 
     async def _fetch_round(self, max_wait: float) -> None:
+        """Send a long-poll Fetch to each leader that has none in flight, then wait until one
+        comes back, `max_wait` passes or the group wants a rejoin.
+
+        A fetch still in flight when the round ends is not abandoned (nor is it in Kafka's
+        consumer): its answer is buffered for a later poll. Abandoning it would not stop the
+        broker serving it, and the next fetch to that broker would queue behind it there.
+        """
+        in_flight = {tp for partitions in self._in_flight.values() for tp in partitions}
         by_node: dict[int, list[TopicPartition]] = {}
         missing_leader = False
         for tp in self.fetch.fetchable():
+            if tp in in_flight:
+                continue
             leader = self.cluster.leader(*tp)
             if leader < 0:
                 missing_leader = True
-            else:
+            elif leader not in self._in_flight:
                 by_node.setdefault(leader, []).append(tp)
         if missing_leader or self.cluster.stale():
             await self._refresh_metadata()
+        for node, partitions in sorted(by_node.items()):
+            self._in_flight[node] = partitions
+            self._nursery.start_soon(self._fetch_from, node, partitions, max_wait)
         rejoin = self.group.rejoin_wanted if self.group is not None else trio.Event()
-        self._fetch_errors: list[KafkaError] = []
-        async with trio.open_nursery() as outer:
-            async def stop_on_rejoin():
-                await rejoin.wait()
-                outer.cancel_scope.cancel()
+        returned = self._fetch_returned
+        with trio.move_on_after(max_wait):
+            async with trio.open_nursery() as waiting:
+                async def until(event: trio.Event) -> None:
+                    await event.wait()
+                    waiting.cancel_scope.cancel()
 
-            outer.start_soon(stop_on_rejoin)
-            if by_node:
-                async with trio.open_nursery() as inner:
-                    for node, partitions in sorted(by_node.items()):
-                        inner.start_soon(self._fetch_from, node, partitions, max_wait, outer.cancel_scope)
-            else:
-                await self.env.sleep(max_wait)
-            outer.cancel_scope.cancel()
+                waiting.start_soon(until, rejoin)
+                waiting.start_soon(until, returned)
         if self._fetch_errors:  # raised here, not in the tasks, so callers see a KafkaError, not a group
-            raise self._fetch_errors[0]
+            error, self._fetch_errors = self._fetch_errors[0], []
+            raise error
 
-    async def _fetch_from(self, node: int, partitions, max_wait: float, done: trio.CancelScope) -> None:
-        request = self.fetch.build_request(partitions, max_wait_ms=int(max_wait * 1000),
-                                           min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes)
+    async def _fetch_from(self, node: int, partitions, max_wait: float) -> None:
+        """One Fetch to `node`, in the consumer's nursery (it may outlive the poll that sent it)."""
         try:
-            connection = await self.cluster.connection(node)
-            response = await connection.request(request, timeout=max_wait)
-        except KafkaError as exc:
-            if not (exc.retriable or isinstance(exc, KafkaConnectionError)):
-                self._fetch_errors.append(exc)
+            request = self.fetch.build_request(partitions, max_wait_ms=int(max_wait * 1000),
+                                               min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes)
+            try:
+                connection = await self.cluster.connection(node)
+                response = await connection.request(request, timeout=max_wait)
+            except KafkaError as exc:
+                if not (exc.retriable or isinstance(exc, KafkaConnectionError)):
+                    self._fetch_errors.append(exc)
+                    return
+                await self.env.sleep(self.retry_backoff)
+                await self._refresh_metadata()
                 return
-            await self.env.sleep(self.retry_backoff)
-            await self._refresh_metadata()
-            return
-        count, stale, errors = self.fetch.handle_response(request, response)
-        if errors:
-            self._fetch_errors.extend(errors)
-            done.cancel()
-            return
-        if stale:
-            await self.env.sleep(self.retry_backoff)
-            await self._refresh_metadata()
-        if count:
-            done.cancel()
+            count, stale, errors = self.fetch.handle_response(request, response)
+            if errors:
+                self._fetch_errors.extend(errors)
+                return
+            if stale:
+                await self.env.sleep(self.retry_backoff)
+                await self._refresh_metadata()
+        finally:
+            # Whatever came back (records, nothing, an error), the node is free for the next fetch.
+            del self._in_flight[node]
+            self._fetch_returned.set()
+            self._fetch_returned = trio.Event()
 
     async def _refresh_metadata(self) -> None:
         try:
