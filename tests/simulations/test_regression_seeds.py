@@ -8,6 +8,7 @@
 - 18, 79: the last two ISR members die, one loses power; without eligible leader replicas and
   clean-restart claims the one that lost data was elected (metadata.incarnation_record, ELR on).
 - 40 also: the final producer resent the same value after an unknown outcome (harness).
+- 110: an ENOSPC from a disk_full fault surfaced after the fault ended (harness: NodeFailed).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from simulations.runner import SimOptions, run_simulation
 
-SEEDS = [18, 19, 40, 79, 85, 100, 104]
+SEEDS = [18, 19, 40, 79, 85, 100, 104, 110]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
