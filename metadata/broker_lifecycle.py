@@ -1,7 +1,10 @@
 """The broker's side of its lifecycle with the controller (KRaft's BrokerLifecycleManager).
 
 1. Register with a fresh incarnation id (each process start is a new incarnation; the
-   controller gives it a new broker epoch: the offset of its RegisterBroker record).
+   controller gives it a new broker epoch: the offset of its RegisterBroker record), and
+   with the previous incarnation's epoch if that one lost no data (KIP-966; else -1: the
+   controller takes the broker out of every ISR and ELR). `on_registered` may persist the
+   new epoch for the next start (metadata.incarnation_record).
 2. Heartbeat every `heartbeat_interval` (2 s by default) with the offset of the metadata
    the broker has applied. The controller unfences the broker once that offset reaches its
    registration, and fences it when heartbeats stop for a session (9 s).

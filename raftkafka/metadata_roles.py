@@ -9,10 +9,10 @@ A node runs one Raft replica of the metadata log (raftkafka.node.ControllerNode)
   in with `add_publisher`), the Kafka-protocol `broker.Broker` on the node's client
   listener (started, logs recovered and port bound, before the broker registers, so the
   registered endpoint is the real one; it gets metadata once that holds its registration),
-  and the BrokerLifecycle (registration, heartbeats, controlled shutdown). On a broker-only node the follower is the Raft state
-  machine of an observer; on a combined node the controller's state machine feeds it the
-  decoded batches. With `kafka_broker=False` (metadata-layer tests and benchmarks) the
-  broker role runs the metadata side only.
+  and the BrokerLifecycle (registration, heartbeats, controlled shutdown). On a broker-only
+  node the follower is the Raft state machine of an observer; on a combined node the
+  controller's state machine feeds it the decoded batches. With `kafka_broker=False`
+  (metadata-layer tests and benchmarks) the broker role runs the metadata side only.
 
 An app offers: `state_machine`, `wrap_inbox(inbox)`, `handle(request)` (None = not mine)
 and `run(driver, cluster_id, voters, task_status=...)`.
