@@ -38,9 +38,14 @@ from storage.log import LogManager
 from storage.metrics import BrokerMetrics, MetricsRegistry
 from wire.error_codes import ErrorCode
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "ListenerError"]
 
 log = logging.getLogger(__name__)
+
+
+class ListenerError(OSError):
+    """The Kafka listener could not be bound (a configuration problem), as opposed to a
+    storage error while the logs were recovered (a full disk, say)."""
 
 
 class Broker:
@@ -111,7 +116,10 @@ class Broker:
                 await nursery.start(self.groups.run)
                 nursery.start_soon(self._retention_and_cleaning)
                 nursery.start_soon(self._flusher)
-                self.port = await nursery.start(self.server.serve)
+                try:
+                    self.port = await nursery.start(self.server.serve)
+                except OSError as e:
+                    raise ListenerError(e.errno, e.strerror or str(e)) from e
                 task_status.started(self.port)
         finally:
             self._nursery = None

@@ -23,7 +23,7 @@ import logging
 
 import trio
 
-from broker.broker import Broker
+from broker.broker import Broker, ListenerError
 from broker.broker_config import BrokerConfig
 from metadata.broker_lifecycle import AfterOwnRegistration, BrokerLifecycle
 from metadata.controller_client import ControllerClient, ControllerConnection
@@ -129,7 +129,7 @@ class BrokerRole:
                 self._hold_clients_until_unfenced(kafka)
                 try:
                     await nursery.start(kafka.run)  # recovers the logs, binds the listener
-                except* OSError as group:
+                except* ListenerError as group:  # a storage error (ENOSPC, ...) stays what it is
                     e = group.exceptions[0]
                     listener = config.broker_listener
                     raise ConfigError(f"listeners: cannot listen on {listener.host}:{listener.port}: "
