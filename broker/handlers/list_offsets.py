@@ -39,6 +39,11 @@ async def handle(broker, header, request) -> ListOffsetsResponse:
 
 def _lookup(partition, p, replica_id: int, committed: bool) -> R.ListOffsetsPartitionResponse:
     consumer = replica_id < 0 and replica_id != DEBUGGING_REPLICA_ID
+    if consumer and partition.high_watermark < partition.leader_epoch_start:
+        # A new leader learns the HW from its followers' fetches: until it reaches the start of
+        # its epoch it may lag the old leader's, so "latest" could hide acknowledged records.
+        # Kafka answers OFFSET_NOT_AVAILABLE (retriable) then too.
+        return _error(p.partition_index, ErrorCode.OFFSET_NOT_AVAILABLE)
     if not consumer:
         bound = partition.log_end_offset
     else:
