@@ -222,7 +222,9 @@ class ReplicaFetcher:
             log.info("%s-%d: truncating to %d (leo %d, hw %d) for leader %d epoch %d", key[0], key[1], offset,
                      p.log_end_offset, p.high_watermark, self.source_id, state.leader_epoch)
             self.truncations += 1
-            await p.log.truncate_to(max(offset, 0))
+        # Even at the log end: that drops an epoch stamped there with no records, which the
+        # leader may never have had (else the next round would ask about it again).
+        await p.log.truncate_to(max(offset, 0))
         state.truncating = not done
 
     # -- fetching ------------------------------------------------------------------------

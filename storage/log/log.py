@@ -335,6 +335,11 @@ class PartitionLog:
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self._log_end_offset:
+            # No record goes, but an epoch stamped at the log end (a leader that appended
+            # nothing before the next one took over) must: the new leader may never have had
+            # it, and the follower would ask about it for ever (Kafka's truncateTo does this too).
+            self.epoch_cache.truncate_from_end(self._log_end_offset)
+            await self._persist_epoch_cache()
             return False
         if offset <= self._segments.peekitem(0)[0]:
             await self.truncate_fully_and_start_at(offset)

@@ -11,6 +11,9 @@
 - 110: an ENOSPC from a disk_full fault surfaced after the fault ended (harness: NodeFailed).
 - 269: a full disk during a restarting broker's log recovery was reported as a listener that
   cannot bind (a ConfigError, so NodeFailed) instead of the disk error it is.
+- 308: a broker made leader stamped an epoch at its log end, appended nothing, then followed a
+  leader that never had that epoch: reconciling to its own log end kept the stamp, so it asked
+  about that epoch for ever and never caught up (storage.log truncate_to, replica fetcher).
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import pytest
 
 from simulations.runner import SimOptions, run_simulation
 
-SEEDS = [18, 19, 40, 79, 85, 100, 104, 110, 269]
+SEEDS = [18, 19, 40, 79, 85, 100, 104, 110, 269, 308]
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -272,3 +272,21 @@ async def test_full_index_rolls_the_segment():
     assert len(log.segments) > 1
     assert all(len(s.offset_index) <= 3 for s in log.segments)
     check_consistent(log)
+
+
+async def test_truncating_at_the_log_end_still_drops_an_epoch_with_no_records():
+    # A broker made leader in epoch 2 stamps the epoch at its log end, appends nothing and
+    # follows a leader that never had epoch 2. Reconciling to its own log end must forget
+    # epoch 2, or it asks the leader about epoch 2 for ever (sim seed 308). Kafka's truncateTo
+    # truncates the epoch cache even when the offset is past the log.
+    env = FakeEnv()
+    log = await open_log(env)
+    for _ in range(3):
+        log.append_as_leader(value_batch(2), leader_epoch=0)
+    log.epoch_cache.assign(2, log.log_end_offset)
+    assert log.epoch_cache.latest_epoch == 2
+    assert not await log.truncate_to(log.log_end_offset)
+    assert log.epoch_cache.entries() == [(0, 0)] and log.log_end_offset == 6
+    reopened = await open_log(env)  # the cache file says so too
+    assert reopened.epoch_cache.entries() == [(0, 0)]
+    assert not await log.truncate_to(50) and log.epoch_cache.entries() == [(0, 0)]
