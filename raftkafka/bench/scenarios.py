@@ -1,6 +1,6 @@
 """The standard benchmark scenarios, run with `python -m raftkafka bench --scenario NAME` (or `all`).
 
-Each scenario creates its own topic (`bench-<name>-<random>`; replicated ones get
+Each scenario creates its own topic (`bench-<name>-<random>`; replicated and multi-partition ones get
 one acknowledged warm-up record per partition first), drives load with
 the chosen client, deletes the topic again (unless kept) and yields rows for
 the table: a scenario needing more brokers than the cluster has is reported
@@ -73,14 +73,15 @@ async def _prepare(args, scenario: Scenario, topic: str) -> str | None:
                 if len(info.partitions) == scenario.partitions and len(info.available()) == scenario.partitions:
                     break
                 await trio.sleep(0.1)
-    if scenario.replication_factor > 1:
+    if scenario.replication_factor > 1 or scenario.partitions > 1:
         await _warm_up(args.bootstrap, topic, scenario.partitions)
     return None
 
 
 async def _warm_up(bootstrap: str, topic: str, partitions: int) -> None:
-    """One acks=all record per partition, so the run measures replication that is already flowing
-    (followers of a brand-new topic take a while to start fetching), not its start-up."""
+    """One acks=all record per partition, so the run measures logs that exist and replication that
+    is already flowing (a broker given 1000 new partitions takes seconds to create their logs, and
+    their followers to start fetching), not the topic's start-up."""
     async with Producer(RealEnv(), bootstrap, acks="all", linger_ms=0) as producer:
         with trio.fail_after(60):
             futures = [await producer.send(topic, b"warm-up", partition=p) for p in range(partitions)]
