@@ -91,10 +91,11 @@ class RecordAccumulator:
         return batch.size >= self.batch_size or len(queue) > 1
 
     def ready(self, now: float, flushing: bool) -> tuple[list[TopicPartition], float]:
-        """Partitions with a batch to send now, and the earliest time another may become ready."""
+        """Partitions with a batch to send now (sorted), and the earliest time another may become ready."""
+        # Runs on every wake of the sender: iterate, and sort only what is ready (sorting every
+        # queue of a 1000-partition topic each time was a visible share of our producer's CPU).
         ready, next_time = [], float("inf")
-        for tp in sorted(self._queues):
-            queue = self._queues[tp]
+        for tp, queue in self._queues.items():
             if not queue or self._in_flight.get(tp, 0) >= self.max_in_flight:
                 continue
             first = queue[0]
@@ -108,10 +109,14 @@ class RecordAccumulator:
                 ready.append(tp)
             else:
                 next_time = min(next_time, due)
+        ready.sort()
         return ready, next_time
 
     def drain(self, tp: TopicPartition) -> ProducerBatch:
-        batch = self._queues[tp].popleft()
+        queue = self._queues[tp]
+        batch = queue.popleft()
+        if not queue:
+            del self._queues[tp]  # only partitions with something queued are visited
         self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
         batch.in_flight = True
         return batch
@@ -141,10 +146,10 @@ class RecordAccumulator:
     def expire(self, now: float, delivery_timeout: float) -> list[ProducerBatch]:
         """Remove and return queued (not in-flight) batches older than the delivery timeout."""
         expired = []
-        for tp in sorted(self._queues):
-            queue = self._queues[tp]
+        for tp, queue in self._queues.items():  # sorted below, once something expired
             while queue and now - queue[0].created >= delivery_timeout:
                 expired.append(queue.popleft())
+        expired.sort(key=lambda b: (b.topic, b.partition))  # stable: a partition's batches keep their order
         return expired
 
     def remove_sent(self, producer_id: int) -> list[ProducerBatch]:
