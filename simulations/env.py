@@ -1,6 +1,6 @@
 """The simulated Env handed to node code: one per node incarnation (process lifetime).
 
-- now() / sleep: trio's clock, which is a MockClock in a simulation.
+- now() / sleep: trio's clock, which is a virtual `SimClock` in a simulation.
 - wall_ms(): sim time seen through the node's `SkewedClock` (offset, drift and
   jumps set by the nemesis); it may run backwards, as a real wall clock can.
 - rng / uuid(): a `random.Random` derived from the run seed, the node name and

@@ -4,7 +4,7 @@ Node code (raft/, metadata/, broker/, storage/) never calls the clock, `random`,
 `os.urandom`, threads, sockets or files directly. It is handed an `Env` at
 construction and uses:
 
-    env.now()                 monotonic seconds (trio's clock; MockClock in simulation)
+    env.now()                 monotonic seconds (trio's clock; a virtual SimClock in simulation)
     await env.sleep(s) / env.sleep_until(t)
     env.wall_ms()             wall-clock milliseconds (record timestamps, logs)
     env.rng                   a `random.Random` (seeded per node in simulation)
