@@ -350,10 +350,14 @@ class PartitionLog:
         for segment in doomed:
             del self._segments[segment.base_offset]
         active = self.active_segment
-        active.truncate_to(offset)
-        self._log_end_offset = active.next_offset
-        self._after_truncation()
+        found = active.find_batch(offset)
+        self._log_end_offset = active.next_offset if found is None else found[1].base_offset
+        self._after_truncation()  # readers see the new end while we wait for the disk
+        # The later segments must be durably gone before the active one shrinks: a crash
+        # that kept the shrink but not the renames would resurrect them after a hole.
         await self._retire(doomed)
+        active.truncate_to(offset)
+        assert active.next_offset == self._log_end_offset
         await active.flush()
         await self._persist_epoch_cache()
         await self._announce_recovery_point()
