@@ -79,7 +79,7 @@ async def test_crash_while_appending_rolling_and_flushing(seed):
     check_consistent(reopened)
 
 
-@pytest.mark.parametrize("seed", [*range(40), 61, 122, 249])
+@pytest.mark.parametrize("seed", [*range(40), 61, 122, 249, 432, 534, 550, 654])
 async def test_crash_with_truncation_through_the_log_manager(seed):
     """Follower-style work (append, truncate, append) with the manager's checkpoints."""
     rng = random.Random(seed)
