@@ -202,7 +202,17 @@ def run_deterministic(
             return await async_fn(*args)
 
     # Garbage left by an earlier run must not be finalised (async generators,
-    # __del__) at some arbitrary point inside this one.
+    # __del__) at some arbitrary point inside this one. And no collection may run
+    # inside it either: when CPython's full collections happen depends on the size of
+    # the whole heap, i.e. on what the process did before, and the finalisers they run
+    # would reorder tasks (an in-process re-run after a long test session diverged).
     gc.collect()
-    with deterministic_scheduling(seed):
-        return trio.run(root, clock=clock)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with deterministic_scheduling(seed):
+            return trio.run(root, clock=clock)
+    finally:
+        if was_enabled:
+            gc.enable()
+        gc.collect()
