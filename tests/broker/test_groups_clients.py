@@ -31,12 +31,26 @@ def bootstrap():
     cluster.stop()
 
 
-def wait_until(done, timeout=30.0, what="condition"):
+def wait_until(done, timeout=30.0, what="condition", members=()):
     deadline = time.monotonic() + timeout
     while not done():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            state = [(sorted(m.assigned), len(m.records), m.error) for m in members]
+            raise AssertionError(f"timed out waiting for {what}; members (assigned, records, error): {state}")
         time.sleep(0.05)
+
+
+def commit_after_processing(consumer) -> None:
+    """Synchronous commit as an application does it: a commit that races a rebalance fails with
+    REBALANCE_IN_PROGRESS or ILLEGAL_GENERATION (Kafka answers so while the group is completing a
+    rebalance or has moved to a new generation); the records are then redelivered to their next
+    owner (at least once), so the application carries on. Any other error ends the member."""
+    from confluent_kafka import KafkaError, KafkaException
+    try:
+        consumer.commit(asynchronous=False)
+    except KafkaException as exc:
+        if exc.args[0].code() not in (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION):
+            raise
 
 
 class Member:
@@ -74,7 +88,8 @@ def check_split(members, expected_values):
 
 def run_groups(make_loop, produce, group, n_members=3):
     members = [Member(make_loop(group)) for _ in range(n_members)]
-    wait_until(lambda: sorted(len(m.assigned) for m in members) == [2] * n_members, what="a stable group")
+    wait_until(lambda: sorted(len(m.assigned) for m in members) == [2] * n_members, what="a stable group",
+               members=members)
     values = produce()
     wait_until(lambda: sum(len(m.records) for m in members) >= len(values), what="every record")
     return members, values
@@ -105,7 +120,7 @@ def test_confluent_kafka_groups(bootstrap):
                     msgs = [m for m in msgs if not m.error()]
                     member.records.extend((m.partition(), m.offset(), m.value()) for m in msgs)
                     if msgs:
-                        consumer.commit(asynchronous=False)  # commit after processing
+                        commit_after_processing(consumer)
             finally:
                 consumer.close()
         return loop
@@ -281,12 +296,12 @@ def test_confluent_kafka_cooperative_sticky_group_grows_without_losing_records(b
                 member.assigned = {tp.partition for tp in consumer.assignment()}
                 member.records.extend((m.partition(), m.offset(), m.value()) for m in msgs)
                 if msgs:
-                    consumer.commit(asynchronous=False)
+                    commit_after_processing(consumer)
         finally:
             consumer.close()
 
     first = [Member(make_loop), Member(make_loop)]
-    wait_until(lambda: sorted(len(m.assigned) for m in first) == [3, 3], what="two members")
+    wait_until(lambda: sorted(len(m.assigned) for m in first) == [3, 3], what="two members", members=first)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     values = [b"coop-%d" % i for i in range(RECORDS)]
     for i, v in enumerate(values[:RECORDS // 2]):
@@ -294,11 +309,13 @@ def test_confluent_kafka_cooperative_sticky_group_grows_without_losing_records(b
     assert producer.flush(15) == 0
     third = Member(make_loop)
     members = first + [third]
-    wait_until(lambda: sorted(len(m.assigned) for m in members) == [2, 2, 2], what="three members")
+    wait_until(lambda: sorted(len(m.assigned) for m in members) == [2, 2, 2], what="three members",
+               members=members)
     for i, v in enumerate(values[RECORDS // 2:], start=RECORDS // 2):
         producer.produce(topic, v, partition=i % PARTITIONS)
     assert producer.flush(15) == 0
-    wait_until(lambda: {v for m in members for _, _, v in m.records} == set(values), what="every record")
+    wait_until(lambda: {v for m in members for _, _, v in m.records} == set(values), what="every record",
+               members=members)
     for m in members:
         m.close()
     assert sorted(p for m in members for p in m.assigned) == list(range(PARTITIONS))
