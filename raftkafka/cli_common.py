@@ -81,6 +81,21 @@ def parse_key_values(items, flag: str) -> dict[str, str]:
     return out
 
 
+def known_properties(properties: dict[str, str], defaults: dict, flag: str = "--property") -> dict:
+    """The console tools' `--property K=V` settings over their defaults; an unknown name is one clear error."""
+    unknown = sorted(set(properties) - set(defaults))
+    if unknown:
+        raise CommandError(f"unknown {flag} {unknown[0]!r} (known: {', '.join(sorted(defaults))})")
+    return {**defaults, **properties}
+
+
+def true_or_false(settings: dict, name: str, flag: str = "--property") -> bool:
+    value = str(settings[name]).lower()
+    if value not in ("true", "false"):
+        raise CommandError(f"{flag} {name} must be true or false, not {settings[name]!r}")
+    return value == "true"
+
+
 def _split_top_level(text: str) -> list[str]:
     parts, depth, current = [], 0, []
     for ch in text:

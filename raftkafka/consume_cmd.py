@@ -27,9 +27,11 @@ from raftkafka.cli_common import (
     add_command,
     bootstrap_of,
     client_kwargs,
+    known_properties,
     parse_key_values,
     read_properties,
     run_client,
+    true_or_false,
     wait_reachable,
 )
 from raftkafka.client import Consumer, ConsumerRecord
@@ -67,17 +69,9 @@ class RecordFormatter:
     """kafka-console-consumer's default formatter: [timestamp] [partition] [offset] [headers] [key] value."""
 
     def __init__(self, properties: dict[str, str]):
-        unknown = sorted(set(properties) - set(_FORMAT_DEFAULTS))
-        if unknown:
-            raise CommandError(f"unknown --property {unknown[0]!r} (known: {', '.join(sorted(_FORMAT_DEFAULTS))})")
-        s = {**_FORMAT_DEFAULTS, **properties}
-        flags = {}
-        for name in ("print.timestamp", "print.key", "print.offset", "print.partition", "print.headers",
-                     "print.value"):
-            if s[name].lower() not in ("true", "false"):
-                raise CommandError(f"--property {name} must be true or false, not {s[name]!r}")
-            flags[name] = s[name].lower() == "true"
-        self.flags = flags
+        s = known_properties(properties, _FORMAT_DEFAULTS)
+        self.flags = {name: true_or_false(s, name) for name in (
+            "print.timestamp", "print.key", "print.offset", "print.partition", "print.headers", "print.value")}
         self.separator = _unescape(s["key.separator"])
         self.line_separator = _unescape(s["line.separator"])
         self.headers_separator = _unescape(s["headers.separator"])

@@ -23,9 +23,11 @@ from raftkafka.cli_common import (
     add_command,
     bootstrap_of,
     client_kwargs,
+    known_properties,
     parse_key_values,
     read_properties,
     run_client,
+    true_or_false,
     wait_reachable,
 )
 from raftkafka.client import KafkaError, Producer
@@ -54,12 +56,9 @@ class LineReader:
     """Turns input lines into (key, value) pairs per kafka-console-producer's reader properties."""
 
     def __init__(self, properties: dict[str, str]):
-        unknown = sorted(set(properties) - set(_READER_PROPERTIES))
-        if unknown:
-            raise CommandError(f"unknown --property {unknown[0]!r} (known: {', '.join(sorted(_READER_PROPERTIES))})")
-        settings = {**_READER_PROPERTIES, **properties}
-        self.parse_key = _flag(settings, "parse.key")
-        self.ignore_error = _flag(settings, "ignore.error")
+        settings = known_properties(properties, _READER_PROPERTIES)
+        self.parse_key = true_or_false(settings, "parse.key")
+        self.ignore_error = true_or_false(settings, "ignore.error")
         self.separator = settings["key.separator"].encode()
         if not self.separator:
             raise CommandError("--property key.separator must not be empty")
@@ -80,13 +79,6 @@ class LineReader:
 
     def _null(self, data: bytes | None) -> bytes | None:
         return None if data is not None and self.null_marker is not None and data == self.null_marker else data
-
-
-def _flag(settings: dict, name: str) -> bool:
-    value = str(settings[name]).lower()
-    if value not in ("true", "false"):
-        raise CommandError(f"--property {name} must be true or false, not {settings[name]!r}")
-    return value == "true"
 
 
 def producer_options(args) -> dict:
