@@ -18,7 +18,20 @@ can be reused as if the machine rebooted.
 
 Fault hooks for simulation: `fail_writes` (raise ENOSPC), `read_fault`
 (called with (path, offset, data) -> data, e.g. to flip bits), and
-`sync_delay` (seconds each fsync takes, slept through trio).
+`sync_delay` (seconds each fsync takes, slept through trio). Corruption and
+fsync failure:
+
+- `read_corruption` (a `ReadCorruption`): a read returns the bytes with one bit
+  flipped, with some probability; the data at rest stays intact (a transient
+  error on the way from the medium). It can be limited to some paths and to
+  the bytes a file serves with `send_to` (sendfile).
+- `rot(path, offset, length, rng)`: bit rot at rest. Bits flip in the stored
+  bytes, durable image and page cache alike (as if the page had been evicted
+  and read back from the damaged sector).
+- `fail_syncs`: `sync()` raises OSError(EIO). As on Linux (the "fsyncgate"
+  semantics) the dirty pages are then marked clean though their writeback
+  failed: reads still see the new bytes, but they never become durable, not
+  even by a later successful fsync. Only rewriting them does.
 """
 from __future__ import annotations
 
@@ -30,11 +43,36 @@ from typing import Callable
 
 import trio
 
-__all__ = ["MemFileSystem", "MemFile", "StaleHandleError"]
+__all__ = ["MemFileSystem", "MemFile", "ReadCorruption", "StaleHandleError"]
 
 
 class StaleHandleError(OSError):
     """A handle opened before a crash was used after it."""
+
+
+@dataclass
+class ReadCorruption:
+    """Transient read errors: each read (of a path `applies_to` accepts) comes back with one
+    flipped bit with `probability`. `sends_only`: only the bytes served through
+    `send_to`, not those the process reads itself."""
+
+    rng: random.Random
+    probability: float
+    applies_to: Callable[[str], bool] = lambda path: True
+    sends_only: bool = False
+    flips: int = 0  # how many reads it corrupted
+
+    def maybe_flip(self, path: str, data: bytes) -> bytes:
+        if not data or not self.applies_to(path) or self.rng.random() >= self.probability:
+            return data
+        self.flips += 1
+        return flip_bit(data, self.rng.randrange(len(data) * 8))
+
+
+def flip_bit(data: bytes, bit: int) -> bytes:
+    out = bytearray(data)
+    out[bit // 8] ^= 1 << (bit % 8)
+    return bytes(out)
 
 
 @dataclass
@@ -43,6 +81,9 @@ class _Inode:
     durable: bytes = b""
     # Writes since the last sync, in order: ("w", offset, bytes) or ("t", size).
     pending: list = field(default_factory=list)
+    # A failed fsync dropped the writeback of some writes: `data` is then no longer
+    # `durable` plus `pending`, and a sync must replay `pending` onto `durable` instead.
+    writeback_lost: bool = False
 
 
 def _norm(path: str) -> str:
@@ -128,6 +169,9 @@ class MemFile:
         fault = self._fs.read_fault
         if fault is not None and data:
             data = fault(self.path, offset, data)
+        corruption = self._fs.read_corruption
+        if corruption is not None and not corruption.sends_only:
+            data = corruption.maybe_flip(self.path, data)
         return data
 
     def append(self, data) -> int:
@@ -158,12 +202,27 @@ class MemFile:
         if self._fs.sync_delay:
             await trio.sleep(self._fs.sync_delay)
             inode = self._check()  # a crash may have happened while we slept
-        inode.durable = bytes(inode.data)
+        if self._fs.fail_syncs:
+            # The kernel reports the failed writeback once and marks the pages clean: what
+            # was pending is lost to the disk, though the page cache still serves it.
+            if inode.pending:
+                inode.pending.clear()
+                inode.writeback_lost = True
+            self._fs.failed_syncs += 1
+            raise OSError(errno.EIO, "Input/output error (fsync)", self.path)
+        if inode.writeback_lost:
+            inode.durable = _replay(inode.durable, inode.pending)
+            inode.writeback_lost = inode.durable != inode.data
+        else:
+            inode.durable = bytes(inode.data)
         inode.pending.clear()
         self._fs.fsyncs += 1
 
     async def send_to(self, stream, offset: int, count: int) -> int:
         data = self.read(offset, count)
+        corruption = self._fs.read_corruption
+        if corruption is not None and corruption.sends_only:
+            data = corruption.maybe_flip(self.path, data)
         if data:
             await stream.send_all(data)
         return len(data)
@@ -180,8 +239,11 @@ class MemFileSystem:
         self.capacity = capacity
         self.fail_writes = False
         self.read_fault: Callable[[str, int, bytes], bytes] | None = None
+        self.read_corruption: ReadCorruption | None = None
+        self.fail_syncs = False
         self.sync_delay = 0.0
         self.fsyncs = 0
+        self.failed_syncs = 0
         self.crashes = 0
 
     # -- space accounting ---------------------------------------------------
@@ -283,6 +345,9 @@ class MemFileSystem:
             raise FileNotFoundError(errno.ENOENT, "No such directory", path)
         if self.sync_delay:
             await trio.sleep(self.sync_delay)
+        if self.fail_syncs:  # the entries stay as durable as they were
+            self.failed_syncs += 1
+            raise OSError(errno.EIO, "Input/output error (fsync)", path)
         live, durable = self._live, self._durable
         # The directory itself and its ancestors become durable entries.
         d = path
@@ -299,6 +364,28 @@ class MemFileSystem:
                 durable.add_file(p, live.files[p])
             else:
                 durable.add_dir(p)
+
+    # -- corruption at rest -----------------------------------------------------
+    def rot(self, path: str, offset: int, length: int, rng: random.Random, *, bits: int = 1) -> list[int]:
+        """Flip `bits` random bits among bytes [offset, offset+length) of `path`, at rest.
+
+        Both the live bytes and the durable image change (a damaged sector read back
+        after the page was evicted). Returns the flipped bit positions (file-relative)."""
+        path = _norm(path)
+        inode = self._live.files.get(path)
+        if inode is None:
+            raise FileNotFoundError(errno.ENOENT, "No such file", path)
+        end = min(offset + length, len(inode.data))
+        if offset < 0 or end <= offset:
+            raise ValueError(f"no bytes in [{offset}, {offset + length}) of {path} ({len(inode.data)} bytes)")
+        flipped = sorted(rng.sample(range(offset * 8, end * 8), min(bits, (end - offset) * 8)))
+        durable = bytearray(inode.durable)
+        for bit in flipped:
+            inode.data[bit // 8] ^= 1 << (bit % 8)
+            if bit // 8 < len(durable):
+                durable[bit // 8] ^= 1 << (bit % 8)
+        inode.durable = bytes(durable)
+        return flipped
 
     # -- crash ----------------------------------------------------------------
     def crash(self, rng: random.Random | None = None, *, torn_writes: bool = True) -> None:
@@ -347,6 +434,21 @@ def _ancestors_in(d: str, dirs: set[str]) -> bool:
             return False
         d = posixpath.dirname(d)
     return True
+
+
+def _replay(durable: bytes, pending: list) -> bytes:
+    """The durable image after every pending write and truncate reached the disk."""
+    data = bytearray(durable)
+    for op in pending:
+        if op[0] == "t":
+            del data[op[1]:]
+            data.extend(b"\0" * (op[1] - len(data)))
+            continue
+        _, offset, chunk = op
+        if offset > len(data):
+            data.extend(b"\0" * (offset - len(data)))
+        data[offset : offset + len(chunk)] = chunk
+    return bytes(data)
 
 
 def _recover_inode(inode: _Inode, rng: random.Random, torn_writes: bool) -> _Inode:
