@@ -14,6 +14,14 @@ fetches from its log end with our broker id as replica_id (so the leader counts
 us), appends what comes back with its offsets and epochs, and takes the
 leader's high watermark (bounded by our log end).
 
+Fetches use a fetch session (KIP-227, broker.fetch_session_client): after a
+full first request, each one lists only the partitions whose fetch offset (or
+epoch, log start) changed, and forgets those we stopped fetching; the leader
+answers only partitions with news. So an idle follower of thousands of
+partitions sends and receives a few bytes per round. A session error, a lost
+answer, or an answer we could not take (the leader would not repeat its HW)
+makes the next request full, opening a new session.
+
 Errors: a broken connection or a failing request closes the connection and
 backs off (replica.fetch.backoff.ms); per-partition epoch/leadership errors
 delay just that partition until metadata moves it; OFFSET_OUT_OF_RANGE resets
@@ -27,6 +35,7 @@ from typing import Callable
 
 import trio
 
+from broker.fetch_session_client import FetchSessionClient, PartitionRequest
 from broker.partition import Partition
 from storage.log import InvalidAppendOffsetError, LogError
 from storage.log.epoch_cache import UNDEFINED_EPOCH
@@ -44,6 +53,7 @@ EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 2
 EARLIEST, LATEST = -2, -1
 UNDEFINED_OFFSET = -1
+SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,7 @@ class ReplicaFetcher:
         self.partitions: dict[Key, _State] = {}
         self._wake = trio.Event()
         self._link: _Link | None = None
+        self.session = FetchSessionClient()  # KIP-227: after the first, fetches list only changes
         self.fetches = 0
         self.truncations = 0
 
@@ -230,22 +241,42 @@ class ReplicaFetcher:
     # -- fetching ------------------------------------------------------------------------
     async def _fetch(self, link: _Link, states: dict[Key, _State]) -> None:
         F = FetchRequest
-        topics: dict[str, list] = {}
+        s = self.settings
         sent: dict[Key, int] = {}
+        wanted: dict[Key, PartitionRequest] = {}
         for key, state in states.items():
             p = state.partition
             sent[key] = p.log_end_offset
-            topics.setdefault(key[0], []).append(F.FetchPartition(
-                partition=key[1], current_leader_epoch=state.leader_epoch, fetch_offset=p.log_end_offset,
-                log_start_offset=p.log_start_offset, partition_max_bytes=self.settings.partition_max_bytes))
-        s = self.settings
+            wanted[key] = PartitionRequest(fetch_offset=p.log_end_offset, log_start_offset=p.log_start_offset,
+                                           current_leader_epoch=state.leader_epoch,
+                                           partition_max_bytes=s.partition_max_bytes)
+        plan = self.session.build(wanted)
+        topics: dict[str, list] = {}
+        for (topic, index), data in plan.partitions.items():
+            topics.setdefault(topic, []).append(F.FetchPartition(partition=index, **data._asdict()))
+        forgotten: dict[str, list] = {}
+        for topic, index in plan.forgotten:
+            forgotten.setdefault(topic, []).append(index)
         request = F(replica_id=self.broker_id, max_wait_ms=s.wait_max_ms, min_bytes=s.min_bytes,
-                    max_bytes=s.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-                    topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-                    forgotten_topics_data=[], rack_id="")
-        response = await link.call(request, FETCH_VERSION, s.request_timeout_s + s.wait_max_ms / 1000)
+                    max_bytes=s.response_max_bytes, isolation_level=0, session_id=plan.session_id,
+                    session_epoch=plan.epoch, topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                    forgotten_topics_data=[F.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()],
+                    rack_id="")
+        try:
+            response = await link.call(request, FETCH_VERSION, s.request_timeout_s + s.wait_max_ms / 1000)
+        except BaseException:
+            self.session.handle_error()
+            raise
         self.fetches += 1
+        if not self.session.handle_response(plan, response.error_code, response.session_id):
+            if response.error_code not in SESSION_ERRORS:
+                log.info("fetcher %d -> %d: fetch failed: %s", self.broker_id, self.source_id,
+                         ErrorCode(response.error_code).name)
+                for state in states.values():
+                    self._delay(state)
+            return  # the next request is a full one
         out_of_range = []
+        skipped = False
         for topic in response.responses:
             for pd in topic.partitions:
                 key = (topic.topic, pd.partition_index)
@@ -254,6 +285,7 @@ class ReplicaFetcher:
                     continue
                 p = self._current(key, state)
                 if p is None or p.log_end_offset != sent[key]:
+                    skipped = skipped or key in self.partitions  # (a removed one is forgotten anyway)
                     continue
                 if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     out_of_range.append((key, state))
@@ -261,6 +293,10 @@ class ReplicaFetcher:
                     self._delay(state)
                 else:
                     self._append(key, state, p, pd)
+        if skipped:
+            # The leader believes it told us a HW we did not take; an incremental answer would
+            # not repeat it until it moves again. A full request starts the session afresh.
+            self.session.force_full()
         if out_of_range:
             await self._reset_out_of_range(link, out_of_range)
 

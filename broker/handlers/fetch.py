@@ -9,12 +9,21 @@ last stable offset (read_committed); follower replicas (replica_id >= 0) up to
 the log end — and a follower's fetch offset is its log end, which the leader
 records (Partition.on_follower_fetch: ISR expansion, HW advance) before its
 first read, so the answer carries the HW this very fetch may have moved; the
-re-reads of a parked follower fetch record nothing (the follower may be gone). If fewer than min_bytes are available and no partition has an
-error, the request waits in the fetch purgatory until a change touches one
-of its partitions or max_wait_ms passes; it reads everything again only when a
-changed partition may add to its answer (records past its fetch offset, or an
-error), so a parked follower fetch over many partitions shrugs off the rest. Fetch sessions are
-not kept: every answer has session_id 0, which all clients accept.
+re-reads of a parked follower fetch record nothing (the follower may be gone).
+
+If fewer than min_bytes are available and no partition has an error, the
+request waits in the fetch purgatory until a change touches one of its
+partitions or max_wait_ms passes. Woken, it re-reads only the partitions that
+fired, and only when one may add to its answer (records past its fetch offset,
+or an error), so a parked fetch over many partitions shrugs off the rest; at
+the deadline it re-reads the ones that fired meanwhile (a moved HW, say).
+
+Fetch sessions (KIP-227, broker.fetch_session): v7+ requests may open a
+session; an incremental request then reads every partition of its session
+(each one's cached fetch offset is recorded as a follower fetch, which keeps
+the ISR's caught-up times fresh) and answers only the partitions with
+something new. A parked incremental fetch answers with that same view when it
+wakes.
 """
 from __future__ import annotations
 
@@ -23,7 +32,7 @@ from storage.log import OffsetOutOfRangeError
 from wire.error_codes import ErrorCode
 from wire.protocol import FetchResponse
 
-__all__ = ["handle", "error_response"]
+__all__ = ["handle", "error_response", "check_leader_epoch"]
 
 R = FetchResponse
 READ_COMMITTED = 1
@@ -36,38 +45,49 @@ def _error_partition(index: int, code: int) -> R.PartitionData:
                            records=b"")
 
 
+def _now_ms(env) -> int:
+    return int(env.now() * 1000)
+
+
 async def handle(broker, header, request) -> FetchResponse:
     env = broker.env
-    deadline = env.now() + max(0, request.max_wait_ms) / 1000
-    max_bytes = request.max_bytes if request.max_bytes > 0 else 0
-    responses, total, had_error, watched = await _read_all(broker, request, max_bytes, deadline, True)
-    if not (total >= request.min_bytes or had_error or env.now() >= deadline or not watched):
-        responses = await _park(broker, request, max_bytes, deadline, watched)
-    for t in responses:
-        broker.metrics.fetched(t.topic, sum(len(p.records) for p in t.partitions), follower=request.replica_id >= 0)
-    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
-
-
-async def _park(broker, request, max_bytes: int, deadline: float, watched: dict):
-    """Wait in the purgatory; re-read everything only when a partition that fired may have
-    something for this fetch (new data past its offset, or an error to report)."""
+    context = broker.fetch_sessions.new_context(request, header.api_version, _now_ms(env),
+                                                privileged=request.replica_id >= 0)
+    if context.error:
+        return R(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
+    answer = _Answer(broker, request, context.topics, env.now() + max(0, request.max_wait_ms) / 1000)
+    await answer.read_all()
+    if not answer.ready():
+        await _park(answer)
+    session_id, responses = context.respond(answer.responses(), _now_ms(env))
     follower = request.replica_id >= 0
-    committed = request.isolation_level == READ_COMMITTED
-    watch = broker.purgatory.watch(watched)
+    for t in responses:
+        broker.metrics.fetched(t.topic, sum(len(p.records) for p in t.partitions), follower=follower)
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=responses)
+
+
+async def _park(answer: "_Answer") -> None:
+    """Wait in the purgatory; re-read a partition that fired only when it may add to the
+    answer (new data past its offset, or an error to report)."""
+    broker = answer.broker
+    watch = broker.purgatory.watch(answer.watched)
+    stale: dict = {}  # fired, not re-read: their HW or LSO may have moved
     try:
         while True:
-            fired = await watch.wait(deadline)
+            fired = await watch.wait(answer.deadline)
             if not fired:
                 break  # the deadline: answer with what there is
-            if not any(_may_answer(broker, key, watched[key], follower, committed) for key in fired):
+            stale.update(dict.fromkeys(fired))
+            if not any(_may_answer(broker, key, answer.watched[key], answer.follower, answer.committed)
+                       for key in fired if key in answer.watched):
                 continue
-            responses, total, had_error, _ = await _read_all(broker, request, max_bytes, deadline)
-            if total >= request.min_bytes or had_error or broker.env.now() >= deadline:
-                return responses
+            await answer.reread(stale)
+            stale.clear()
+            if answer.ready():
+                return
     finally:
         watch.close()
-    responses, *_ = await _read_all(broker, request, max_bytes, deadline)
-    return responses
+    await answer.reread(stale)
 
 
 def _may_answer(broker, key, seen, follower: bool, committed: bool) -> bool:
@@ -88,64 +108,95 @@ def _may_answer(broker, key, seen, follower: bool, committed: bool) -> bool:
     return end > offset
 
 
-async def _read_all(broker, request, max_bytes: int, deadline: float, first: bool = False):
-    follower = request.replica_id >= 0
-    committed = request.isolation_level == READ_COMMITTED
-    remaining = max_bytes
-    total = 0
-    had_error = False
-    watched = {}  # key -> (partition, leader epoch, fetch offset) of the partitions read without error
-    responses = []
-    for topic in request.topics:
-        parts = []
-        for p in topic.partitions:
-            found = await broker.leader_partition(topic.topic, p.partition, deadline)
-            if isinstance(found, int):
-                parts.append(_error_partition(p.partition, found))
-                had_error = True
-                continue
-            partition = found
-            epoch_error = check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)
-            if epoch_error:
-                parts.append(_error_partition(p.partition, epoch_error))
-                had_error = True
-                continue
-            if follower:
-                max_offset = None
-            elif committed:
-                max_offset = partition.last_stable_offset
-            else:
-                max_offset = partition.high_watermark
-            if not partition.log_start_offset <= p.fetch_offset <= partition.log_end_offset:
-                parts.append(_error_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE))
-                had_error = True
-                continue
-            if follower and not partition.on_follower_fetch(request.replica_id, p.fetch_offset, record=first):
-                # Not one of this partition's replicas: it must not count toward the ISR or HW.
-                parts.append(_error_partition(p.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER))
-                had_error = True
-                continue
-            limit = max(0, min(p.partition_max_bytes, remaining))
-            data = None
-            if limit > 0 or total == 0:  # once the response is full, later partitions get nothing
-                try:
-                    data = partition.read(p.fetch_offset, limit, max_offset=max_offset, min_one_batch=total == 0)
-                except OffsetOutOfRangeError:  # retention moved the log start meanwhile
-                    parts.append(_error_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE))
-                    had_error = True
-                    continue
-            size = 0 if data is None else data.size
-            total += size
-            remaining = max(0, remaining - size)
-            watched[partition.key] = (partition, partition.leader_epoch, p.fetch_offset)
-            parts.append(R.PartitionData(
-                partition_index=p.partition, error_code=ErrorCode.NONE,
-                high_watermark=partition.high_watermark, last_stable_offset=partition.last_stable_offset,
-                log_start_offset=partition.log_start_offset,
-                aborted_transactions=[] if committed else None, preferred_read_replica=-1,
-                records=RecordsSlice(data) if size else b""))
-        responses.append(R.FetchableTopicResponse(topic=topic.topic, partitions=parts))
-    return responses, total, had_error, watched
+class _Answer:
+    """The partitions one fetch reads and what it has read of each so far."""
+
+    def __init__(self, broker, request, topics: list, deadline: float):
+        self.broker = broker
+        self.deadline = deadline
+        self.replica_id = request.replica_id
+        self.follower = request.replica_id >= 0
+        self.committed = request.isolation_level == READ_COMMITTED
+        self.max_bytes = request.max_bytes if request.max_bytes > 0 else 0
+        self.min_bytes = request.min_bytes
+        self.topics = topics  # [(name, [items with partition / fetch_offset / ... attributes])]
+        self.parts: list[list] = [[None] * len(items) for _, items in topics]
+        self.total = 0
+        self.errors = 0
+        self.watched: dict = {}  # key -> (partition, leader epoch, fetch offset) of those read without error
+        self._where: dict = {}  # key -> (topic position, partition position)
+
+    def ready(self) -> bool:
+        return (self.total >= self.min_bytes or self.errors > 0 or not self.watched
+                or self.broker.env.now() >= self.deadline)
+
+    def responses(self) -> list:
+        return [R.FetchableTopicResponse(topic=name, partitions=parts)
+                for (name, _), parts in zip(self.topics, self.parts)]
+
+    async def read_all(self) -> None:
+        for ti, (name, items) in enumerate(self.topics):
+            for pi, item in enumerate(items):
+                self._where[(name, item.partition)] = (ti, pi)
+                await self._read(ti, pi, first=True)
+
+    async def reread(self, keys) -> None:
+        for key in keys:
+            where = self._where.get(key)
+            if where is not None and key in self.watched:
+                await self._read(*where, first=False)
+
+    async def _read(self, ti: int, pi: int, *, first: bool) -> None:
+        name, items = self.topics[ti]
+        item = items[pi]
+        old = self.parts[ti][pi]
+        if old is not None:  # a re-read replaces what was read before
+            self.total -= len(old.records)
+        pd, partition = await self._read_partition(name, item, first)
+        self.parts[ti][pi] = pd
+        key = (name, item.partition)
+        if pd.error_code != ErrorCode.NONE:
+            self.errors += 1
+            self.watched.pop(key, None)
+        else:
+            self.total += len(pd.records)
+            self.watched[key] = (partition, partition.leader_epoch, item.fetch_offset)
+
+    async def _read_partition(self, name: str, p, first: bool):
+        found = await self.broker.leader_partition(name, p.partition, self.deadline)
+        if isinstance(found, int):
+            return _error_partition(p.partition, found), None
+        partition = found
+        epoch_error = check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)
+        if epoch_error:
+            return _error_partition(p.partition, epoch_error), None
+        if self.follower:
+            max_offset = None
+        elif self.committed:
+            max_offset = partition.last_stable_offset
+        else:
+            max_offset = partition.high_watermark
+        if not partition.log_start_offset <= p.fetch_offset <= partition.log_end_offset:
+            return _error_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE), None
+        if self.follower and not partition.on_follower_fetch(self.replica_id, p.fetch_offset, record=first):
+            # Not one of this partition's replicas: it must not count toward the ISR or HW.
+            return _error_partition(p.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER), None
+        limit = max(0, min(p.partition_max_bytes, self.max_bytes - self.total))
+        data = None
+        # Once the response is full, later partitions get nothing; nothing to read past the end.
+        end = partition.log_end_offset if max_offset is None else max_offset
+        if (limit > 0 or self.total == 0) and p.fetch_offset < end:
+            try:
+                data = partition.read(p.fetch_offset, limit, max_offset=max_offset, min_one_batch=self.total == 0)
+            except OffsetOutOfRangeError:  # retention moved the log start meanwhile
+                return _error_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE), None
+        size = 0 if data is None else data.size
+        return R.PartitionData(
+            partition_index=p.partition, error_code=ErrorCode.NONE,
+            high_watermark=partition.high_watermark, last_stable_offset=partition.last_stable_offset,
+            log_start_offset=partition.log_start_offset,
+            aborted_transactions=[] if self.committed else None, preferred_read_replica=-1,
+            records=RecordsSlice(data) if size else b""), partition
 
 
 def check_leader_epoch(requested: int, current: int) -> int:
