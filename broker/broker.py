@@ -8,10 +8,6 @@
 manager's apply task, replication (the replica fetchers, the AlterPartition
 sender, the ISR expiration task), the log manager's retention/compaction and
 flush tasks, and the listener; `task_status.started(port)` reports the bound port.
-
-A log-dir failure halts the broker (broker.log_dir_failure): `run` raises
-LogDirHalt and, unlike a cancellation (a controlled shutdown), leaves the logs
-as they are — no flush, no checkpoints, no clean-shutdown marker.
 """
 from __future__ import annotations
 
@@ -28,7 +24,6 @@ from broker.fetch_session import FetchSessionCache
 from broker.group_driver import GroupDriver
 from broker.handlers import advertised_versions
 from broker.handlers.metadata import topic_name_error
-from broker.log_dir_failure import LogDirHalt, halt_on_log_dir_failure
 from broker.metadata_cache import MetadataCache
 from broker.partition import Partition, ReplicationSettings
 from broker.producer_state_hooks import ProducerStates
@@ -41,11 +36,10 @@ from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from storage.env import Env
 from storage.log import LogManager
-from storage.log.log_dir_failure import KafkaStorageError
 from storage.metrics import BrokerMetrics, MetricsRegistry
 from wire.error_codes import ErrorCode
 
-__all__ = ["Broker", "ListenerError", "LogDirHalt"]
+__all__ = ["Broker", "ListenerError"]
 
 log = logging.getLogger(__name__)
 
@@ -114,14 +108,10 @@ class Broker:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         owns_logs = not self.log_manager.started
         if owns_logs:
-            try:
-                await self.log_manager.startup()
-            except KafkaStorageError as exc:  # a dir failed while its logs recovered
-                raise LogDirHalt(exc.log_dir, exc) from exc
+            await self.log_manager.startup()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                nursery.start_soon(halt_on_log_dir_failure, self.env, self.log_manager.failures, self.replicas)
                 await nursery.start(self.replicas.run)
                 await nursery.start(self.alter_partitions.run)
                 await nursery.start(self.fetchers.run)
@@ -136,7 +126,7 @@ class Broker:
                 task_status.started(self.port)
         finally:
             self._nursery = None
-            if owns_logs:  # after a log-dir failure this writes nothing (Kafka halts)
+            if owns_logs:
                 with trio.CancelScope(shield=True):
                     await self.log_manager.shutdown()
 
@@ -147,14 +137,10 @@ class Broker:
         await self._background(self.log_manager.run_flusher, self.config.flush_check_interval_s)
 
     async def _background(self, task, interval: float) -> None:
-        # A failing pass is logged and retried later; a disk error among them has also taken
-        # its log dir offline, and the halt task ends the broker.
+        # A failing pass (a disk error, say) is logged and retried later; it must not take the broker down.
         while True:
             try:
                 await task(interval)
-            except KafkaStorageError as exc:
-                log.error("%s failed: %s", task.__name__, exc)
-                await self.env.sleep(interval)
             except Exception:
                 log.exception("%s failed; retrying in %.0f s", task.__name__, interval)
                 await self.env.sleep(interval)
@@ -200,8 +186,6 @@ class Broker:
         reg = None if topic_image is None else topic_image.partitions.get(index)
         if reg is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if self.log_manager.is_offline(topic, index):
-            return ErrorCode.KAFKA_STORAGE_ERROR  # its log dir failed (the halt task is on its way)
         partition = self.replicas.get(topic, index)
         if reg.leader == self.node_id and not _serves(partition, topic_image.topic_id, reg.leader_epoch):
             limit = min(deadline, self.env.now() + self.config.replica_apply_timeout_s)
