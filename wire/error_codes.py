@@ -134,6 +134,10 @@ class ErrorCode(enum.IntEnum):
     BROKER_ID_NOT_REGISTERED = 102
     INCONSISTENT_TOPIC_ID = 103, _M
     INCONSISTENT_CLUSTER_ID = 104
+    TRANSACTIONAL_ID_NOT_FOUND = 105
+    FETCH_SESSION_TOPIC_ID_ERROR = 106, _R
+    INELIGIBLE_REPLICA = 107
+    NEW_LEADER_ELECTED = 108
 
     @classmethod
     def of(cls, code: int) -> "ErrorCode":
