@@ -404,15 +404,19 @@ class RaftCore(Replication):
         for voter in sorted(st.begin_unacked):
             self._send(voter, request)
 
+    def _leader_claim_error(self, epoch: int, leader_id: int) -> int:
+        """Begin/EndQuorumEpoch come from a leader of `epoch`: refuse stale, foreign or rival claims."""
+        if epoch < self.quorum.epoch:
+            return errors.FENCED_LEADER_EPOCH
+        if leader_id == self.node_id or leader_id not in self.voters:
+            return errors.INVALID_REQUEST
+        if epoch == self.quorum.epoch and self.quorum.leader_id not in (None, leader_id):
+            return errors.INVALID_REQUEST  # a second leader for one epoch: refuse, never follow
+        return errors.NONE
+
     def _on_begin_quorum_epoch(self, src: int, req: BeginQuorumEpochRequest, now: float) -> None:
-        error = errors.NONE
-        if req.epoch < self.quorum.epoch:
-            error = errors.FENCED_LEADER_EPOCH
-        elif req.leader_id == self.node_id or req.leader_id not in self.voters:
-            error = errors.INVALID_REQUEST
-        elif req.epoch == self.quorum.epoch and self.quorum.leader_id not in (None, req.leader_id):
-            error = errors.INVALID_REQUEST  # a second leader for one epoch: refuse, never follow
-        elif not (self.quorum.role is Role.FOLLOWER and req.epoch == self.quorum.epoch):
+        error = self._leader_claim_error(req.epoch, req.leader_id)
+        if error == errors.NONE and not (self.quorum.role is Role.FOLLOWER and req.epoch == self.quorum.epoch):
             self._become_follower(req.epoch, req.leader_id, now)
         self._send(
             src,
@@ -435,14 +439,8 @@ class RaftCore(Replication):
             self._send(voter, request)
 
     def _on_end_quorum_epoch(self, src: int, req: EndQuorumEpochRequest, now: float) -> None:
-        error = errors.NONE
-        if req.epoch < self.quorum.epoch:
-            error = errors.FENCED_LEADER_EPOCH
-        elif req.leader_id == self.node_id or req.leader_id not in self.voters:
-            error = errors.INVALID_REQUEST
-        elif req.epoch == self.quorum.epoch and self.quorum.leader_id not in (None, req.leader_id):
-            error = errors.INVALID_REQUEST
-        else:
+        error = self._leader_claim_error(req.epoch, req.leader_id)
+        if error == errors.NONE:
             if req.epoch > self.quorum.epoch or self.quorum.leader_id is None:
                 self._become_follower(req.epoch, req.leader_id, now)
             st = self.quorum.role_state
