@@ -8,6 +8,10 @@
 manager's apply task, replication (the replica fetchers, the AlterPartition
 sender, the ISR expiration task), the log manager's retention/compaction and
 flush tasks, and the listener; `task_status.started(port)` reports the bound port.
+
+A log-dir failure halts the broker (broker.log_dir_failure): `run` raises
+LogDirHalt and, unlike a cancellation (a controlled shutdown), leaves the logs
+as they are — no flush, no checkpoints, no clean-shutdown marker.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from broker.fetch_session import FetchSessionCache
 from broker.group_driver import GroupDriver
 from broker.handlers import advertised_versions
 from broker.handlers.metadata import topic_name_error
+from broker.log_dir_failure import HALT_GRACE_S, LogDirHalt, halt_on_log_dir_failure
 from broker.metadata_cache import MetadataCache
 from broker.partition import Partition, ReplicationSettings
 from broker.producer_state_hooks import ProducerStates
@@ -36,10 +41,11 @@ from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from storage.env import Env
 from storage.log import LogManager
+from storage.log.log_dir_failure import KafkaStorageError
 from storage.metrics import BrokerMetrics, MetricsRegistry
 from wire.error_codes import ErrorCode
 
-__all__ = ["Broker", "ListenerError"]
+__all__ = ["Broker", "ListenerError", "LogDirHalt"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +95,7 @@ class Broker:
         self.port: int | None = None
         self._nursery: trio.Nursery | None = None
         self._auto_creating: set[str] = set()
+        self.halt_grace_s = HALT_GRACE_S  # after a log-dir failure, before the halt (tests hold it)
 
     @property
     def node_id(self) -> int:
@@ -108,10 +115,14 @@ class Broker:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         owns_logs = not self.log_manager.started
         if owns_logs:
-            await self.log_manager.startup()
+            try:
+                await self.log_manager.startup()
+            except KafkaStorageError as exc:  # a dir failed while its logs recovered
+                raise LogDirHalt(exc.log_dir, exc) from exc
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                nursery.start_soon(self._halt_on_log_dir_failure)
                 await nursery.start(self.replicas.run)
                 await nursery.start(self.alter_partitions.run)
                 await nursery.start(self.fetchers.run)
@@ -126,9 +137,14 @@ class Broker:
                 task_status.started(self.port)
         finally:
             self._nursery = None
-            if owns_logs:
+            if owns_logs:  # after a log-dir failure this writes nothing (Kafka halts)
                 with trio.CancelScope(shield=True):
                     await self.log_manager.shutdown()
+
+    async def _halt_on_log_dir_failure(self) -> None:
+        failures = self.log_manager.failures
+        await failures.failed.wait()
+        await halt_on_log_dir_failure(self.env, failures, self.replicas, grace_s=self.halt_grace_s)
 
     async def _retention_and_cleaning(self) -> None:
         await self._background(self.log_manager.run_retention_and_cleaning, self.config.retention_check_interval_s)
@@ -137,10 +153,14 @@ class Broker:
         await self._background(self.log_manager.run_flusher, self.config.flush_check_interval_s)
 
     async def _background(self, task, interval: float) -> None:
-        # A failing pass (a disk error, say) is logged and retried later; it must not take the broker down.
+        # A failing pass is logged and retried later; a disk error among them has also taken
+        # its log dir offline, and the halt task ends the broker.
         while True:
             try:
                 await task(interval)
+            except KafkaStorageError as exc:
+                log.error("%s failed: %s", task.__name__, exc)
+                await self.env.sleep(interval)
             except Exception:
                 log.exception("%s failed; retrying in %.0f s", task.__name__, interval)
                 await self.env.sleep(interval)
@@ -186,6 +206,8 @@ class Broker:
         reg = None if topic_image is None else topic_image.partitions.get(index)
         if reg is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if self.log_manager.is_offline(topic, index):
+            return ErrorCode.KAFKA_STORAGE_ERROR  # its log dir failed (the halt task is on its way)
         partition = self.replicas.get(topic, index)
         if reg.leader == self.node_id and not _serves(partition, topic_image.topic_id, reg.leader_epoch):
             limit = min(deadline, self.env.now() + self.config.replica_apply_timeout_s)

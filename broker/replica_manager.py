@@ -15,6 +15,10 @@ Replication hangs off this: after each applied delta the replica fetchers are
 told the full set of partitions this broker follows (`fetchers.sync`), and
 `run_isr_expiration` periodically asks every leader partition to drop
 followers that fell behind (ISR/HW logic lives in broker.partition/isr).
+
+A failed log dir (broker.log_dir_failure) takes its partitions offline for
+good: `handle_log_dir_failure` drops them (requests get KAFKA_STORAGE_ERROR,
+their fetchers stop) and later metadata never reopens them.
 """
 from __future__ import annotations
 
@@ -110,6 +114,17 @@ class ReplicaManager:
         if self.fetchers is not None:
             self.fetchers.sync({k: p for k, p in self.partitions.items() if not p.is_leader})
 
+    def handle_log_dir_failure(self, data_dir: str, reason: str) -> list[Key]:
+        """Kafka's handleLogDirFailure: every partition in `data_dir` goes offline (no
+        longer served, no longer fetched); returns them."""
+        lost = [key for key in sorted(self.partitions) if self.log_manager.data_dir_of(*key) == data_dir]
+        for key in lost:
+            del self.partitions[key]
+            self.offline[key] = reason
+            self._changed(key)  # parked fetches and acks=all waits re-check and find it gone
+        self._sync_fetchers()
+        return lost
+
     def shrink_isrs(self) -> int:
         """One pass of Kafka's isr-expiration task; returns how many partitions shrank."""
         return sum(1 for key in sorted(self.partitions) if self.partitions[key].maybe_shrink_isr())
@@ -183,6 +198,8 @@ class ReplicaManager:
             current.hw_min_isr = self._hw_min_isr(image, topic, registration.replicas)  # before a new role
             current.update(registration)
             return
+        if self.log_manager.is_offline(topic, index):
+            return  # its log dir failed: offline until the broker restarts
         try:
             config = log_config_for(image, topic, self.static, self.node_id)
             plog = await self.log_manager.get_or_create_log(topic, index, config)

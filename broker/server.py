@@ -10,8 +10,8 @@ What closes a connection (and only that connection): a bad size prefix, a
 request that does not parse, an api key or version we do not implement (except
 ApiVersions, answered with a v0 body and UNSUPPORTED_VERSION so the client can
 retry), a failed acks=0 produce. A handler that raises gets an
-UNKNOWN_SERVER_ERROR answer for that request; nothing a client sends can stop
-the listener.
+UNKNOWN_SERVER_ERROR answer for that request (KAFKA_STORAGE_ERROR if a log dir
+failed under it); nothing a client sends can stop the listener.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from broker.handlers import HANDLERS
 from broker.handlers.api_versions import fallback_response
 from broker.records_slice import RecordsSlice
 from broker.request_errors import CloseConnection
+from storage.log.log_dir_failure import KafkaStorageError
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.protocol import (
@@ -90,7 +91,10 @@ class KafkaServer:
                         return
                     if frame is None:
                         break
-                    await send.send(frame)
+                    try:
+                        send.send_nowait(frame)  # the common case: no need to give up the CPU here
+                    except trio.WouldBlock:
+                        await send.send(frame)  # the queue is full: wait for the processor
 
     async def _process(self, stream, receive) -> None:
         async for frame in receive:
@@ -135,12 +139,15 @@ class KafkaServer:
             return CLOSE
         except trio.Cancelled:
             raise
+        except KafkaStorageError as exc:  # a log dir failed under this request (the broker halts)
+            log.warning("%s v%d failed: %s", ApiKey(header.api_key).name, header.api_version, exc)
+            code = ErrorCode.KAFKA_STORAGE_ERROR
         except Exception:
             log.exception("%s v%d (correlation id %d) failed", ApiKey(header.api_key).name, header.api_version,
                           header.correlation_id)
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
         try:
-            return encode_response_parts(header, handler.error(self.broker, header, request,
-                                                               ErrorCode.UNKNOWN_SERVER_ERROR))
+            return encode_response_parts(header, handler.error(self.broker, header, request, code))
         except CloseConnection:
             return CLOSE
         except Exception:

@@ -11,6 +11,11 @@ following the metadata log as an observer) or both. Once serving, the node print
 line with its addresses. SIGTERM/SIGINT is a controlled shutdown: partition leadership
 moves away, Raft leadership is handed over, logs are flushed and the clean-shutdown
 marker is written (the next start skips the recovery scan).
+
+A log dir that fails (a write or fsync error: ENOSPC, EIO, ...) halts the node as
+Kafka halts a broker: no controlled shutdown, no clean-shutdown marker (the next
+start runs the recovery scan); the last line on stderr says which dir failed and
+why, and the exit status is 1.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import sys
 
 import trio
 
+from broker.log_dir_failure import LogDirHalt
 from raftkafka.config import add_config_arguments, load_config, settings_from_args
 from raftkafka.node import run_node
 from storage.env import RealEnv
@@ -39,5 +45,24 @@ def run(args) -> int:
         level=getattr(logging, config.log_level.upper(), logging.INFO),
         format=f"%(asctime)s %(levelname)s [node {config.node_id}] %(name)s: %(message)s",
     )
-    trio.run(run_node, RealEnv(), config)
+    try:
+        trio.run(run_node, RealEnv(), config)
+    except (LogDirHalt, BaseExceptionGroup) as exc:
+        halt = find_halt(exc)
+        if halt is None:
+            raise
+        print(f"error: {halt}", file=sys.stderr, flush=True)
+        return 1
     return 0
+
+
+def find_halt(exc: BaseException) -> LogDirHalt | None:
+    """The LogDirHalt that ended a run, wherever trio's nurseries nested it."""
+    if isinstance(exc, LogDirHalt):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = find_halt(inner)
+            if found is not None:
+                return found
+    return None

@@ -11,7 +11,11 @@ Kafka's LogManager. Each data dir holds one directory per partition
 
 On startup the marker decides between trusting the indexes (clean) and
 scanning every log from its recovery point (unclean); it is removed once the
-logs are loaded so a later crash is seen as unclean. Deleted logs are renamed
+logs are loaded so a later crash is seen as unclean. The marker is never
+written once a data dir has failed in this process lifetime (`failures`, Kafka's
+LogDirFailureChannel: every I/O error under a data dir is reported there by the
+file-system view the logs get): a broker that dies of a disk error must recover
+at its next start, not trust files it could not write. Deleted logs are renamed
 to `<name>.<uuid>-delete` (durably) before their files go, so a crash
 mid-delete never resurrects a half-deleted partition.
 
@@ -21,6 +25,7 @@ most `cleaner_max_bytes_per_pass` dirty bytes).
 """
 from __future__ import annotations
 
+import errno
 import posixpath
 
 import trio
@@ -38,6 +43,8 @@ from storage.log.checkpoints import (
 from storage.log.cleaner import CleanResult, clean_log, cleanable_range, dirty_ratio
 from storage.log.log import PartitionLog
 from storage.log.log_config import LogConfig
+from storage.log.log_dir_failure import (FailureReportingFileSystem, KafkaStorageError, LogDirEnv,
+                                         LogDirFailureChannel)
 
 __all__ = ["LogManager", "CLEAN_SHUTDOWN_FILE", "TopicPartition", "parse_log_dir_name", "log_dir_name"]
 
@@ -65,9 +72,12 @@ class LogManager:
                  cleaner_max_bytes_per_pass: int = 128 << 20):
         if not data_dirs:
             raise ValueError("at least one data dir is needed")
-        self.env = env
-        self.fs = env.fs
         self.data_dirs = list(data_dirs)
+        self.failures = LogDirFailureChannel()
+        # Every file operation of the logs goes through this view: a device error in a data dir
+        # takes that dir offline (and is raised as KafkaStorageError).
+        self.fs = FailureReportingFileSystem(env.fs, self.data_dirs, self.failures)
+        self.env = LogDirEnv(env, self.fs)
         self.default_config = default_config or LogConfig()
         self.topic_configs: dict[str, LogConfig] = {}
         self.cleaner_max_bytes_per_pass = cleaner_max_bytes_per_pass
@@ -116,19 +126,46 @@ class LogManager:
         self.started = True
 
     async def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
+        """Flush and close every log, write the checkpoints, then the clean-shutdown markers.
+
+        After a log-dir failure nothing is written (Kafka halts): no flush, no checkpoint
+        and above all no marker, so the next start runs the recovery scan."""
+        if self.failures.any_offline:
+            self._forget_logs()
+            return
         for tp in sorted(self._logs):
             await self._logs[tp].close()
         await self.checkpoint()
         for data_dir in self.data_dirs:
+            if self.failures.any_offline:  # a failure while closing: the marker would lie
+                break
             marker = self.fs.open(posixpath.join(data_dir, CLEAN_SHUTDOWN_FILE), create=True)
             await marker.sync()
             marker.close()
             await self.fs.sync_dir(data_dir)
+        self._forget_logs()
+
+    def _forget_logs(self) -> None:
         self._logs.clear()
         self._sorted_logs = None
         self._dir_of.clear()
         self.started = False
+
+    # -- offline dirs ---------------------------------------------------------
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """Whether this partition's log lives in a data dir that failed."""
+        return bool(self.failures.offline) and self.failures.is_offline(self._dir_of.get((topic, partition)))
+
+    def logs_in(self, data_dir: str) -> list[TopicPartition]:
+        return sorted(tp for tp, d in self._dir_of.items() if d == data_dir)
+
+    def _online_counts(self) -> dict[str, int]:
+        """Partitions per healthy data dir (new logs go there); KafkaStorageError if none is left."""
+        counts = {d: n for d, n in self._partition_counts().items() if not self.failures.is_offline(d)}
+        if not counts:
+            log_dir, _ = self.failures.first()
+            raise KafkaStorageError(log_dir, OSError(errno.EIO, "every log dir is offline"))
+        return counts
 
     # -- logs -----------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -161,7 +198,7 @@ class LogManager:
             raise ValueError(f"invalid topic-partition {topic!r} {partition}")
         if config is not None:
             self.topic_configs[topic] = config
-        data_dir = _emptiest(self._partition_counts())
+        data_dir = _emptiest(self._online_counts())
         path = posixpath.join(data_dir, log_dir_name(topic, partition))
         log = await PartitionLog.open(self.env, path, self.config_for(topic))
         await self.fs.sync_dir(data_dir)  # the partition directory itself must survive a crash
@@ -178,7 +215,7 @@ class LogManager:
         any of them is registered.
         """
         plans: list[tuple[TopicPartition, str]] = []
-        counts = self._partition_counts()
+        counts = self._online_counts()
         failures: dict[TopicPartition, Exception] = {}
         planned: set[TopicPartition] = set()
         for topic, partition, config in wanted:
@@ -258,7 +295,8 @@ class LogManager:
     # -- checkpoints ----------------------------------------------------------
     async def checkpoint(self) -> None:
         for data_dir in self.data_dirs:
-            await self._write_dir_checkpoints(data_dir)
+            if not self.failures.is_offline(data_dir):  # its files may be half-written: leave them
+                await self._write_dir_checkpoints(data_dir)
 
     async def _write_dir_checkpoints(self, data_dir: str) -> None:
         logs = {tp: log for tp, log in self.all_logs() if self._dir_of[tp] == data_dir}
