@@ -183,9 +183,9 @@ class _Answer:
             return _error_partition(p.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER), None
         limit = max(0, min(p.partition_max_bytes, self.max_bytes - self.total))
         data = None
-        # Once the response is full, later partitions get nothing; nothing to read past the end.
-        end = partition.log_end_offset if max_offset is None else max_offset
-        if (limit > 0 or self.total == 0) and p.fetch_offset < end:
+        # Once the response is full, later partitions get nothing; at the log end there is
+        # nothing to read (an idle follower's every partition: skip the read).
+        if (limit > 0 or self.total == 0) and p.fetch_offset < partition.log_end_offset:
             try:
                 data = partition.read(p.fetch_offset, limit, max_offset=max_offset, min_one_batch=self.total == 0)
             except OffsetOutOfRangeError:  # retention moved the log start meanwhile
