@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from broker.groups.member import Member
 from broker.groups.records import GroupMetadataValue
+from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.protocol.consumer_protocol import decode_subscription
 
@@ -123,11 +124,22 @@ class ClassicGroup:
             self.pending_sync.add(new_id)
         return member
 
-    def is_static_member_fenced(self, instance_id: str | None, member_id: str) -> bool:
-        if instance_id is None:
-            return False
-        known = self.static_members.get(instance_id)
-        return known is not None and known != member_id
+    def validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Kafka's validateMember: is (member id, group.instance.id) a current member?
+
+        A static member's requests carry its instance id (KIP-345): an instance id now
+        registered to another member id means a newer incarnation took over, so this
+        one is FENCED_INSTANCE_ID; an instance id the group does not know is UNKNOWN_MEMBER_ID.
+        """
+        if instance_id is not None:
+            known = self.static_members.get(instance_id)
+            if known is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
 
     def all_members_joined(self) -> bool:
         return not self.pending_members and all(m.awaiting_join for m in self.members.values())

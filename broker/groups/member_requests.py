@@ -26,10 +26,9 @@ class MemberRequestOps:
             return E.UNKNOWN_MEMBER_ID
         if group.state == S.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(instance_id, member_id):
-            return E.FENCED_INSTANCE_ID
-        if member_id not in group.members:
-            return E.UNKNOWN_MEMBER_ID
+        error = group.validate_member(member_id, instance_id)
+        if error != E.NONE:
+            return error
         if generation_id != group.generation:
             return E.ILLEGAL_GENERATION
         return E.NONE
@@ -107,38 +106,43 @@ class MemberRequestOps:
 
     def leave(self, token: Hashable, group_id: str, members: Iterable[tuple[str, str | None]], *,
               now: int) -> Output:
-        """LeaveGroup for (member_id, group_instance_id) pairs (v0-2 send one pair, no instance id)."""
+        """LeaveGroup for (member_id, group_instance_id) pairs, each answered on its own (Kafka's
+        handleLeaveGroup). v0-2 send one pair without an instance id; v3+ a batch, where member
+        id "" with an instance id is an admin removing that static member, whatever its member id.
+        """
         out = Output()
+        members = list(members)
         error = self.route_error(group_id)
         group = self.groups.get(group_id)
-        if error == E.NONE:
-            error = (E.UNKNOWN_MEMBER_ID if group is None
-                     else E.COORDINATOR_NOT_AVAILABLE if group.state == S.DEAD else E.NONE)
+        if error == E.NONE and group is not None and group.state == S.DEAD:
+            error = E.COORDINATOR_NOT_AVAILABLE
         if error != E.NONE:
             out.complete(token, LeaveResult(error))
             return out
         results = []
         for member_id, instance_id in members:
-            member_error = self._leave_one(group, member_id, instance_id, out, now)
+            member_error = E.UNKNOWN_MEMBER_ID if group is None else \
+                self._leave_one(group, member_id, instance_id, out, now)
             results.append(MemberLeaveResult(member_id, instance_id, member_error))
         out.complete(token, LeaveResult(E.NONE, tuple(results)))
         return out
 
     def _leave_one(self, group: ClassicGroup, member_id: str, instance_id: str | None,
                    out: Output, now: int) -> ErrorCode:
-        if instance_id is not None:
-            known = group.static_members.get(instance_id)
+        if member_id == "":
+            # Removal by instance id alone (KIP-345 admin removal): whoever holds it now.
+            known = group.static_members.get(instance_id) if instance_id is not None else None
             if known is None:
                 return E.UNKNOWN_MEMBER_ID
-            if member_id and member_id != known:
-                return E.FENCED_INSTANCE_ID
             member_id = known
         elif member_id in group.pending_members:
             group.pending_members.discard(member_id)
             self.timers.cancel(("pending", group.group_id, member_id))
             self._maybe_complete_join(group, out, now)
             return E.NONE
-        elif member_id not in group.members:
-            return E.UNKNOWN_MEMBER_ID
+        else:
+            error = group.validate_member(member_id, instance_id)
+            if error != E.NONE:
+                return error
         self._remove_member_and_update(group, member_id, out, now)
         return E.NONE

@@ -105,17 +105,17 @@ class MembershipOps:
 
     def _join_existing_member(self, group: ClassicGroup, req: _Join, out: Output, now: int) -> None:
         mid = req.member_id
-        if group.is_static_member_fenced(req.instance_id, mid):
-            out.complete(req.token, JoinResult(E.FENCED_INSTANCE_ID, member_id=mid))
-            return
-        if mid in group.pending_members:
+        if mid in group.pending_members and req.instance_id is None:  # pending ids are never static
             self.timers.cancel(("pending", group.group_id, mid))
             self._add_member_and_rebalance(group, req, mid, out, now)
             return
-        member = group.members.get(mid)
-        if member is None or group.is_in(S.EMPTY, S.DEAD):
-            out.complete(req.token, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=mid))
+        error = group.validate_member(mid, req.instance_id)
+        if error == E.NONE and group.is_in(S.EMPTY, S.DEAD):
+            error = E.UNKNOWN_MEMBER_ID
+        if error != E.NONE:
+            out.complete(req.token, JoinResult(error, member_id=mid))
             return
+        member = group.members[mid]
         unchanged = member.matches(req.protocols)
         if group.state == S.COMPLETING_REBALANCE and unchanged:
             # A retry of a join already answered: answer it again.

@@ -75,20 +75,23 @@ class OffsetOps:
     @staticmethod
     def _commit_error(group: ClassicGroup | None, generation_id: int, member_id: str,
                       instance_id: str | None) -> ErrorCode:
+        """Kafka's validateOffsetCommit, then the state check of a classic group's commit."""
         if group is None:
             return E.NONE if generation_id < 0 else E.ILLEGAL_GENERATION
         if group.state == S.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(instance_id, member_id):
-            return E.FENCED_INSTANCE_ID
         if generation_id < 0 and group.state == S.EMPTY:
             return E.NONE  # simple consumer (or admin) commit to a group nobody is in
+        if generation_id >= 0 or member_id or instance_id is not None:
+            error = group.validate_member(member_id, instance_id)  # a fenced static member: FENCED_INSTANCE_ID
+            if error != E.NONE:
+                return error
+            if generation_id != group.generation:
+                return E.ILLEGAL_GENERATION
+        elif group.state != S.EMPTY:
+            return E.UNKNOWN_MEMBER_ID  # anonymous commits only while nobody is in the group
         if group.state == S.COMPLETING_REBALANCE:
-            return E.REBALANCE_IN_PROGRESS
-        if member_id not in group.members:
-            return E.UNKNOWN_MEMBER_ID
-        if generation_id != group.generation:
-            return E.ILLEGAL_GENERATION
+            return E.REBALANCE_IN_PROGRESS  # the member has its new generation but no assignment yet
         return E.NONE
 
     # ------------------------------------------------------------------ OffsetFetch

@@ -99,7 +99,8 @@ def sync_error(broker, header, request, code: int) -> SyncGroupResponse:
 async def handle_heartbeat(broker, header, request) -> HeartbeatResponse:
     driver = broker.groups
     result = driver.coordinator.heartbeat(request.group_id, generation_id=request.generation_id,
-                                          member_id=request.member_id, now=driver.now())
+                                          member_id=request.member_id,
+                                          group_instance_id=request.group_instance_id, now=driver.now())
     # Only pushes this member's session deadline later: the timer task needs no wake-up.
     return HeartbeatResponse(throttle_time_ms=0, error_code=result.error)
 
@@ -109,18 +110,32 @@ def heartbeat_error(broker, header, request, code: int) -> HeartbeatResponse:
 
 
 # -- LeaveGroup --------------------------------------------------------------------------
+def _leaving(header, request) -> list[tuple[str, str | None]]:
+    if header.api_version >= 3:
+        return [(m.member_id, m.group_instance_id) for m in request.members]
+    return [(request.member_id, None)]
+
+
+def _leave_response(version: int, result: LeaveResult) -> LeaveGroupResponse:
+    R = LeaveGroupResponse
+    error = result.error
+    if version < 3 and error == ErrorCode.NONE and result.members:
+        error = result.members[0].error  # v0-2 carry one member: its error is the answer
+    return R(throttle_time_ms=0, error_code=error, members=[
+        R.MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error)
+        for m in result.members])
+
+
 async def handle_leave(broker, header, request) -> LeaveGroupResponse:
     coordinator = broker.groups.coordinator
+    leaving = _leaving(header, request)
     result: LeaveResult = await broker.groups.call(lambda token, now: coordinator.leave(
-        token, request.group_id, [(request.member_id, None)], now=now))
-    error = result.error
-    if error == ErrorCode.NONE and result.members:
-        error = result.members[0].error  # v0-2 carry one member: its error is the answer
-    return LeaveGroupResponse(throttle_time_ms=0, error_code=error)
+        token, request.group_id, leaving, now=now))
+    return _leave_response(header.api_version, result)
 
 
 def leave_error(broker, header, request, code: int) -> LeaveGroupResponse:
-    return LeaveGroupResponse(throttle_time_ms=0, error_code=code)
+    return _leave_response(header.api_version, LeaveResult(ErrorCode(code)))
 
 
 # -- DescribeGroups / ListGroups / DeleteGroups -------------------------------------------
@@ -130,7 +145,8 @@ async def handle_describe(broker, header, request) -> DescribeGroupsResponse:
     return R(throttle_time_ms=0, groups=[R.DescribedGroup(
         error_code=g.error, group_id=g.group_id, group_state=g.state, protocol_type=g.protocol_type,
         protocol_data=g.protocol,
-        members=[R.DescribedGroupMember(member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
+        members=[R.DescribedGroupMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                        client_id=m.client_id, client_host=m.client_host,
                                         member_metadata=m.metadata, member_assignment=m.assignment)
                  for m in g.members]) for g in described])
 

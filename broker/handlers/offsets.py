@@ -45,12 +45,16 @@ async def handle_commit(broker, header, request) -> OffsetCommitResponse:
             if not _known(broker, *key):
                 errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                commits.append((topic.name, p.partition_index, p.committed_offset, -1, p.committed_metadata))
+                commits.append((topic.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
+                                p.committed_metadata))
     if commits:
         coordinator = broker.groups.coordinator
+        # Absent fields read as their defaults: leader epoch -1 before v6, retention -1 from v5
+        # (the broker's offsets.retention.minutes), no group.instance.id before v7.
         result: CommitResult = await broker.groups.call(lambda token, now: coordinator.commit_offsets(
             token, request.group_id, commits, generation_id=request.generation_id,
-            member_id=request.member_id, retention_ms=request.retention_time_ms, now=now))
+            member_id=request.member_id, group_instance_id=request.group_instance_id,
+            retention_ms=request.retention_time_ms, now=now))
         for item in result.partitions:
             errors[(item.topic, item.partition)] = item.error
     return _commit_response([(t, p, errors[(t, p)]) for t, p in order])
@@ -62,12 +66,13 @@ def commit_error(broker, header, request, code: int) -> OffsetCommitResponse:
 
 # -- OffsetFetch ---------------------------------------------------------------------------
 def _fetch_response(version: int, error: int, offsets) -> OffsetFetchResponse:
-    """`offsets`: [(topic, partition, offset, metadata, partition error)]."""
+    """`offsets`: [(topic, partition, offset, leader epoch, metadata, partition error)]."""
     R = OffsetFetchResponse
     topics = [R.OffsetFetchResponseTopic(name=topic, partitions=[
-        R.OffsetFetchResponsePartition(partition_index=p, committed_offset=o, metadata=m, error_code=e)
-        for p, (o, m, e) in parts]) for topic, parts in _grouped(
-            (t, p, (o, m, e)) for t, p, o, m, e in offsets).items()]
+        R.OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=le,
+                                       metadata=m, error_code=e)
+        for p, (o, le, m, e) in parts]) for topic, parts in _grouped(
+            (t, p, rest) for t, p, *rest in offsets).items()]
     return R(throttle_time_ms=0, topics=topics, error_code=error)
 
 
@@ -82,7 +87,7 @@ def _group_error_answer(version: int, request, error: int) -> OffsetFetchRespons
     if version >= 2:
         return _fetch_response(version, error, [])
     requested = _requested(request) or []
-    return _fetch_response(version, ErrorCode.NONE, [(t, p, -1, "", error) for t, ps in requested for p in ps])
+    return _fetch_response(version, ErrorCode.NONE, [(t, p, -1, -1, "", error) for t, ps in requested for p in ps])
 
 
 async def handle_fetch(broker, header, request) -> OffsetFetchResponse:
@@ -93,7 +98,7 @@ async def handle_fetch(broker, header, request) -> OffsetFetchResponse:
     if result.error != ErrorCode.NONE:
         return _group_error_answer(version, request, result.error)
     return _fetch_response(version, ErrorCode.NONE, [
-        (o.topic, o.partition, o.offset, o.metadata, o.error) for o in result.offsets])
+        (o.topic, o.partition, o.offset, o.leader_epoch, o.metadata, o.error) for o in result.offsets])
 
 
 def fetch_error(broker, header, request, code: int) -> OffsetFetchResponse:

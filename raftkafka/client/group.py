@@ -184,7 +184,10 @@ class GroupMembership:
         if not self.member_id or self.generation < 0:
             return
         try:
-            await self._coordinator_request(LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id))
+            # v0-2 name the member in member_id, v3+ in the members batch: the codec keeps the one its version has.
+            await self._coordinator_request(LeaveGroupRequest(
+                group_id=self.group_id, member_id=self.member_id,
+                members=[LeaveGroupRequest.MemberIdentity(member_id=self.member_id)]))
         except KafkaError:
             pass  # the session timeout will remove us
         self.member_id, self.generation, self.needs_join = "", -1, True

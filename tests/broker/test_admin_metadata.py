@@ -22,9 +22,10 @@ async def test_api_versions_advertises_exactly_the_handled_apis():
         table = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         assert table == {0: (0, 8), 1: (4, 11), 2: (1, 3), 3: (1, 5), 18: (0, 3), 19: (0, 4), 20: (0, 3),
                          23: (0, 3), 32: (0, 2), 33: (0, 1), 37: (0, 1), 44: (0, 1), 60: (0, 1),
-                         # groups, offsets, InitProducerId (broker.handlers.groups / offsets / init_producer_id)
-                         8: (2, 3), 9: (1, 3), 10: (0, 1), 11: (0, 5), 12: (0, 1), 13: (0, 1), 14: (0, 3),
-                         15: (0, 3), 16: (0, 1), 22: (0, 1), 42: (0, 1), 47: (0, 0)}
+                         # groups, offsets, InitProducerId (broker.handlers.groups / offsets / init_producer_id);
+                         # the group APIs up to the versions carrying group_instance_id (KIP-345)
+                         8: (2, 7), 9: (1, 5), 10: (0, 1), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3),
+                         15: (0, 4), 16: (0, 1), 22: (0, 1), 42: (0, 1), 47: (0, 0)}
         v0 = await client.call(ApiVersionsRequest(), 0)
         assert v0.error_code == 0 and len(v0.api_keys) == len(table)
 

@@ -127,10 +127,11 @@ class MiniGroups:
 
     async def on_leave_group(self, node, req, v):
         g = self.groups.get(req.group_id)
-        if g is None or req.member_id not in g.members:
+        member_id = req.members[0].member_id if v >= 3 and req.members else req.member_id  # v3+: a batch
+        if g is None or member_id not in g.members:
             return LeaveGroupResponse(throttle_time_ms=0, error_code=E.UNKNOWN_MEMBER_ID)
-        del g.members[req.member_id]
-        g.joined.pop(req.member_id, None)
+        del g.members[member_id]
+        g.joined.pop(member_id, None)
         if g.members:
             self._start_round(g)
         else:

@@ -19,10 +19,13 @@ TABLE_R = {0: (0, 8), 1: (4, 11), 2: (1, 3), 3: (1, 5), 8: (2, 3), 9: (1, 3), 10
            13: (0, 1), 14: (0, 3), 15: (0, 3), 16: (0, 1), 17: (0, 1), 18: (0, 3), 19: (0, 4), 20: (0, 3),
            22: (0, 1), 32: (0, 2), 33: (0, 1), 36: (0, 1), 37: (0, 1), 42: (0, 1)}
 EXTRAS = {23: (0, 3), 44: (0, 1), 47: (0, 0), 60: (0, 1)}
+# Static membership (KIP-345) raised the group APIs past table R to the versions carrying
+# group_instance_id (OffsetFetch v5 returns the leader epoch OffsetCommit v6 stores).
+STATIC_MEMBERSHIP = {8: (2, 7), 9: (1, 5), 12: (0, 3), 13: (0, 3), 15: (0, 4)}
 
 
 def test_api_versions_is_table_r_plus_the_extras():
-    assert API_VERSIONS == {**TABLE_R, **EXTRAS}
+    assert API_VERSIONS == {**TABLE_R, **EXTRAS, **STATIC_MEMBERSHIP}
     assert list(API_VERSIONS) == sorted(API_VERSIONS)
     req, resp = lookup(ApiKey.FETCH, 11)
     assert (req.__name__, resp.__name__) == ("FetchRequest", "FetchResponse")

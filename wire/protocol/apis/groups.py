@@ -13,22 +13,24 @@ __all__ = [
     "DeleteGroupsResponse", "OffsetDeleteRequest", "OffsetDeleteResponse",
 ]
 
-OffsetCommitRequest = request(8, "OffsetCommit", "2-3", flexible="8+", fields=[
+OffsetCommitRequest = request(8, "OffsetCommit", "2-7", flexible="8+", fields=[
     F("group_id", STRING),
     F("generation_id", INT32, "1+", default=-1),
     F("member_id", STRING, "1+"),
-    F("retention_time_ms", INT64, "2+", default=-1),
+    F("group_instance_id", STRING, "7+", nullable="7+", default=None),  # KIP-345 static member
+    F("retention_time_ms", INT64, "2-4", default=-1),  # v5+: the broker's offsets.retention.minutes
     F("topics", ArrayOf("OffsetCommitRequestTopic",
         F("name", STRING),
         F("partitions", ArrayOf("OffsetCommitRequestPartition",
             F("partition_index", INT32),
             F("committed_offset", INT64),
+            F("committed_leader_epoch", INT32, "6+", default=-1),  # KIP-320
             F("committed_metadata", STRING, nullable="0+"),
         )),
     )),
 ])
 
-OffsetCommitResponse = response(8, "OffsetCommit", "2-3", flexible="8+", fields=[
+OffsetCommitResponse = response(8, "OffsetCommit", "2-7", flexible="8+", fields=[
     F("throttle_time_ms", INT32, "3+"),
     F("topics", ArrayOf("OffsetCommitResponseTopic",
         F("name", STRING),
@@ -39,7 +41,7 @@ OffsetCommitResponse = response(8, "OffsetCommit", "2-3", flexible="8+", fields=
     )),
 ])
 
-OffsetFetchRequest = request(9, "OffsetFetch", "1-3", flexible="6+", fields=[
+OffsetFetchRequest = request(9, "OffsetFetch", "1-5", flexible="6+", fields=[
     F("group_id", STRING),
     F("topics", ArrayOf("OffsetFetchRequestTopic",
         F("name", STRING),
@@ -47,13 +49,14 @@ OffsetFetchRequest = request(9, "OffsetFetch", "1-3", flexible="6+", fields=[
     ), nullable="2+"),
 ])
 
-OffsetFetchResponse = response(9, "OffsetFetch", "1-3", flexible="6+", fields=[
+OffsetFetchResponse = response(9, "OffsetFetch", "1-5", flexible="6+", fields=[
     F("throttle_time_ms", INT32, "3+"),
     F("topics", ArrayOf("OffsetFetchResponseTopic",
         F("name", STRING),
         F("partitions", ArrayOf("OffsetFetchResponsePartition",
             F("partition_index", INT32),
             F("committed_offset", INT64),
+            F("committed_leader_epoch", INT32, "5+", default=-1),
             F("metadata", STRING, nullable="0+"),
             F("error_code", INT16),
         )),
@@ -102,25 +105,37 @@ JoinGroupResponse = response(11, "JoinGroup", "0-5", flexible="6+", fields=[
     )),
 ])
 
-HeartbeatRequest = request(12, "Heartbeat", "0-1", flexible="4+", fields=[
+HeartbeatRequest = request(12, "Heartbeat", "0-3", flexible="4+", fields=[
     F("group_id", STRING),
     F("generation_id", INT32),
     F("member_id", STRING),
+    F("group_instance_id", STRING, "3+", nullable="3+", default=None),
 ])
 
-HeartbeatResponse = response(12, "Heartbeat", "0-1", flexible="4+", fields=[
+HeartbeatResponse = response(12, "Heartbeat", "0-3", flexible="4+", fields=[
     F("throttle_time_ms", INT32, "1+"),
     F("error_code", INT16),
 ])
 
-LeaveGroupRequest = request(13, "LeaveGroup", "0-1", flexible="4+", fields=[
+# v0-2 name one member; v3+ (KIP-345) a batch, by member id and/or group.instance.id
+# (an admin removes a static member by instance id alone, member id "").
+LeaveGroupRequest = request(13, "LeaveGroup", "0-3", flexible="4+", fields=[
     F("group_id", STRING),
-    F("member_id", STRING),
+    F("member_id", STRING, "0-2"),
+    F("members", ArrayOf("MemberIdentity",
+        F("member_id", STRING),
+        F("group_instance_id", STRING, nullable="0+", default=None),
+    ), "3+"),
 ])
 
-LeaveGroupResponse = response(13, "LeaveGroup", "0-1", flexible="4+", fields=[
+LeaveGroupResponse = response(13, "LeaveGroup", "0-3", flexible="4+", fields=[
     F("throttle_time_ms", INT32, "1+"),
     F("error_code", INT16),
+    F("members", ArrayOf("MemberResponse",
+        F("member_id", STRING),
+        F("group_instance_id", STRING, nullable="0+", default=None),
+        F("error_code", INT16),
+    ), "3+"),
 ])
 
 SyncGroupRequest = request(14, "SyncGroup", "0-3", flexible="4+", fields=[
@@ -140,12 +155,12 @@ SyncGroupResponse = response(14, "SyncGroup", "0-3", flexible="4+", fields=[
     F("assignment", BYTES),
 ])
 
-DescribeGroupsRequest = request(15, "DescribeGroups", "0-3", flexible="5+", fields=[
+DescribeGroupsRequest = request(15, "DescribeGroups", "0-4", flexible="5+", fields=[
     F("groups", ArrayOf(STRING)),
     F("include_authorized_operations", BOOL, "3+"),
 ])
 
-DescribeGroupsResponse = response(15, "DescribeGroups", "0-3", flexible="5+", fields=[
+DescribeGroupsResponse = response(15, "DescribeGroups", "0-4", flexible="5+", fields=[
     F("throttle_time_ms", INT32, "1+"),
     F("groups", ArrayOf("DescribedGroup",
         F("error_code", INT16),
@@ -155,6 +170,7 @@ DescribeGroupsResponse = response(15, "DescribeGroups", "0-3", flexible="5+", fi
         F("protocol_data", STRING),
         F("members", ArrayOf("DescribedGroupMember",
             F("member_id", STRING),
+            F("group_instance_id", STRING, "4+", nullable="4+", default=None),
             F("client_id", STRING),
             F("client_host", STRING),
             F("member_metadata", BYTES),
