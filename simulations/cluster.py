@@ -16,6 +16,9 @@ tree per node.
   restart would.
 - A node whose run raises is a finding unless the exception is a disk error the
   nemesis injected (then it is a crash, like a process dying on EIO/ENOSPC).
+- pause = a process frozen (SIGSTOP, a long GC pause): every byte to or from it waits
+  in the network, and its Env's sleeps do not return, until it resumes with the state
+  it had. (Deadlines node code sets with trio cancel scopes still expire meanwhile.)
 
 `poll()` feeds every live node's status and every disk's durable state to the
 RaftChecker; the harness calls it on a short sim-time period.
@@ -106,6 +109,43 @@ class ReportingStateMachine:
         return self.inner.snapshot()
 
 
+class PausableEnv(SimEnv):
+    """A SimEnv whose process can be frozen: a sleep that ends while paused returns only
+    at the resume, as a timer of a stopped process fires when it runs again."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._resumed: trio.Event | None = None  # not None while paused
+        self.paused_until = 0.0
+
+    @property
+    def paused(self) -> bool:
+        return self._resumed is not None
+
+    def pause(self) -> None:
+        if self._resumed is None:
+            self._resumed = trio.Event()
+
+    def resume(self) -> None:
+        if self._resumed is not None:
+            self._resumed.set()
+            self._resumed = None
+
+    async def _until_resumed(self) -> None:
+        while self._resumed is not None:
+            await self._resumed.wait()
+
+    async def sleep(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+        if self._resumed is not None:
+            await self._until_resumed()
+
+    async def sleep_until(self, deadline: float) -> None:
+        await trio.sleep_until(deadline)
+        if self._resumed is not None:
+            await self._until_resumed()
+
+
 class NodeHost:
     def __init__(self, node_id: int, roles: tuple[str, ...], clock: SkewedClock):
         self.node_id = node_id
@@ -114,13 +154,14 @@ class NodeHost:
         self.disk = MemFileSystem()
         self.clock = clock
         self.incarnation = 0
-        self.env: SimEnv | None = None
+        self.env: PausableEnv | None = None
         self.node: ControllerNode | None = None
         self.scope: trio.CancelScope | None = None
         self.disk_fault = False  # the nemesis made this disk fail: an OSError is then a crash
-        # The disk refused writes (disk_full) during this incarnation: an ENOSPC it raised may
-        # surface after the fault ended, once the node's shielded cleanup is done.
-        self.disk_refused_writes = False
+        # Errors the disk raised during this incarnation (ENOSPC from disk_full, EIO from
+        # fsync_error): one may surface after the fault ended, once the node's shielded
+        # cleanup is done, and is still the fault's.
+        self.injected_errnos: set[int] = set()
 
     @property
     def up(self) -> bool:
@@ -236,8 +277,8 @@ class SimCluster:
         host = self.hosts[node_id]
         assert not host.up, f"{host.name} is already running"
         host.incarnation += 1
-        host.disk_refused_writes = False
-        host.env = SimEnv(host.name, seed=self.seed, incarnation=host.incarnation,
+        host.injected_errnos = set()
+        host.env = PausableEnv(host.name, seed=self.seed, incarnation=host.incarnation,
                           net=self.net, disk=host.disk, clock=host.clock)
         config = self.config_for(node_id)
         if self.mode == "raft":
@@ -265,10 +306,10 @@ class SimCluster:
                 return  # the incarnation was killed; its last steps may fail on the dead Env
             leaves = _leaf_exceptions(e)
             names = sorted({type(x).__name__ for x in leaves})
-            # Only the disk_full fault raises ENOSPC here (the simulated disks have no capacity
-            # limit), so an ENOSPC is that fault's even when it surfaces after the fault ended.
-            injected = host.disk_fault or (host.disk_refused_writes and all(
-                getattr(x, "errno", None) == errno.ENOSPC for x in leaves))
+            # Only the disk faults raise ENOSPC or EIO here (the simulated disks have no capacity
+            # limit), so such an error is the fault's even when it surfaces after the fault ended.
+            injected = host.disk_fault or (host.injected_errnos and all(
+                getattr(x, "errno", None) in host.injected_errnos for x in leaves))
             if injected and all(isinstance(x, OSError) for x in leaves):
                 self.trace.record(host.name, "crashed_on_disk_error", errors=names)
             else:
@@ -298,7 +339,9 @@ class SimCluster:
         self.net.host_down(host.name)
         host.disk.sync_delay = 0.0
         host.disk.fail_writes = False
+        host.disk.fail_syncs = False
         host.disk_fault = False
+        host.env.resume()  # its frozen tasks wake into their cancellation
         if power_loss is None:
             power_loss = self.loses_page_cache(node_id)
         if power_loss:
@@ -307,6 +350,33 @@ class SimCluster:
             host.disk.process_exit()
         self.crashes += 1
         self.trace.record(host.name, "kill", reason=reason, incarnation=host.incarnation, power_loss=power_loss)
+
+    def pause(self, node_id: int, until: float) -> None:
+        """Freeze the node's process until sim time `until` (see the module docstring)."""
+        host = self.hosts[node_id]
+        if not host.up:
+            return
+        env = host.env
+        env.pause()
+        env.paused_until = max(env.paused_until, until)
+        peers = [h.name for _, h in sorted(self.hosts.items()) if h is not host] + ["client"]
+        for peer in peers:
+            self.net.clog(host.name, peer, until)
+            self.net.clog(peer, host.name, until)
+        self.trace.record(host.name, "pause", until=round(until, 6))
+        self._nursery.start_soon(self._resume_at, env, until)
+
+    async def _resume_at(self, env: PausableEnv, until: float) -> None:
+        await trio.sleep_until(until)
+        if env.paused and trio.current_time() >= env.paused_until:  # not paused again meanwhile
+            env.resume()
+            self.trace.record(env.name, "resume")
+
+    def resume_all(self) -> None:
+        for _, host in sorted(self.hosts.items()):
+            if host.env is not None and host.env.paused:
+                host.env.resume()
+                self.trace.record(host.name, "resume")
 
     # -------------------------------------------------------------- checking
     def poll(self) -> None:

@@ -10,10 +10,17 @@ Fault kinds (--faults selects groups): network: partition (random halves,
 isolate the leader, isolate one node), oneway, clog, swizzle, reset;
 crash: kill, kill_leader, power_loss (a kill that loses the page cache: on nodes with
 the broker role at most BROKER_POWER_LOSS_BUDGET per run, as Kafka's acks=all without fsync
-survives at most min.insync.replicas - 1 such losses); disk: slow_fsync, disk_full; clock: clock_jump.
+survives at most min.insync.replicas - 1 such losses); disk: slow_fsync, disk_full,
+read_corruption, bitrot, fsync_error; clock: clock_jump; process: pause.
+
+The storage and process kinds (`LATE_KINDS`, see simulations/storage_faults.py for where
+corruption lands and why) run on a schedule of their own, drawn from their own random
+stream: adding them left every earlier seed's schedule of the other kinds as it was, so a
+regression seed still replays the scenario it was kept for (plus, maybe, the new faults).
 """
 from __future__ import annotations
 
+import errno
 import random
 from dataclasses import dataclass, field
 
@@ -21,7 +28,9 @@ import trio
 
 from simulations.cluster import SimCluster
 from simulations.network import LinkProfile, SimNetwork
+from simulations.storage_faults import READ_CORRUPTION_SCOPE, crc_covered_bit, rot_region
 from simulations.trace import Trace
+from storage.memfs import ReadCorruption
 
 __all__ = ["FaultProfile", "Nemesis", "FAULT_GROUPS", "draw_profile", "BROKER_POWER_LOSS_BUDGET"]
 
@@ -30,9 +39,16 @@ BROKER_POWER_LOSS_BUDGET = 1
 FAULT_GROUPS = {
     "network": ["partition", "oneway", "clog", "swizzle", "reset"],
     "crash": ["kill", "kill_leader", "power_loss"],
-    "disk": ["slow_fsync", "disk_full"],
+    "disk": ["slow_fsync", "disk_full", "read_corruption", "bitrot", "fsync_error"],
     "clock": ["clock_jump"],
+    "process": ["pause"],
 }
+
+# Kinds on their own schedule and random stream (see the module docstring).
+LATE_KINDS = ("read_corruption", "bitrot", "fsync_error", "pause")
+# Raft mode has no broker data: corruption could land only on the Raft log and snapshots,
+# which no Raft voter survives (see simulations/storage_faults.py).
+RAFT_MODE_KINDS = ("fsync_error", "pause")
 
 
 def fault_kinds(selection: str) -> list[str]:
@@ -57,15 +73,19 @@ class FaultProfile:
     kinds: list[str]
     mean_gap: float  # seconds between faults
     link: LinkProfile = field(default_factory=LinkProfile)
+    late_mean_gap: float = 3.0  # seconds between faults of LATE_KINDS
+    late_seed: int = 0  # their random stream
 
     def describe(self) -> dict:
         return {"kinds": list(self.kinds), "mean_gap": round(self.mean_gap, 3),
+                "late_mean_gap": round(self.late_mean_gap, 3),
                 "link_min_ms": round(self.link.min_latency * 1000, 3),
                 "link_mean_extra_ms": round(self.link.mean_extra * 1000, 3), "link_loss": round(self.link.loss, 4)}
 
 
 def draw_profile(rng: random.Random, selection: str) -> FaultProfile:
-    allowed = fault_kinds(selection)
+    selected = fault_kinds(selection)
+    allowed = [k for k in selected if k not in LATE_KINDS]
     # Swarm testing: each run enables a random non-empty subset of the allowed kinds.
     kinds = [k for k in allowed if rng.random() < 0.7] or ([rng.choice(allowed)] if allowed else [])
     link = LinkProfile(
@@ -75,7 +95,12 @@ def draw_profile(rng: random.Random, selection: str) -> FaultProfile:
         tail_max=0.1,
         loss=rng.choice([0.0, 0.0, 0.01, 0.05]) if "network" in selection or selection == "all" else 0.0,
     )
-    return FaultProfile(kinds=kinds, mean_gap=rng.uniform(0.3, 3.0), link=link)
+    mean_gap = rng.uniform(0.3, 3.0)
+    # Drawn after everything above, so the draws above are what they were before these kinds.
+    late = [k for k in selected if k in LATE_KINDS]
+    late_kinds = [k for k in late if rng.random() < 0.5] or ([rng.choice(late)] if late and not kinds else [])
+    return FaultProfile(kinds=kinds + late_kinds, mean_gap=mean_gap, link=link,
+                        late_mean_gap=rng.uniform(1.0, 5.0), late_seed=rng.getrandbits(64))
 
 
 class Nemesis:
@@ -87,7 +112,12 @@ class Nemesis:
         self.profile = profile
         self.counts: dict[str, int] = {}
         self._restart_at: dict[int, float] = {}
+        # Power losses and bit rot both lose acknowledged records on one broker: one budget.
         self.broker_power_losses = 0
+        self.classic_kinds = [k for k in profile.kinds if k not in LATE_KINDS]
+        self.late_kinds = [k for k in profile.kinds if k in LATE_KINDS
+                           and (cluster.mode == "cluster" or k in RAFT_MODE_KINDS)]
+        self.late_rng = random.Random(profile.late_seed)
 
     def _count(self, kind: str, **fields) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -96,6 +126,8 @@ class Nemesis:
     async def run(self, until: float) -> None:
         """Inject faults until sim time `until`; faults still pending undo themselves no more."""
         async with trio.open_nursery() as nursery:
+            if self.late_kinds:
+                nursery.start_soon(self._run_late, until, nursery)
             while True:
                 with trio.move_on_at(until):
                     await trio.sleep(self.rng.expovariate(1.0 / self.profile.mean_gap))
@@ -103,9 +135,19 @@ class Nemesis:
                 if now >= until:
                     break
                 self._revive_due(now)
-                if self.profile.kinds:
-                    self._inject(self.rng.choice(self.profile.kinds), now, nursery)
+                if self.classic_kinds:
+                    self._inject(self.rng.choice(self.classic_kinds), now, nursery)
             nursery.cancel_scope.cancel()  # heal() ends the faults
+
+    async def _run_late(self, until: float, nursery: trio.Nursery) -> None:
+        rng = self.late_rng
+        while True:
+            with trio.move_on_at(until):
+                await trio.sleep(rng.expovariate(1.0 / self.profile.late_mean_gap))
+            now = trio.current_time()
+            if now >= until:
+                return
+            self._inject_late(rng.choice(self.late_kinds), now, nursery)
 
     def _duration(self, lo: float = 0.2, hi: float = 6.0) -> float:
         return self.rng.uniform(lo, hi)
@@ -173,7 +215,7 @@ class Nemesis:
                 return
             target.disk.fail_writes = True
             target.disk_fault = True
-            target.disk_refused_writes = True
+            target.injected_errnos.add(errno.ENOSPC)
             self._count("disk_full", node=target.name)
             nursery.start_soon(self._later, self._duration(0.1, 2.0), self._disk_ok, target.node_id)
         elif kind == "clock_jump":
@@ -181,6 +223,66 @@ class Nemesis:
             delta_ms = self.rng.choice([-1, 1]) * self.rng.uniform(10, 120_000)
             target.clock.jump(now, delta_ms)
             self._count("clock_jump", node=target.name, delta_ms=round(delta_ms))
+
+    def _inject_late(self, kind: str, now: float, nursery: trio.Nursery) -> None:
+        rng = self.late_rng
+        cluster = self.cluster
+        up = [i for i in cluster.node_ids if cluster.hosts[i].up]
+        if not up:
+            return
+        if kind == "read_corruption":
+            # Only bytes a broker serves from its segment files over the network (sendfile)
+            # are damaged: every receiver checks the RecordBatch CRC-32C (see storage_faults).
+            brokers = [i for i in up if cluster.hosts[i].is_broker]
+            if not brokers:
+                return
+            host = cluster.hosts[rng.choice(brokers)]
+            corruption = ReadCorruption(random.Random(rng.getrandbits(64)), rng.uniform(0.05, 0.5),
+                                        applies_to=READ_CORRUPTION_SCOPE, sends_only=True,
+                                        choose_bit=crc_covered_bit)
+            host.disk.read_corruption = corruption
+            self._count("read_corruption", node=host.name, probability=round(corruption.probability, 3))
+            nursery.start_soon(self._later, rng.uniform(0.5, 5.0), self._end_read_corruption, host, corruption)
+        elif kind == "bitrot":
+            # At rest on one broker, which then dies, so its restart must find the damage (a
+            # process kill: the restart is on the same boot, its page cache "survives" damaged).
+            if self.broker_power_losses >= BROKER_POWER_LOSS_BUDGET:
+                return
+            brokers = [i for i in up if cluster.hosts[i].is_broker]
+            if not brokers:
+                return
+            target = rng.choice(brokers)
+            host = cluster.hosts[target]
+            region = rot_region(host.disk, rng)
+            if region is None:
+                return
+            path, offset, length = region
+            bits = host.disk.rot(path, offset, length, rng, bits=rng.randint(1, 3))
+            self.broker_power_losses += 1
+            cluster.kill(target, reason="bitrot", power_loss=False)
+            self._count("bitrot", node=host.name, path=path, bits=bits)
+            self._restart_at[target] = now + rng.uniform(0.1, 5.0)
+        elif kind == "fsync_error":
+            host = cluster.hosts[rng.choice(up)]
+            host.disk.fail_syncs = True
+            host.disk_fault = True
+            host.injected_errnos.add(errno.EIO)
+            self._count("fsync_error", node=host.name)
+            nursery.start_soon(self._later, rng.uniform(0.1, 2.0), self._end_fsync_error, host)
+        elif kind == "pause":
+            target = rng.choice(up)
+            seconds = rng.uniform(1.0, 10.0)
+            cluster.pause(target, now + seconds)
+            self._count("pause", node=cluster.hosts[target].name, seconds=round(seconds, 3))
+
+    def _end_read_corruption(self, host, corruption: ReadCorruption) -> None:
+        if host.disk.read_corruption is corruption:
+            host.disk.read_corruption = None
+        self.trace.record("nemesis", "read_corruption_end", node=host.name, flips=corruption.flips)
+
+    def _end_fsync_error(self, host) -> None:
+        host.disk.fail_syncs = False
+        host.disk_fault = host.disk.fail_writes  # a disk_full may still be on
 
     async def _later(self, delay: float, fn, *args) -> None:
         await trio.sleep(delay)
@@ -211,9 +313,19 @@ class Nemesis:
                 link.wake_all()
 
     def _disk_ok(self, node_id: int) -> None:
+        """The end of a slow_fsync or disk_full (an fsync_error may outlast them)."""
         host = self.cluster.hosts[node_id]
         host.disk.sync_delay = 0.0
         host.disk.fail_writes = False
+        host.disk_fault = host.disk.fail_syncs
+
+    def _disk_healthy(self, node_id: int) -> None:
+        """Every disk fault ends."""
+        host = self.cluster.hosts[node_id]
+        host.disk.sync_delay = 0.0
+        host.disk.fail_writes = False
+        host.disk.fail_syncs = False
+        host.disk.read_corruption = None
         host.disk_fault = False
 
     def _revive_due(self, now: float) -> None:
@@ -228,8 +340,9 @@ class Nemesis:
     def heal(self) -> None:
         """End every fault: the liveness phase starts from a healthy world."""
         self.net.heal()
+        self.cluster.resume_all()
         for node_id, host in sorted(self.cluster.hosts.items()):
-            self._disk_ok(node_id)
+            self._disk_healthy(node_id)
             host.clock.resync(trio.current_time())
             if not host.up:
                 self.cluster.start(node_id)

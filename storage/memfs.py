@@ -60,13 +60,19 @@ class ReadCorruption:
     probability: float
     applies_to: Callable[[str], bool] = lambda path: True
     sends_only: bool = False
+    # Which bit of the bytes read to flip (None: none fits); default any. A format-aware
+    # caller can aim at the bytes its readers can check.
+    choose_bit: Callable[[bytes, random.Random], int | None] | None = None
     flips: int = 0  # how many reads it corrupted
 
     def maybe_flip(self, path: str, data: bytes) -> bytes:
         if not data or not self.applies_to(path) or self.rng.random() >= self.probability:
             return data
+        bit = self.rng.randrange(len(data) * 8) if self.choose_bit is None else self.choose_bit(data, self.rng)
+        if bit is None:
+            return data
         self.flips += 1
-        return flip_bit(data, self.rng.randrange(len(data) * 8))
+        return flip_bit(data, bit)
 
 
 def flip_bit(data: bytes, bit: int) -> bytes:
