@@ -224,6 +224,10 @@ class SimCluster:
         self.crashes = 0
         self._roles: dict[int, tuple] = {}
         self.on_start = []  # callbacks(host) run when an incarnation starts (checkers reset)
+        # After the heal, a node that still dies of an injected disk error (one raised just
+        # before the heal, surfacing after) is restarted at once, as a supervisor would:
+        # nobody else restarts it, and the liveness phase needs every node.
+        self.restart_after_disk_error = False
 
     @property
     def voters(self) -> list[int]:
@@ -310,12 +314,16 @@ class SimCluster:
             # limit), so such an error is the fault's even when it surfaces after the fault ended.
             injected = host.disk_fault or (host.injected_errnos and all(
                 getattr(x, "errno", None) in host.injected_errnos for x in leaves))
+            restart = False
             if injected and all(isinstance(x, OSError) for x in leaves):
                 self.trace.record(host.name, "crashed_on_disk_error", errors=names)
+                restart = self.restart_after_disk_error
             else:
                 self.trace.record(host.name, "node_failed", errors=names)
                 self.checker.violate("NodeFailed", f"{host.name} stopped with {names}: {_first_line(leaves)}")
             self.kill(host.node_id, reason="failed")
+            if restart:
+                self.start(host.node_id)
             return
         if env is host.env and env.alive:
             self.trace.record(host.name, "node_exited")
