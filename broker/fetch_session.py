@@ -64,7 +64,8 @@ class CachedPartition:
     Its attribute names match FetchRequest.FetchPartition, so the handler reads either."""
 
     __slots__ = ("topic", "partition", "current_leader_epoch", "fetch_offset", "log_start_offset",
-                 "partition_max_bytes", "high_watermark", "last_stable_offset", "leader_log_start_offset")
+                 "partition_max_bytes", "high_watermark", "last_stable_offset", "leader_log_start_offset",
+                 "served")
 
     def __init__(self, topic: str, requested):
         self.topic = topic
@@ -73,6 +74,9 @@ class CachedPartition:
         self.high_watermark = -1  # nothing answered yet: the first answer always includes it
         self.last_stable_offset = -1
         self.leader_log_start_offset = -1
+        # The fetch handler's note of what it last read here (opaque to the session): lets an
+        # incremental fetch skip re-reading a partition where nothing happened.
+        self.served = None
 
     def update(self, requested) -> None:
         self.current_leader_epoch = requested.current_leader_epoch

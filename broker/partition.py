@@ -186,6 +186,8 @@ class Partition:
         if not self.is_leader or len(self.isr_state.isr) < self.hw_min_isr:
             return False
         before = self.log.high_watermark
+        if before >= self.log.log_end_offset:
+            return False  # at the log end already (an idle partition's every follower fetch)
         eligible = self.replication.is_isr_eligible
         waiting = [r for r in self.registration.replicas
                    if r not in self.isr_state.maximal_isr and r != self.local_id and eligible(r)]

@@ -55,7 +55,8 @@ async def handle(broker, header, request) -> FetchResponse:
                                                 privileged=request.replica_id >= 0)
     if context.error:
         return R(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
-    answer = _Answer(broker, request, context.topics, env.now() + max(0, request.max_wait_ms) / 1000)
+    answer = _Answer(broker, request, context.topics, env.now() + max(0, request.max_wait_ms) / 1000,
+                     incremental=context.incremental)
     await answer.read_all()
     if not answer.ready():
         await _park(answer)
@@ -111,8 +112,9 @@ def _may_answer(broker, key, seen, follower: bool, committed: bool) -> bool:
 class _Answer:
     """The partitions one fetch reads and what it has read of each so far."""
 
-    def __init__(self, broker, request, topics: list, deadline: float):
+    def __init__(self, broker, request, topics: list, deadline: float, *, incremental: bool = False):
         self.broker = broker
+        self.incremental = incremental  # items are the session's CachedPartitions
         self.deadline = deadline
         self.replica_id = request.replica_id
         self.follower = request.replica_id >= 0
@@ -131,14 +133,41 @@ class _Answer:
                 or self.broker.env.now() >= self.deadline)
 
     def responses(self) -> list:
-        return [R.FetchableTopicResponse(topic=name, partitions=parts)
+        """What was read; partitions left unread as unchanged (`_unchanged`) are not in it."""
+        return [R.FetchableTopicResponse(topic=name, partitions=[pd for pd in parts if pd is not None])
                 for (name, _), parts in zip(self.topics, self.parts)]
 
     async def read_all(self) -> None:
         for ti, (name, items) in enumerate(self.topics):
             for pi, item in enumerate(items):
-                self._where[(name, item.partition)] = (ti, pi)
-                await self._read(ti, pi, first=True)
+                key = (name, item.partition)
+                self._where[key] = (ti, pi)
+                if self.incremental and self._unchanged(name, item):
+                    partition = item.served[1]
+                    self.watched[key] = (partition, partition.leader_epoch, item.fetch_offset)
+                else:
+                    await self._read(ti, pi, first=True)
+
+    def _unchanged(self, name: str, cached) -> bool:
+        """An incremental fetch's fast path: the partition is as its last answer left it (same
+        metadata and leader, the fetcher at the log end, HW / LSO / log start as sent), so its
+        answer would be "no news" and need not be built. A follower's fetch is still recorded
+        (the ISR's caught-up time)."""
+        served = cached.served
+        if served is None:
+            return False
+        topic_image, partition, fetch_offset, leader_epoch = served
+        if (fetch_offset != cached.fetch_offset or leader_epoch != cached.current_leader_epoch
+                or self.broker.metadata.topic(name) is not topic_image
+                or self.broker.replicas.get(name, cached.partition) is not partition
+                or not partition.is_leader):
+            return False
+        log = partition.log
+        if (log.log_end_offset != fetch_offset or log.high_watermark != cached.high_watermark
+                or partition.last_stable_offset != cached.last_stable_offset
+                or log.log_start_offset != cached.leader_log_start_offset):
+            return False
+        return not self.follower or partition.on_follower_fetch(self.replica_id, fetch_offset)
 
     async def reread(self, keys) -> None:
         for key in keys:
@@ -158,9 +187,14 @@ class _Answer:
         if pd.error_code != ErrorCode.NONE:
             self.errors += 1
             self.watched.pop(key, None)
+            if self.incremental:
+                item.served = None
         else:
             self.total += len(pd.records)
             self.watched[key] = (partition, partition.leader_epoch, item.fetch_offset)
+            if self.incremental:
+                item.served = (self.broker.metadata.topic(name), partition, item.fetch_offset,
+                               item.current_leader_epoch)
 
     async def _read_partition(self, name: str, p, first: bool):
         found = await self.broker.leader_partition(name, p.partition, self.deadline)

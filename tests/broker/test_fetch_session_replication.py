@@ -152,3 +152,20 @@ async def test_a_parked_incremental_fetch_answers_only_the_partition_that_got_re
         # Closing: answered sessionless, and the session is gone.
         closed = await client.call(session_fetch(wanted, session_id=sid, epoch=-1), 11)
         assert closed.session_id == 0 and sid not in c.broker(1).fetch_sessions.sessions
+
+
+async def test_idle_followers_stay_in_the_isr_while_their_fetches_skip_unchanged_partitions():
+    async with running_cluster(3, static=FAST) as c:  # replica.lag.time.max.ms = 800
+        await make_topic(c)
+        client = await RawClient.connect(c.broker(1).port)
+        await produce(client, 3, 2)
+        await wait_for(lambda: in_sync(c, 3, 2))
+        before = trio.current_time()
+        await trio.sleep(2.5)  # three lag periods of incremental rounds that change nothing
+        leaders = replicas(c, 1)
+        # Each round still counts as a fetch by both followers on every partition.
+        assert all(p.followers[f].last_fetch_time > before for p in leaders for f in (2, 3))
+        assert all(p.isr == (1, 2, 3) and p.isr_shrinks == 0 for p in leaders)
+        assert c.broker(1).fetch_sessions.incremental_fetches >= 10
+        sessions = c.broker(1).fetch_sessions.sessions.values()
+        assert all(cached.served is not None for s in sessions for cached in s.partitions.values())
