@@ -167,17 +167,16 @@ class FailureReportingFileSystem:
 class _ReportingFile:
     """One open file of a log dir; its I/O errors go through the file system's `failure`."""
 
-    __slots__ = ("_inner", "_fs", "path", "send_to")
+    __slots__ = ("_inner", "_fs", "path", "size", "send_to", "close")
 
     def __init__(self, inner, fs: FailureReportingFileSystem):
         self._inner = inner
         self._fs = fs
         self.path = inner.path
+        self.size = inner.size  # no I/O (the size is kept in memory), and the log asks often
         # sendfile errors are mostly the socket's (a peer gone), not the disk's: not reported.
         self.send_to = inner.send_to
-
-    def size(self) -> int:
-        return self._inner.size()
+        self.close = inner.close
 
     def read(self, offset: int, size: int) -> bytes:
         try:
@@ -208,9 +207,6 @@ class _ReportingFile:
             await self._inner.sync()
         except OSError as exc:
             raise self._fs.failure(self.path, exc, "fsync") from exc
-
-    def close(self) -> None:
-        self._inner.close()
 
 
 class LogDirEnv:
