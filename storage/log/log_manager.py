@@ -156,9 +156,6 @@ class LogManager:
         """Whether this partition's log lives in a data dir that failed."""
         return bool(self.failures.offline) and self.failures.is_offline(self._dir_of.get((topic, partition)))
 
-    def logs_in(self, data_dir: str) -> list[TopicPartition]:
-        return sorted(tp for tp, d in self._dir_of.items() if d == data_dir)
-
     def _online_counts(self) -> dict[str, int]:
         """Partitions per healthy data dir (new logs go there); KafkaStorageError if none is left."""
         counts = {d: n for d, n in self._partition_counts().items() if not self.failures.is_offline(d)}
