@@ -6,9 +6,12 @@ Three things make a trio run reproducible (see reference/simulation.md §5):
    straight to the next deadline (what `MockClock(rate=0, autojump_threshold=0)`
    does, in one pass of trio's run loop instead of two, without a real clock).
 2. trio's deterministic scheduling: each run-queue batch is sorted by task
-   creation order and shuffled with trio's module RNG `_r`, which we seed. This
-   is the switch pytest-trio and trio's Hypothesis plugin flip; it is private
-   API, so trio is pinned and a test asserts the attributes exist.
+   creation order and shuffled with trio's module RNG `_r`. This is the switch
+   pytest-trio and trio's Hypothesis plugin flip; it is private API, so trio is
+   pinned and a test asserts the attributes exist. `_r` is one object shared by
+   every trio loop of the process, in every thread, so it is replaced (once, for
+   good) by `_PerThreadRandom`: the thread running a deterministic run draws from
+   its own seeded generator, every other thread from trio's original `_r`.
 3. A sandbox that makes the usual ways of reaching real time, OS entropy,
    threads and sockets raise `NondeterminismError` while the run is going, so a
    stray call fails loudly instead of silently changing the trace.
@@ -168,18 +171,96 @@ class SimClock(trio.abc.Clock):
         return 0.0
 
 
+class _PerThreadRandom(random.Random):
+    """trio's scheduler RNG (`trio._core._run._r`), with a seeded generator per simulating thread.
+
+    Why: `_r` is a module global, so every trio loop in the process draws from it,
+    whatever its thread: a shuffle per run-queue batch of two or more tasks, a coin
+    per pass outside deterministic mode, a draw per `trio.run` for the SystemClock
+    offset. A seeded run is only reproducible if nothing else draws from its stream
+    while it runs, and in a long test session something does: session fixtures keep
+    brokers and clients running on trio loops in background threads, and they take
+    numbers from the seeded stream at moments the OS thread scheduler picks, so the
+    same seed shuffled differently (an in-process re-run diverged; separate
+    processes never did).
+
+    While a thread is inside `deterministic_scheduling`, that thread draws from its
+    own seeded `random.Random`; every other thread, and that one outside a run, uses
+    trio's original `_r` (the object trio's Hypothesis plugin registered), so the
+    patch changes nothing for them.
+    """
+
+    def __init__(self, shared: random.Random) -> None:
+        super().__init__(0)  # the base state is never used: every draw is delegated
+        self.shared = shared
+        self.local = threading.local()  # .rng: the seeded generator of a running simulation
+
+    def _rng(self) -> random.Random:
+        return getattr(self.local, "rng", None) or self.shared
+
+    # What trio calls (shuffle, random, uniform) and what the other methods rest on.
+    def random(self) -> float:
+        return self._rng().random()
+
+    def getrandbits(self, k: int) -> int:
+        return self._rng().getrandbits(k)
+
+    def shuffle(self, x: list) -> None:
+        self._rng().shuffle(x)
+
+    def uniform(self, a: float, b: float) -> float:
+        return self._rng().uniform(a, b)
+
+    def seed(self, a=None, version: int = 2) -> None:
+        if hasattr(self, "local"):  # not while random.Random.__init__ runs
+            self._rng().seed(a, version)
+
+    def getstate(self):
+        return self._rng().getstate()
+
+    def setstate(self, state) -> None:
+        self._rng().setstate(state)
+
+
+_scheduling_lock = threading.Lock()
+_runs_in_progress = 0  # deterministic runs going on in any thread (the mode flag is global)
+_flag_before_runs = False
+
+
+def _per_thread_random() -> _PerThreadRandom:
+    """trio's `_r`, replaced by a `_PerThreadRandom` the first time (a permanent, neutral patch)."""
+    with _scheduling_lock:
+        current = _trio_run._r
+        if not isinstance(current, _PerThreadRandom):
+            current = _PerThreadRandom(current)
+            _trio_run._r = current
+        return current
+
+
 @contextlib.contextmanager
 def deterministic_scheduling(seed: int) -> Iterator[None]:
-    """Switch trio's scheduler to its deterministic mode, seeded; restore afterwards."""
-    saved_flag = _trio_run._ALLOW_DETERMINISTIC_SCHEDULING
-    saved_state = _trio_run._r.getstate()
-    _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
-    _trio_run._r.seed(seed)
+    """Switch trio's scheduler to its deterministic mode, seeded, for this thread's runs.
+
+    Other threads' trio loops neither draw from this seeded stream nor can switch the
+    mode off while the block runs (the flag stays on until the last such block ends).
+    """
+    global _runs_in_progress, _flag_before_runs
+    rng = _per_thread_random()
+    with _scheduling_lock:
+        if _runs_in_progress == 0:
+            _flag_before_runs = _trio_run._ALLOW_DETERMINISTIC_SCHEDULING
+            _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+        _runs_in_progress += 1
+    outer = getattr(rng.local, "rng", None)
+    rng.local.rng = random.Random(seed)
     try:
         yield
     finally:
-        _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = saved_flag  # type: ignore[misc]
-        _trio_run._r.setstate(saved_state)
+        rng.local.rng = outer
+        with _scheduling_lock:
+            _runs_in_progress -= 1
+            if _runs_in_progress == 0:
+                _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = _flag_before_runs  # type: ignore[misc]
 
 
 def run_deterministic(
