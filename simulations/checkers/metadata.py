@@ -37,7 +37,9 @@ class MetadataChecker:
         self.replayed_end = 0  # next committed offset to replay
         self._image = EMPTY_IMAGE
         self._assembler = BatchAssembler()
-        self._last_seen: dict[tuple[int, str], tuple[int, int, int]] = {}  # -> (incarnation, id, offset)
+        # -> (incarnation, image, offset). The image itself, not its id(): once the previous
+        # image is freed a new one can reuse its address and would be taken for unchanged.
+        self._last_seen: dict[tuple[int, str], tuple[int, MetadataImage, int]] = {}
         self.compared = 0
 
     # ------------------------------------------------------------------ replay
@@ -72,12 +74,12 @@ class MetadataChecker:
         """One node's current image (`kind`: "broker" published or "controller" committed)."""
         key = (node, kind)
         last = self._last_seen.get(key)
-        if last is not None and last[0] == incarnation and last[1] == id(image):
+        if last is not None and last[0] == incarnation and last[1] is image:
             return
         if last is not None and last[0] == incarnation and image.offset < last[2]:
             self.raft.violate("MonotonicMetadataOffset", f"node {node} {kind} image went from offset "
                               f"{last[2]} back to {image.offset}")
-        self._last_seen[key] = (incarnation, id(image), image.offset)
+        self._last_seen[key] = (incarnation, image, image.offset)
         if replay_errors:
             offset, message = replay_errors[0]
             self.raft.violate("MetadataReplayError", f"node {node} {kind}: record at {offset} did not apply: "
