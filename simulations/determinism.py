@@ -55,9 +55,17 @@ class NondeterminismError(RuntimeError):
 _CLOCK_ALLOWED_CALLERS = ("logging",)
 
 
-def _forbid(what: str, allowed_callers: tuple[str, ...] = (), original=None):
+def _forbid(what: str, original: Callable, sim_thread: int, allowed_callers: tuple[str, ...] = ()):
+    """`original`, except in the simulating thread (unless called from `allowed_callers`).
+
+    The patches are process-wide, but other threads (a test's brokers, trio's worker
+    threads) are not part of the simulation and keep the real functions.
+    """
+
     def forbidden(*args, **kwargs):
-        if allowed_callers and original is not None:
+        if threading.get_ident() != sim_thread:
+            return original(*args, **kwargs)
+        if allowed_callers:
             caller = sys._getframe(1).f_globals.get("__name__", "")
             if caller in allowed_callers or caller.split(".")[0] in allowed_callers:
                 return original(*args, **kwargs)
@@ -72,7 +80,7 @@ def _forbid(what: str, allowed_callers: tuple[str, ...] = (), original=None):
 
 @contextlib.contextmanager
 def sandbox() -> Iterator[None]:
-    """Make real clocks, OS entropy, threads and sockets raise inside the block.
+    """Make real clocks, OS entropy, threads and sockets raise inside the block, in this thread.
 
     Install it *inside* trio.run: trio creates its wakeup socketpair before the
     root task starts, and reads the clock through names bound at import time
@@ -80,39 +88,42 @@ def sandbox() -> Iterator[None]:
     affected by these patches.
     """
     patches: list[tuple[Any, str, Any]] = []
+    sim_thread = threading.get_ident()
 
-    def patch(owner: Any, name: str, replacement: Any) -> None:
-        patches.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, replacement)
+    def forbid(owner: Any, name: str, what: str, allowed_callers: tuple[str, ...] = ()) -> None:
+        original = getattr(owner, name)
+        patches.append((owner, name, original))
+        setattr(owner, name, _forbid(what, original, sim_thread, allowed_callers))
 
     for name in ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"):
-        patch(time, name, _forbid(f"time.{name}", _CLOCK_ALLOWED_CALLERS, getattr(time, name)))
+        forbid(time, name, f"time.{name}", _CLOCK_ALLOWED_CALLERS)
     for name in ("urandom", "getrandom"):
         if hasattr(os, name):
-            patch(os, name, _forbid(f"os.{name}"))
+            forbid(os, name, f"os.{name}")
     for name in (
         "random", "randint", "randrange", "choice", "choices", "shuffle", "sample", "uniform",
         "getrandbits", "randbytes", "gauss", "expovariate", "triangular", "betavariate",
     ):
-        patch(random, name, _forbid(f"random.{name}"))
+        forbid(random, name, f"random.{name}")
     original_seed = random.Random.seed
 
     def seed_or_refuse(self, a=None, version=2):
         # random.Random() with no seed draws OS entropy in C, bypassing os.urandom.
-        if a is None and not isinstance(self, random.SystemRandom):
+        if a is None and not isinstance(self, random.SystemRandom) and threading.get_ident() == sim_thread:
             raise NondeterminismError("random.Random() without a seed inside a simulation; use env.rng")
         return original_seed(self, a, version)
 
-    patch(random.Random, "seed", seed_or_refuse)
+    patches.append((random.Random, "seed", original_seed))
+    random.Random.seed = seed_or_refuse
     for name in ("random", "getrandbits", "randbytes"):
-        patch(random.SystemRandom, name, _forbid(f"random.SystemRandom.{name}"))
-    patch(uuid, "uuid1", _forbid("uuid.uuid1"))
-    patch(uuid, "uuid4", _forbid("uuid.uuid4"))
-    patch(threading.Thread, "start", _forbid("threading.Thread.start"))
+        forbid(random.SystemRandom, name, f"random.SystemRandom.{name}")
+    forbid(uuid, "uuid1", "uuid.uuid1")
+    forbid(uuid, "uuid4", "uuid.uuid4")
+    forbid(threading.Thread, "start", "threading.Thread.start")
     for name in ("socket", "socketpair", "create_connection", "create_server", "getaddrinfo"):
-        patch(socket, name, _forbid(f"socket.{name}"))
+        forbid(socket, name, f"socket.{name}")
     # trio's worker-thread cache can reuse a live thread without Thread.start.
-    patch(trio.to_thread, "run_sync", _forbid("trio.to_thread.run_sync"))
+    forbid(trio.to_thread, "run_sync", "trio.to_thread.run_sync")
     try:
         yield
     finally:

@@ -12,17 +12,22 @@ our own sets) would change order once the heap looks different.
 """
 from __future__ import annotations
 
+import os
 import random
+import socket
 import sys
 import threading
+import time
+import uuid
 
+import pytest
 import trio
 import trio._core._run as trio_run
 
 from metadata.image import MetadataImage
 from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
-from simulations.determinism import deterministic_scheduling, run_deterministic
+from simulations.determinism import NondeterminismError, deterministic_scheduling, run_deterministic
 from simulations.runner import SimOptions, run_simulation
 from simulations.trace import Trace
 from tests.simulations.test_sandbox import _interleaving
@@ -158,3 +163,35 @@ def test_metadata_checker_checks_a_new_image_that_reuses_the_old_ones_address():
         allocated.append(image)
     metadata.observe(1, 0, "broker", image, [])
     assert [v.invariant for v in checker.violations] == ["UncommittedMetadataPublished"]
+
+
+def test_sandbox_forbids_only_in_the_simulating_thread():
+    # The patches are process-wide; a broker fixture's thread calling time.monotonic()
+    # or opening a socket while a simulation runs must not get NondeterminismError.
+    sandbox_on, other_done = threading.Event(), threading.Event()
+    seen_elsewhere: list[str] = []
+
+    def other_thread() -> None:
+        assert sandbox_on.wait(30)
+        try:
+            time.monotonic(), os.urandom(1), random.random(), uuid.uuid4(), random.Random()
+            socket.socket().close()
+            seen_elsewhere.append("ok")
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            seen_elsewhere.append(repr(e))
+        finally:
+            other_done.set()
+
+    async def body() -> None:
+        with pytest.raises(NondeterminismError):
+            time.monotonic()
+        sandbox_on.set()
+        assert other_done.wait(30)  # blocks the run; virtual time does not move meanwhile
+        with pytest.raises(NondeterminismError):
+            os.urandom(1)
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    run_deterministic(body, seed=0)
+    thread.join(30)
+    assert seen_elsewhere == ["ok"]
