@@ -10,7 +10,9 @@ Model:
   FIFO order at `max(previous delivery, now + latency)`, latency drawn from the
   directed link's `LinkProfile` (min + exponential, a rare slow tail, and a
   "loss" probability that costs a retransmission timeout: TCP turns loss into
-  delay). Different connections reorder freely.
+  delay). Different connections reorder freely. Writes made at one instant
+  travel together, as back-to-back segments of one TCP flow do (a response
+  written as header + file slices + trailer is one arrival, not one per write).
 - A link can be blocked (partition, one-way or symmetric) or clogged until a
   time: bytes already sent and new ones are held, not lost, and flow once the
   link clears, as TCP retransmissions would. A connect() across a blocked link
@@ -91,8 +93,8 @@ class _Pipe:
     delivery); on any other clock, a cancel scope's deadline.
     """
 
-    __slots__ = ("key", "link", "queue", "last_delivery", "unread", "broken", "reader_closed", "_changed",
-                 "reader", "_reader_due", "_reader_scope", "_parks", "_call_at")
+    __slots__ = ("key", "link", "queue", "last_delivery", "last_push", "unread", "broken", "reader_closed",
+                 "_changed", "reader", "_reader_due", "_reader_scope", "_parks", "_call_at")
 
     def __init__(self, key: int, link: _Link):
         self.key = key
@@ -100,6 +102,7 @@ class _Pipe:
         link.pipes[key] = self
         self.queue: deque[tuple[float, bytes | None]] = deque()
         self.last_delivery = 0.0
+        self.last_push = -1.0  # when the newest queued chunk was written
         self.unread = 0
         self.broken = False
         self.reader_closed = False
@@ -126,8 +129,22 @@ class _Pipe:
             self.reader = None
             trio.lowlevel.reschedule(reader)
 
-    def push(self, data: bytes | None, latency: float) -> None:
+    def push(self, data: bytes | None, latency: float | Callable[[], float]) -> None:
+        """Queue `data` (None = EOF) after `latency` (a float, or a callable drawing one).
+
+        Data written at the same instant as the newest queued chunk joins that chunk:
+        it is still in flight (every latency is > 0), and back-to-back writes of one
+        flow cross the network together."""
         now = trio.current_time()
+        queue = self.queue
+        if data and self.last_push == now and queue and queue[-1][1]:
+            at, tail = queue[-1]
+            queue[-1] = (at, tail + data)
+            self.unread += len(data)
+            return
+        self.last_push = now
+        if not isinstance(latency, float):
+            latency = latency()
         at = max(self.last_delivery, now + latency)
         self.last_delivery = at
         was_empty = not self.queue
@@ -213,7 +230,7 @@ class SimStream(trio.abc.HalfCloseableStream):
             await self._wait_window()
             data = bytes(data)
             if data:
-                self._out.push(data, self._out.link.profile.draw(self._net.rng))
+                self._out.push(data, self._draw_latency)
                 self._net.trace.record(self.local, "send", conn=self._conn.id, nbytes=len(data))
             await trio.lowlevel.cancel_shielded_checkpoint()
         finally:
@@ -246,6 +263,9 @@ class SimStream(trio.abc.HalfCloseableStream):
         if not self._eof_sent:
             self._eof_sent = True
             self._push_fin()
+
+    def _draw_latency(self) -> float:
+        return self._out.link.profile.draw(self._net.rng)
 
     def _push_fin(self) -> None:
         if not self._out.broken and not self._out.reader_closed:

@@ -7,7 +7,9 @@ Many requests can be in flight at once (pipelining). A caller that gives up
 (cancelled or timed out) leaves its slot behind: the answer is read and
 dropped, so the stream stays in sync. A request timeout, however, closes the
 connection, as the Java client does — the broker may be stuck and everything
-queued behind the late answer would wait too.
+queued behind the late answer would wait too. Like the Java client's poll loop,
+one watchdog per connection checks the deadlines of the pending requests (a
+request costs no timer of its own).
 
 On open the connection negotiates versions with ApiVersions (KIP-35): we send
 our newest version; a broker that does not know it answers in v0 with
@@ -39,18 +41,23 @@ __all__ = ["BrokerConnection", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"
 CLIENT_SOFTWARE_NAME = "raftkafka-python"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 _RECEIVE_CHUNK = 256 * 1024
+_NEVER = float("inf")
 
 
 class _Slot:
-    __slots__ = ("correlation_id", "api_key", "version", "done", "response", "error")
+    __slots__ = ("correlation_id", "api_key", "version", "done", "response", "error", "deadline", "wait",
+                 "timed_out")
 
-    def __init__(self, correlation_id: int, api_key: int, version: int):
+    def __init__(self, correlation_id: int, api_key: int, version: int, deadline: float):
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.version = version
         self.done = trio.Event()
         self.response: Message | None = None
         self.error: Exception | None = None
+        self.deadline = deadline  # the answer is overdue after this (trio time)
+        self.wait = 0.0  # how long the answer may take once the request is sent
+        self.timed_out = False
 
 
 class BrokerConnection:
@@ -71,6 +78,7 @@ class BrokerConnection:
         self._correlation = itertools.count(1)
         self._closed = False
         self._close_error: Exception | None = None
+        self._watchdog_scope = trio.CancelScope()
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}{' closed' if self._closed else ''}>"
@@ -86,6 +94,7 @@ class BrokerConnection:
         except OSError as exc:
             raise KafkaConnectionError(f"connect to {host}:{port} failed: {exc}") from None
         nursery.start_soon(conn._read_loop)
+        nursery.start_soon(conn._watch_deadlines)
         try:
             await conn._negotiate_versions()
         except BaseException:
@@ -161,40 +170,71 @@ class BrokerConnection:
             version = self.version_for(body.API_KEY)
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         frame = encode_request(body, version, correlation_id, self.client_id)
-        slot = _Slot(correlation_id, body.API_KEY, version)
-        async with self._send_lock:
+        # Until it is sent, the request timeout bounds the send (the watchdog sees the slot).
+        slot = _Slot(correlation_id, body.API_KEY, version, trio.current_time() + self.request_timeout)
+        # The send lock without a schedule point of its own when it is free (the send
+        # that follows is one); a cancelled caller still stops here, before sending.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._send_lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._send_lock.acquire()
+        try:
             if self._closed:
                 raise self._closed_error()
             if expect_response:
                 self._pending.append(slot)
             # A frame cut in half by a cancelled caller would desynchronise the stream:
-            # the send is shielded, bounded by the request timeout instead.
-            with trio.CancelScope(shield=True):
-                error = None
-                with trio.move_on_after(self.request_timeout) as send_scope:
-                    try:
-                        await self._stream.send_all(frame)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                        error = KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc!r}")
-                if send_scope.cancelled_caught:
-                    error = KafkaConnectionError(f"send to {self.host}:{self.port} timed out")
-                if error is not None:
+            # the send is shielded, bounded by the request timeout instead (the watchdog
+            # closes the connection under a pending request's send; without a response
+            # there is no pending slot, so the scope has the deadline).
+            error = None
+            deadline = _NEVER if expect_response else slot.deadline
+            with trio.CancelScope(shield=True, deadline=deadline) as send_scope:
+                try:
+                    await self._stream.send_all(frame)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    error = KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc!r}")
+            if send_scope.cancelled_caught:
+                error = KafkaConnectionError(f"send to {self.host}:{self.port} timed out")
+            if error is not None:
+                with trio.CancelScope(shield=True):
                     await self._fail(error)
-                    raise self._closed_error()
+                raise self._closed_error()
+        finally:
+            self._send_lock.release()
         if sent is not None:
             sent.set()
         if not expect_response:
             return None
-        deadline = self.request_timeout + (timeout or 0.0)
-        with trio.move_on_after(deadline) as scope:
-            await slot.done.wait()
-        if scope.cancelled_caught:
-            await self._fail(KafkaTimeoutError(
-                f"{ApiKey(body.API_KEY).name} to {self.host}:{self.port} got no answer in {deadline:.1f}s"))
+        slot.wait = self.request_timeout + (timeout or 0.0)
+        slot.deadline = trio.current_time() + slot.wait
+        await slot.done.wait()
+        if slot.timed_out:
             raise KafkaTimeoutError(f"request to broker {self.node_id} timed out")
         if slot.error is not None:
             raise slot.error
         return slot.response
+
+    async def _watch_deadlines(self) -> None:
+        """Close the connection once a pending request's answer is overdue."""
+        with self._watchdog_scope:
+            while not self._closed:
+                now = trio.current_time()
+                overdue = [slot for slot in self._pending if slot.deadline <= now]
+                if overdue:
+                    for slot in overdue:
+                        slot.timed_out = True
+                    first = overdue[0]
+                    await self._fail(KafkaTimeoutError(
+                        f"{ApiKey(first.api_key).name} to {self.host}:{self.port} got no answer in {first.wait:.1f}s"))
+                    return
+                # A request made later is due a whole request timeout after it was made, so
+                # looking again within one request timeout from now never misses a deadline.
+                wake = now + self.request_timeout
+                for slot in self._pending:
+                    wake = min(wake, slot.deadline)
+                await trio.sleep_until(wake)
 
     # ------------------------------------------------------------------ reading
 
@@ -244,6 +284,7 @@ class BrokerConnection:
         if self._closed:
             return
         self._closed = True
+        self._watchdog_scope.cancel()
         self._close_error = error if isinstance(error, KafkaConnectionError) else KafkaConnectionError(str(error))
         pending, self._pending = self._pending, deque()
         for slot in pending:

@@ -73,7 +73,7 @@ class Consumer:
         self._nursery: trio.Nursery | None = None
         self._closed = False
         self._in_flight: dict[int, list[TopicPartition]] = {}  # node -> partitions of its pending Fetch
-        self._fetch_returned = trio.Event()  # set (and replaced) each time a Fetch comes back
+        self._wakeup = trio.Event()  # set (and replaced) when a Fetch comes back or the group wants a rejoin
         self._fetch_errors: list[KafkaError] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -84,6 +84,7 @@ class Consumer:
         self.cluster = Cluster(self.env, self._nursery, self._bootstrap, **self._cluster_options)
         if self.group_id is not None:
             self.group = GroupMembership(self.env, self.cluster, self.group_id, **self._group_options)
+            self.group.on_rejoin_wanted = self._wake_poll
             self._nursery.start_soon(self.group.heartbeat_loop)
         self._next_auto_commit = self.env.now() + self.auto_commit_interval
         return self
@@ -289,26 +290,24 @@ class Consumer:
             await self._refresh_metadata()
         for node, partitions in sorted(by_node.items()):
             self._in_flight[node] = partitions
-            self._nursery.start_soon(self._fetch_from, node, partitions, max_wait)
-        rejoin = self.group.rejoin_wanted if self.group is not None else trio.Event()
-        returned = self._fetch_returned
-        with trio.move_on_after(max_wait):
-            async with trio.open_nursery() as waiting:
-                async def until(event: trio.Event) -> None:
-                    await event.wait()
-                    waiting.cancel_scope.cancel()
-
-                waiting.start_soon(until, rejoin)
-                waiting.start_soon(until, returned)
+            # Built now, from the positions this round saw: by the time the task runs, a
+            # rebalance may have taken some of these partitions away.
+            request = self.fetch.build_request(partitions, max_wait_ms=int(max_wait * 1000),
+                                               min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes)
+            self._nursery.start_soon(self._fetch_from, node, request, max_wait)
+        if self.group is not None and self.group.rejoin_wanted.is_set():
+            await trio.lowlevel.checkpoint()
+        else:
+            wakeup = self._wakeup
+            with trio.move_on_after(max_wait):
+                await wakeup.wait()
         if self._fetch_errors:  # raised here, not in the tasks, so callers see a KafkaError, not a group
             error, self._fetch_errors = self._fetch_errors[0], []
             raise error
 
-    async def _fetch_from(self, node: int, partitions, max_wait: float) -> None:
+    async def _fetch_from(self, node: int, request, max_wait: float) -> None:
         """One Fetch to `node`, in the consumer's nursery (it may outlive the poll that sent it)."""
         try:
-            request = self.fetch.build_request(partitions, max_wait_ms=int(max_wait * 1000),
-                                               min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes)
             try:
                 connection = await self.cluster.connection(node)
                 response = await connection.request(request, timeout=max_wait)
@@ -329,8 +328,12 @@ class Consumer:
         finally:
             # Whatever came back (records, nothing, an error), the node is free for the next fetch.
             del self._in_flight[node]
-            self._fetch_returned.set()
-            self._fetch_returned = trio.Event()
+            self._wake_poll()
+
+    def _wake_poll(self) -> None:
+        """End the wait of the current fetch round (a Fetch came back, or the group wants a rejoin)."""
+        self._wakeup.set()
+        self._wakeup = trio.Event()
 
     async def _refresh_metadata(self) -> None:
         try:

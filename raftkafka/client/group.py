@@ -69,6 +69,7 @@ class GroupMembership:
         self.coordinator: int | None = None
         self.needs_join = True
         self.rejoin_wanted = trio.Event()  # set when a heartbeat learns of a rebalance
+        self.on_rejoin_wanted = None  # called when it is set (the consumer's poll wakes up)
 
     # ------------------------------------------------------------------ coordinator
 
@@ -178,7 +179,12 @@ class GroupMembership:
                 if response.error_code != ErrorCode.REBALANCE_IN_PROGRESS:
                     self.member_id, self.generation = "", -1
                 self.needs_join = True
-                self.rejoin_wanted.set()
+                self._want_rejoin()
+
+    def _want_rejoin(self) -> None:
+        self.rejoin_wanted.set()
+        if self.on_rejoin_wanted is not None:
+            self.on_rejoin_wanted()
 
     async def leave(self) -> None:
         if not self.member_id or self.generation < 0:
@@ -217,7 +223,7 @@ class GroupMembership:
             for p in t.partitions:
                 if p.error_code in _REJOIN_ERRORS:
                     self.needs_join = True
-                    self.rejoin_wanted.set()
+                    self._want_rejoin()
                     raise CommitFailedError(f"commit to {self.group_id} failed: the group rebalanced",
                                             p.error_code)
                 if p.error_code:

@@ -182,3 +182,28 @@ async def test_corrupt_fetch_data_is_a_typed_error(nursery, autojump_clock):
         with pytest.raises(KafkaError) as info:
             await consumer.poll(1.0)
         assert info.value.code == ErrorCode.CORRUPT_MESSAGE
+
+
+async def test_partitions_taken_away_before_the_fetch_task_runs(nursery, autojump_clock):
+    # A rebalance can change the assignment between the round that picks a fetch's
+    # partitions and the moment its task runs: the request reflects the round's view and
+    # the answer for partitions no longer assigned is dropped.
+    env, mini = await start(nursery)
+    mini.create_topic("t", 2)
+    await produce(env, "t", [b"x"], partition=0)
+    async with Consumer(env, "b1:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0), ("t", 1)])
+        consumer.seek_to_beginning()
+        spawn = consumer._nursery.start_soon
+
+        def spawn_then_rebalance(fn, *args):
+            spawn(fn, *args)
+            if fn == consumer._fetch_from:
+                consumer.assign([("t", 1)])  # ("t", 0) is gone before the Fetch goes out
+
+        consumer._nursery.start_soon = spawn_then_rebalance
+        assert await consumer.poll(0.5) == []
+        consumer._nursery.start_soon = spawn
+        consumer.assign([("t", 0)])
+        consumer.seek(("t", 0), 0)
+        assert [r.value for r in await drain(consumer, 1)] == [b"x"]
