@@ -185,10 +185,22 @@ class _ReportingFile:
             raise self._fs.failure(self.path, exc, "read") from exc
 
     def append(self, data) -> int:
+        end = self._inner.size()
         try:
             return self._inner.append(data)
         except OSError as exc:
+            self._undo_partial_append(end)
             raise self._fs.failure(self.path, exc, "write") from exc
+
+    def _undo_partial_append(self, end: int) -> None:
+        """A write refused part-way (ENOSPC, EFBIG after a short write) leaves a torn batch
+        that was never acknowledged: cut it now, so the log holds whole batches and the next
+        start has nothing to cut (a cut log makes the restart unclean, KIP-966)."""
+        try:
+            if self._fs.inner.file_size(self.path) > end:
+                self._inner.truncate(end)
+        except OSError:
+            pass  # the device is failing outright: recovery cuts the tail at the next start
 
     def write_at(self, offset: int, data) -> None:
         try:

@@ -221,3 +221,36 @@ async def test_a_read_error_answers_fetch_and_list_offsets_with_kafka_storage_er
         assert offsets.topics[0].partitions[0].error_code == E.KAFKA_STORAGE_ERROR
         produced = B.one_partition(await client.call(B.produce("t", 0, B.batch(1)), 8))
         assert produced.error_code == E.KAFKA_STORAGE_ERROR
+
+
+def test_an_append_refused_part_way_is_cut_back_to_the_last_whole_write():
+    disk, fs, channel = _view("/data/a")
+
+    class ShortWriteDisk:
+        """Writes only the first 3 bytes of an append, then fails (a real disk's ENOSPC/EFBIG)."""
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def open(self, path, *, create=False):
+            return ShortWriteFile(self.inner.open(path, create=create))
+
+        def file_size(self, path):
+            return self.inner.file_size(path)
+
+    class ShortWriteFile:
+        def __init__(self, inner):
+            self.inner, self.path = inner, inner.path
+            self.size, self.truncate, self.send_to, self.close = inner.size, inner.truncate, inner.send_to, inner.close
+
+        def append(self, data):
+            self.inner.append(bytes(data)[:3])
+            raise OSError(errno.EFBIG, "File too large")
+
+    fs.inner = ShortWriteDisk(disk)
+    f = fs.open("/data/a/t-0.log", create=True)
+    f._inner.inner.append(b"whole batch")
+    with pytest.raises(KafkaStorageError, match="File too large"):
+        f.append(b"torn batch")
+    assert disk.snapshot()["/data/a/t-0.log"] == b"whole batch" and f.size() == len(b"whole batch")
+    assert channel.is_offline("/data/a")
