@@ -1,6 +1,6 @@
 """`python -m raftkafka simulate`: deterministic simulation of a cluster under faults.
 
-    python -m raftkafka simulate --seed 7 [--duration 30s] [--faults all|none|network|crash|disk|clock]
+    python -m raftkafka simulate --seed 7 [--duration 30s] [--faults all|none|network|crash|disk|clock|process]
                                  [--nodes 3] [--brokers 3] [--workload cluster|raft] [--json] [--trace FILE]
     python -m raftkafka simulate --seeds 0..199 [--jobs 2] [--json]
 
@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--duration", default="30s", help="simulated time of the fault phase (default 30s)")
     p.add_argument("--heal-timeout", default="30s", help="time allowed to converge after healing (default 30s)")
     p.add_argument("--faults", default="all",
-                   help="all, none, or a comma list of groups (network, crash, disk, clock) or kinds")
+                   help="all, none, or a comma list of groups (network, crash, disk, clock, process) or kinds")
     p.add_argument("--nodes", "--controllers", dest="nodes", type=int, default=3, help="controllers (default 3)")
     p.add_argument("--brokers", type=int, default=3,
                    help="broker-only nodes for the cluster workload; 0 = combined controller+broker nodes (default 3)")
@@ -139,11 +139,14 @@ def _fuzz(args, first: int, last: int) -> int:
     failing: list[dict] = []
     sim_seconds = 0.0
     done = 0
+    fault_totals: dict[str, int] = {}  # injected faults by kind, over every seed
 
     def report(result: dict) -> None:
         nonlocal done, sim_seconds
         done += 1
         sim_seconds += result["sim_seconds"]
+        for kind, n in result["faults"].items():
+            fault_totals[kind] = fault_totals.get(kind, 0) + n
         if result["violations"]:
             failing.append(result)
             v = result["violations"][0]
@@ -163,13 +166,15 @@ def _fuzz(args, first: int, last: int) -> int:
     wall = time.perf_counter() - wall0
     summary = {"seeds": len(seeds), "failing": sorted(r["seed"] for r in failing),
                "sim_seconds": round(sim_seconds, 3), "wall_seconds": round(wall, 3),
-               "seeds_per_second": round(len(seeds) / wall, 3), "sim_per_wall": round(sim_seconds / wall, 1)}
+               "seeds_per_second": round(len(seeds) / wall, 3), "sim_per_wall": round(sim_seconds / wall, 1),
+               "faults": dict(sorted(fault_totals.items()))}
     if args.json:
         print(json.dumps(summary, sort_keys=True))
     else:
         listed = f" {summary['failing']}" if failing else ""
         print(f"{len(seeds)} seeds, {len(failing)} failing{listed}; "
               f"{summary['seeds_per_second']} seeds/s, {summary['sim_per_wall']}x realtime over {wall:.1f}s")
+        print("faults injected: " + (" ".join(f"{k}={v}" for k, v in summary["faults"].items()) or "none"))
         for r in sorted(failing, key=lambda r: r["seed"]):
             print(f"seed {r['seed']}: last events:")
             for line in r.get("tail", [])[-15:]:
