@@ -151,10 +151,10 @@ class BrokerRole:
         and record each new broker epoch for the next start."""
         dirs = list(kafka.log_manager.data_dirs)
         clean = kafka.log_manager.had_clean_shutdown
-        # A log that recovery had to cut lost records we may have acknowledged (bit rot, or a
-        # write torn by the OS): unclean, whatever the boot id says.
-        cut = any(log.recovery_stats.bytes_truncated or log.recovery_stats.segments_deleted
-                  for _, log in kafka.log_manager.all_logs())
+        # A log that recovery had to cut below a whole batch lost records we may have
+        # acknowledged (bit rot): unclean, whatever the boot id says. A torn last write (a crash
+        # mid-append) loses nothing that was acknowledged and keeps the same-boot rule.
+        cut = any(log.recovery_stats.whole_batches_lost for _, log in kafka.log_manager.all_logs())
         self.lifecycle.previous_broker_epoch = -1 if cut else previous_broker_epoch(
             self.env.fs, dirs, clean_shutdown=bool(clean) and all(clean.values()))
         self.lifecycle.on_registered = lambda epoch: record_incarnation(self.env.fs, dirs, epoch)

@@ -13,7 +13,7 @@ from storage.env import File
 from wire.batch_header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, iter_batches, validate_batch
 from wire.errors import CorruptRecordError
 
-__all__ = ["scan_valid_batches", "iter_batch_bytes"]
+__all__ = ["scan_valid_batches", "iter_batch_bytes", "is_torn_tail"]
 
 _SCAN_CHUNK = 8 << 20
 _LENGTH = struct.Struct(">i")
@@ -55,6 +55,16 @@ def scan_valid_batches(
             consumed = header.size
         pos += consumed
     return pos
+
+
+def is_torn_tail(file: File, pos: int, end: int) -> bool:
+    """Whether the invalid bytes [pos, end) are shorter than the batch they begin: what a write
+    cut short leaves (a crash mid-append). A whole-length batch that fails its checks is
+    corruption instead: records a replica may have acknowledged are gone."""
+    if end - pos < LOG_OVERHEAD:
+        return True
+    (length,) = _LENGTH.unpack(file.read(pos + 8, 4))
+    return pos + LOG_OVERHEAD + length > end
 
 
 def iter_batch_bytes(file: File, start: int, end: int) -> Iterator[tuple[BatchHeader, memoryview]]:

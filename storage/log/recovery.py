@@ -51,6 +51,9 @@ class RecoveryStats:
     bytes_scanned: int = 0
     bytes_truncated: int = 0
     segments_deleted: int = 0
+    # Whole batches recovery had to drop (corruption, not a torn last write): records this
+    # replica may have acknowledged are gone.
+    whole_batches_lost: bool = False
     swaps_completed: int = 0
     leftovers_removed: int = 0
 
@@ -150,6 +153,8 @@ async def load_log(
         previous_next = segment.next_offset
         if truncated:
             stats.bytes_truncated += truncated
+            stats.whole_batches_lost = not segment.recovery_cut_torn_tail or any(
+                segments[later].size for later in bases[i + 1 :])
             for later in bases[i + 1 :]:
                 dead = segments.pop(later)
                 dead.close()

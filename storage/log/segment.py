@@ -18,7 +18,7 @@ import posixpath
 from typing import Callable, Iterator
 
 from storage.env import File, FileSystem
-from storage.log.batch_scan import scan_valid_batches
+from storage.log.batch_scan import is_torn_tail, scan_valid_batches
 from storage.log.index_file import IndexFile
 from storage.log.offset_index import CorruptIndexError, OffsetIndex
 from storage.log.time_index import TimeIndex
@@ -240,7 +240,8 @@ class LogSegment:
 
         A batch is invalid if it is torn, fails its CRC, or its offsets do not
         increase (from `min_offset`, default the base offset). Returns the number
-        of bytes truncated.
+        of bytes truncated; `recovery_cut_torn_tail` tells whether the cut was only a
+        write left short by a crash (no whole batch lost).
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -264,6 +265,7 @@ class LogSegment:
 
         size = self.size
         valid = scan_valid_batches(self.log, 0, size, accept)
+        self.recovery_cut_torn_tail = valid == size or is_torn_tail(self.log, valid, size)
         if valid < size:
             self.log.truncate(valid)
         self.dirty = True  # the rebuilt indexes need an fsync too

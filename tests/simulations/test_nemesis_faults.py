@@ -148,12 +148,12 @@ class _BootFS(MemFileSystem):
         return "boot-1"
 
 
-async def _claim(truncated: int) -> int:
+async def _claim(truncated: int, whole_batches_lost: bool) -> int:
     from metadata.incarnation_record import record_incarnation
     fs = _BootFS()
     fs.makedirs("/data")
     await record_incarnation(fs, ["/data"], 17)  # the previous incarnation, same boot
-    stats = SimpleNamespace(bytes_truncated=truncated, segments_deleted=0)
+    stats = SimpleNamespace(bytes_truncated=truncated, segments_deleted=0, whole_batches_lost=whole_batches_lost)
     kafka = SimpleNamespace(log_manager=SimpleNamespace(
         data_dirs=["/data"], had_clean_shutdown={"/data": False},
         all_logs=lambda: [(("t", 0), SimpleNamespace(recovery_stats=stats))]))
@@ -163,5 +163,7 @@ async def _claim(truncated: int) -> int:
 
 
 async def test_a_restart_on_the_same_boot_whose_recovery_cut_a_log_is_unclean():
-    assert await _claim(truncated=0) == 17  # a kill -9 that lost nothing: clean
-    assert await _claim(truncated=120) == -1  # bit rot cut the log: not an ELR candidate
+    assert await _claim(truncated=0, whole_batches_lost=False) == 17  # a kill -9 that lost nothing: clean
+    # A write cut short by the crash (a torn last batch) loses nothing acknowledged: still clean.
+    assert await _claim(truncated=40, whole_batches_lost=False) == 17
+    assert await _claim(truncated=120, whole_batches_lost=True) == -1  # bit rot cut the log: not an ELR candidate
