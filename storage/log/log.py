@@ -357,6 +357,11 @@ class PartitionLog:
         # that kept the shrink but not the renames would resurrect them after a hole.
         await self._retire(doomed)
         active.truncate_to(offset)
+        if active.next_offset < self._log_end_offset:
+            # Compaction had emptied the offsets just below the cut: the log ends after the last
+            # batch it still holds (lower is always safe: a follower fetches the rest again).
+            self._log_end_offset = active.next_offset
+            self._after_truncation()
         assert active.next_offset == self._log_end_offset
         await active.flush()
         await self._persist_epoch_cache()

@@ -132,3 +132,18 @@ class LogMachine(RuleBasedStateMachine):
 LogMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None,
                                         suppress_health_check=[HealthCheck.too_slow])
 TestLogModel = LogMachine.TestCase
+
+
+def test_truncating_below_a_compacted_gap_ends_the_log_after_the_last_kept_batch():
+    """Found by the machine above: compaction removed offset 0 (key a rewritten at 1), so cutting
+    the batch at 1 leaves no record below it — the log must end at 0, not claim offset 0 is there."""
+    machine = LogMachine()
+    machine.start()
+    machine.append(n=1, key=b"a", size=0, ts=0, epoch=0)
+    machine.append(n=1, key=b"a", size=0, ts=0, epoch=0)
+    machine.roll()
+    machine.compact()
+    run(machine.log.truncate_to(1))
+    assert machine.log.log_end_offset == 0
+    check_consistent(machine.log)
+    assert machine.log.append_as_leader(batch(0, [(b"b", b"x")]), leader_epoch=0).first_offset == 0
