@@ -140,3 +140,37 @@ async def test_unknown_topic_raises_after_wait(nursery, autojump_clock):
         await cluster.topic("missing", wait=1.0)
     assert info.value.code.name == "UNKNOWN_TOPIC_OR_PARTITION"
     await cluster.aclose()
+
+
+async def test_watchdog_times_out_each_request_at_its_own_deadline(nursery, autojump_clock):
+    # One watchdog per connection replaces a timer per request: a long-poll request
+    # (request timeout + its own wait) is not cut at the plain request timeout, and the
+    # request that times out gets KafkaTimeoutError while the others pending on the
+    # closed connection get KafkaConnectionError.
+    env = MemEnv()
+    mini = MiniCluster(env)
+
+    async def answers_only_api_versions(stream):
+        data = await stream.receive_some(65536)
+        header, body = decode_request(data[4:])
+        await stream.send_all(encode_response(header, await mini.on_api_versions(1, body, header.api_version)))
+        await trio.sleep_forever()
+
+    await nursery.start(env.net.serve, "slow", 1, answers_only_api_versions)
+    conn = await BrokerConnection.open(env, nursery, "slow", 1, request_timeout=2.0)
+    outcomes = {}
+
+    async def ask(name, extra, delay):
+        await trio.sleep(delay)
+        try:
+            await conn.request(MetadataRequest(topics=[]), timeout=extra)
+        except Exception as exc:  # noqa: BLE001 - the outcome is what is checked
+            outcomes[name] = (type(exc), trio.current_time())
+
+    start = trio.current_time()
+    async with trio.open_nursery() as n:
+        n.start_soon(ask, "long", 5.0, 0.0)   # due at +7
+        n.start_soon(ask, "short", 0.0, 1.0)  # due at +3: the first to be overdue
+    assert outcomes["short"] == (KafkaTimeoutError, pytest.approx(start + 3.0))
+    assert outcomes["long"] == (KafkaConnectionError, pytest.approx(start + 3.0))
+    assert conn.closed
