@@ -227,7 +227,9 @@ class SimStream(trio.abc.HalfCloseableStream):
         self._sending = True
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
-            await self._wait_window()
+            out = self._out
+            if self._closed or self._eof_sent or out.broken or out.reader_closed or out.unread >= self._net.window:
+                await self._wait_window()  # raises, or waits for the reader to make room
             data = bytes(data)
             if data:
                 self._out.push(data, self._draw_latency)

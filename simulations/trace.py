@@ -33,6 +33,7 @@ class Trace:
 
     def __init__(self, *, keep_last: int = 200, full: bool = False):
         self._sha = hashlib.sha256()
+        self._unhashed: list[str] = []  # lines not yet fed to the hash (fed in bulk: same digest)
         self.seq = 0
         self.tail: deque[str] = deque(maxlen=keep_last)
         self.lines: list[str] | None = [] if full else None
@@ -49,16 +50,26 @@ class Trace:
             # Plain scalars (the common case) format as str(); anything else is checked.
             line += " " + " ".join([f"{key}={value}" if type(value) in _PLAIN else f"{key}={_format(value)}"
                                     for key, value in fields.items()])
-        self._sha.update(f"{line}\n".encode())
+        unhashed = self._unhashed
+        unhashed.append(line)
+        if len(unhashed) >= 512:
+            self._flush()
         self.tail.append(line)
         if self.lines is not None:
             self.lines.append(line)
         kinds = self.kinds
         kinds[kind] = kinds.get(kind, 0) + 1
 
+    def _flush(self) -> None:
+        if self._unhashed:
+            self._unhashed.append("")  # every line ends with a newline
+            self._sha.update("\n".join(self._unhashed).encode())
+            self._unhashed = []
+
     @property
     def hash(self) -> str:
         """First 16 hex digits of the SHA-256 of every line so far."""
+        self._flush()
         return self._sha.hexdigest()[:16]
 
     def last(self, n: int) -> list[str]:
