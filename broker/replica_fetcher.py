@@ -228,6 +228,11 @@ class ReplicaFetcher:
     async def _truncate_to(self, key: Key, state: _State, offset: int, *, done: bool) -> None:
         p = self._current(key, state)
         if p is None:
+            # Not our follower at that epoch any more (led, closed): look again after a backoff.
+            # Returning at once left it truncating and ready, and a partition with no epoch
+            # reaches here without any await: the fetcher spun without ever yielding, freezing
+            # the whole node (simulation seed 161, --faults disk).
+            self._delay(state)
             return
         if offset < p.log_end_offset:
             log.info("%s-%d: truncating to %d (leo %d, hw %d) for leader %d epoch %d", key[0], key[1], offset,
