@@ -13,10 +13,18 @@ the broker role at most BROKER_POWER_LOSS_BUDGET per run, as Kafka's acks=all wi
 survives at most min.insync.replicas - 1 such losses); disk: slow_fsync, disk_full,
 read_corruption, bitrot, fsync_error; clock: clock_jump; process: pause.
 
-The storage and process kinds (`LATE_KINDS`, see simulations/storage_faults.py for where
-corruption lands and why) run on a schedule of their own, drawn from their own random
-stream: adding them left every earlier seed's schedule of the other kinds as it was, so a
-regression seed still replays the scenario it was kept for (plus, maybe, the new faults).
+The storage and process kinds (`LATE_KINDS`) run on a schedule of their own, drawn from
+their own random stream: adding them left the other kinds' draws (profile and schedule) of
+every seed as they were. A seed whose profile enables none of them runs exactly as before;
+one that does gets the same older faults at the same times, plus the new ones.
+
+- read_corruption: for 0.5-5 s, each segment read a broker serves (sendfile) comes back with
+  one bit flipped with probability 5-50 %, inside a batch's CRC-checked bytes.
+- bitrot: bits flip at rest in one batch of a broker's newest segment; the broker is killed at
+  once (shares the power-loss budget). Where and why: simulations/storage_faults.py.
+- fsync_error: for 0.1-2 s every fsync of a node fails with EIO, the writeback lost.
+- pause: a node freezes for 1-10 s (SIGSTOP, a GC pause), then resumes with its stale state:
+  a leader comes back as a zombie (see SimCluster.pause for what is frozen).
 """
 from __future__ import annotations
 
