@@ -165,6 +165,7 @@ _BY_NAME = {s.name: s for s in SETTINGS}
 EXTRA_BROKER_SETTINGS = frozenset({
     "replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
     "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
+    "max.incremental.fetch.session.cache.slots",
     "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
     "offsets.retention.check.interval.ms", "offset.metadata.max.bytes",
     "offsets.topic.segment.bytes", "offsets.commit.timeout.ms",
