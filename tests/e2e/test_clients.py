@@ -77,7 +77,12 @@ def test_confluent_kafka(bootstrap):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = "ck-topic"
     admin.create_topics([NewTopic(topic, PARTITIONS)])[topic].result(30)
-    md = admin.list_topics(topic, timeout=10)
+    # The answer to CreateTopics means committed; each broker applies the metadata on its own
+    # (as in Kafka), so a Metadata request to another broker may not show the topic yet.
+    listed = []
+    poll_until(lambda: listed.append(admin.list_topics(topic, timeout=10)),
+               lambda: listed and len(listed[-1].topics[topic].partitions) == PARTITIONS)
+    md = listed[-1]
     assert sorted(md.brokers) == [1, 2, 3]
     assert sorted(p.leader for p in md.topics[topic].partitions.values()) == [1, 2, 3]
 
@@ -145,7 +150,10 @@ def test_kafka_python(bootstrap):
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     topic = "kp-topic"
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-    (described,) = admin.describe_topics([topic])
+    seen = []  # metadata reaches each broker on its own: ask until the one asked has it
+    poll_until(lambda: seen.append(admin.describe_topics([topic])[0]),
+               lambda: seen and len(seen[-1]["partitions"]) == PARTITIONS)
+    described = seen[-1]
     assert described["error_code"] == 0
     assert sorted(p["leader_id"] for p in described["partitions"]) == [1, 2, 3]
 
@@ -214,7 +222,12 @@ def test_aiokafka(bootstrap):
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
         await admin.start()
         await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-        (described,) = await admin.describe_topics([topic])
+        deadline = time.monotonic() + 30  # metadata reaches each broker on its own
+        while True:
+            (described,) = await admin.describe_topics([topic])
+            if len(described["partitions"]) == PARTITIONS or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
         assert sorted(p["leader"] for p in described["partitions"]) == [1, 2, 3]
         for codec in CODECS:
             producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1,
