@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Iterable
 
 import trio
+from trio.lowlevel import Abort, current_task, reschedule, wait_task_rescheduled
 
 __all__ = ["FetchPurgatory", "Watch"]
 
@@ -23,14 +24,17 @@ Key = tuple[str, int]
 
 
 class Watch:
-    """Registered on `keys` until `close()`; `wait()` returns the keys that fired since."""
+    """Registered on `keys` until `close()`; `wait()` returns the keys that fired since.
 
-    __slots__ = ("_purgatory", "_keys", "_event", "_fired", "_closed")
+    The parked task is rescheduled directly (no Event per wake-up): a busy broker parks
+    and wakes thousands of fetches per second."""
+
+    __slots__ = ("_purgatory", "_keys", "_task", "_fired", "_closed")
 
     def __init__(self, purgatory: "FetchPurgatory", keys: Iterable[Key]):
         self._purgatory = purgatory
         self._keys = sorted(set(keys))
-        self._event = trio.Event()
+        self._task = None  # the task parked in wait(), if any
         self._fired: list[Key] = []
         self._closed = False
         for key in self._keys:
@@ -38,16 +42,34 @@ class Watch:
 
     def _fire(self, key: Key) -> None:
         self._fired.append(key)
-        self._event.set()
+        task = self._task
+        if task is not None:
+            self._task = None
+            reschedule(task)
+
+    def _abort(self, _raise_cancel) -> Abort:
+        self._task = None  # cancelled (the deadline): _fire must not reschedule it
+        return Abort.SUCCEEDED
 
     async def wait(self, deadline: float) -> list[Key]:
         """The partitions that changed (in notification order), or [] at the trio-clock deadline.
         Those partitions are watched again before this returns."""
         if not self._fired:
             with trio.move_on_at(deadline):
-                await self._event.wait()
+                await self.wait_fired()
+        return self.take_fired()
+
+    async def wait_fired(self) -> None:
+        """Park until a watched partition changes (returns at once if one did); the caller
+        bounds it with its own cancel scope (one for a whole long poll, not one per wake-up)."""
+        if self._fired:
+            return
+        self._task = current_task()
+        await wait_task_rescheduled(self._abort)
+
+    def take_fired(self) -> list[Key]:
+        """The partitions that changed since the last call; they are watched again."""
         fired, self._fired = self._fired, []
-        self._event = trio.Event()
         if not self._closed:
             for key in fired:  # notify() dropped us from exactly these
                 self._purgatory._add(key, self)
@@ -85,7 +107,7 @@ class FetchPurgatory:
         watch = Watch(self, keys)
         try:
             with trio.move_on_at(deadline):
-                await watch._event.wait()
+                await watch.wait_fired()
             return bool(watch._fired)
         finally:
             watch.close()

@@ -27,6 +27,10 @@ wakes.
 """
 from __future__ import annotations
 
+import math
+
+import trio
+
 from broker.records_slice import RecordsSlice
 from storage.log import OffsetOutOfRangeError
 from wire.error_codes import ErrorCode
@@ -69,23 +73,31 @@ async def handle(broker, header, request) -> FetchResponse:
 
 async def _park(answer: "_Answer") -> None:
     """Wait in the purgatory; re-read a partition that fired only when it may add to the
-    answer (new data past its offset, or an error to report)."""
+    answer (new data past its offset, or an error to report).
+
+    One cancel scope carries the deadline for the whole wait, however many wake-ups it
+    takes; it is lifted while re-reading, so the deadline never cuts a re-read short."""
     broker = answer.broker
     watch = broker.purgatory.watch(answer.watched)
     stale: dict = {}  # fired, not re-read: their HW or LSO may have moved
     try:
-        while True:
-            fired = await watch.wait(answer.deadline)
-            if not fired:
-                break  # the deadline: answer with what there is
-            stale.update(dict.fromkeys(fired))
-            if not any(_may_answer(broker, key, answer.watched[key], answer.follower, answer.committed)
-                       for key in fired if key in answer.watched):
-                continue
-            await answer.reread(stale)
-            stale.clear()
-            if answer.ready():
-                return
+        with trio.CancelScope(deadline=answer.deadline) as timer:
+            while True:
+                await watch.wait_fired()
+                fired = watch.take_fired()
+                stale.update(dict.fromkeys(fired))
+                if not any(_may_answer(broker, key, answer.watched[key], answer.follower, answer.committed)
+                           for key in fired if key in answer.watched):
+                    continue
+                if timer.cancel_called:
+                    break  # the deadline struck as this wake-up came: re-read once, below
+                timer.deadline = math.inf
+                await answer.reread(stale)
+                stale.clear()
+                if answer.ready():
+                    return
+                timer.deadline = answer.deadline
+        stale.update(dict.fromkeys(watch.take_fired()))  # fired while the deadline struck
     finally:
         watch.close()
     await answer.reread(stale)
