@@ -51,7 +51,7 @@ from raft.roles import (
     UnattachedState,
 )
 from raft.state import ElectionState
-from raft.status import QuorumStatus, ReplicaStatus
+from raft.status import QuorumStatus, ReplicaStatus, RoleSummary
 
 __all__ = ["RaftCore"]
 
@@ -162,6 +162,11 @@ class RaftCore(Replication):
             raise NotLeaderError(self._visible_leader(), self.quorum.epoch)
         self._become_resigned(now, self.quorum.role_state.preferred_successors())
         return self._finish(now)
+
+    def role_summary(self) -> RoleSummary:
+        """status()'s role, epoch, leader_id, high_watermark and log_end_offset, cheaply."""
+        return RoleSummary(self.quorum.role.value, self.quorum.epoch, self._visible_leader(),
+                           self.high_watermark, self.log.end_offset)
 
     def status(self) -> QuorumStatus:
         role, st = self.quorum.role, self.quorum.role_state

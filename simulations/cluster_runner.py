@@ -22,6 +22,7 @@ import trio
 from simulations.checkers.data import DataChecker
 from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
+from simulations.checkers.roles import RolePoller
 from simulations.cluster import SimCluster
 from simulations.env import derive_seed
 from simulations.history import History
@@ -70,8 +71,10 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile)
     await cluster.format()
 
+    roles = RolePoller(cluster)
+
     def poll() -> None:
-        cluster.poll()
+        roles.poll()
         observe_metadata(cluster, metadata)
 
     async with trio.open_nursery() as nursery:

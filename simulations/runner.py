@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import trio
 
 from simulations.checkers.raft import RaftChecker
+from simulations.checkers.roles import RolePoller
 from simulations.cluster import SimCluster
 from simulations.determinism import run_deterministic
 from simulations.env import SimEnv, SkewedClock, derive_seed
@@ -126,8 +127,9 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
         cluster.bind(nursery)
         for node_id in cluster.voters:
             cluster.start(node_id)
-        nursery.start_soon(_poll_loop, cluster)
-        instrument = _StepChecker(cluster)
+        roles = RolePoller(cluster)
+        nursery.start_soon(_poll_loop, cluster, roles)
+        instrument = _StepChecker(roles)
         if options.step_checks:
             trio.lowlevel.add_instrument(instrument)
         safety_end = trio.current_time() + options.duration
@@ -162,18 +164,18 @@ WORKLOADS = {"cluster": _simulate_cluster, "raft": _simulate, "append": _simulat
 class _StepChecker(trio.abc.Instrument):
     """Runs the cheap in-memory checks after every task step (Kafka's per-event invariants)."""
 
-    def __init__(self, cluster: SimCluster):
-        self.cluster = cluster
+    def __init__(self, roles: RolePoller):
+        self.roles = roles
 
     def after_task_step(self, task) -> None:
-        self.cluster.poll()
+        self.roles.poll()
 
 
-async def _poll_loop(cluster: SimCluster) -> None:
+async def _poll_loop(cluster: SimCluster, roles: RolePoller) -> None:
     next_durable = 0.0
     while True:
         await trio.sleep(POLL)
-        cluster.poll()
+        roles.poll()
         if trio.current_time() >= next_durable:
             next_durable = trio.current_time() + DURABLE_POLL
             await cluster.poll_durable()

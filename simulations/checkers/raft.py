@@ -16,7 +16,7 @@ Modelled on Kafka's RaftEventSimulationTest (reference/simulation.md §3.5, §6.
 - AckedAppendDurable: an acknowledged append sits at its offset in the committed
   log, and after the heal phase every node holds every acknowledged append.
 
-The checker never touches node internals beyond the read-only `status()` and
+The checker never touches node internals beyond the read-only `role_summary()` / `status()` and
 the durable files; the state machine of each node reports what it applied.
 """
 from __future__ import annotations
