@@ -1,0 +1,59 @@
+"""broker.fetch_purgatory.Watch under one caller-held deadline (how a parked fetch waits):
+many wake-ups in one cancel scope, and no wake-up lost or doubled around the deadline."""
+import trio
+import trio.testing
+
+from broker.fetch_purgatory import FetchPurgatory
+
+
+async def test_one_deadline_scope_serves_many_wakeups(autojump_clock):
+    purgatory = FetchPurgatory()
+    watch = purgatory.watch([("t", 0), ("t", 1)])
+    rounds = []
+
+    async def parked():
+        with trio.CancelScope(deadline=trio.current_time() + 10) as timer:
+            while True:
+                await watch.wait_fired()
+                rounds.append(watch.take_fired())
+        assert timer.cancelled_caught
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(parked)
+        await trio.testing.wait_all_tasks_blocked()
+        purgatory.notify(("t", 1))
+        purgatory.notify(("t", 0))
+        await trio.testing.wait_all_tasks_blocked()
+        purgatory.notify(("t", 1))  # re-armed after the first wake-up
+        await trio.testing.wait_all_tasks_blocked()
+        assert rounds == [[("t", 1), ("t", 0)], [("t", 1)]]
+    assert trio.current_time() >= 10  # the loop ended at its deadline
+    watch.close()
+    assert purgatory.waiting == 0
+
+
+async def test_a_change_after_the_deadline_struck_is_kept_not_rescheduled(autojump_clock):
+    purgatory = FetchPurgatory()
+    watch = purgatory.watch([("t", 0)])
+    with trio.move_on_at(trio.current_time() + 1):
+        await watch.wait_fired()
+    # The parked task left on its deadline: a change now must not reschedule it (trio would
+    # raise), but the caller still finds it.
+    purgatory.notify(("t", 0))
+    assert watch.take_fired() == [("t", 0)]
+    purgatory.notify(("t", 0))  # taking it re-armed the watch
+    assert watch.take_fired() == [("t", 0)]
+    watch.close()
+    assert purgatory.waiting == 0
+
+
+async def test_wait_fired_returns_at_once_when_something_already_fired(autojump_clock):
+    purgatory = FetchPurgatory()
+    watch = purgatory.watch([("t", 0)])
+    purgatory.notify(("t", 0))
+    start = trio.current_time()
+    await watch.wait_fired()
+    assert trio.current_time() == start
+    assert watch.take_fired() == [("t", 0)]
+    assert watch.take_fired() == []
+    watch.close()
