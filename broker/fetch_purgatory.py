@@ -33,7 +33,7 @@ class Watch:
 
     def __init__(self, purgatory: "FetchPurgatory", keys: Iterable[Key]):
         self._purgatory = purgatory
-        self._keys = sorted(set(keys))
+        self._keys = list(dict.fromkeys(keys))  # unique; their order never shows in a wake-up's
         self._task = None  # the task parked in wait(), if any
         self._fired: list[Key] = []
         self._closed = False

@@ -55,11 +55,12 @@ def _now_ms(env) -> int:
 
 async def handle(broker, header, request) -> FetchResponse:
     env = broker.env
-    context = broker.fetch_sessions.new_context(request, header.api_version, _now_ms(env),
+    now = env.now()
+    context = broker.fetch_sessions.new_context(request, header.api_version, int(now * 1000),
                                                 privileged=request.replica_id >= 0)
     if context.error:
         return R(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
-    answer = _Answer(broker, request, context.topics, env.now() + max(0, request.max_wait_ms) / 1000,
+    answer = _Answer(broker, request, context.topics, now + max(0, request.max_wait_ms) / 1000,
                      incremental=context.incremental)
     await answer.read_all()
     if not answer.ready():
