@@ -14,6 +14,8 @@ loss refresh the metadata and fetch again from the new leader.
 """
 from __future__ import annotations
 
+import math
+
 import trio
 
 from raftkafka.client.cluster import Cluster
@@ -234,8 +236,13 @@ class Consumer:
 
     # ------------------------------------------------------------------ group membership
 
+    def _rejoin_due(self) -> bool:
+        """True when `_ensure_group` has a join to do: the one test both it and the fetch round use,
+        so a round never skips its wait for a rejoin the poll loop would not make."""
+        return self._subscription is not None and self.group is not None and self.group.needs_join
+
     async def _ensure_group(self) -> None:
-        if self._subscription is None or not self.group.needs_join:
+        if not self._rejoin_due():
             return
         if self.fetch.partitions:  # eager protocol: give everything back before re-joining
             if self.enable_auto_commit:
@@ -292,11 +299,13 @@ class Consumer:
             self._in_flight[node] = partitions
             # Built now, from the positions this round saw: by the time the task runs, a
             # rebalance may have taken some of these partitions away.
-            request = self.fetch.build_request(partitions, max_wait_ms=int(max_wait * 1000),
+            # Rounded up: a poll with under 1 ms left must not send max_wait_ms=0, which the
+            # broker answers at once, round after round, without the poll's time running out.
+            request = self.fetch.build_request(partitions, max_wait_ms=math.ceil(max_wait * 1000),
                                                min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes)
             self._nursery.start_soon(self._fetch_from, node, request, max_wait)
-        if self.group is not None and self.group.rejoin_wanted.is_set():
-            await trio.lowlevel.checkpoint()
+        if self._rejoin_due():
+            await trio.lowlevel.checkpoint()  # the poll loop re-joins next; that waits on the coordinator
         else:
             wakeup = self._wakeup
             with trio.move_on_after(max_wait):

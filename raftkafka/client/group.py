@@ -68,8 +68,12 @@ class GroupMembership:
         self.leader_id = ""
         self.coordinator: int | None = None
         self.needs_join = True
-        self.rejoin_wanted = trio.Event()  # set when a heartbeat learns of a rebalance
-        self.on_rejoin_wanted = None  # called when it is set (the consumer's poll wakes up)
+        # Counts joins begun: an answer to a heartbeat or commit sent before the latest join
+        # speaks of a membership we no longer have and must not ask for yet another join
+        # (Kafka's generationUnchanged()). Acting on it once flagged a rejoin that the join
+        # in progress then cleared, leaving the consumer's poll spinning on a stale flag.
+        self.joins_begun = 0
+        self.on_rejoin_wanted = None  # called when needs_join is set (the consumer's poll wakes up)
 
     # ------------------------------------------------------------------ coordinator
 
@@ -114,7 +118,7 @@ class GroupMembership:
                 group_instance_id=self.group_instance_id, protocol_type="consumer",
                 protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=n, metadata=subscription)
                            for n in self.assignors])
-            self.rejoin_wanted = trio.Event()
+            self.joins_begun += 1
             response = await self._coordinator_request(request)
             code = response.error_code
             if code == ErrorCode.MEMBER_ID_REQUIRED:
@@ -170,19 +174,22 @@ class GroupMembership:
             await self.env.sleep(self.heartbeat_interval)
             if self.needs_join or self.generation < 0:
                 continue
+            joins_begun = self.joins_begun
             try:
                 response = await self._coordinator_request(HeartbeatRequest(
                     group_id=self.group_id, generation_id=self.generation, member_id=self.member_id))
             except KafkaError:
                 continue
             if response.error_code in _REJOIN_ERRORS:
-                if response.error_code != ErrorCode.REBALANCE_IN_PROGRESS:
-                    self.member_id, self.generation = "", -1
-                self.needs_join = True
-                self._want_rejoin()
+                self._want_rejoin(response.error_code, joins_begun)
 
-    def _want_rejoin(self) -> None:
-        self.rejoin_wanted.set()
+    def _want_rejoin(self, code: int, joins_begun: int) -> None:
+        """The coordinator refused our membership as it was when `joins_begun` joins had begun."""
+        if joins_begun != self.joins_begun or self.needs_join:
+            return  # a join began since (or is due): that answer is about an old membership
+        if code != ErrorCode.REBALANCE_IN_PROGRESS:
+            self.member_id, self.generation = "", -1
+        self.needs_join = True
         if self.on_rejoin_wanted is not None:
             self.on_rejoin_wanted()
 
@@ -212,6 +219,7 @@ class GroupMembership:
             topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
                     for t, ps in sorted(topics.items())])
         deadline = self.env.now() + self.cluster.request_timeout
+        joins_begun = self.joins_begun
         response = await self._coordinator_request(request)
         while any(p.error_code in _COORDINATOR_ERRORS for t in response.topics for p in t.partitions):
             self.coordinator = None  # it moved while we were committing
@@ -222,8 +230,8 @@ class GroupMembership:
         for t in response.topics:
             for p in t.partitions:
                 if p.error_code in _REJOIN_ERRORS:
-                    self.needs_join = True
-                    self._want_rejoin()
+                    if as_member:
+                        self._want_rejoin(p.error_code, joins_begun)
                     raise CommitFailedError(f"commit to {self.group_id} failed: the group rebalanced",
                                             p.error_code)
                 if p.error_code:

@@ -5,7 +5,8 @@ from raftkafka.client.consumer import Consumer
 from raftkafka.client.producer import Producer
 from tests.client.memnet import MemEnv
 from tests.client.mini_broker import MiniCluster
-from wire.protocol import ApiKey
+from wire.error_codes import ErrorCode
+from wire.protocol import ApiKey, HeartbeatResponse
 
 
 def test_range_assignor_gives_extra_partitions_to_first_members():
@@ -89,3 +90,60 @@ async def test_two_members_split_partitions_and_rebalance_when_one_leaves(nurser
     assert len(assignments["B"][0]) == 2
     assert assignments["A"][-1] == [("t", p) for p in range(4)]
     assert len(set(seen["A"]) | set(seen["B"])) == 40
+
+
+async def test_stale_heartbeat_answer_during_a_rejoin_neither_rejoins_again_nor_spins_poll(nursery, autojump_clock):
+    # Seed 115 of the simulation: a heartbeat sent for generation 1 was answered
+    # REBALANCE_IN_PROGRESS while the consumer was already re-joining for another reason (its
+    # JoinGroup pipelined behind the heartbeat on the coordinator connection).
+    # Acting on that answer flagged a rejoin which the join in progress then cleared
+    # (needs_join = False) while the "rejoin wanted" flag stayed set: every fetch round
+    # skipped its wait, so poll spun at one instant and simulated time stood still.
+    env, mini = await start(nursery, nodes=(1,))
+    mini.create_topic("t", 1)
+    groups = mini.groups
+    heartbeat_parked, release_heartbeat = trio.Event(), trio.Event()
+    real_heartbeat, real_join = groups.on_heartbeat, groups.on_join_group
+
+    async def parked_heartbeat(node, req, v):
+        if not release_heartbeat.is_set():
+            heartbeat_parked.set()
+            await release_heartbeat.wait()
+            return HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.REBALANCE_IN_PROGRESS)
+        return await real_heartbeat(node, req, v)
+
+    async def join_after_the_stale_answer(node, req, v):
+        if heartbeat_parked.is_set() and not release_heartbeat.is_set():
+            release_heartbeat.set()
+            await trio.sleep(0.05)  # the stale heartbeat answer reaches the client mid-join
+        return await real_join(node, req, v)
+
+    async with Consumer(env, "b1:9092", group_id="g", auto_offset_reset="earliest",
+                        heartbeat_interval_ms=100, enable_auto_commit=False) as consumer:
+        consumer.subscribe(["t"])
+        with trio.fail_after(5):
+            while not consumer.assignment():
+                await consumer.poll(0.1)
+        groups.on_heartbeat, groups.on_join_group = parked_heartbeat, join_after_the_stale_answer
+        await heartbeat_parked.wait()
+        consumer.subscribe(["t"])  # re-subscribing re-joins while that heartbeat is out
+        rounds = 0
+        real_round = consumer._fetch_round
+
+        async def counted_round(max_wait):
+            nonlocal rounds
+            rounds += 1
+            if rounds > 1000:  # a spin never lets the mock clock move, so fail_after could not fire
+                raise AssertionError("poll spins: its fetch rounds do not wait")
+            await real_round(max_wait)
+
+        consumer._fetch_round = counted_round
+        joins_before = sum(1 for r in mini.requests if r[1] == ApiKey.JOIN_GROUP)
+        for _ in range(5):
+            await consumer.poll(0.2)
+        assert release_heartbeat.is_set()
+        assert consumer.assignment() == {("t", 0)}
+        assert not consumer.group.needs_join
+        # One join for the re-subscribe; the stale answer asked for no second one.
+        assert sum(1 for r in mini.requests if r[1] == ApiKey.JOIN_GROUP) - joins_before == 1
+        assert rounds < 100
