@@ -14,12 +14,12 @@ dir each time the controller registers us, and claim it at the next start when
 
 Otherwise, or when the file system cannot tell its boot id, the restart is unclean (-1).
 
-A start withdraws the record (reads it, then erases it durably) before log recovery and writes
-it back only once recovery found the logs whole. The same-boot rule would otherwise let a later
-incarnation claim the record after an unclean one died before registering: bit rot cut a log,
-that restart (rightly unclean) was killed while the quorum was away, and the next restart, on
-the same boot and finding the already-cut log intact, claimed the old epoch and was elected
-from the ELR without the records it had lost (simulation seed 79 with --faults all, 30 s).
+Log recovery that cuts whole batches erases the record on the spot (`forget_incarnation`,
+called from the log manager before recovery awaits anything). Checking the cut only after
+recovery was too late: bit rot cut a log, that restart (rightly unclean) was killed before it
+could register, and the next restart, on the same boot and finding the already-cut log intact,
+claimed the old epoch and was elected from the ELR without the records it had lost
+(simulation seed 79 with --faults all, 30 s).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from typing import Sequence
 
 from storage.env import FileSystem, write_file_atomic
 
-__all__ = ["INCARNATION_FILE", "boot_id", "record_incarnation", "previous_broker_epoch", "withdraw_incarnation"]
+__all__ = ["INCARNATION_FILE", "boot_id", "record_incarnation", "previous_broker_epoch", "forget_incarnation"]
 
 INCARNATION_FILE = ".broker_incarnation"
 
@@ -48,24 +48,18 @@ async def record_incarnation(fs: FileSystem, data_dirs: Sequence[str], broker_ep
         await write_file_atomic(fs, posixpath.join(data_dir, INCARNATION_FILE), body)
 
 
-async def withdraw_incarnation(fs: FileSystem, data_dirs: Sequence[str]) -> list[dict | None]:
-    """Read the previous incarnation's records, then erase them (durably): until this start
-    writes one back, a crash leaves nothing to claim and the next start is unclean."""
-    records = _read_all(fs, data_dirs)
+def forget_incarnation(fs: FileSystem, data_dirs: Sequence[str]) -> None:
+    """Erase the record (no await: a crash right after cannot leave it claimable). Not fsynced,
+    and need not be: only a start on the same boot (the same page cache) trusts the record."""
     for data_dir in sorted(data_dirs):
         path = posixpath.join(data_dir, INCARNATION_FILE)
         if fs.exists(path):
             fs.remove(path)
-            await fs.sync_dir(data_dir)
-    return records
 
 
-def previous_broker_epoch(fs: FileSystem, data_dirs: Sequence[str], *, clean_shutdown: bool,
-                          records: list[dict | None] | None = None) -> int:
-    """The epoch to register with as a clean restart, or -1 (unclean, or nothing recorded).
-    `records`: as `withdraw_incarnation` returned them; by default read from the log dirs."""
-    if records is None:
-        records = _read_all(fs, data_dirs)
+def previous_broker_epoch(fs: FileSystem, data_dirs: Sequence[str], *, clean_shutdown: bool) -> int:
+    """The epoch to register with as a clean restart, or -1 (unclean, or nothing recorded)."""
+    records = [_read(fs, posixpath.join(d, INCARNATION_FILE)) for d in sorted(data_dirs)]
     if not records or any(r is None for r in records):
         return -1
     epochs = {r["broker_epoch"] for r in records}
@@ -77,10 +71,6 @@ def previous_broker_epoch(fs: FileSystem, data_dirs: Sequence[str], *, clean_shu
     if current is not None and all(r["boot_id"] == current for r in records):
         return epochs.pop()
     return -1
-
-
-def _read_all(fs: FileSystem, data_dirs: Sequence[str]) -> list[dict | None]:
-    return [_read(fs, posixpath.join(d, INCARNATION_FILE)) for d in sorted(data_dirs)]
 
 
 def _read(fs: FileSystem, path: str) -> dict | None:

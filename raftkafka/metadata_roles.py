@@ -30,7 +30,7 @@ from metadata.controller_client import ControllerClient, ControllerConnection
 from metadata.controller_requests import ControllerRequests
 from metadata.controller_service import ControllerService
 from metadata.controller_state_machine import ControllerStateMachine, SnapshotSchedule
-from metadata.incarnation_record import previous_broker_epoch, record_incarnation, withdraw_incarnation
+from metadata.incarnation_record import forget_incarnation, previous_broker_epoch, record_incarnation
 from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.metadata_follower import LeaderHighWatermarkTap, MetadataFollower
 from metadata.records import Endpoint
@@ -127,9 +127,10 @@ class BrokerRole:
                 kafka = Broker(self.env, broker_config(config, cluster_id), self.controller,
                                metrics=self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch)
                 self._hold_clients_until_unfenced(kafka)
-                # Before recovery can cut a log: a crash from here until this start has written
-                # the record back (or registered) must leave no clean-restart claim behind.
-                previous = await withdraw_incarnation(self.env.fs, kafka.log_manager.data_dirs)
+                # A recovery that cuts acknowledged records withdraws the clean-restart claim at
+                # once: a crash before this start registers must not leave it to the next one.
+                data_dirs = list(kafka.log_manager.data_dirs)
+                kafka.log_manager.on_data_loss = lambda: forget_incarnation(self.env.fs, data_dirs)
                 try:
                     await nursery.start(kafka.run)  # recovers the logs, binds the listener
                 except* ListenerError as group:  # a storage error (ENOSPC, ...) stays what it is
@@ -138,10 +139,7 @@ class BrokerRole:
                     raise ConfigError(f"listeners: cannot listen on {listener.host}:{listener.port}: "
                                       f"{getattr(e, 'strerror', e) or e}") from None
                 log.info(describe_recovery(kafka.log_manager))
-                self._remember_incarnations(kafka, previous)
-                if self.lifecycle.previous_broker_epoch >= 0:  # the logs are whole: the claim stands
-                    await record_incarnation(self.env.fs, kafka.log_manager.data_dirs,
-                                             self.lifecycle.previous_broker_epoch)
+                self._remember_incarnations(kafka)
                 self.kafka = kafka
                 # Partitions are served from metadata that holds this incarnation's registration.
                 self.add_publisher(AfterOwnRegistration(
@@ -152,10 +150,9 @@ class BrokerRole:
             self.started.set()
             task_status.started()
 
-    def _remember_incarnations(self, kafka: Broker, records: list | None = None) -> None:
+    def _remember_incarnations(self, kafka: Broker) -> None:
         """Register as a clean restart when the previous incarnation lost no data (KIP-966),
-        and record each new broker epoch for the next start. `records`: the previous
-        incarnation's, as withdrawn before recovery (by default read from the log dirs)."""
+        and record each new broker epoch for the next start."""
         dirs = list(kafka.log_manager.data_dirs)
         clean = kafka.log_manager.had_clean_shutdown
         # A log that recovery had to cut below a whole batch lost records we may have
@@ -163,7 +160,7 @@ class BrokerRole:
         # mid-append) loses nothing that was acknowledged and keeps the same-boot rule.
         cut = any(log.recovery_stats.whole_batches_lost for _, log in kafka.log_manager.all_logs())
         self.lifecycle.previous_broker_epoch = -1 if cut else previous_broker_epoch(
-            self.env.fs, dirs, clean_shutdown=bool(clean) and all(clean.values()), records=records)
+            self.env.fs, dirs, clean_shutdown=bool(clean) and all(clean.values()))
         self.lifecycle.on_registered = lambda epoch: record_incarnation(self.env.fs, dirs, epoch)
 
     def _hold_clients_until_unfenced(self, kafka: Broker) -> None:

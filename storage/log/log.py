@@ -86,11 +86,14 @@ class PartitionLog:
 
     @classmethod
     async def open(cls, env: Env, log_dir: str, config: LogConfig | None = None, *, recovery_point: int = 0,
-                   log_start_offset: int = 0, clean_shutdown: bool = False, name: str | None = None) -> "PartitionLog":
-        """Open (creating if needed) and recover the log in `log_dir`."""
+                   log_start_offset: int = 0, clean_shutdown: bool = False, name: str | None = None,
+                   on_data_loss=None) -> "PartitionLog":
+        """Open (creating if needed) and recover the log in `log_dir`; `on_data_loss()` is called
+        the moment recovery cuts whole batches (storage.log.recovery)."""
         config = config or LogConfig()
         loaded = await load_log(env, log_dir, config, recovery_point=recovery_point,
-                                log_start_offset=log_start_offset, clean_shutdown=clean_shutdown)
+                                log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
+                                on_data_loss=on_data_loss)
         return cls(env, log_dir, config, loaded, name=name)
 
     # -- facts --------------------------------------------------------------

@@ -81,6 +81,9 @@ class LogManager:
         self.default_config = default_config or LogConfig()
         self.topic_configs: dict[str, LogConfig] = {}
         self.cleaner_max_bytes_per_pass = cleaner_max_bytes_per_pass
+        # Called (synchronously) when recovery at startup cuts whole batches from a log: the
+        # broker withdraws its clean-restart claim then (raftkafka.metadata_roles).
+        self.on_data_loss = None
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._sorted_logs: list[tuple[TopicPartition, PartitionLog]] | None = None  # all_logs(), until a change
         self._dir_of: dict[TopicPartition, str] = {}
@@ -114,7 +117,8 @@ class LogManager:
                     raise RuntimeError(f"partition {name} found in two data dirs ({self._dir_of[tp]} and {data_dir})")
                 log = await PartitionLog.open(self.env, path, self.config_for(tp[0]),
                                               recovery_point=recovery_points.get(tp, 0),
-                                              log_start_offset=log_starts.get(tp, 0), clean_shutdown=clean)
+                                              log_start_offset=log_starts.get(tp, 0), clean_shutdown=clean,
+                                              on_data_loss=self.on_data_loss)
                 self._register(tp, data_dir, log)
                 log.update_high_watermark(high_watermarks.get(tp, 0))
                 if tp in cleaner:

@@ -24,6 +24,7 @@ directory durable while an older-than-active segment has unflushed data (see
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from sortedcontainers import SortedDict
 
@@ -76,6 +77,7 @@ async def load_log(
     recovery_point: int = 0,
     log_start_offset: int = 0,
     clean_shutdown: bool = False,
+    on_data_loss: Callable[[], None] | None = None,
 ) -> LoadedLog:
     fs = env.fs
     now_ms = env.wall_ms()
@@ -155,6 +157,10 @@ async def load_log(
             stats.bytes_truncated += truncated
             stats.whole_batches_lost = not segment.recovery_cut_torn_tail or any(
                 segments[later].size for later in bases[i + 1 :])
+            if stats.whole_batches_lost and on_data_loss is not None:
+                # Told at once, before any await: a crash during the rest of recovery leaves
+                # the next start a log that looks whole, with no sign that records were cut.
+                on_data_loss()
             for later in bases[i + 1 :]:
                 dead = segments.pop(later)
                 dead.close()

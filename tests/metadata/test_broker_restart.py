@@ -21,7 +21,7 @@ from metadata.controller.brokers import (
 from metadata.controller.heartbeats import BrokerHeartbeatManager
 from metadata.errors import Errors
 from metadata.incarnation_record import (
-    INCARNATION_FILE, previous_broker_epoch, record_incarnation, withdraw_incarnation,
+    INCARNATION_FILE, forget_incarnation, previous_broker_epoch, record_incarnation,
 )
 from metadata.loader import MetadataLoader
 from metadata.records import FeatureLevel, Partition, PartitionChange, RegisterBroker, Topic
@@ -204,16 +204,13 @@ async def test_the_lifecycle_claims_the_previous_epoch_and_records_the_new_one()
     assert recorded == [70] and lifecycle.broker_epoch == 70 and lifecycle.registered.is_set()
 
 
-async def test_a_start_withdraws_the_record_so_an_unclean_start_that_dies_leaves_no_claim():
+async def test_a_forgotten_record_claims_nothing_at_the_next_start_on_the_same_boot():
     # Seed 79 (--faults all, 30 s): bit rot cut a log and that restart, rightly unclean, was
     # killed before it could register; the next restart, on the same boot and finding the
-    # already-cut log intact, claimed the old epoch and was elected from the ELR.
+    # already-cut log intact, claimed the old epoch and was elected from the ELR. The cut now
+    # forgets the record on the spot.
     fs = await _recorded(17)
-    records = await withdraw_incarnation(fs, DIRS)
-    assert previous_broker_epoch(fs, DIRS, clean_shutdown=False, records=records) == 17
-    assert not any(fs.exists(f"{d}/{INCARNATION_FILE}") for d in DIRS)
-    fs.crash()  # the erasure was durable: even a power loss cannot bring the record back
-    assert previous_broker_epoch(fs, DIRS, clean_shutdown=True) == -1
-    await record_incarnation(fs, DIRS, 17)  # a start whose logs were whole writes it back
+    forget_incarnation(fs, DIRS)
     fs.process_exit()
-    assert previous_broker_epoch(fs, DIRS, clean_shutdown=False) == 17
+    assert previous_broker_epoch(fs, DIRS, clean_shutdown=False) == -1
+    assert previous_broker_epoch(fs, DIRS, clean_shutdown=True) == -1

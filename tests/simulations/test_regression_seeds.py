@@ -14,9 +14,10 @@
 - 308: a broker made leader stamped an epoch at its log end, appended nothing, then followed a
   leader that never had that epoch: reconciling to its own log end kept the stamp, so it asked
   about that epoch for ever and never caught up (storage.log truncate_to, replica fetcher).
-- 79 at 30 s: bit rot cut a broker's log; that restart (unclean) was killed before it could
-  register, and the next one, on the same boot with the already-cut log, claimed the old clean
-  epoch and was elected from the ELR (metadata.incarnation_record: a start withdraws the record).
+- 79, 146 at 30 s: bit rot cut a broker's log; that restart (unclean) was killed before it
+  could register, and the next one, on the same boot with the already-cut log, claimed the old
+  clean epoch and was elected from the ELR (metadata.incarnation_record: the cut forgets the
+  record on the spot, storage.log.recovery on_data_loss).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_seed_that_once_failed_has_no_violations(seed):
 
 
 # Seeds whose bug needs the default 30 s fault phase to show.
-LONG_SEEDS = [79]
+LONG_SEEDS = [79, 146]
 
 
 @pytest.mark.parametrize("seed", LONG_SEEDS)

@@ -11,7 +11,7 @@ PATH = "/data/t-0"
 CONFIG = LogConfig(segment_bytes=1 << 20)
 
 
-async def _log_with_damage(damage) -> PartitionLog:
+async def _log_with_damage(damage, on_data_loss=None) -> PartitionLog:
     env = FakeEnv()
     log = await PartitionLog.open(env, PATH, CONFIG)
     for i in range(5):
@@ -23,7 +23,8 @@ async def _log_with_damage(damage) -> PartitionLog:
     f = env.fs.open(segment)
     damage(f, size)
     f.close()
-    return await PartitionLog.open(env, PATH, CONFIG, recovery_point=0, clean_shutdown=False)
+    return await PartitionLog.open(env, PATH, CONFIG, recovery_point=0, clean_shutdown=False,
+                                   on_data_loss=on_data_loss)
 
 
 async def test_a_torn_last_write_is_cut_without_losing_a_whole_batch():
@@ -43,3 +44,21 @@ async def test_a_flipped_bit_inside_a_whole_batch_loses_it_and_everything_after(
     assert log.recovery_stats.bytes_truncated > 0
     assert log.recovery_stats.whole_batches_lost
     assert log.log_end_offset < 5
+
+
+async def test_only_a_cut_whole_batch_is_reported_to_on_data_loss():
+    # The broker forgets its clean-restart claim in this callback (raftkafka.metadata_roles).
+    calls = []
+
+    def rot(f, size):
+        at = f.read(0, size)
+        f.write_at(size // 2, bytes([at[size // 2] ^ 0x01]))
+
+    def on_data_loss():
+        calls.append("cut")
+
+    torn = b"\x00" * 8 + (500).to_bytes(4, "big") + b"half a batch"
+    await _log_with_damage(lambda f, size: f.append(torn), on_data_loss)
+    assert calls == []
+    await _log_with_damage(rot, on_data_loss)
+    assert len(calls) == 1
