@@ -52,7 +52,7 @@ async def handle(broker, header, request) -> MetadataResponse:
             leader = reg.leader if reg.leader in alive else NO_LEADER
             partitions.append(R.MetadataResponsePartition(
                 error_code=ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE,
-                partition_index=pid, leader_id=leader, replica_nodes=list(reg.replicas),
+                partition_index=pid, leader_id=leader, leader_epoch=reg.leader_epoch, replica_nodes=list(reg.replicas),
                 isr_nodes=list(reg.isr), offline_replicas=offline))
         topics.append(R.MetadataResponseTopic(error_code=ErrorCode.NONE, name=name,
                                               is_internal=name in INTERNAL_TOPICS, partitions=partitions))

@@ -54,6 +54,7 @@ class PartitionInfo:
     replicas: tuple[int, ...] = ()
     isr: tuple[int, ...] = ()
     error: int = 0
+    leader_epoch: int = -1  # -1: the broker did not say (Metadata before v7)
 
 
 @dataclass(slots=True)
@@ -98,6 +99,7 @@ class Cluster:
         self._refreshing: trio.Event | None = None
         self._refresh_error: Exception | None = None
         self._next_bootstrap = 0
+        self._older_answers: dict[tuple[str, int], int] = {}  # refreshes in a row that went back in epoch
         self._closed = False
 
     # ------------------------------------------------------------------ connections
@@ -207,12 +209,28 @@ class Cluster:
         self.brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers}
         self.cluster_id = response.cluster_id
         self.controller_id = response.controller_id
+        previous = self.topics
         topics = {} if self.want_all_topics else dict(self.topics)
         for t in response.topics:
             info = TopicInfo(t.name, t.error_code, t.is_internal)
+            known = previous.get(t.name)
             for p in t.partitions:
-                info.partitions[p.partition_index] = PartitionInfo(
-                    p.partition_index, p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes), p.error_code)
+                partition = PartitionInfo(p.partition_index, p.leader_id, tuple(p.replica_nodes),
+                                          tuple(p.isr_nodes), p.error_code, p.leader_epoch)
+                seen = known.partitions.get(p.partition_index) if known is not None and not t.error_code else None
+                key = (t.name, p.partition_index)
+                if seen is not None and partition.leader_epoch < seen.leader_epoch \
+                        and self._older_answers.get(key, 0) < len(self.brokers):
+                    # KIP-320: this broker's view is older than one we had (it lags the metadata
+                    # log, or was paused while leadership moved on): keep the newer leader and
+                    # ask another broker next. Without topic ids (Metadata v10) a topic deleted
+                    # and re-created restarts its epochs: when every broker agrees, accept it.
+                    self._older_answers[key] = self._older_answers.get(key, 0) + 1
+                    self._next_bootstrap += 1
+                    partition = seen
+                else:
+                    self._older_answers.pop(key, None)
+                info.partitions[p.partition_index] = partition
             topics[t.name] = info
         self.topics = topics
         self.last_refresh = self.env.now()
@@ -246,6 +264,12 @@ class Cluster:
             return -1
         p = info.partitions.get(partition)
         return p.leader if p is not None else -1
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The leader epoch our metadata has for the partition (-1: unknown)."""
+        info = self.topics.get(topic)
+        p = None if info is None else info.partitions.get(partition)
+        return p.leader_epoch if p is not None else -1
 
     # ------------------------------------------------------------------ closing
 

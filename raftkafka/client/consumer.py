@@ -302,7 +302,8 @@ class Consumer:
             # Rounded up: a poll with under 1 ms left must not send max_wait_ms=0, which the
             # broker answers at once, round after round, without the poll's time running out.
             request = self.fetch.build_request(partitions, max_wait_ms=math.ceil(max_wait * 1000),
-                                               min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes)
+                                               min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
+                                               leader_epoch=self.cluster.leader_epoch)
             self._nursery.start_soon(self._fetch_from, node, request, max_wait)
         if self._rejoin_due():
             await trio.lowlevel.checkpoint()  # the poll loop re-joins next; that waits on the coordinator

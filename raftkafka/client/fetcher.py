@@ -82,11 +82,15 @@ class FetchState:
     # ------------------------------------------------------------------ requests
 
     def build_request(self, partitions: list[TopicPartition], *, max_wait_ms: int, min_bytes: int,
-                      max_bytes: int) -> FetchRequest:
+                      max_bytes: int, leader_epoch=lambda topic, partition: -1) -> FetchRequest:
+        """`leader_epoch(topic, partition)`: the epoch of the leader we mean to fetch from; a
+        broker whose own epoch differs answers FENCED/UNKNOWN_LEADER_EPOCH instead of serving
+        (KIP-320), so a stale leader can neither feed us nor send us back with OUT_OF_RANGE."""
         topics: dict[str, list] = {}
         for topic, partition in sorted(partitions):
             topics.setdefault(topic, []).append(FetchRequest.FetchPartition(
-                partition=partition, fetch_offset=self.partitions[(topic, partition)].position,
+                partition=partition, current_leader_epoch=leader_epoch(topic, partition),
+                fetch_offset=self.partitions[(topic, partition)].position,
                 partition_max_bytes=self.max_partition_bytes))
         return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
                             isolation_level=self.isolation_level,

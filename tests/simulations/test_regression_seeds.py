@@ -18,6 +18,10 @@
   could register, and the next one, on the same boot with the already-cut log, claimed the old
   clean epoch and was elected from the ELR (metadata.incarnation_record: the cut forgets the
   record on the spot, storage.log.recovery on_data_loss).
+- 185 at 30 s: a broker paused while leadership moved on came back still leading at epoch 0 with
+  a short log; a consumer that took its stale metadata fetched there, got OFFSET_OUT_OF_RANGE and
+  reset to earliest (re-reading from 0). Metadata v7 leader epochs: the client keeps the newest
+  and fences its Fetches with it (KIP-320, raftkafka.client.cluster).
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ def test_seed_that_once_failed_has_no_violations(seed):
 
 
 # Seeds whose bug needs the default 30 s fault phase to show.
-LONG_SEEDS = [79, 146]
+LONG_SEEDS = [79, 146, 185]
 
 
 @pytest.mark.parametrize("seed", LONG_SEEDS)

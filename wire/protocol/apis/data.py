@@ -119,14 +119,14 @@ ListOffsetsResponse = response(2, "ListOffsets", "1-3", flexible="6+", fields=[
     )),
 ])
 
-MetadataRequest = request(3, "Metadata", "1-5", flexible="9+", fields=[
+MetadataRequest = request(3, "Metadata", "1-7", flexible="9+", fields=[
     F("topics", ArrayOf("MetadataRequestTopic",
         F("name", STRING),
     ), nullable="1+"),
     F("allow_auto_topic_creation", BOOL, "4+", default=True),
 ])
 
-MetadataResponse = response(3, "Metadata", "1-5", flexible="9+", fields=[
+MetadataResponse = response(3, "Metadata", "1-7", flexible="9+", fields=[
     F("throttle_time_ms", INT32, "3+"),
     F("brokers", ArrayOf("MetadataResponseBroker",
         F("node_id", INT32),
@@ -144,6 +144,7 @@ MetadataResponse = response(3, "Metadata", "1-5", flexible="9+", fields=[
             F("error_code", INT16),
             F("partition_index", INT32),
             F("leader_id", INT32),
+            F("leader_epoch", INT32, "7+", default=-1),  # KIP-320: clients ignore older leaders
             F("replica_nodes", ArrayOf(INT32)),
             F("isr_nodes", ArrayOf(INT32)),
             F("offline_replicas", ArrayOf(INT32), "5+"),
