@@ -51,6 +51,11 @@ class ReplicationSettings:
     on_isr_change: Callable[[str], None] | None = None  # "shrink" / "expand" (metrics)
 
 
+# AlterPartition answers that say the request was not applied, checked against the current
+# partition epoch (Kafka: OPERATION_NOT_ATTEMPTED, INELIGIBLE_REPLICA; ours also INVALID_REQUEST).
+_NOT_APPLIED = frozenset({Errors.OPERATION_NOT_ATTEMPTED, Errors.INELIGIBLE_REPLICA, Errors.INVALID_REQUEST})
+
+
 class Partition:
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: PartitionLog,
                  registration: PartitionRegistration, local_id: int,
@@ -262,11 +267,23 @@ class Partition:
         if self.isr_state is not sent:
             return  # metadata superseded it meanwhile
         reg = self.registration
-        if (result.error != Errors.NONE or result.leader_epoch != reg.leader_epoch
-                or result.partition_epoch < reg.partition_epoch):
-            log.info("%s-%d: ISR change %s not applied: %s", self.topic, self.index, list(sent.proposed),
+        if result.error in _NOT_APPLIED:
+            # The controller checked our partition epoch and refused: no controller, past or
+            # future, applies this request, so the committed ISR is safe to fall back to.
+            log.info("%s-%d: ISR change %s refused: %s", self.topic, self.index, list(sent.proposed),
                      Errors(result.error).name)
-            self.isr_state = IsrState(reg.isr)  # the metadata will tell us what is true
+            self.isr_state = IsrState(reg.isr)
+        elif (result.error != Errors.NONE or result.leader_epoch != reg.leader_epoch
+                or result.partition_epoch < reg.partition_epoch):
+            # Outcome unknown (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, ...): an earlier
+            # attempt may have committed it before leadership moved on. Keep the pending state —
+            # its maximal ISR still bounds the HW — until the metadata says what is true (Kafka's
+            # handleAlterPartitionError). Reverting to a stale committed ISR let an isolated old
+            # leader acknowledge acks=all writes without a member the controller had added
+            # (simulation seed 115, 30 s: a lost write).
+            log.info("%s-%d: ISR change %s not confirmed: %s; waiting for metadata", self.topic, self.index,
+                     list(sent.proposed), Errors(result.error).name)
+            return
         else:
             self.registration = dataclasses.replace(
                 reg, isr=tuple(result.isr), partition_epoch=result.partition_epoch,
