@@ -44,6 +44,10 @@ NODE_SETTINGS = {
     "replica.lag.time.max.ms": 3000,
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.num.partitions": 3,
+    # Production practice and what the power-loss budget assumes (acks=all survives
+    # min.insync.replicas - 1 lost page caches): also for __consumer_offsets, which takes the
+    # broker default (Kafka: 1, under which one power loss may drop a committed offset).
+    "min.insync.replicas": 2,
     "metadata.log.max.records.between.snapshots": 200,
 }
 
