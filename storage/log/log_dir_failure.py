@@ -101,6 +101,13 @@ class FailureReportingFileSystem:
         self.channel.mark_offline(log_dir, error)
         return error
 
+    def _checked(self, operation: str, path: str, call, *args):
+        """`call(*args)`, with an OSError reported as `operation` on `path`."""
+        try:
+            return call(*args)
+        except OSError as exc:
+            raise self.failure(path, exc, operation) from exc
+
     # -- files ----------------------------------------------------------------------
     def open(self, path: str, *, create: bool = False):
         try:
@@ -116,40 +123,22 @@ class FailureReportingFileSystem:
         return self.inner.is_dir(path)
 
     def listdir(self, path: str) -> list[str]:
-        try:
-            return self.inner.listdir(path)
-        except OSError as exc:
-            raise self.failure(path, exc, "listdir") from exc
+        return self._checked("listdir", path, self.inner.listdir, path)
 
     def makedirs(self, path: str) -> None:
-        try:
-            self.inner.makedirs(path)
-        except OSError as exc:
-            raise self.failure(path, exc, "makedirs") from exc
+        self._checked("makedirs", path, self.inner.makedirs, path)
 
     def remove(self, path: str) -> None:
-        try:
-            self.inner.remove(path)
-        except OSError as exc:
-            raise self.failure(path, exc, "remove") from exc
+        self._checked("remove", path, self.inner.remove, path)
 
     def rmtree(self, path: str) -> None:
-        try:
-            self.inner.rmtree(path)
-        except OSError as exc:
-            raise self.failure(path, exc, "rmtree") from exc
+        self._checked("rmtree", path, self.inner.rmtree, path)
 
     def rename(self, src: str, dst: str) -> None:
-        try:
-            self.inner.rename(src, dst)
-        except OSError as exc:
-            raise self.failure(src, exc, "rename") from exc
+        self._checked("rename", src, self.inner.rename, src, dst)
 
     def file_size(self, path: str) -> int:
-        try:
-            return self.inner.file_size(path)
-        except OSError as exc:
-            raise self.failure(path, exc, "stat") from exc
+        return self._checked("stat", path, self.inner.file_size, path)
 
     async def sync_dir(self, path: str) -> None:
         try:
@@ -179,10 +168,7 @@ class _ReportingFile:
         self.close = inner.close
 
     def read(self, offset: int, size: int) -> bytes:
-        try:
-            return self._inner.read(offset, size)
-        except OSError as exc:
-            raise self._fs.failure(self.path, exc, "read") from exc
+        return self._fs._checked("read", self.path, self._inner.read, offset, size)
 
     def append(self, data) -> int:
         end = self._inner.size()
@@ -203,16 +189,10 @@ class _ReportingFile:
             pass  # the device is failing outright: recovery cuts the tail at the next start
 
     def write_at(self, offset: int, data) -> None:
-        try:
-            self._inner.write_at(offset, data)
-        except OSError as exc:
-            raise self._fs.failure(self.path, exc, "write") from exc
+        self._fs._checked("write", self.path, self._inner.write_at, offset, data)
 
     def truncate(self, size: int) -> None:
-        try:
-            self._inner.truncate(size)
-        except OSError as exc:
-            raise self._fs.failure(self.path, exc, "truncate") from exc
+        self._fs._checked("truncate", self.path, self._inner.truncate, size)
 
     async def sync(self) -> None:
         try:
