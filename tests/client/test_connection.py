@@ -62,17 +62,21 @@ async def test_peer_close_fails_pending_and_later_requests(nursery):
     assert conn.closed
 
 
-async def test_request_timeout_closes_connection(nursery, autojump_clock):
-    env = MemEnv()
-    mini = MiniCluster(env)
-
-    async def answers_only_api_versions(stream):
+def answers_only_api_versions(mini):
+    """A broker that answers the ApiVersions handshake and then never again."""
+    async def serve(stream):
         data = await stream.receive_some(65536)
         header, body = decode_request(data[4:])
         await stream.send_all(encode_response(header, await mini.on_api_versions(1, body, header.api_version)))
         await trio.sleep_forever()
+    return serve
 
-    await nursery.start(env.net.serve, "slow", 1, answers_only_api_versions)
+
+async def test_request_timeout_closes_connection(nursery, autojump_clock):
+    env = MemEnv()
+    mini = MiniCluster(env)
+
+    await nursery.start(env.net.serve, "slow", 1, answers_only_api_versions(mini))
     conn = await BrokerConnection.open(env, nursery, "slow", 1, request_timeout=2.0)
     with pytest.raises(KafkaTimeoutError):
         await conn.request(MetadataRequest(topics=[]))
@@ -150,13 +154,7 @@ async def test_watchdog_times_out_each_request_at_its_own_deadline(nursery, auto
     env = MemEnv()
     mini = MiniCluster(env)
 
-    async def answers_only_api_versions(stream):
-        data = await stream.receive_some(65536)
-        header, body = decode_request(data[4:])
-        await stream.send_all(encode_response(header, await mini.on_api_versions(1, body, header.api_version)))
-        await trio.sleep_forever()
-
-    await nursery.start(env.net.serve, "slow", 1, answers_only_api_versions)
+    await nursery.start(env.net.serve, "slow", 1, answers_only_api_versions(mini))
     conn = await BrokerConnection.open(env, nursery, "slow", 1, request_timeout=2.0)
     outcomes = {}
 
