@@ -222,7 +222,6 @@ class SimCluster:
         self.disk_rng = random.Random(derive_seed(seed, "disk-crash"))
         self._nursery: trio.Nursery | None = None
         self.crashes = 0
-        self._roles: dict[int, tuple] = {}
         self.on_start = []  # callbacks(host) run when an incarnation starts (checkers reset)
         # After the heal, a node that still dies of an injected disk error (one raised just
         # before the heal, surfacing after) is restarted at once, as a supervisor would:
@@ -387,21 +386,6 @@ class SimCluster:
                 self.trace.record(host.name, "resume")
 
     # -------------------------------------------------------------- checking
-    def poll(self) -> None:
-        """Feed in-memory status of live nodes to the checker (cheap; call often)."""
-        self.checker.now = trio.current_time()
-        for node_id, host in sorted(self.hosts.items()):
-            if not host.up:
-                continue
-            st = host.status()
-            if st is not None:
-                self.checker.observe(node_id, host.incarnation, st.role, st.epoch, st.high_watermark)
-                role = (host.incarnation, st.role, st.epoch, st.leader_id)
-                if self._roles.get(node_id) != role:
-                    self._roles[node_id] = role
-                    self.trace.record(host.name, "role", role=st.role, epoch=st.epoch, leader=st.leader_id,
-                                      hw=st.high_watermark, end=st.log_end_offset)
-
     async def poll_durable(self) -> dict[int, DurableLog]:
         """Check what every disk durably holds (election state, log) against the leaders' HW."""
         self.checker.now = trio.current_time()
