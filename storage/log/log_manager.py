@@ -89,6 +89,10 @@ class LogManager:
         self._dir_of: dict[TopicPartition, str] = {}
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._delete_horizons: dict[TopicPartition, int] = {}
+        # One checkpoint writer per data dir at a time: two interleaved write_file_atomic calls
+        # on the same file rename each other's temporary away, and that I/O error would take
+        # the dir offline (the flusher and the retention task both checkpoint).
+        self._checkpoint_locks = {d: trio.Lock() for d in self.data_dirs}
         self.had_clean_shutdown: dict[str, bool] = {}
         self.started = False
 
@@ -300,15 +304,16 @@ class LogManager:
                 await self._write_dir_checkpoints(data_dir)
 
     async def _write_dir_checkpoints(self, data_dir: str) -> None:
-        logs = {tp: log for tp, log in self.all_logs() if self._dir_of[tp] == data_dir}
-        await write_offsets(self.fs, posixpath.join(data_dir, RECOVERY_POINT_CHECKPOINT),
-                            {tp: log.recovery_point for tp, log in logs.items()})
-        await write_offsets(self.fs, posixpath.join(data_dir, LOG_START_OFFSET_CHECKPOINT),
-                            {tp: log.log_start_offset for tp, log in logs.items()})
-        await write_offsets(self.fs, posixpath.join(data_dir, CLEANER_OFFSET_CHECKPOINT),
-                            {tp: o for tp, o in self._cleaner_offsets.items() if tp in logs})
-        await write_offsets(self.fs, posixpath.join(data_dir, REPLICATION_OFFSET_CHECKPOINT),
-                            {tp: log.high_watermark for tp, log in logs.items()})
+        async with self._checkpoint_locks[data_dir]:
+            logs = {tp: log for tp, log in self.all_logs() if self._dir_of[tp] == data_dir}
+            await write_offsets(self.fs, posixpath.join(data_dir, RECOVERY_POINT_CHECKPOINT),
+                                {tp: log.recovery_point for tp, log in logs.items()})
+            await write_offsets(self.fs, posixpath.join(data_dir, LOG_START_OFFSET_CHECKPOINT),
+                                {tp: log.log_start_offset for tp, log in logs.items()})
+            await write_offsets(self.fs, posixpath.join(data_dir, CLEANER_OFFSET_CHECKPOINT),
+                                {tp: o for tp, o in self._cleaner_offsets.items() if tp in logs})
+            await write_offsets(self.fs, posixpath.join(data_dir, REPLICATION_OFFSET_CHECKPOINT),
+                                {tp: log.high_watermark for tp, log in logs.items()})
 
     # -- background work ------------------------------------------------------
     async def flush_due_logs(self) -> int:

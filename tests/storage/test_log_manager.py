@@ -174,3 +174,21 @@ async def test_create_logs_in_one_batch_spreads_registers_and_is_durable():
     await manager.startup()
     assert [tp for tp, _ in manager.all_logs()] == [("t", p) for p in range(6)]
     assert [manager.get_log("t", p).log_end_offset for p in range(6)] == [0, 1, 1, 1, 1, 1]
+
+
+async def test_concurrent_checkpoints_of_one_dir_do_not_collide():
+    """The flusher, the retention task and a truncation may all checkpoint a dir at once; with
+    fsyncs that take time, unserialised writers renamed each other's temporary file away and
+    the resulting I/O error took the data dir offline."""
+    env = FakeEnv()
+    manager = LogManager(env, ["/d"], CONFIG)
+    await manager.startup()
+    log = await manager.get_or_create_log("t", 0)
+    log.append_as_leader(value_batch(2, size=100), leader_epoch=1)
+    await log.flush()
+    env.fs.sync_delay = 0.01
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(manager.checkpoint)
+    assert not manager.failures.is_offline("/d")
+    assert read_offsets(env.fs, "/d/recovery-point-offset-checkpoint") == {("t", 0): 2}
