@@ -31,17 +31,25 @@ def cluster():
 
 
 def produce(cluster, counts: dict[int, int], tag: str) -> None:
-    from kafka import KafkaProducer
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=False)
-    futures = []
+    """acks=all writes with librdkafka. Not kafka-python's producer: with 40 partitions it can
+    reach its in-flight limit and poll with timeout 0 in a loop, and a Python thread spinning in
+    this process starves the brokers' trio thread of the GIL (the setup then timed out)."""
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    errors = []
+    delivered = []
+
+    def on_delivery(err, msg):
+        (errors if err is not None else delivered).append(err or msg.offset())
+
     for partition, n in sorted(counts.items()):
         for i in range(n):
             value = f"{tag}-{partition}-{i}".encode()
             cluster.expected[partition].append(value)
-            futures.append(producer.send(TOPIC, value=value, partition=partition))
-    producer.flush(30)
-    assert all(f.get(10).offset >= 0 for f in futures)
-    producer.close()
+            producer.produce(TOPIC, value=value, partition=partition, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    assert not errors
+    assert len(delivered) == sum(counts.values())
 
 
 def poll_until(fn, done, timeout=60.0):
