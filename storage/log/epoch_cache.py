@@ -15,6 +15,8 @@ from __future__ import annotations
 import bisect
 import posixpath
 
+import trio
+
 from storage.env import FileSystem
 from storage.log.checkpoints import CorruptCheckpointError, read_entries, write_entries
 
@@ -34,6 +36,7 @@ class LeaderEpochCache:
         self._epochs: list[int] = [e for e, _ in entries or ()]
         self._starts: list[int] = [s for _, s in entries or ()]
         self.dirty = False
+        self._write_done: trio.Event | None = None  # set when the write under way ends
 
     @classmethod
     def load(cls, fs: FileSystem, log_dir: str) -> "LeaderEpochCache":
@@ -123,7 +126,23 @@ class LeaderEpochCache:
             self._starts.clear()
             self.dirty = True
 
+    @property
+    def unsaved(self) -> bool:
+        """Entries not yet known to be on disk (changed, or being written right now)."""
+        return self.dirty or self._write_done is not None
+
     async def flush(self) -> None:
-        if self.dirty:
-            self.dirty = False
-            await write_entries(self.fs, self.path, self.entries())
+        """Persist the entries; returns once what the caller saw is on disk. One writer at a
+        time: two would rename each other's temporary file away (an I/O error, dir offline)."""
+        while self._write_done is not None:
+            await self._write_done.wait()
+        # (Not a trio.Lock: recovery and the log model tests drive this without a trio run
+        # when nothing suspends, and an uncontended flush must not need one.)
+        done = self._write_done = trio.Event()
+        try:
+            while self.dirty:
+                self.dirty = False
+                await write_entries(self.fs, self.path, self.entries())
+        finally:
+            self._write_done = None
+            done.set()

@@ -315,7 +315,7 @@ class PartitionLog:
         await self.fs.sync_dir(self.dir)
 
     async def _persist_epoch_cache(self) -> None:
-        if self.epoch_cache.dirty:
+        if self.epoch_cache.unsaved:
             await self._flush_rolled()
             await self.epoch_cache.flush()
 

@@ -133,6 +133,26 @@ async def test_epoch_cache_assign_end_offsets_and_truncation():
     assert cache.entries() == [(3, 50)]
 
 
+async def test_epoch_cache_flushes_one_writer_at_a_time():
+    """A new epoch assigned while the checkpoint is being written (slow fsync) starts a second
+    flush: it waits for the first instead of renaming its temporary file away, and every
+    caller returns only once the entries it saw are on disk."""
+    import trio
+    fs = MemFileSystem()
+    fs.makedirs("/p")
+    fs.sync_delay = 0.01
+    cache = LeaderEpochCache(fs, "/p")
+    cache.assign(1, 0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cache.flush)
+        await trio.sleep(0.005)  # the first write is in its fsync
+        assert cache.unsaved and not cache.dirty
+        cache.assign(2, 10)
+        await cache.flush()
+        assert LeaderEpochCache.load(fs, "/p").entries() == [(1, 0), (2, 10)]
+    assert not cache.unsaved
+
+
 async def test_epoch_cache_corrupt_file_loads_empty():
     fs = MemFileSystem()
     fs.makedirs("/p")
