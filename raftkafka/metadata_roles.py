@@ -30,7 +30,9 @@ from metadata.controller_client import ControllerClient, ControllerConnection
 from metadata.controller_requests import ControllerRequests
 from metadata.controller_service import ControllerService
 from metadata.controller_state_machine import ControllerStateMachine, SnapshotSchedule
-from metadata.incarnation_record import forget_incarnation, previous_broker_epoch, record_incarnation
+from metadata.incarnation_record import (
+    forget_incarnation, pending_incarnation, previous_broker_epoch, record_incarnation,
+)
 from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.metadata_follower import LeaderHighWatermarkTap, MetadataFollower
 from metadata.records import Endpoint
@@ -140,6 +142,7 @@ class BrokerRole:
                                       f"{getattr(e, 'strerror', e) or e}") from None
                 log.info(describe_recovery(kafka.log_manager))
                 self._remember_incarnations(kafka)
+                await self._record_registering(data_dirs)
                 self.kafka = kafka
                 # Partitions are served from metadata that holds this incarnation's registration.
                 self.add_publisher(AfterOwnRegistration(
@@ -159,9 +162,27 @@ class BrokerRole:
         # acknowledged (bit rot): unclean, whatever the boot id says. A torn last write (a crash
         # mid-append) loses nothing that was acknowledged and keeps the same-boot rule.
         cut = any(log.recovery_stats.whole_batches_lost for _, log in kafka.log_manager.all_logs())
-        self.lifecycle.previous_broker_epoch = -1 if cut else previous_broker_epoch(
+        claim = -1 if cut else previous_broker_epoch(
             self.env.fs, dirs, clean_shutdown=bool(clean) and all(clean.values()))
+        self.lifecycle.previous_broker_epoch = claim
+        pending = pending_incarnation(self.env.fs, dirs) if claim >= 0 else None
+        if pending is not None:
+            # The previous incarnation may have been registered (a newer epoch than `claim`)
+            # and died before the answer: as that incarnation we get that epoch back, where a
+            # new one would be taken out of the ELRs for claiming a stale epoch (seed 3317).
+            self.lifecycle.incarnation_id = pending
         self.lifecycle.on_registered = lambda epoch: record_incarnation(self.env.fs, dirs, epoch)
+
+    async def _record_registering(self, dirs: list[str]) -> None:
+        """Before a clean start registers: note which incarnation carries the claim, so the next
+        start can take its place if this one dies with its registration unanswered."""
+        if self.lifecycle.previous_broker_epoch < 0:
+            return
+        try:
+            await record_incarnation(self.env.fs, dirs, self.lifecycle.previous_broker_epoch,
+                                     registering=self.lifecycle.incarnation_id)
+        except OSError as e:  # then a death before the answer makes the next start unclean
+            log.warning("broker %d: cannot record its registration: %s", self.config.node_id, e)
 
     def _hold_clients_until_unfenced(self, kafka: Broker) -> None:
         """As Kafka: the listener is bound at once (its port is registered) but requests are

@@ -29,7 +29,7 @@ import pytest
 
 from simulations.runner import SimOptions, run_simulation
 
-SEEDS = [18, 19, 40, 79, 85, 100, 104, 110, 269, 308]
+SEEDS = [18, 19, 40, 79, 85, 100, 104, 110, 269, 308, 3317]
 
 
 @pytest.mark.parametrize("seed", SEEDS)

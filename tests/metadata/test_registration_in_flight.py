@@ -1,0 +1,130 @@
+"""A clean restart whose registration the controller accepted but never answered (seed 3317).
+
+Broker 5, the last eligible leader replica of three partitions, restarted cleanly (same boot,
+logs whole) and registered claiming its recorded epoch 5; the controller gave it epoch 53 and
+the process died before the answer arrived, so the record still said 5. The next clean start
+claimed 5 again, the controller took the mismatch for an unclean restart and emptied the ELRs:
+the partitions stayed leaderless after the heal. A clean start now notes the incarnation that
+registers, and the next clean start on the same boot registers as it and gets epoch 53 back.
+"""
+import uuid
+from types import SimpleNamespace
+
+from metadata.broker_lifecycle import BrokerLifecycle
+from metadata.controller.brokers import (
+    BrokerRegistrationRequest, HeartbeatRequest, broker_heartbeat, register_broker,
+)
+from metadata.controller.heartbeats import BrokerHeartbeatManager
+from metadata.incarnation_record import (
+    INCARNATION_FILE, pending_incarnation, previous_broker_epoch, record_incarnation,
+)
+from metadata.records import PartitionChange
+from raftkafka.metadata_roles import BrokerRole
+from storage.memfs import MemFileSystem
+from tests.metadata.helpers import apply, cluster, with_topic
+
+DIRS = ["/d1", "/d2"]
+FIRST, SECOND, THIRD = uuid.UUID(int=71), uuid.UUID(int=72), uuid.UUID(int=73)
+
+
+class BootFS(MemFileSystem):
+    """A disk whose page cache is lost only by `crash` (a power loss): a new boot."""
+
+    def boot_id(self):
+        return f"boot-{self.crashes}"
+
+
+async def _disk_with_record(epoch: int) -> BootFS:
+    fs = BootFS()
+    for d in DIRS:
+        fs.makedirs(d)
+    await fs.sync_dir("/")
+    await record_incarnation(fs, DIRS, epoch)
+    return fs
+
+
+def _broker_start(fs, incarnation_id: uuid.UUID, *, cut: bool = False):
+    """What BrokerRole decides at start, once its logs are recovered: (claim, incarnation)."""
+    role = SimpleNamespace(env=SimpleNamespace(fs=fs), config=SimpleNamespace(node_id=5),
+                           lifecycle=BrokerLifecycle(None, None, broker_id=5, metadata_offset=lambda: 0,
+                                                     incarnation_id=incarnation_id))
+    log = SimpleNamespace(recovery_stats=SimpleNamespace(whole_batches_lost=cut))
+    kafka = SimpleNamespace(log_manager=SimpleNamespace(
+        data_dirs=list(DIRS), had_clean_shutdown={d: False for d in DIRS},
+        all_logs=lambda: [(("t", 0), log)]))
+    BrokerRole._remember_incarnations(role, kafka)
+    return role
+
+
+async def test_a_start_killed_before_its_answer_hands_its_incarnation_to_the_next_start():
+    fs = await _disk_with_record(5)
+    first = _broker_start(fs, FIRST)
+    assert (first.lifecycle.previous_broker_epoch, first.lifecycle.incarnation_id) == (5, FIRST)
+    await BrokerRole._record_registering(first, list(DIRS))
+    fs.process_exit()  # kill -9 while the registration is in flight
+    second = _broker_start(fs, SECOND)
+    assert (second.lifecycle.previous_broker_epoch, second.lifecycle.incarnation_id) == (5, FIRST)
+    # Once answered, the epoch is the claim and no incarnation is pending.
+    await second.lifecycle.on_registered(53)
+    fs.process_exit()
+    third = _broker_start(fs, THIRD)
+    assert (third.lifecycle.previous_broker_epoch, third.lifecycle.incarnation_id) == (53, THIRD)
+
+
+async def test_an_unclean_start_never_takes_over_the_pending_incarnation():
+    fs = await _disk_with_record(5)
+    first = _broker_start(fs, FIRST)
+    await BrokerRole._record_registering(first, list(DIRS))
+    fs.crash()  # power loss: a new boot
+    after_power_loss = _broker_start(fs, SECOND)
+    assert (after_power_loss.lifecycle.previous_broker_epoch, after_power_loss.lifecycle.incarnation_id) \
+        == (-1, SECOND)
+    fs = await _disk_with_record(5)
+    await BrokerRole._record_registering(_broker_start(fs, FIRST), list(DIRS))
+    fs.process_exit()
+    after_cut = _broker_start(fs, SECOND, cut=True)  # recovery cut acknowledged records
+    assert (after_cut.lifecycle.previous_broker_epoch, after_cut.lifecycle.incarnation_id) == (-1, SECOND)
+    # And an unclean start writes no pending record that a later start could take over.
+    await BrokerRole._record_registering(after_cut, list(DIRS))
+    assert pending_incarnation(fs, DIRS) == FIRST
+
+
+async def test_a_damaged_pending_incarnation_claims_nothing():
+    fs = await _disk_with_record(5)
+    f = fs.open(f"/d2/{INCARNATION_FILE}")
+    f.truncate(0)
+    f.append(b'{"version": 0, "broker_epoch": 5, "boot_id": "boot-0", "registering": "not-a-uuid"}')
+    f.close()
+    assert previous_broker_epoch(fs, DIRS, clean_shutdown=False) == -1
+    assert pending_incarnation(fs, DIRS) is None
+
+
+def test_the_controller_answers_the_pending_incarnation_with_its_epoch_and_keeps_the_elr():
+    """The controller's side of the seed: broker 1 (clean) is the ELR of t-0; its registration as
+    FIRST was accepted unanswered. A fresh incarnation claiming the old epoch is unclean and
+    leaves t-0 with no eligible leader; registering as FIRST gets the same epoch back, and the
+    broker is elected once unfenced."""
+    img = with_topic(cluster(3, elr=True), "t", 1, 3, configs={"min.insync.replicas": "2"},
+                     assignments={0: [1, 2, 3]})
+    img = apply(img, [PartitionChange(0, img.topic("t").topic_id, isr=(1, 2), leader=2)])
+    old_epoch = img.brokers[1].epoch
+    hb = BrokerHeartbeatManager()
+    batches, first = register_broker(img, BrokerRegistrationRequest(1, FIRST, previous_broker_epoch=old_epoch),
+                                     next_offset=1000, heartbeats=hb, now=50.0)
+    img = apply(img, batches)
+    batches, _ = register_broker(img, BrokerRegistrationRequest(2, uuid.UUID(int=502), previous_broker_epoch=-1),
+                                 next_offset=1100, heartbeats=hb, now=50.0)
+    img = apply(img, batches)
+    assert img.topic("t").partitions[0].eligible_leader_replicas == (1,)
+    later = 50.0 + 60  # the first incarnation's session has lapsed
+    stale, _ = register_broker(img, BrokerRegistrationRequest(1, SECOND, previous_broker_epoch=old_epoch),
+                               next_offset=1200, heartbeats=hb, now=later)
+    p = apply(img, stale).topic("t").partitions[0]
+    assert (p.isr, p.eligible_leader_replicas, p.leader) == ((), (), -1)  # what the seed hit
+    batches, again = register_broker(img, BrokerRegistrationRequest(1, FIRST, previous_broker_epoch=old_epoch),
+                                     next_offset=1200, heartbeats=hb, now=later)
+    assert batches == [] and again.broker_epoch == first.broker_epoch
+    batches, res = broker_heartbeat(img, HeartbeatRequest(1, first.broker_epoch, 10**6),
+                                    heartbeats=hb, now=later + 1, next_offset=1300)
+    p = apply(img, batches).topic("t").partitions[0]
+    assert not res.is_fenced and (p.leader, p.isr) == (1, (1,))
