@@ -18,7 +18,11 @@ offsets.commit.timeout.ms passes. Appends of one partition complete in log order
 
 Leadership: when the image makes us leader of partition p (at some leader epoch) the
 coordinator starts LOADING p (clients get COORDINATOR_LOAD_IN_PROGRESS), waits for the
-replica manager to have the replica, replays the log to its end and serves the groups.
+replica manager to have the replica, replays the log to its end and serves the groups —
+once the high watermark has reached that end. A new leader's log may end in records its
+predecessor appended but never committed (a commit that timed out, say): until the HW
+passes them another failover may still drop them, and an offset served from them could
+go back (Kafka's coordinator runtime likewise reads at the last committed offset).
 Losing leadership (or a new leader epoch, i.e. someone else led in between) unloads p
 first, failing what its groups held with NOT_COORDINATOR.
 """
@@ -89,6 +93,7 @@ class GroupDriver:
         self._appended = trio.Event()
         self._creating_topic = False
         self._retry_scheduled = False
+        self._awaiting_hw: set[int] = set()             # loaded partitions waiting for the HW
         self._nursery: trio.Nursery | None = None
         self.loads_completed = 0
 
@@ -299,6 +304,20 @@ class GroupDriver:
         self._retry_scheduled = False
         self._leadership_changed.set()
 
+    def _await_high_watermark(self, index: int, partition, end: int) -> None:
+        if self._nursery is not None and index not in self._awaiting_hw:
+            self._awaiting_hw.add(index)
+            self._nursery.start_soon(self._await_high_watermark_task, index, partition, end)
+
+    async def _await_high_watermark_task(self, index: int, partition, end: int) -> None:
+        # Not inline in _load: one partition whose ISR is short must not hold up the others.
+        try:
+            while self._leader_replica(index) is partition and partition.high_watermark < end:
+                await self.broker.purgatory.wait([(OFFSETS_TOPIC, index)], self.env.now() + _LOAD_RETRY_S)
+        finally:
+            self._awaiting_hw.discard(index)
+        self._leadership_changed.set()  # load again (or give way to whoever leads now)
+
     def _unload(self, index: int) -> None:
         del self._served[index]
         self._pending.pop(index, None)  # unload_partition fails the coordinator's appends itself
@@ -326,6 +345,9 @@ class GroupDriver:
                     await trio.sleep(0)  # a big partition must not stall every other request
             if self._leader_replica(index) is not partition or partition.log_end_offset != end:
                 self._retry_later()  # leadership moved meanwhile: the metadata decides next
+                return
+            if partition.high_watermark < end:
+                self._await_high_watermark(index, partition, end)  # stays LOADING meanwhile
                 return
             self.coordinator.load_partition(index, records, self.now())
         except (DecodeError, LogError) as exc:
