@@ -22,6 +22,9 @@
   a short log; a consumer that took its stale metadata fetched there, got OFFSET_OUT_OF_RANGE and
   reset to earliest (re-reading from 0). Metadata v7 leader epochs: the client keeps the newest
   and fences its Fetches with it (KIP-320, raftkafka.client.cluster).
+- 2118: a follower elected leader of a __consumer_offsets partition (ISR itself alone, so its HW
+  was stuck) replayed a timed-out commit past its HW and served it; the old leader, not yet
+  told, then served the older offset (broker.group_driver loads only once the HW reaches the end).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ import pytest
 
 from simulations.runner import SimOptions, run_simulation
 
-SEEDS = [18, 19, 40, 79, 85, 100, 104, 110, 269, 308, 3317]
+SEEDS = [18, 19, 40, 79, 85, 100, 104, 110, 269, 308, 3317, 2118]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
