@@ -18,9 +18,9 @@ failure in the channel and writes nothing to the logs.
 """
 from __future__ import annotations
 
-import errno
 import logging
 
+from storage.halt import DirectoryHalt
 from storage.log.log_dir_failure import LogDirFailureChannel
 
 __all__ = ["LogDirHalt", "halt_on_log_dir_failure", "HALT_GRACE_S"]
@@ -32,22 +32,12 @@ log = logging.getLogger(__name__)
 HALT_GRACE_S = 0.1
 
 
-class LogDirHalt(OSError):
-    """The broker halts because a log dir failed. An OSError with the failure's errno
-    (a simulation tells an injected disk error from a bug by it)."""
+class LogDirHalt(DirectoryHalt):
+    """The broker halts because a log dir failed."""
 
     def __init__(self, log_dir: str, cause: OSError):
-        detail = cause.strerror or str(cause) or type(cause).__name__
-        # The cause may already name the dir (KafkaStorageError); say it once.
-        prefix = f"log dir {log_dir} failed: "
-        if detail.startswith(prefix):
-            detail = detail[len(prefix):]
-        super().__init__(cause.errno if cause.errno is not None else errno.EIO,
-                         f"log dir {log_dir} failed: {detail}; halting")
+        super().__init__("log dir", log_dir, cause)
         self.log_dir = log_dir
-
-    def __str__(self) -> str:
-        return self.strerror  # one line, without the "[Errno n]" prefix
 
 
 async def halt_on_log_dir_failure(env, failures: LogDirFailureChannel, replicas, *,

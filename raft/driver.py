@@ -15,6 +15,11 @@ gather until it commits or `append_linger` passes, then go to `core.append` as
 one batch (one fsync, one round of fetches). Low load gets low latency, high
 load gets big batches.
 
+A failed write or fsync of the metadata log (an OSError from the storage) ends
+`run` with `MetadataLogHalt`: as in Kafka, a node whose metadata log dir
+failed halts (it cannot vote or acknowledge safely any more) and its peers
+carry on without it.
+
 The state machine sees committed entries in order through `apply`, is reset
 by `restore` (at start from the latest snapshot, and when the leader ships
 one), and is asked for a `snapshot()` every `snapshot_interval_bytes` of
@@ -34,8 +39,9 @@ from raft.entry import Entry
 from raft.errors import NotLeaderError
 from raft.node_storage import NodeStorage
 from storage.env import Env
+from storage.halt import DirectoryHalt
 
-__all__ = ["RaftDriver", "StateMachine", "ProposalFailed"]
+__all__ = ["RaftDriver", "StateMachine", "ProposalFailed", "MetadataLogHalt"]
 
 log = logging.getLogger("raftkafka.raft.driver")
 
@@ -71,6 +77,13 @@ class _Proposal:
         self.first = self.last = -1
         self.epoch = -1
         self.error: ProposalFailed | None = None
+
+
+class MetadataLogHalt(DirectoryHalt):
+    """The node halts because its metadata log dir failed."""
+
+    def __init__(self, directory: str, cause: OSError):
+        super().__init__("metadata log dir", directory, cause)
 
 
 class RaftDriver:
@@ -148,6 +161,16 @@ class RaftDriver:
 
     # ------------------------------------------------------------------- loop
     async def run(self) -> None:
+        try:
+            await self._run()
+        except DirectoryHalt:
+            raise
+        except OSError as exc:  # only the metadata log's files do I/O in this task
+            halt = MetadataLogHalt(self.storage.directory, exc)
+            log.critical("%s", halt)
+            raise halt from exc
+
+    async def _run(self) -> None:
         self.sm.restore(self.core.log.snapshot_id, self.core.log.snapshot)
         await self._carry_out(self.core.tick(self.env.now()))
         while True:

@@ -18,14 +18,14 @@ python -m raftkafka [COMMAND] [OPTIONS]
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
-    from broker.log_dir_failure import LogDirHalt  # a disk error halted the node (like Kafka)
     from raftkafka.cli_common import CommandError
     from raftkafka.config import ConfigError
     from raftkafka.quorum_cmd import QuorumCommandError
+    from storage.halt import DirectoryHalt  # a disk error halted the node (like Kafka)
     from storage.meta_properties import DataDirError
     from storage.quorum_state_file import CorruptQuorumStateError
 
-    return (ConfigError, DataDirError, CorruptQuorumStateError, QuorumCommandError, CommandError, LogDirHalt)
+    return (ConfigError, DataDirError, CorruptQuorumStateError, QuorumCommandError, CommandError, DirectoryHalt)
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:

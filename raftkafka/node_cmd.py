@@ -24,10 +24,10 @@ import sys
 
 import trio
 
-from broker.log_dir_failure import LogDirHalt
 from raftkafka.config import add_config_arguments, load_config, settings_from_args
 from raftkafka.node import run_node
 from storage.env import RealEnv
+from storage.halt import DirectoryHalt
 
 __all__ = ["add_parser", "run"]
 
@@ -47,7 +47,7 @@ def run(args) -> int:
     )
     try:
         trio.run(run_node, RealEnv(), config)
-    except (LogDirHalt, BaseExceptionGroup) as exc:
+    except (DirectoryHalt, BaseExceptionGroup) as exc:
         halt = find_halt(exc)
         if halt is None:
             raise
@@ -56,9 +56,10 @@ def run(args) -> int:
     return 0
 
 
-def find_halt(exc: BaseException) -> LogDirHalt | None:
-    """The LogDirHalt that ended a run, wherever trio's nurseries nested it."""
-    if isinstance(exc, LogDirHalt):
+def find_halt(exc: BaseException) -> DirectoryHalt | None:
+    """The disk-failure halt (a log dir or the metadata log dir) that ended a run, wherever
+    trio's nurseries nested it."""
+    if isinstance(exc, DirectoryHalt):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:

@@ -240,3 +240,31 @@ async def test_resign_hands_over_only_when_leader():
             nursery.cancel_scope.cancel()
         sent = [e for e in rec.events if isinstance(e, tuple) and e[0] == "send"]
         assert sent == ([("send", 2, "end-quorum-epoch")] if leader else [])
+
+
+async def test_a_failed_metadata_log_fsync_halts_the_node():
+    """Kafka halts a node whose metadata log dir fails: the driver ends with one line naming
+    the dir, still an OSError carrying the cause's errno (nothing is acknowledged)."""
+    import errno
+
+    from raft.driver import MetadataLogHalt
+    driver, core, rec, storage = await make_driver()
+    storage.fs.fail_syncs = True
+    results = []
+
+    async def propose():
+        results.append(await driver.propose([b"x"]))
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(driver.run)
+            nursery.start_soon(propose)
+            with trio.fail_after(5):
+                await trio.sleep_forever()
+        raise AssertionError("the driver should have halted")
+    except* MetadataLogHalt as group:
+        (halt,) = group.exceptions
+    assert halt.errno == errno.EIO
+    assert str(halt).startswith("metadata log dir /data/__cluster_metadata-0 failed: ")
+    assert str(halt).endswith("; halting") and "\n" not in str(halt)
+    assert results == []
