@@ -404,9 +404,9 @@ class RaftCore(Replication):
                 st.backoff_until = now + backoff
 
     def _send_begin_quorum_epoch(self, st: LeaderState, now: float) -> None:
-        st.begin_resend_at = now + self.config.fetch_timeout / 2
+        st.begin_resend_at = now + st.begin_interval
         request = BeginQuorumEpochRequest(self.cluster_id, self.quorum.epoch, self.node_id)
-        for voter in sorted(st.begin_unacked):
+        for voter in st.begin_quorum_targets(now):
             self._send(voter, request)
 
     def _leader_claim_error(self, epoch: int, leader_id: int) -> int:

@@ -52,6 +52,7 @@ class LeaderState:
         # Voters that have not acknowledged BeginQuorumEpoch nor fetched yet.
         self.begin_unacked = {v for v in self.voters if v != node_id}
         self.begin_resend_at = now
+        self.begin_interval = config.fetch_timeout / 2
 
     # -------------------------------------------------------------- progress
 
@@ -71,6 +72,24 @@ class LeaderState:
             self.begin_unacked.discard(replica_id)
         elif replica_id in self.observers:
             self.observers[replica_id].last_fetch = now
+
+    def begin_quorum_targets(self, now: float) -> list[int]:
+        """Voters to (re)send BeginQuorumEpoch to: unacknowledged, or silent for a while.
+
+        A voter that stops fetching may have moved to a higher epoch (e.g. it campaigned
+        while we were cut off, lost, and restarted): its pre-votes are refused while we
+        lead, and our pull-based replication never tells us its epoch. Its answer to
+        BeginQuorumEpoch does (FENCED_LEADER_EPOCH at the newer epoch), so we step down
+        and the quorum elects at an epoch everyone accepts. Kafka's LeaderState does the
+        same for voters whose last fetch is older than fetch timeout / 2.
+        """
+        stale = now - self.begin_interval
+        return sorted(
+            v
+            for v, p in self.progress.items()
+            if v != self.node_id
+            and (v in self.begin_unacked or p.last_fetch is None or p.last_fetch <= stale)
+        )
 
     def record_flushed(self, end_offset: int, now: float) -> None:
         me = self.progress[self.node_id]

@@ -206,12 +206,11 @@ class Replication:
             return
         for replica, request in st.take_parked(st.expired_parked(now)):
             self._reply_fetch(replica, request)
-        if st.begin_unacked and now >= st.begin_resend_at:
+        if now >= st.begin_resend_at:
             self._send_begin_quorum_epoch(st, now)
 
     def _leader_deadline(self, st: LeaderState) -> float:
-        begin = st.begin_resend_at if st.begin_unacked else float("inf")
-        return min(st.check_quorum_deadline(), begin, st.next_parked_deadline())
+        return min(st.check_quorum_deadline(), st.begin_resend_at, st.next_parked_deadline())
 
     def _on_fetch_request(self, src: int, req: FetchRequest, now: float) -> None:
         if self.quorum.role is not Role.LEADER:

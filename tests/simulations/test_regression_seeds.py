@@ -32,7 +32,7 @@ import pytest
 
 from simulations.runner import SimOptions, run_simulation
 
-SEEDS = [18, 19, 40, 79, 85, 100, 104, 110, 269, 308, 3317, 2118]
+SEEDS = [18, 19, 40, 79, 85, 100, 104, 110, 269, 308, 3317, 2118, 2882]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
