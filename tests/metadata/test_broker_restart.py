@@ -27,6 +27,7 @@ from metadata.loader import MetadataLoader
 from metadata.records import FeatureLevel, Partition, PartitionChange, RegisterBroker, Topic
 from storage.env import RealEnv
 from storage.memfs import MemFileSystem
+from tests.metadata.boot_disk import DIRS, disk_with_incarnation
 from tests.metadata.helpers import apply, cluster, with_topic
 
 T1 = uuid.UUID(int=1)
@@ -85,33 +86,14 @@ def test_a_gate_installed_after_the_registration_opens_at_once():
 
 
 # -- previous_broker_epoch: which restarts are clean (KIP-966) -----------------------------------
-DIRS = ["/d1", "/d2"]
-
-
-class BootFS(MemFileSystem):
-    """A disk whose page cache is lost only by `crash` (a power loss): a new boot."""
-
-    def boot_id(self):
-        return f"boot-{self.crashes}"
-
-
-async def _recorded(epoch=17) -> BootFS:
-    fs = BootFS()
-    for d in DIRS:
-        fs.makedirs(d)
-        await fs.sync_dir("/")
-    await record_incarnation(fs, DIRS, epoch)
-    return fs
-
-
 async def test_a_process_crash_on_the_same_boot_is_a_clean_restart():
-    fs = await _recorded()
+    fs = await disk_with_incarnation(17)
     fs.process_exit()  # kill -9: the page cache, and so every write, survives
     assert previous_broker_epoch(fs, DIRS, clean_shutdown=False) == 17
 
 
 async def test_a_power_loss_is_unclean_unless_the_logs_were_shut_down_cleanly():
-    fs = await _recorded()
+    fs = await disk_with_incarnation(17)
     fs.crash()
     assert fs.exists(f"/d1/{INCARNATION_FILE}")  # the record itself was fsynced
     assert previous_broker_epoch(fs, DIRS, clean_shutdown=False) == -1
@@ -119,14 +101,14 @@ async def test_a_power_loss_is_unclean_unless_the_logs_were_shut_down_cleanly():
 
 
 async def test_the_newest_registration_is_the_one_claimed():
-    fs = await _recorded(17)
+    fs = await disk_with_incarnation(17)
     await record_incarnation(fs, DIRS, 40)
     assert previous_broker_epoch(fs, DIRS, clean_shutdown=False) == 40
 
 
 @pytest.mark.parametrize("damage", ["missing", "garbage", "other epoch", "wrong type"])
 async def test_a_missing_or_unreadable_record_claims_nothing(damage):
-    fs = await _recorded()
+    fs = await disk_with_incarnation(17)
     path = f"/d2/{INCARNATION_FILE}"
     if damage == "missing":
         fs.remove(path)
@@ -209,7 +191,7 @@ async def test_a_forgotten_record_claims_nothing_at_the_next_start_on_the_same_b
     # killed before it could register; the next restart, on the same boot and finding the
     # already-cut log intact, claimed the old epoch and was elected from the ELR. The cut now
     # forgets the record on the spot.
-    fs = await _recorded(17)
+    fs = await disk_with_incarnation(17)
     forget_incarnation(fs, DIRS)
     fs.process_exit()
     assert previous_broker_epoch(fs, DIRS, clean_shutdown=False) == -1

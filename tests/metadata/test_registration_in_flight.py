@@ -16,31 +16,14 @@ from metadata.controller.brokers import (
 )
 from metadata.controller.heartbeats import BrokerHeartbeatManager
 from metadata.incarnation_record import (
-    INCARNATION_FILE, pending_incarnation, previous_broker_epoch, record_incarnation,
+    INCARNATION_FILE, pending_incarnation, previous_broker_epoch,
 )
 from metadata.records import PartitionChange
 from raftkafka.metadata_roles import BrokerRole
-from storage.memfs import MemFileSystem
+from tests.metadata.boot_disk import DIRS, disk_with_incarnation
 from tests.metadata.helpers import apply, cluster, with_topic
 
-DIRS = ["/d1", "/d2"]
 FIRST, SECOND, THIRD = uuid.UUID(int=71), uuid.UUID(int=72), uuid.UUID(int=73)
-
-
-class BootFS(MemFileSystem):
-    """A disk whose page cache is lost only by `crash` (a power loss): a new boot."""
-
-    def boot_id(self):
-        return f"boot-{self.crashes}"
-
-
-async def _disk_with_record(epoch: int) -> BootFS:
-    fs = BootFS()
-    for d in DIRS:
-        fs.makedirs(d)
-    await fs.sync_dir("/")
-    await record_incarnation(fs, DIRS, epoch)
-    return fs
 
 
 def _broker_start(fs, incarnation_id: uuid.UUID, *, cut: bool = False):
@@ -57,7 +40,7 @@ def _broker_start(fs, incarnation_id: uuid.UUID, *, cut: bool = False):
 
 
 async def test_a_start_killed_before_its_answer_hands_its_incarnation_to_the_next_start():
-    fs = await _disk_with_record(5)
+    fs = await disk_with_incarnation(5)
     first = _broker_start(fs, FIRST)
     assert (first.lifecycle.previous_broker_epoch, first.lifecycle.incarnation_id) == (5, FIRST)
     await BrokerRole._record_registering(first, list(DIRS))
@@ -72,14 +55,14 @@ async def test_a_start_killed_before_its_answer_hands_its_incarnation_to_the_nex
 
 
 async def test_an_unclean_start_never_takes_over_the_pending_incarnation():
-    fs = await _disk_with_record(5)
+    fs = await disk_with_incarnation(5)
     first = _broker_start(fs, FIRST)
     await BrokerRole._record_registering(first, list(DIRS))
     fs.crash()  # power loss: a new boot
     after_power_loss = _broker_start(fs, SECOND)
     assert (after_power_loss.lifecycle.previous_broker_epoch, after_power_loss.lifecycle.incarnation_id) \
         == (-1, SECOND)
-    fs = await _disk_with_record(5)
+    fs = await disk_with_incarnation(5)
     await BrokerRole._record_registering(_broker_start(fs, FIRST), list(DIRS))
     fs.process_exit()
     after_cut = _broker_start(fs, SECOND, cut=True)  # recovery cut acknowledged records
@@ -90,7 +73,7 @@ async def test_an_unclean_start_never_takes_over_the_pending_incarnation():
 
 
 async def test_a_damaged_pending_incarnation_claims_nothing():
-    fs = await _disk_with_record(5)
+    fs = await disk_with_incarnation(5)
     f = fs.open(f"/d2/{INCARNATION_FILE}")
     f.truncate(0)
     f.append(b'{"version": 0, "broker_epoch": 5, "boot_id": "boot-0", "registering": "not-a-uuid"}')
