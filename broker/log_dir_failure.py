@@ -37,7 +37,6 @@ class LogDirHalt(DirectoryHalt):
 
     def __init__(self, log_dir: str, cause: OSError):
         super().__init__("log dir", log_dir, cause)
-        self.log_dir = log_dir
 
 
 async def halt_on_log_dir_failure(env, failures: LogDirFailureChannel, replicas, *,
