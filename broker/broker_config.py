@@ -26,7 +26,6 @@ class BrokerConfig:
     cluster_id: str | None = None
     static: Mapping[str, str] = field(default_factory=dict)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # socket.request.max.bytes
-    max_pipelined_requests: int = 16  # frames read ahead per connection before backpressure (Kafka: 1)
     retention_check_interval_s: float = 300.0  # log.retention.check.interval.ms
     flush_check_interval_s: float = 1.0
     replica_apply_timeout_s: float = 5.0  # how long a request waits for a just-published partition

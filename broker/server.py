@@ -1,10 +1,19 @@
-"""The Kafka-protocol listener: one task pair per connection, answers strictly in request order.
+"""The Kafka-protocol listener: one task per connection, answers strictly in request order.
 
-Per connection a reader task splits frames off the socket and queues them (so
-the socket is drained while a long-poll fetch is parked), and the processor
-handles them one at a time, like Kafka's muted channel: decode → handler →
-response frame. Responses are written as a list of chunks; record data from
-segment files (`RecordsSlice`) goes out with `File.send_to`, i.e. sendfile.
+Each connection is served by one task that reads a frame, handles it and
+writes the response before it looks at the next frame: Kafka's muted channel
+(its Processor stops reading a connection while one of its requests is in
+flight). Pipelined requests wait in the socket and the frame buffer; the
+socket is read only when the buffer holds no whole frame. As in Kafka, a
+client that goes away while its request waits (a parked long-poll fetch, an
+acks=all produce) is noticed when its response cannot be written, so the
+handler ends by that request's own deadline.
+
+Responses are a list of chunks; record data from segment files
+(`RecordsSlice`) goes out with `File.send_to`, i.e. sendfile, when the stream
+is a socket. A stream without one (TLS, the simulated network) cannot take a
+file, so the slices are copied in and the response is one write, as Kafka
+does without zero copy.
 
 What closes a connection (and only that connection): a bad size prefix, a
 request that does not parse, an api key or version we do not implement (except
@@ -50,17 +59,10 @@ class KafkaServer:
     async def handle_connection(self, stream) -> None:
         self.connections += 1
         try:
-            send, receive = trio.open_memory_channel(self.broker.config.max_pipelined_requests)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._read_frames, stream, send)
-                try:
-                    await self._process(stream, receive)
-                finally:
-                    nursery.cancel_scope.cancel()
-        # Errors leave the nursery as exception groups; none may reach the listener.
-        except* _CONNECTION_ERRORS:
+            await self._serve_requests(stream)
+        except _CONNECTION_ERRORS:
             pass  # the peer went away: nothing to answer
-        except* Exception:
+        except Exception:  # none may reach the listener
             log.exception("connection handler failed; closing the connection")
         finally:
             self.connections -= 1
@@ -70,41 +72,27 @@ class KafkaServer:
                 except _CONNECTION_ERRORS:
                     pass
 
-    async def _read_frames(self, stream, send) -> None:
+    async def _serve_requests(self, stream) -> None:
+        """Read a frame, answer it, repeat; return when the peer closes or must be dropped."""
         reader = FrameReader(self.broker.config.max_frame_size)
-        async with send:
-            while True:
-                try:
-                    data = await stream.receive_some(RECEIVE_CHUNK)
-                except _CONNECTION_ERRORS:
-                    return
+        env, metrics = self.broker.env, self.broker.metrics
+        while True:
+            try:
+                frame = reader.next_frame()
+            except DecodeError as exc:  # the frames before it were answered
+                log.info("closing connection: %s", exc)
+                self.closed_for_bad_input += 1
+                return
+            if frame is None:
+                data = await stream.receive_some(RECEIVE_CHUNK)
                 if not data:
                     return
                 reader.feed(data)
-                while True:
-                    try:
-                        frame = reader.next_frame()
-                    except DecodeError as exc:
-                        log.info("closing connection: %s", exc)
-                        self.closed_for_bad_input += 1
-                        await send.send(None)  # after the frames before it, which are still answered
-                        return
-                    if frame is None:
-                        break
-                    try:
-                        send.send_nowait(frame)  # the common case: no need to give up the CPU here
-                    except trio.WouldBlock:
-                        await send.send(frame)  # the queue is full: wait for the processor
-
-    async def _process(self, stream, receive) -> None:
-        async for frame in receive:
-            if frame is None:
-                return
-            started = self.broker.env.now()
+                continue
+            started = env.now()
             parts = await self.respond(frame)
             if len(frame) >= 2:
-                self.broker.metrics.request(int.from_bytes(frame[:2], "big", signed=True),
-                                            self.broker.env.now() - started)
+                metrics.request(int.from_bytes(frame[:2], "big", signed=True), env.now() - started)
             if parts is None:
                 continue
             if parts is CLOSE:
@@ -159,18 +147,49 @@ CLOSE = object()
 
 
 async def send_parts(stream, parts: list) -> None:
-    """Write a response: byte chunks coalesced into one send, file slices sent zero-copy."""
+    """Write a response: file slices zero-copy between coalesced byte chunks on a socket,
+    the whole frame as one write on a stream that cannot take a file descriptor."""
+    if getattr(stream, "socket", None) is None:
+        await stream.send_all(await _gather(parts))
+        return
     pending: list = []
     for part in parts:
         if isinstance(part, RecordsSlice):
             if pending:
                 await stream.send_all(b"".join(pending))
                 pending = []
-            sent = await part.send_to(stream)
-            if sent != len(part):
-                # The segment shrank under us (truncation): the frame can no longer be completed.
-                raise trio.BrokenResourceError(f"sent {sent} of {len(part)} record bytes")
+            _check_complete(part, await part.send_to(stream))
         else:
             pending.append(part)
     if pending:
         await stream.send_all(b"".join(pending))
+
+
+class _Collector:
+    """A send-only stream that keeps what it is sent: `File.send_to` into it copies the
+    slice the way it would leave the file (a simulated disk's in-transit faults included)."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, chunks: list):
+        self.chunks = chunks
+
+    async def send_all(self, data) -> None:
+        self.chunks.append(data)
+
+
+async def _gather(parts: list) -> bytes:
+    chunks: list = []
+    collector = _Collector(chunks)
+    for part in parts:
+        if isinstance(part, RecordsSlice):
+            _check_complete(part, await part.send_to(collector))
+        else:
+            chunks.append(part)
+    return b"".join(chunks)
+
+
+def _check_complete(part: RecordsSlice, sent: int) -> None:
+    if sent != len(part):
+        # The segment shrank under us (truncation): the frame can no longer be completed.
+        raise trio.BrokenResourceError(f"sent {sent} of {len(part)} record bytes")

@@ -133,3 +133,31 @@ async def test_a_client_vanishing_mid_response_does_not_disturb_the_broker():
         assert B.one_partition(await healthy.call(B.fetch([("t", 0, 0)]), 11)).high_watermark == 200
         fresh = await RawClient.connect(port)
         assert (await fresh.call(ApiVersionsRequest(), 0)).error_code == 0
+
+
+async def test_a_client_closing_under_a_parked_fetch_ends_its_handler_once_the_fetch_answers():
+    """As in Kafka (its muted channel), the close is noticed when the answer cannot be
+    written: by the fetch's deadline, not later, and the purgatory is left clean."""
+    async with running_cluster() as c:
+        broker = c.brokers[0]
+        client = await RawClient.connect(broker.port)
+        await client.call(B.create_topic("t", 1), 4)
+        await client.send(B.fetch([("t", 0, 0)], max_wait_ms=300, min_bytes=1), 11)
+        with trio.fail_after(10):
+            while broker.purgatory.waiting == 0:
+                await trio.sleep(0.01)
+        assert broker.server.connections == 1
+        await client.aclose()
+        with trio.fail_after(10):
+            while broker.server.connections:
+                await trio.sleep(0.01)
+        assert broker.purgatory.waiting == 0
+
+
+async def test_many_pipelined_requests_are_all_answered_in_order():
+    """No read-ahead queue: requests past any queue depth wait in the socket, none is lost."""
+    async with running_cluster() as c:
+        client = await RawClient.connect(c.brokers[0].port)
+        await client.send_raw(b"".join(encode_request(ApiVersionsRequest(), 0, cid, "x") for cid in range(100)))
+        ids = [decode_response(await client.read_frame(), 18, 0)[0] for _ in range(100)]
+        assert ids == list(range(100))
