@@ -155,3 +155,25 @@ def test_virtual_clock_lets_idle_waiters_run_before_it_jumps():
         return seen_idle_at, trio.current_time()
 
     assert run_deterministic(body, seed=0) == (0.0, 5.0)
+
+
+def test_run_sync_soon_reaches_a_busy_run_within_the_sparse_polling_interval():
+    # The run loop asks epoll for events only every POLL_EVERY passes while tasks keep it
+    # busy; trio's wakeup fd (Ctrl-C, run_sync_soon) must still be noticed within that bound.
+    from simulations.determinism import _SparseIOPolling
+
+    async def body() -> tuple[int, bool]:
+        ran = []
+        trio.lowlevel.current_trio_token().run_sync_soon(ran.append, True)
+        passes = 0
+        while not ran and passes < 10 * _SparseIOPolling.POLL_EVERY:
+            await trio.sleep(0.001)  # the virtual clock jumps: the loop never really sleeps
+            passes += 1
+        # Nothing else scheduled while the thread runs: the run waits in a real epoll,
+        # which the thread's completion (a run_sync_soon) must wake.
+        await trio.to_thread.run_sync(ran.append, "thread")
+        return passes, ran[-1] == "thread"
+
+    passes, woke = run_deterministic(body, seed=0, guard=False)
+    assert passes <= _SparseIOPolling.POLL_EVERY + 2
+    assert woke
