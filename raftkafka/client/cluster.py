@@ -136,6 +136,14 @@ class Cluster:
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
         return await self.connect(broker.host, broker.port, node_id)
 
+    def ready_connection(self, node_id: int) -> BrokerConnection | None:
+        """The pooled connection to `node_id` if it is open now (no awaiting), else None."""
+        broker = self.brokers.get(node_id)
+        if broker is None or self._closed:
+            return None
+        conn = self._connections.get((broker.host, broker.port))
+        return conn if conn is not None and not conn.closed else None
+
     async def any_connection(self) -> BrokerConnection:
         """A connection to some broker: known brokers first, then the bootstrap list, round robin."""
         candidates = [(b.host, b.port, b.node_id) for _, b in sorted(self.brokers.items())]

@@ -11,6 +11,10 @@ queued behind the late answer would wait too. Like the Java client's poll loop,
 one watchdog per connection checks the deadlines of the pending requests (a
 request costs no timer of its own).
 
+A caller either awaits the answer (`request`) or hands over a callback and goes on
+(`send`): the reader task then gives the answer to the callback itself, which
+saves the consumer and the producer a task, and a wake-up, per request.
+
 On open the connection negotiates versions with ApiVersions (KIP-35): we send
 our newest version; a broker that does not know it answers in v0 with
 UNSUPPORTED_VERSION and its range, and we retry with that. Afterwards
@@ -45,14 +49,16 @@ _NEVER = float("inf")
 
 
 class _Slot:
-    __slots__ = ("correlation_id", "api_key", "version", "done", "response", "error", "deadline", "wait",
-                 "timed_out")
+    __slots__ = ("correlation_id", "api_key", "version", "done", "on_done", "response", "error", "deadline",
+                 "wait", "timed_out")
 
-    def __init__(self, correlation_id: int, api_key: int, version: int, deadline: float):
+    def __init__(self, correlation_id: int, api_key: int, version: int, deadline: float, on_done):
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.version = version
-        self.done = trio.Event()
+        # Its outcome goes to `on_done` (a `send`) or wakes the caller waiting on `done` (a `request`).
+        self.on_done = on_done
+        self.done = trio.Event() if on_done is None else None
         self.response: Message | None = None
         self.error: Exception | None = None
         self.deadline = deadline  # the answer is overdue after this (trio time)
@@ -162,8 +168,34 @@ class BrokerConnection:
             if sent is not None:
                 sent.set()
 
+    async def send(self, body: Message, on_done, *, version: int | None = None,
+                   timeout: float | None = None) -> None:
+        """Send `body` and return once it is on the wire, without waiting for the answer.
+
+        `on_done(response, error)` is called once: with the answer, or with the KafkaError
+        that ended the request (connection lost, request timed out). It runs in whichever
+        task learns the outcome (the reader, the watchdog, a closer): it must not block.
+        If `send` itself raises (cancelled before sending, connection already closed, a
+        version the broker lacks), `on_done` is never called.
+        """
+        await self._send(body, version, True, timeout, on_done)
+
     async def _request(self, body: Message, version: int | None, expect_response: bool,
                        timeout: float | None, sent: trio.Event | None) -> Message | None:
+        slot = await self._send(body, version, expect_response, timeout, None)
+        if sent is not None:
+            sent.set()
+        if not expect_response:
+            return None
+        await slot.done.wait()
+        if slot.timed_out:
+            raise self._timeout_error()
+        if slot.error is not None:
+            raise slot.error
+        return slot.response
+
+    async def _send(self, body: Message, version: int | None, expect_response: bool,
+                    timeout: float | None, on_done) -> _Slot:
         if self._closed:
             raise self._closed_error()
         if version is None:
@@ -171,7 +203,7 @@ class BrokerConnection:
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         frame = encode_request(body, version, correlation_id, self.client_id)
         # Until it is sent, the request timeout bounds the send (the watchdog sees the slot).
-        slot = _Slot(correlation_id, body.API_KEY, version, trio.current_time() + self.request_timeout)
+        slot = _Slot(correlation_id, body.API_KEY, version, trio.current_time() + self.request_timeout, on_done)
         # The send lock without a schedule point of its own when it is free (the send
         # that follows is one); a cancelled caller still stops here, before sending.
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -199,22 +231,24 @@ class BrokerConnection:
                 error = KafkaConnectionError(f"send to {self.host}:{self.port} timed out")
             if error is not None:
                 with trio.CancelScope(shield=True):
-                    await self._fail(error)
-                raise self._closed_error()
+                    await self._fail(error)  # fails our pending slot too: `on_done` has the error
+                if on_done is None:
+                    raise self._closed_error()
+                return slot
         finally:
             self._send_lock.release()
-        if sent is not None:
-            sent.set()
-        if not expect_response:
-            return None
         slot.wait = self.request_timeout + (timeout or 0.0)
         slot.deadline = trio.current_time() + slot.wait
-        await slot.done.wait()
-        if slot.timed_out:
-            raise KafkaTimeoutError(f"request to broker {self.node_id} timed out")
-        if slot.error is not None:
-            raise slot.error
-        return slot.response
+        return slot
+
+    def _timeout_error(self) -> KafkaTimeoutError:
+        return KafkaTimeoutError(f"request to broker {self.node_id} timed out")
+
+    def _finish(self, slot: _Slot) -> None:
+        if slot.on_done is None:
+            slot.done.set()
+        else:
+            slot.on_done(slot.response, self._timeout_error() if slot.timed_out else slot.error)
 
     async def _watch_deadlines(self) -> None:
         """Close the connection once a pending request's answer is overdue."""
@@ -271,7 +305,7 @@ class BrokerConnection:
             raise KafkaConnectionError(
                 f"correlation id {correlation_id} from {self.host}:{self.port}, expected {slot.correlation_id}")
         slot.response = body
-        slot.done.set()
+        self._finish(slot)
 
     # ------------------------------------------------------------------ closing
 
@@ -289,7 +323,7 @@ class BrokerConnection:
         pending, self._pending = self._pending, deque()
         for slot in pending:
             slot.error = KafkaConnectionError(str(error))
-            slot.done.set()
+            self._finish(slot)
         if self._stream is not None:
             with trio.CancelScope(shield=True):
                 try:

@@ -14,6 +14,7 @@ loss refresh the metadata and fetch again from the new leader.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import trio
@@ -296,7 +297,6 @@ class Consumer:
         if missing_leader or self.cluster.stale():
             await self._refresh_metadata()
         for node, partitions in sorted(by_node.items()):
-            self._in_flight[node] = partitions
             # Built now, from the positions this round saw: by the time the task runs, a
             # rebalance may have taken some of these partitions away.
             # Rounded up: a poll with under 1 ms left must not send max_wait_ms=0, which the
@@ -304,7 +304,12 @@ class Consumer:
             request = self.fetch.build_request(partitions, max_wait_ms=math.ceil(max_wait * 1000),
                                                min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
                                                leader_epoch=self.cluster.leader_epoch)
-            self._nursery.start_soon(self._fetch_from, node, request, max_wait)
+            self._in_flight[node] = partitions
+            connection = self.cluster.ready_connection(node)
+            if connection is None:  # connecting may take a while: not in the poll's time
+                self._nursery.start_soon(self._fetch_from, node, request, max_wait)
+            else:
+                await self._send_fetch(connection, node, request, max_wait)
         if self._rejoin_due():
             await trio.lowlevel.checkpoint()  # the poll loop re-joins next; that waits on the coordinator
         else:
@@ -316,29 +321,63 @@ class Consumer:
             raise error
 
     async def _fetch_from(self, node: int, request, max_wait: float) -> None:
-        """One Fetch to `node`, in the consumer's nursery (it may outlive the poll that sent it)."""
+        """Connect to `node`, then send it the Fetch (a task in the consumer's nursery)."""
         try:
-            try:
-                connection = await self.cluster.connection(node)
-                response = await connection.request(request, timeout=max_wait)
-            except KafkaError as exc:
-                if not (exc.retriable or isinstance(exc, KafkaConnectionError)):
-                    self._fetch_errors.append(exc)
-                    return
-                await self.env.sleep(self.retry_backoff)
-                await self._refresh_metadata()
-                return
+            connection = await self.cluster.connection(node)
+        except KafkaError as exc:
+            self._fetch_done(node, request, None, exc)
+            return
+        except BaseException:
+            self._free(node)
+            raise
+        await self._send_fetch(connection, node, request, max_wait)
+
+    async def _send_fetch(self, connection, node: int, request, max_wait: float) -> None:
+        """Send one Fetch to `node`; its answer is handled when it comes, whoever polls then
+        (it may outlive the poll that sent it)."""
+        try:
+            await connection.send(request, functools.partial(self._fetch_done, node, request), timeout=max_wait)
+        except KafkaError as exc:
+            self._fetch_done(node, request, None, exc)
+        except BaseException:  # cancelled before it was sent: the node is free again
+            self._free(node)
+            raise
+
+    def _fetch_done(self, node: int, request, response, error: KafkaError | None) -> None:
+        """A Fetch's outcome, in the task that learnt it (the connection's reader): no awaits here."""
+        if error is None:
             count, stale, errors = self.fetch.handle_response(request, response)
             if errors:
                 self._fetch_errors.extend(errors)
+            elif stale:
+                self._back_off(node)
                 return
-            if stale:
+        elif error.retriable or isinstance(error, KafkaConnectionError):
+            self._back_off(node)
+            return
+        else:
+            self._fetch_errors.append(error)
+        # Whatever came back (records, nothing, an error), the node is free for the next fetch.
+        self._free(node)
+
+    def _back_off(self, node: int) -> None:
+        """Leadership moved or the connection failed: wait, refresh metadata, then fetch again."""
+        if self._closed:
+            self._free(node)
+            return
+
+        async def back_off() -> None:
+            try:
                 await self.env.sleep(self.retry_backoff)
                 await self._refresh_metadata()
-        finally:
-            # Whatever came back (records, nothing, an error), the node is free for the next fetch.
-            del self._in_flight[node]
-            self._wake_poll()
+            finally:
+                self._free(node)
+
+        self._nursery.start_soon(back_off)
+
+    def _free(self, node: int) -> None:
+        del self._in_flight[node]
+        self._wake_poll()
 
     def _wake_poll(self) -> None:
         """End the wait of the current fetch round (a Fetch came back, or the group wants a rejoin)."""

@@ -184,26 +184,26 @@ async def test_corrupt_fetch_data_is_a_typed_error(nursery, autojump_clock):
         assert info.value.code == ErrorCode.CORRUPT_MESSAGE
 
 
-async def test_partitions_taken_away_before_the_fetch_task_runs(nursery, autojump_clock):
+async def test_partitions_taken_away_before_the_fetch_is_sent(nursery, autojump_clock):
     # A rebalance can change the assignment between the round that picks a fetch's
-    # partitions and the moment its task runs: the request reflects the round's view and
-    # the answer for partitions no longer assigned is dropped.
+    # partitions and the moment it is sent (its task connects first, or the send waits
+    # for the connection): the request reflects the round's view and the answer for
+    # partitions no longer assigned is dropped.
     env, mini = await start(nursery)
     mini.create_topic("t", 2)
     await produce(env, "t", [b"x"], partition=0)
     async with Consumer(env, "b1:9092", auto_offset_reset="earliest") as consumer:
         consumer.assign([("t", 0), ("t", 1)])
         consumer.seek_to_beginning()
-        spawn = consumer._nursery.start_soon
+        send_fetch = consumer._send_fetch
 
-        def spawn_then_rebalance(fn, *args):
-            spawn(fn, *args)
-            if fn == consumer._fetch_from:
-                consumer.assign([("t", 1)])  # ("t", 0) is gone before the Fetch goes out
+        async def rebalance_then_send(*args):
+            consumer.assign([("t", 1)])  # ("t", 0) is gone before the Fetch goes out
+            await send_fetch(*args)
 
-        consumer._nursery.start_soon = spawn_then_rebalance
+        consumer._send_fetch = rebalance_then_send
         assert await consumer.poll(0.5) == []
-        consumer._nursery.start_soon = spawn
+        consumer._send_fetch = send_fetch
         consumer.assign([("t", 0)])
         consumer.seek(("t", 0), 0)
         assert [r.value for r in await drain(consumer, 1)] == [b"x"]

@@ -10,7 +10,7 @@ from tests.test_determinism_scan import scan
 CLIENT = pathlib.Path(__file__).resolve().parents[2] / "raftkafka" / "client"
 SOURCES = sorted(p for p in CLIENT.glob("*.py") if p.name != "blocking.py")
 ALLOWED_PREFIXES = ("raftkafka.client", "wire", "storage.env", "trio", "__future__")
-STDLIB = {"collections", "dataclasses", "enum", "inspect", "itertools", "math", "random", "struct", "typing", "zlib"}
+STDLIB = {"collections", "dataclasses", "enum", "functools", "inspect", "itertools", "math", "random", "struct", "typing", "zlib"}
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
