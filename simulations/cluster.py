@@ -136,12 +136,12 @@ class PausableEnv(SimEnv):
             await self._resumed.wait()
 
     async def sleep(self, seconds: float) -> None:
-        await trio.sleep(seconds)
+        await super().sleep(seconds)
         if self._resumed is not None:
             await self._until_resumed()
 
     async def sleep_until(self, deadline: float) -> None:
-        await trio.sleep_until(deadline)
+        await super().sleep_until(deadline)
         if self._resumed is not None:
             await self._until_resumed()
 

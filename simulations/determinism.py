@@ -40,6 +40,7 @@ import trio._core._run as _trio_run
 __all__ = [
     "NondeterminismError",
     "SimClock",
+    "current_sim_clock",
     "deterministic_scheduling",
     "run_deterministic",
     "sandbox",
@@ -161,6 +162,35 @@ class SimClock(trio.abc.Clock):
         self._timer_seq += 1
         heapq.heappush(self._timers, (when, self._timer_seq, callback))
 
+    async def sleep(self, seconds: float) -> None:
+        """`trio.sleep` on this clock (the same checkpoints), woken by a timer, not a cancel scope."""
+        if seconds < 0:
+            raise ValueError("sleep length must be non-negative")
+        await self.sleep_until(self.now + seconds)
+
+    async def sleep_until(self, deadline: float) -> None:
+        """`trio.sleep_until` on this clock: one schedule point, cancellable, no cancel scope."""
+        if deadline <= self.now:
+            await trio.lowlevel.checkpoint()  # what a deadline already past does in trio
+            return
+        if deadline == math.inf:
+            await trio.sleep_forever()
+            return
+        task = trio.lowlevel.current_task()
+        asleep = [True]
+
+        def wake() -> None:
+            if asleep[0]:  # not if the sleep was cancelled meanwhile
+                asleep[0] = False
+                trio.lowlevel.reschedule(task)
+
+        def abort(_raise_cancel) -> trio.lowlevel.Abort:
+            asleep[0] = False
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        self.call_at(deadline, wake)
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
     def start_clock(self) -> None:
         pass
 
@@ -180,6 +210,15 @@ class SimClock(trio.abc.Clock):
         while timers and timers[0][0] <= self.now:
             heapq.heappop(timers)[2]()
         return 0.0
+
+
+def current_sim_clock() -> SimClock | None:
+    """The running trio loop's `SimClock`, or None (outside a run, or on another clock)."""
+    try:
+        clock = trio.lowlevel.current_clock()
+    except RuntimeError:
+        return None
+    return clock if isinstance(clock, SimClock) else None
 
 
 class _SparseIOPolling:

@@ -39,6 +39,7 @@ from typing import Callable
 import trio
 
 from storage.env import StreamHandler
+from simulations.determinism import SimClock, current_sim_clock
 from simulations.trace import Trace
 
 __all__ = ["LinkProfile", "SimNetwork", "SimStream", "HostNetwork"]
@@ -94,11 +95,12 @@ class _Pipe:
     """
 
     __slots__ = ("key", "link", "queue", "last_delivery", "last_push", "unread", "broken", "reader_closed",
-                 "_changed", "reader", "_reader_due", "_reader_scope", "_parks", "_call_at")
+                 "_changed", "reader", "_reader_due", "_reader_scope", "_parks", "_call_at", "_clock")
 
-    def __init__(self, key: int, link: _Link):
+    def __init__(self, key: int, link: _Link, clock: SimClock | None):
         self.key = key
         self.link = link
+        self._clock = clock  # the run's SimClock (its timers wake the reader), or None
         link.pipes[key] = self
         self.queue: deque[tuple[float, bytes | None]] = deque()
         self.last_delivery = 0.0
@@ -129,13 +131,12 @@ class _Pipe:
             self.reader = None
             trio.lowlevel.reschedule(reader)
 
-    def push(self, data: bytes | None, latency: float | Callable[[], float]) -> None:
+    def push(self, data: bytes | None, latency: float | Callable[[], float], now: float) -> None:
         """Queue `data` (None = EOF) after `latency` (a float, or a callable drawing one).
 
         Data written at the same instant as the newest queued chunk joins that chunk:
         it is still in flight (every latency is > 0), and back-to-back writes of one
         flow cross the network together."""
-        now = trio.current_time()
         queue = self.queue
         if data and self.last_push == now and queue and queue[-1][1]:
             at, tail = queue[-1]
@@ -180,7 +181,8 @@ class _Pipe:
 
         self._parks += 1
         self.reader, self._reader_due = task, math.inf
-        self._call_at = getattr(trio.lowlevel.current_clock(), "call_at", None)
+        clock = self._clock or trio.lowlevel.current_clock()
+        self._call_at = getattr(clock, "call_at", None)
         try:
             if self._call_at is not None:
                 self._arm(deadline)
@@ -232,7 +234,7 @@ class SimStream(trio.abc.HalfCloseableStream):
                 await self._wait_window()  # raises, or waits for the reader to make room
             data = bytes(data)
             if data:
-                self._out.push(data, self._draw_latency)
+                out.push(data, self._draw_latency, self._net.now())
                 self._net.trace.record(self.local, "send", conn=self._conn.id, nbytes=len(data))
             await trio.lowlevel.cancel_shielded_checkpoint()
         finally:
@@ -271,7 +273,7 @@ class SimStream(trio.abc.HalfCloseableStream):
 
     def _push_fin(self) -> None:
         if not self._out.broken and not self._out.reader_closed:
-            self._out.push(None, self._out.link.profile.draw(self._net.rng))
+            self._out.push(None, self._out.link.profile.draw(self._net.rng), self._net.now())
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         if max_bytes is not None:
@@ -290,7 +292,7 @@ class SimStream(trio.abc.HalfCloseableStream):
                 pipe = self._in
                 if pipe.broken:
                     raise trio.BrokenResourceError("connection reset by peer")
-                now = trio.current_time()
+                now = self._net.now()
                 ready_at = math.inf
                 if pipe.queue:
                     ready_at = max(pipe.queue[0][0], pipe.link.clear_at(now))
@@ -370,6 +372,12 @@ class SimNetwork:
         self._connections: dict[int, _Connection] = {}
         self._next_conn = 0
         self._next_port: dict[str, int] = {}
+        self._bind_clock()
+
+    def _bind_clock(self) -> None:
+        """Read the run's `SimClock` directly (trio.current_time() costs three calls through trio)."""
+        self.clock = current_sim_clock()
+        self.now: Callable[[], float] = self.clock.current_time if self.clock is not None else trio.current_time
 
     # -- topology -----------------------------------------------------------
     def add_host(self, name: str) -> None:
@@ -501,7 +509,9 @@ class SimNetwork:
             raise ConnectionRefusedError(errno.ECONNREFUSED, f"connection refused by {dst}:{port}")
         self._next_conn += 1
         cid = self._next_conn
-        to_server, to_client = _Pipe(2 * cid, fwd), _Pipe(2 * cid + 1, back)
+        if self.clock is None:
+            self._bind_clock()  # the network was built outside the run
+        to_server, to_client = _Pipe(2 * cid, fwd, self.clock), _Pipe(2 * cid + 1, back, self.clock)
         conn = _Connection(cid, src, dst, port, to_server, to_client)
         self._connections[conn.id] = conn
         self.trace.record(src, "connect", conn=conn.id, dst=dst, port=port)

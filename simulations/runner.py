@@ -28,7 +28,7 @@ import trio
 from simulations.checkers.raft import RaftChecker
 from simulations.checkers.roles import RolePoller
 from simulations.cluster import SimCluster
-from simulations.determinism import run_deterministic
+from simulations.determinism import current_sim_clock, run_deterministic
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.nemesis import Nemesis, draw_profile
 from simulations.network import SimNetwork
@@ -80,7 +80,7 @@ def run_simulation(options: SimOptions) -> dict:
     try:
         if options.workload not in WORKLOADS:
             raise ValueError(f"unknown workload {options.workload!r} (one of {', '.join(WORKLOADS)})")
-        run_deterministic(WORKLOADS[options.workload], options, trace, state,
+        run_deterministic(_traced, WORKLOADS[options.workload], options, trace, state,
                           seed=derive_seed(options.seed, "scheduler"))
     except Exception as e:  # noqa: BLE001 - a harness crash is reported, with the seed
         state.setdefault("violations", []).append(
@@ -102,6 +102,11 @@ def run_simulation(options: SimOptions) -> dict:
     }
     result["trace"] = trace
     return result
+
+
+async def _traced(workload, options: SimOptions, trace: Trace, state: dict) -> None:
+    with trace.reading(current_sim_clock()):
+        await workload(options, trace, state)
 
 
 async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:

@@ -8,11 +8,14 @@ address (`<Foo at 0x7f...>`) and would make the hash differ between processes.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections import deque
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import trio
+
+from simulations.determinism import SimClock
 
 __all__ = ["Trace"]
 
@@ -38,18 +41,35 @@ class Trace:
         self.tail: deque[str] = deque(maxlen=keep_last)
         self.lines: list[str] | None = [] if full else None
         self.kinds: dict[str, int] = {}
+        # The run's SimClock while `reading` it: its time read directly, not through trio.
+        self._clock: SimClock | None = None
+
+    @contextlib.contextmanager
+    def reading(self, clock: SimClock | None) -> Iterator[None]:
+        """Stamp events with `clock`'s time in the block (the current run's clock)."""
+        self._clock = clock
+        try:
+            yield
+        finally:
+            self._clock = None
 
     def record(self, node: str, kind: str, /, **fields) -> None:
-        try:
-            now_us = round(trio.current_time() * 1_000_000)
-        except RuntimeError:  # outside a trio run (setup, final checks)
-            now_us = -1
+        clock = self._clock
+        if clock is not None:
+            now_us = round(clock.now * 1_000_000)
+        else:
+            try:
+                now_us = round(trio.current_time() * 1_000_000)
+            except RuntimeError:  # outside a trio run (setup, final checks)
+                now_us = -1
         self.seq += 1
         line = f"{now_us} {self.seq} {node} {kind}"
         if fields:
             # Plain scalars (the common case) format as str(); anything else is checked.
-            line += " " + " ".join([f"{key}={value}" if type(value) in _PLAIN else f"{key}={_format(value)}"
-                                    for key, value in fields.items()])
+            parts = [line]
+            for key, value in fields.items():
+                parts.append(f"{key}={value}" if type(value) in _PLAIN else f"{key}={_format(value)}")
+            line = " ".join(parts)
         unhashed = self._unhashed
         unhashed.append(line)
         if len(unhashed) >= 512:

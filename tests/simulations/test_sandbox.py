@@ -177,3 +177,49 @@ def test_run_sync_soon_reaches_a_busy_run_within_the_sparse_polling_interval():
     passes, woke = run_deterministic(body, seed=0, guard=False)
     assert passes <= _SparseIOPolling.POLL_EVERY + 2
     assert woke
+
+
+def test_sim_clock_sleep_is_trio_sleep_without_a_cancel_scope():
+    from simulations.determinism import current_sim_clock
+
+    async def body() -> list:
+        clock = current_sim_clock()
+        seen = []
+        await clock.sleep(1.5)
+        seen.append(trio.current_time())
+        await clock.sleep_until(4.0)
+        seen.append(trio.current_time())
+        with trio.move_on_after(1.0) as scope:  # cancelled mid-sleep: its timer must not wake it later
+            await clock.sleep(10.0)
+        seen.append((trio.current_time(), scope.cancelled_caught))
+        await trio.sleep(20.0)  # past the cancelled sleep's timer (t=14): nothing woke this task early
+        seen.append(trio.current_time())
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await clock.sleep(0)  # a past or present deadline is still a checkpoint
+        seen.append(scope.cancelled_caught)
+        with pytest.raises(ValueError):
+            await clock.sleep(-1)
+        return seen
+
+    assert run_deterministic(body, seed=0) == [1.5, 4.0, (5.0, True), 25.0, True]
+
+
+def test_trace_reading_the_sim_clock_stamps_what_trio_would():
+    from simulations.determinism import current_sim_clock
+    from simulations.trace import Trace
+
+    async def body() -> tuple[list[str], list[str]]:
+        direct, via_trio = Trace(full=True), Trace(full=True)
+        with direct.reading(current_sim_clock()):
+            for delay in (0.0, 0.25, 1e-6, 3.0):
+                await trio.sleep(delay)
+                for trace in (direct, via_trio):
+                    trace.record("n1", "tick", at=trio.current_time(), ok=True, ids=(1, 2))
+        direct.record("n1", "after")  # the block ended: back to trio's clock
+        via_trio.record("n1", "after")
+        return direct.lines, via_trio.lines
+
+    direct, via_trio = run_deterministic(body, seed=0)
+    assert direct == via_trio
+    assert direct[2].startswith("250001 3 n1 tick at=0.250001 ok=True ids=[1,2]")
