@@ -162,6 +162,9 @@ class RecordAccumulator:
                 removed.append(queue.popleft())
         return removed
 
+    def has_queued(self) -> bool:
+        return bool(self._queues)  # only partitions with something queued have a queue
+
     def queued_batches(self) -> int:
         return sum(len(q) for q in self._queues.values())
 

@@ -5,8 +5,11 @@
         metadata = await future          # RecordMetadata(topic, partition, offset, timestamp)
         await producer.flush()
 
-The sender groups ready batches by partition leader, one Produce request per
-broker at a time per batch set, and retries retriable errors (NOT_LEADER_OR_FOLLOWER,
+The sender groups ready batches by partition leader into one Produce request per
+broker, and posts it to that broker's outbox: one task per broker sends its
+requests in the order they were made (two in-flight batches of a partition cannot
+overtake each other) without holding up the others; the connection's reader hands
+each answer back. The producer retries retriable errors (NOT_LEADER_OR_FOLLOWER,
 connection loss, ...) after `retry_backoff_ms`, refreshing metadata first when
 the error says leadership moved, until `delivery_timeout_ms` has passed since
 the record was appended. Idempotence (default with acks=all, as in Kafka 3+)
@@ -14,6 +17,9 @@ gets a producer id with InitProducerId and numbers each partition's batches;
 a retried batch is resent byte for byte so the broker can drop duplicates.
 """
 from __future__ import annotations
+
+import functools
+from collections import deque
 
 import trio
 
@@ -87,9 +93,10 @@ class Producer:
         self.producer_epoch = -1
         self._sequences: dict[tuple[str, int], int] = {}
         self._in_flight = 0
-        self._last_sent: dict[int, trio.Event] = {}  # per broker: set once the newest request is sent
+        self._outboxes: dict[int, _Outbox] = {}  # per broker: Produce requests not yet sent
         self._flushing = 0
         self._wake = trio.Event()
+        self._sender_sleep: trio.CancelScope | None = None  # the sender's wait, while it waits
         self._progress = trio.Event()  # set whenever a batch finishes or buffer space frees up
         self._metadata_refresh_running = False
         self._nursery_manager = None
@@ -124,7 +131,13 @@ class Producer:
         if self._closed:
             return
         self._closed = True
-        for batch in self.accumulator.drop_all():
+        unsent = self.accumulator.drop_all()
+        for _, outbox in sorted(self._outboxes.items()):
+            while outbox.requests:
+                batches = outbox.requests.popleft()
+                self._in_flight -= len(batches)
+                unsent += batches
+        for batch in unsent:
             self._fail(batch, ClientClosedError("producer closed before the record was sent"))
         self._nursery.cancel_scope.cancel()
         with trio.CancelScope(shield=True):
@@ -157,8 +170,13 @@ class Producer:
             if self.env.now() >= deadline:
                 raise KafkaTimeoutError(f"no buffer space for {size} bytes in {self.max_block}s")
         future = RecordFuture(topic, partition)
-        self.accumulator.append(topic, partition, record, future, self.env.now())
-        self._wake.set()
+        now = self.env.now()
+        if self.accumulator.append(topic, partition, record, future, now) or self._flushing:
+            self._wake.set()  # ready now
+        elif self._sender_sleep is not None:
+            # Ready after linger at the latest: the sender need not wake to learn that, only
+            # to wake by then (a record joining an open batch changes nothing).
+            self._sender_sleep.deadline = min(self._sender_sleep.deadline, now + self.accumulator.linger)
         return future
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
@@ -204,17 +222,27 @@ class Producer:
                 by_node.setdefault(leader, []).append(batch)
             for node, batches in sorted(by_node.items()):
                 self._in_flight += len(batches)
-                # Requests to one broker go on the wire in the order they were made, so two
-                # in-flight batches of a partition cannot overtake each other.
-                previous = self._last_sent.get(node)
-                self._last_sent[node] = sent = trio.Event()
-                self._nursery.start_soon(self._send_produce, node, batches, previous, sent)
+                self._outbox(node).put(batches)
+            if by_node:
+                continue  # what it drained is muted now: look again for what else is ready
+            # Woken by `_wake` (something is ready now) or at the deadline, which `send` may
+            # bring forward without waking us.
             self._wake = trio.Event()
-            if not by_node:
-                with trio.move_on_at(next_time):
-                    await self._wake.wait()
-            else:
-                await trio.lowlevel.checkpoint()
+            with trio.CancelScope(deadline=next_time) as self._sender_sleep:
+                await self._wake.wait()
+            self._sender_sleep = None
+
+    def _outbox(self, node: int) -> "_Outbox":
+        outbox = self._outboxes.get(node)
+        if outbox is None:
+            outbox = self._outboxes[node] = _Outbox()
+            self._nursery.start_soon(self._node_sender, node, outbox)
+        return outbox
+
+    async def _node_sender(self, node: int, outbox: "_Outbox") -> None:
+        """Send the Produce requests posted for `node`, one after another, for the producer's life."""
+        while True:
+            await self._send_produce(node, await outbox.get())
 
     def _assign_sequence(self, batch: ProducerBatch) -> None:
         batch.attempts += 1
@@ -262,8 +290,8 @@ class Producer:
 
         self._nursery.start_soon(refresh)
 
-    async def _send_produce(self, node: int, batches: list[ProducerBatch], previous: trio.Event | None = None,
-                            sent: trio.Event | None = None) -> None:
+    async def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        """Send one Produce request; its answer goes to `_produce_done` (acks=0: there is none)."""
         topics: dict[str, list] = {}
         for batch in batches:
             topics.setdefault(batch.topic, []).append(ProduceRequest.PartitionProduceData(
@@ -272,19 +300,32 @@ class Producer:
                                  topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p)
                                              for t, p in sorted(topics.items())])
         try:
-            try:
-                if previous is not None:
-                    await previous.wait()
-                connection = await self.cluster.connection(node)
-                response = await connection.request(request, expect_response=self.acks != 0, sent=sent)
-            except KafkaError as exc:
-                for batch in batches:
-                    self._retry_or_fail(batch, exc)
-                return
-            if response is None:  # acks=0: nothing to wait for
-                for batch in batches:
-                    self._complete(batch, -1, -1)
-                return
+            connection = await self.cluster.connection(node)
+            if self.acks == 0:
+                await connection.request(request, expect_response=False)
+                self._produce_done(batches, None, None)
+            else:
+                await connection.send(request, functools.partial(self._produce_done, batches))
+        except KafkaError as exc:
+            self._produce_done(batches, None, exc)
+        except BaseException:  # cancelled (the producer is closing) before it was sent
+            self._produce_done(batches, None, ClientClosedError("producer closed before the record was sent"))
+            raise
+
+    def _produce_done(self, batches: list[ProducerBatch], response, error: KafkaError | None) -> None:
+        """A Produce request's outcome, in the task that learnt it (often the connection's
+        reader): no awaits here."""
+        self._in_flight -= len(batches)
+        if error is not None:
+            if self._closed and not isinstance(error, ClientClosedError):
+                error = ClientClosedError(f"producer closed before the answer came ({error}); "
+                                          f"the record may or may not have been written")
+            for batch in batches:
+                self._retry_or_fail(batch, error)
+        elif response is None:  # acks=0: nothing to wait for
+            for batch in batches:
+                self._complete(batch, -1, -1)
+        else:
             answers = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
             for batch in batches:
                 answer = answers.get((batch.topic, batch.partition))
@@ -295,11 +336,7 @@ class Producer:
                 else:
                     error = error_for(answer.error_code, answer.error_message, f"{batch.topic}-{batch.partition}")
                     self._retry_or_fail(batch, error)
-        finally:
-            if sent is not None:
-                sent.set()  # also when it never got as far as sending: the next may go
-            self._in_flight -= len(batches)
-            self._notify()
+        self._notify()
 
     def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
         now = self.env.now()
@@ -344,9 +381,32 @@ class Producer:
         self._notify()
 
     def _notify(self) -> None:
-        self._wake.set()
+        if self.accumulator.has_queued():  # an answer may unmute a partition with more to send
+            self._wake.set()
         self._progress.set()
         self._progress = trio.Event()
+
+
+class _Outbox:
+    """Produce requests waiting for their broker's sender task, oldest first."""
+
+    __slots__ = ("requests", "_wake")
+
+    def __init__(self):
+        self.requests: deque[list[ProducerBatch]] = deque()
+        self._wake: trio.Event | None = None
+
+    def put(self, batches: list[ProducerBatch]) -> None:
+        self.requests.append(batches)
+        if self._wake is not None:
+            self._wake.set()
+
+    async def get(self) -> list[ProducerBatch]:
+        while not self.requests:
+            self._wake = trio.Event()
+            await self._wake.wait()
+        self._wake = None
+        return self.requests.popleft()
 
 
 def _abandoned(batch: ProducerBatch, error: KafkaError | None) -> KafkaError:

@@ -99,15 +99,23 @@ class MiniCluster:
                     for frame in reader:
                         header, body = decode_request(frame)
                         self.requests.append((node, header.api_key, header.api_version))
-                        slot = {"done": trio.Event(), "frame": None}
+                        slot = {"done": trio.Event(), "frame": None, "started": trio.Event()}
+                        previous = results[-1]["started"] if results else None
                         results.append(slot)
-                        nursery.start_soon(self._answer, node, header, body, slot, stream, results, send_lock)
+                        nursery.start_soon(self._answer, node, header, body, slot, stream, results, send_lock,
+                                           previous)
             except (trio.BrokenResourceError, trio.ClosedResourceError, DecodeError):
                 pass
             nursery.cancel_scope.cancel()
         await stream.aclose()
 
-    async def _answer(self, node, header, body, slot, stream, results, lock):
+    async def _answer(self, node, header, body, slot, stream, results, lock, previous):
+        # As a Kafka broker, take a connection's requests in the order they came (two frames
+        # read at once start as two tasks, which trio may run in either order); a long-poll
+        # Fetch still lets those behind it start.
+        if previous is not None:
+            await previous.wait()
+        slot["started"].set()
         method = getattr(self, "on_" + ApiKey(header.api_key).name.lower())
         response = await method(node, body, header.api_version)
         slot["frame"] = None if response is None else encode_response(header, response)
