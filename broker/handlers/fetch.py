@@ -79,7 +79,15 @@ async def _park(answer: "_Answer") -> None:
     One cancel scope carries the deadline for the whole wait, however many wake-ups it
     takes; it is lifted while re-reading, so the deadline never cuts a re-read short."""
     broker = answer.broker
-    watch = broker.purgatory.watch(answer.watched)
+    watched, follower, committed = answer.watched, answer.follower, answer.committed
+
+    def may_answer(key) -> bool:
+        seen = watched.get(key)
+        return seen is not None and _may_answer(broker, key, seen, follower, committed)
+
+    # The purgatory asks may_answer before waking us: most changes (an HW move to a
+    # follower, an append below the HW to a consumer) bring this fetch nothing.
+    watch = broker.purgatory.watch(watched, wake_on=may_answer)
     stale: dict = {}  # fired, not re-read: their HW or LSO may have moved
     try:
         with trio.CancelScope(deadline=answer.deadline) as timer:
@@ -87,8 +95,7 @@ async def _park(answer: "_Answer") -> None:
                 await watch.wait_fired()
                 fired = watch.take_fired()
                 stale.update(dict.fromkeys(fired))
-                if not any(_may_answer(broker, key, answer.watched[key], answer.follower, answer.committed)
-                           for key in fired if key in answer.watched):
+                if not any(may_answer(key) for key in fired):  # it may have changed back since
                     continue
                 if timer.cancel_called:
                     break  # the deadline struck as this wake-up came: re-read once, below

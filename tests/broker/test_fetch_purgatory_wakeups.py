@@ -57,3 +57,55 @@ async def test_wait_fired_returns_at_once_when_something_already_fired(autojump_
     assert watch.take_fired() == [("t", 0)]
     assert watch.take_fired() == []
     watch.close()
+
+
+async def test_wake_on_decides_in_the_notifier_and_unwanted_changes_are_still_reported(autojump_clock):
+    purgatory = FetchPurgatory()
+    worth_it: set = set()
+    asked = []
+
+    def wake_on(key) -> bool:
+        asked.append(key)
+        return key in worth_it
+
+    watch = purgatory.watch([("t", 0), ("t", 1)], wake_on=wake_on)
+    woke = []
+
+    async def parked():
+        await watch.wait_fired()
+        woke.append(trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(parked)
+        await trio.testing.wait_all_tasks_blocked()
+        purgatory.notify(("t", 0))
+        purgatory.notify(("t", 0))  # still watched after a change that did not wake
+        await trio.testing.wait_all_tasks_blocked()
+        assert woke == [] and asked == [("t", 0), ("t", 0)]
+        await trio.sleep(1)
+        worth_it.add(("t", 1))
+        purgatory.notify(("t", 1))
+        await trio.testing.wait_all_tasks_blocked()
+        assert woke == [1]
+    # Every change is reported once, waking or not (a parked fetch re-reads them at its deadline).
+    assert watch.take_fired() == [("t", 0), ("t", 1)]
+    purgatory.notify(("t", 0))
+    await watch.wait(trio.current_time() + 5)  # nothing worth waking for: waits to the deadline
+    assert trio.current_time() == 6
+    watch.close()
+    assert purgatory.waiting == 0
+
+
+async def test_purgatory_wait_without_wake_on_wakes_on_every_change(autojump_clock):
+    purgatory = FetchPurgatory()
+
+    async def notify_later():
+        await trio.sleep(1)
+        purgatory.notify(("t", 0))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(notify_later)
+        assert await purgatory.wait([("t", 0)], trio.current_time() + 10)
+    assert trio.current_time() == 1
+    assert not await purgatory.wait([("t", 0)], trio.current_time() + 2)
+    assert purgatory.waiting == 0
