@@ -223,6 +223,9 @@ class SimCluster:
         self._nursery: trio.Nursery | None = None
         self.crashes = 0
         self.on_start = []  # callbacks(host) run when an incarnation starts (checkers reset)
+        # node -> (its disk's durable_changes, quorum state, DurableLog) as last read: a disk
+        # with nothing newly durable is not copied and re-read every poll.
+        self._durable_seen: dict[int, tuple] = {}
         # After the heal, a node that still dies of an injected disk error (one raised just
         # before the heal, surfacing after) is restarted at once, as a supervisor would:
         # nobody else restarts it, and the liveness phase needs every node.
@@ -403,7 +406,16 @@ class SimCluster:
 
     async def durable_log(self, node_id: int) -> DurableLog | None:
         """What a crash right now would leave of this node's Raft state (None if unreadable)."""
-        copy = self.hosts[node_id].disk.durable_copy()
+        disk = self.hosts[node_id].disk
+        cached = self._durable_seen.get(node_id)
+        if cached is not None and cached[0] == disk.durable_changes:
+            # Nothing became durable since the last read: the same state, observed again.
+            _, stored, log = cached
+            if stored is not None:
+                self.checker.observe_persisted(node_id, stored.epoch, stored.leader_id)
+            return log
+        changes = disk.durable_changes
+        copy = disk.durable_copy()
         directory = posixpath.join(DATA_DIR, METADATA_DIR)
         storage = NodeStorage(copy, DATA_DIR)
         try:
@@ -418,7 +430,9 @@ class SimCluster:
         if stored is not None:
             self.checker.observe_persisted(node_id, stored.epoch, stored.leader_id)
         epochs = {e.offset: e.epoch for e in raft_log.entries_between(raft_log.start_offset, raft_log.end_offset)}
-        return DurableLog(raft_log.start_offset, raft_log.end_offset, epochs, raft_log.snapshot_id[1])
+        log = DurableLog(raft_log.start_offset, raft_log.end_offset, epochs, raft_log.snapshot_id[1])
+        self._durable_seen[node_id] = (changes, stored, log)
+        return log
 
     def leader(self) -> int | None:
         """The live node that is leader in the highest epoch, if any."""

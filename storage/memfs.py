@@ -223,6 +223,7 @@ class MemFile:
             inode.durable = bytes(inode.data)
         inode.pending.clear()
         self._fs.fsyncs += 1
+        self._fs.durable_changes += 1
 
     async def send_to(self, stream, offset: int, count: int) -> int:
         data = self.read(offset, count)
@@ -251,6 +252,9 @@ class MemFileSystem:
         self.fsyncs = 0
         self.failed_syncs = 0
         self.crashes = 0
+        # Counts everything that may change what a crash would leave (a successful fsync or
+        # sync_dir, a crash, rot at rest): equal counts, same `durable_copy()`.
+        self.durable_changes = 0
 
     # -- space accounting ---------------------------------------------------
     def _used(self) -> int:
@@ -354,6 +358,7 @@ class MemFileSystem:
         if self.fail_syncs:  # the entries stay as durable as they were
             self.failed_syncs += 1
             raise OSError(errno.EIO, "Input/output error (fsync)", path)
+        self.durable_changes += 1
         live, durable = self._live, self._durable
         # The directory itself and its ancestors become durable entries.
         d = path
@@ -391,6 +396,7 @@ class MemFileSystem:
             if bit // 8 < len(durable):
                 durable[bit // 8] ^= 1 << (bit % 8)
         inode.durable = bytes(durable)
+        self.durable_changes += 1
         return flipped
 
     # -- crash ----------------------------------------------------------------
@@ -399,6 +405,7 @@ class MemFileSystem:
         rng = rng or random.Random(0)
         self._generation += 1
         self.crashes += 1
+        self.durable_changes += 1
         # Only entries whose every ancestor directory survives are reachable.
         dirs = self._reachable_durable_dirs()
         files: dict[str, _Inode] = {}
