@@ -5,7 +5,8 @@ connection keeps a FIFO of pending slots; a reader task takes frames off the
 stream and hands each to the slot at the head (checking its correlation id).
 Many requests can be in flight at once (pipelining). A caller that gives up
 (cancelled or timed out) leaves its slot behind: the answer is read and
-dropped, so the stream stays in sync. A request timeout, however, closes the
+dropped, so the stream stays in sync (but one cancelled while its send waits for
+room closes the connection: part of its frame may be out). A request timeout closes the
 connection, as the Java client does — the broker may be stuck and everything
 queued behind the late answer would wait too. Like the Java client's poll loop,
 one watchdog per connection checks the deadlines of the pending requests (a
@@ -211,24 +212,31 @@ class BrokerConnection:
             self._send_lock.acquire_nowait()
         except trio.WouldBlock:
             await self._send_lock.acquire()
+            # Handed the lock, perhaps cancelled meanwhile: stop here, where nothing is sent.
+            await trio.lowlevel.checkpoint_if_cancelled()
         try:
             if self._closed:
                 raise self._closed_error()
-            if expect_response:
-                self._pending.append(slot)
-            # A frame cut in half by a cancelled caller would desynchronise the stream:
-            # the send is shielded, bounded by the request timeout instead (the watchdog
-            # closes the connection under a pending request's send; without a response
-            # there is no pending slot, so the scope has the deadline).
+            if not expect_response:
+                # No pending slot for the watchdog to see: the send gets its own deadline.
+                await self._send_frame_with_deadline(frame, slot.deadline)
+                return slot
+            self._pending.append(slot)
             error = None
-            deadline = _NEVER if expect_response else slot.deadline
-            with trio.CancelScope(shield=True, deadline=deadline) as send_scope:
-                try:
-                    await self._stream.send_all(frame)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    error = KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc!r}")
-            if send_scope.cancelled_caught:
-                error = KafkaConnectionError(f"send to {self.host}:{self.port} timed out")
+            try:
+                await self._stream.send_all(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                error = KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc!r}")
+            except trio.Cancelled:
+                # Cancelled inside send_all, so while it waited for room: part of the frame may
+                # be on the wire and the stream can never be in step again. (A cancel that came
+                # before stopped at the checkpoint above, in this same step, with nothing sent.)
+                # No shielded send here: one cancel scope per request was a visible cost; a send
+                # that waits for room is rare, and a cancelled caller does not wait for it.
+                self._forget(slot)  # this caller gets Cancelled, not its `on_done`
+                with trio.CancelScope(shield=True):
+                    await self._fail(KafkaConnectionError(f"send to {self.host}:{self.port} cancelled midway"))
+                raise
             if error is not None:
                 with trio.CancelScope(shield=True):
                     await self._fail(error)  # fails our pending slot too: `on_done` has the error
@@ -240,6 +248,28 @@ class BrokerConnection:
         slot.wait = self.request_timeout + (timeout or 0.0)
         slot.deadline = trio.current_time() + slot.wait
         return slot
+
+    async def _send_frame_with_deadline(self, frame: bytes, deadline: float) -> None:
+        """Send a frame nobody waits an answer for: shielded (a cut frame would desynchronise
+        the stream), bounded by the request timeout."""
+        error = None
+        with trio.CancelScope(shield=True, deadline=deadline) as send_scope:
+            try:
+                await self._stream.send_all(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                error = KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc!r}")
+        if send_scope.cancelled_caught:
+            error = KafkaConnectionError(f"send to {self.host}:{self.port} timed out")
+        if error is not None:
+            with trio.CancelScope(shield=True):
+                await self._fail(error)
+            raise self._closed_error()
+
+    def _forget(self, slot: _Slot) -> None:
+        try:
+            self._pending.remove(slot)
+        except ValueError:
+            pass
 
     def _timeout_error(self) -> KafkaTimeoutError:
         return KafkaTimeoutError(f"request to broker {self.node_id} timed out")

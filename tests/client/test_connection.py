@@ -1,5 +1,8 @@
+import functools
+
 import pytest
 import trio
+import trio.testing
 
 from raftkafka.client.cluster import Cluster, parse_bootstrap
 from raftkafka.client.connection import BrokerConnection
@@ -172,3 +175,69 @@ async def test_watchdog_times_out_each_request_at_its_own_deadline(nursery, auto
     assert outcomes["short"] == (KafkaTimeoutError, pytest.approx(start + 3.0))
     assert outcomes["long"] == (KafkaConnectionError, pytest.approx(start + 3.0))
     assert conn.closed
+
+
+async def test_send_hands_each_answer_to_its_callback_in_order(nursery):
+    env, mini = await start(nursery)
+    mini.create_topic("a", 1)
+    mini.create_topic("b", 2)
+    conn = await BrokerConnection.open(env, nursery, "b1", 9092)
+    answers = []
+    done = trio.Event()
+
+    def on_done(name, response, error):
+        answers.append((name, None if response is None else len(response.topics[0].partitions), error))
+        if len(answers) == 3:
+            done.set()
+
+    for name in ["a", "b", "a"]:
+        await conn.send(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)]),
+                        functools.partial(on_done, name))
+    await done.wait()
+    assert answers == [("a", 1, None), ("b", 2, None), ("a", 1, None)]
+    await conn.aclose()
+
+
+async def test_send_callbacks_get_the_timeout_and_the_connection_loss_once(nursery, autojump_clock):
+    env = MemEnv()
+    mini = MiniCluster(env)
+    await nursery.start(env.net.serve, "slow", 1, answers_only_api_versions(mini))
+    conn = await BrokerConnection.open(env, nursery, "slow", 1, request_timeout=2.0)
+    outcomes = []
+    await conn.send(MetadataRequest(topics=[]), lambda response, error: outcomes.append(("first", response, error)))
+    await trio.sleep(1.0)
+    await conn.send(MetadataRequest(topics=[]), lambda response, error: outcomes.append(("second", response, error)))
+    await trio.sleep(10.0)
+    assert [(name, response, type(error)) for name, response, error in outcomes] == [
+        ("first", None, KafkaTimeoutError), ("second", None, KafkaConnectionError)]
+    assert conn.closed
+    with pytest.raises(KafkaConnectionError):  # a closed connection refuses at once; no callback
+        await conn.send(MetadataRequest(topics=[]), lambda response, error: outcomes.append(("late", error)))
+    assert len(outcomes) == 2
+
+
+async def test_a_send_cancelled_while_waiting_for_room_closes_the_connection(nursery, autojump_clock):
+    # Part of the frame may be out: the stream is out of step for good, so the connection
+    # closes; the cancelled caller gets Cancelled (not its callback), the others a connection error.
+    client, server = trio.testing.lockstep_stream_pair()  # send_all waits until the peer reads
+    conn = BrokerConnection(MemEnv(), "stuck", 1, request_timeout=60.0)
+    conn._stream = client
+    conn.broker_versions = {ApiKey.METADATA: API_VERSIONS[ApiKey.METADATA]}
+    nursery.start_soon(conn._read_loop)
+    nursery.start_soon(conn._watch_deadlines)
+
+    async def read_one_request_then_stall():
+        reader = FrameReader()
+        while not list(reader):
+            reader.feed(await server.receive_some(65536))
+        await trio.sleep_forever()
+
+    nursery.start_soon(read_one_request_then_stall)
+    first = []
+    await conn.send(MetadataRequest(topics=[]), lambda response, error: first.append(error))
+    second = []
+    with trio.move_on_after(1.0) as scope:
+        await conn.send(MetadataRequest(topics=[]), lambda response, error: second.append(error))
+    assert scope.cancelled_caught
+    assert conn.closed
+    assert [type(e) for e in first] == [KafkaConnectionError] and second == []
