@@ -150,6 +150,26 @@ class SimClock(trio.abc.Clock):
         self.now = 0.0
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._timer_seq = 0
+        self.scheduler: _SchedulerRandom | None = None  # set by run_deterministic
+
+    def only_this_task_can_run(self) -> bool:
+        """Whether a schedule point here would just resume the calling task, with nothing
+        else happening first, so a caller may skip a `cancel_shielded_checkpoint`.
+
+        True when no other task is left in trio's current batch nor queued for the next,
+        no deadline is due (expiring one could wake a task), no instrument watches task
+        steps (the step checker), and time cannot move (it only jumps when the run queue
+        is empty). The next pass would then run exactly this task, at the same instant,
+        in the same state: the schedule point offers no interleaving to explore.
+        Only known under `run_deterministic` (it sees trio's batches); else False.
+        """
+        scheduler = self.scheduler
+        if scheduler is None or scheduler.batch:
+            return False
+        runner = _trio_run.GLOBAL_RUN_CONTEXT.runner
+        if runner.runq or runner.instruments["_all"]:
+            return False
+        return runner.deadlines.next_deadline() > self.now
 
     def call_at(self, when: float, callback: Callable[[], None]) -> None:
         """Run `callback()` when virtual time reaches `when`: a timer without a cancel scope.
@@ -301,10 +321,16 @@ class _PerThreadRandom(random.Random):
         return self._rng().getrandbits(k)
 
     def shuffle(self, x: list) -> None:
-        # trio shuffles every run-queue batch; most hold one task, and shuffling fewer
-        # than two items draws nothing from the generator, so skipping it changes no stream.
+        # trio shuffles every run-queue batch (in deterministic mode), the very list it then
+        # pops tasks from: a simulation's generator keeps it (see SimClock.only_this_task_can_run).
+        rng = getattr(self.local, "rng", None)
+        if rng is None:
+            self.shared.shuffle(x)
+            return
+        rng.batch = x
+        # Most batches hold one task; shuffling fewer than two draws nothing: no stream changes.
         if len(x) > 1:
-            self._rng().shuffle(x)
+            rng.shuffle(x)
 
     def uniform(self, a: float, b: float) -> float:
         return self._rng().uniform(a, b)
@@ -318,6 +344,15 @@ class _PerThreadRandom(random.Random):
 
     def setstate(self, state) -> None:
         self._rng().setstate(state)
+
+
+class _SchedulerRandom(random.Random):
+    """The seeded scheduler generator of one deterministic run, which also holds the
+    run-queue batch trio is working through (the tasks still to step in this pass)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.batch: list = [None]  # no batch seen yet: never taken as empty
 
 
 _scheduling_lock = threading.Lock()
@@ -336,8 +371,10 @@ def _per_thread_random() -> _PerThreadRandom:
 
 
 @contextlib.contextmanager
-def deterministic_scheduling(seed: int) -> Iterator[None]:
+def deterministic_scheduling(seed: int) -> Iterator[_SchedulerRandom]:
     """Switch trio's scheduler to its deterministic mode, seeded, for this thread's runs.
+
+    Yields the seeded generator (a `_SchedulerRandom`), which tracks trio's current batch.
 
     Other threads' trio loops neither draw from this seeded stream nor can switch the
     mode off while the block runs (the flag stays on until the last such block ends).
@@ -350,9 +387,9 @@ def deterministic_scheduling(seed: int) -> Iterator[None]:
             _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
         _runs_in_progress += 1
     outer = getattr(rng.local, "rng", None)
-    rng.local.rng = random.Random(seed)
+    scheduler = rng.local.rng = _SchedulerRandom(seed)
     try:
-        yield
+        yield scheduler
     finally:
         rng.local.rng = outer
         with _scheduling_lock:
@@ -390,7 +427,8 @@ def run_deterministic(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with deterministic_scheduling(seed):
+        with deterministic_scheduling(seed) as scheduler:
+            clock.scheduler = scheduler
             return trio.run(root, clock=clock)
     finally:
         if was_enabled:

@@ -236,7 +236,11 @@ class SimStream(trio.abc.HalfCloseableStream):
             if data:
                 out.push(data, self._draw_latency, self._net.now())
                 self._net.trace.record(self.local, "send", conn=self._conn.id, nbytes=len(data))
-            await trio.lowlevel.cancel_shielded_checkpoint()
+            # A send that did not block is a schedule point, as on a real socket, unless
+            # yielding could not let anything else happen first (see only_this_task_can_run).
+            clock = self._net.clock
+            if clock is None or not clock.only_this_task_can_run():
+                await trio.lowlevel.cancel_shielded_checkpoint()
         finally:
             self._sending = False
 
@@ -299,7 +303,9 @@ class SimStream(trio.abc.HalfCloseableStream):
                     if ready_at <= now:
                         data = self._take(pipe, now, max_bytes or 65536)
                         if not blocked:  # having blocked was this call's schedule point
-                            await trio.lowlevel.cancel_shielded_checkpoint()
+                            clock = self._net.clock
+                            if clock is None or not clock.only_this_task_can_run():
+                                await trio.lowlevel.cancel_shielded_checkpoint()
                         return data
                 blocked = True
                 await pipe.park_reader(ready_at)

@@ -237,3 +237,45 @@ def test_serve_rejects_foreign_address_and_port_in_use():
             nursery.cancel_scope.cancel()
 
     sim(body)
+
+
+def test_a_send_yields_only_when_another_task_could_run_first():
+    # SimStream.send_all skips its trailing schedule point only when the next pass of
+    # trio's loop would run the sender alone; with another task ready, it must yield.
+    async def body() -> tuple[list[str], list[str]]:
+        net = make_net()
+        async with trio.open_nursery() as nursery:
+            c, _ = await open_pair(nursery, net)
+            await trio.sleep(1)  # every connection-setup task is parked now
+            order: list[str] = []
+
+            async def other() -> None:
+                order.append("other")
+
+            await c.send_all(b"x")  # alone: no yield, so nothing ran in between
+            order.append("after lone send")
+            nursery.start_soon(other)  # ready: the send must now let it run first
+            await c.send_all(b"y")
+            order.append("after send")
+            alone = list(order)
+            nursery.cancel_scope.cancel()
+        return alone
+
+    assert run_deterministic(body, seed=0) == ["after lone send", "other", "after send"]
+
+
+def test_skipping_lone_schedule_points_keeps_the_schedule():
+    # The skipped schedule points would have resumed the same task with nothing in
+    # between: a run must trace exactly as one that takes every one of them.
+    from simulations.determinism import SimClock
+    from simulations.runner import SimOptions, run_simulation
+
+    options = SimOptions(seed=3, duration=2, workload="cluster", faults="none")
+    skipping = run_simulation(options)
+    original = SimClock.only_this_task_can_run
+    SimClock.only_this_task_can_run = lambda self: False
+    try:
+        yielding = run_simulation(options)
+    finally:
+        SimClock.only_this_task_can_run = original
+    assert skipping["hash"] == yielding["hash"] and skipping["events"] == yielding["events"] > 1000
