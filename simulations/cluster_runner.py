@@ -24,6 +24,7 @@ from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
 from simulations.checkers.roles import RolePoller
 from simulations.cluster import SimCluster
+from simulations.determinism import current_sim_clock
 from simulations.env import derive_seed
 from simulations.history import History
 from simulations.nemesis import Nemesis, draw_profile
@@ -214,8 +215,10 @@ class _StepChecker(trio.abc.Instrument):
 
 async def _poll_loop(cluster: SimCluster, poll) -> None:
     next_durable = 0.0
+    clock = current_sim_clock()
+    sleep = clock.sleep if clock is not None else trio.sleep  # a timer, not a cancel scope, per poll
     while True:
-        await trio.sleep(POLL)
+        await sleep(POLL)
         poll()
         if trio.current_time() >= next_durable:
             next_durable = trio.current_time() + DURABLE_POLL

@@ -235,7 +235,7 @@ class SimStream(trio.abc.HalfCloseableStream):
             data = bytes(data)
             if data:
                 out.push(data, self._draw_latency, self._net.now())
-                self._net.trace.record(self.local, "send", conn=self._conn.id, nbytes=len(data))
+                self._net.trace.record_io(self.local, "send", self._conn.id, len(data))
             # A send that did not block is a schedule point, as on a real socket, unless
             # yielding could not let anything else happen first (see only_this_task_can_run).
             clock = self._net.clock
@@ -331,7 +331,7 @@ class SimStream(trio.abc.HalfCloseableStream):
         pipe.unread -= size
         if size:
             pipe.wake()  # a sender may be waiting for window
-            self._net.trace.record(self.local, "recv", conn=self._conn.id, nbytes=size)
+            self._net.trace.record_io(self.local, "recv", self._conn.id, size)
         return b"".join(parts)
 
     async def aclose(self) -> None:

@@ -178,8 +178,10 @@ class _StepChecker(trio.abc.Instrument):
 
 async def _poll_loop(cluster: SimCluster, roles: RolePoller) -> None:
     next_durable = 0.0
+    clock = current_sim_clock()
+    sleep = clock.sleep if clock is not None else trio.sleep  # a timer, not a cancel scope, per poll
     while True:
-        await trio.sleep(POLL)
+        await sleep(POLL)
         roles.poll()
         if trio.current_time() >= next_durable:
             next_durable = trio.current_time() + DURABLE_POLL

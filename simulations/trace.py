@@ -53,23 +53,33 @@ class Trace:
         finally:
             self._clock = None
 
-    def record(self, node: str, kind: str, /, **fields) -> None:
+    def _now_us(self) -> int:
         clock = self._clock
         if clock is not None:
-            now_us = round(clock.now * 1_000_000)
-        else:
-            try:
-                now_us = round(trio.current_time() * 1_000_000)
-            except RuntimeError:  # outside a trio run (setup, final checks)
-                now_us = -1
+            return round(clock.now * 1_000_000)
+        try:
+            return round(trio.current_time() * 1_000_000)
+        except RuntimeError:  # outside a trio run (setup, final checks)
+            return -1
+
+    def record(self, node: str, kind: str, /, **fields) -> None:
         self.seq += 1
-        line = f"{now_us} {self.seq} {node} {kind}"
+        line = f"{self._now_us()} {self.seq} {node} {kind}"
         if fields:
             # Plain scalars (the common case) format as str(); anything else is checked.
             parts = [line]
             for key, value in fields.items():
                 parts.append(f"{key}={value}" if type(value) in _PLAIN else f"{key}={_format(value)}")
             line = " ".join(parts)
+        self._add(line, kind)
+
+    def record_io(self, node: str, kind: str, conn: int, nbytes: int) -> None:
+        """`record(node, kind, conn=conn, nbytes=nbytes)` (the same line), for the network's
+        send and recv events: nine in ten of a run's events, so without the general path."""
+        self.seq += 1
+        self._add(f"{self._now_us()} {self.seq} {node} {kind} conn={conn} nbytes={nbytes}", kind)
+
+    def _add(self, line: str, kind: str) -> None:
         unhashed = self._unhashed
         unhashed.append(line)
         if len(unhashed) >= 512:

@@ -223,3 +223,15 @@ def test_trace_reading_the_sim_clock_stamps_what_trio_would():
     direct, via_trio = run_deterministic(body, seed=0)
     assert direct == via_trio
     assert direct[2].startswith("250001 3 n1 tick at=0.250001 ok=True ids=[1,2]")
+
+
+def test_trace_record_io_writes_the_general_records_line():
+    from simulations.trace import Trace
+
+    fast, general = Trace(full=True), Trace(full=True)
+    for trace in (fast, general):
+        trace.record("n1", "start")
+    fast.record_io("n2", "send", 7, 1024)
+    general.record("n2", "send", conn=7, nbytes=1024)
+    assert fast.lines == general.lines == ["-1 1 n1 start", "-1 2 n2 send conn=7 nbytes=1024"]
+    assert fast.hash == general.hash and fast.kinds == general.kinds
