@@ -27,8 +27,6 @@ wakes.
 """
 from __future__ import annotations
 
-import math
-
 import trio
 
 from broker.records_slice import RecordsSlice
@@ -77,7 +75,10 @@ async def _park(answer: "_Answer") -> None:
     answer (new data past its offset, or an error to report).
 
     One cancel scope carries the deadline for the whole wait, however many wake-ups it
-    takes; it is lifted while re-reading, so the deadline never cuts a re-read short."""
+    takes, and its deadline never moves (each move costs the scheduler). A re-read that
+    the deadline cuts short (it can only wait in leader_partition, itself bounded by the
+    deadline) is redone in full below: `stale` is cleared only after a complete re-read,
+    and a partition's re-read changes the answer only once it has its result."""
     broker = answer.broker
     watched, follower, committed = answer.watched, answer.follower, answer.committed
 
@@ -99,12 +100,10 @@ async def _park(answer: "_Answer") -> None:
                     continue
                 if timer.cancel_called:
                     break  # the deadline struck as this wake-up came: re-read once, below
-                timer.deadline = math.inf
                 await answer.reread(stale)
                 stale.clear()
                 if answer.ready():
                     return
-                timer.deadline = answer.deadline
         stale.update(dict.fromkeys(watch.take_fired()))  # fired while the deadline struck
     finally:
         watch.close()
@@ -199,10 +198,12 @@ class _Answer:
         name, items = self.topics[ti]
         item = items[pi]
         old = self.parts[ti][pi]
-        if old is not None:  # a re-read replaces what was read before
-            self.total -= len(old.records)
-        pd, partition = await self._read_partition(name, item, first)
+        # A re-read replaces what was read before: its bytes do not count against the limit.
+        # Nothing changes before the read returns, so a cancelled re-read leaves the answer whole.
+        total = self.total if old is None else self.total - len(old.records)
+        pd, partition = await self._read_partition(name, item, first, total)
         self.parts[ti][pi] = pd
+        self.total = total
         key = (name, item.partition)
         if pd.error_code != ErrorCode.NONE:
             self.errors += 1
@@ -216,7 +217,8 @@ class _Answer:
                 item.served = (self.broker.metadata.topic(name), partition, item.fetch_offset,
                                item.current_leader_epoch)
 
-    async def _read_partition(self, name: str, p, first: bool):
+    async def _read_partition(self, name: str, p, first: bool, total: int):
+        """One partition's answer, `total` bytes being in the answer already (without it)."""
         found = await self.broker.leader_partition(name, p.partition, self.deadline)
         if isinstance(found, int):
             return _error_partition(p.partition, found), None
@@ -235,13 +237,13 @@ class _Answer:
         if self.follower and not partition.on_follower_fetch(self.replica_id, p.fetch_offset, record=first):
             # Not one of this partition's replicas: it must not count toward the ISR or HW.
             return _error_partition(p.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER), None
-        limit = max(0, min(p.partition_max_bytes, self.max_bytes - self.total))
+        limit = max(0, min(p.partition_max_bytes, self.max_bytes - total))
         data = None
         # Once the response is full, later partitions get nothing; at the log end there is
         # nothing to read (an idle follower's every partition: skip the read).
-        if (limit > 0 or self.total == 0) and p.fetch_offset < partition.log_end_offset:
+        if (limit > 0 or total == 0) and p.fetch_offset < partition.log_end_offset:
             try:
-                data = partition.read(p.fetch_offset, limit, max_offset=max_offset, min_one_batch=self.total == 0)
+                data = partition.read(p.fetch_offset, limit, max_offset=max_offset, min_one_batch=total == 0)
             except OffsetOutOfRangeError:  # retention moved the log start meanwhile
                 return _error_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE), None
         size = 0 if data is None else data.size

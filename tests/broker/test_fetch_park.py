@@ -35,3 +35,34 @@ def test_any_change_that_makes_an_error_answer_is_news():
     assert _may_answer(_broker(p), key, (p, 3, 10), follower=True, committed=False)
     p.is_leader, p.log_start_offset = True, 11
     assert _may_answer(_broker(p), key, (p, 3, 10), follower=True, committed=False)  # retention passed it
+
+
+async def test_a_re_read_the_deadline_cuts_short_leaves_the_answer_whole(autojump_clock):
+    """The parked fetch's deadline scope stays armed while re-reading: a re-read it cancels
+    (waiting for the replica manager) must leave what was read, and its byte count, intact."""
+    import trio
+
+    from broker.handlers.fetch import _Answer
+
+    partition = _partition(read=lambda offset, limit, max_offset, min_one_batch: SimpleNamespace(size=100))
+    blocked = False
+
+    async def leader_partition(topic, index, deadline):
+        if blocked:
+            await trio.sleep_forever()
+        return partition
+
+    broker = SimpleNamespace(env=SimpleNamespace(now=trio.current_time), leader_partition=leader_partition)
+    request = SimpleNamespace(replica_id=-1, isolation_level=0, max_bytes=1000, min_bytes=1)
+    item = SimpleNamespace(partition=0, fetch_offset=0, current_leader_epoch=-1, partition_max_bytes=1000)
+    answer = _Answer(broker, request, [("t", [item])], trio.current_time() + 5)
+    await answer.read_all()
+    assert answer.total == 100
+    first = answer.parts[0][0]
+    blocked = True
+    with trio.move_on_after(1):
+        await answer.reread([("t", 0)])
+    assert answer.total == 100 and answer.parts[0][0] is first
+    blocked = False
+    await answer.reread([("t", 0)])  # redone in full, as _park does after its deadline
+    assert answer.total == 100 and answer.parts[0][0] is not first
