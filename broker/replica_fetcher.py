@@ -30,6 +30,7 @@ the partition to the leader's log (start or end, via ListOffsets).
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -68,26 +69,33 @@ class FetcherSettings:
 
 
 class _Link:
-    """One connection to the source broker; requests are strictly sequential."""
+    """One connection to the source broker; requests are strictly sequential.
 
-    def __init__(self, stream, client_id: str):
+    Each request is bounded by `timer`, a cancel scope the fetcher holds open around its
+    rounds: a new scope per request (trio.fail_after) cost the scheduler more than the
+    rest of a replica fetch round, and so does each move of a deadline. So a request arms
+    it and leaves it armed until the next request re-arms it; the fetcher disarms it
+    before it awaits anything else (`ReplicaFetcher._untimed`)."""
+
+    def __init__(self, stream, client_id: str, timer: trio.CancelScope):
         self.stream = stream
         self.client_id = client_id
+        self.timer = timer
         self.reader = FrameReader()
         self.correlation = 0
 
     async def call(self, request, version: int, timeout: float):
         self.correlation += 1
-        with trio.fail_after(timeout):
-            await self.stream.send_all(encode_request(request, version, self.correlation, self.client_id))
-            while True:
-                frame = self.reader.next_frame()
-                if frame is not None:
-                    break
-                data = await self.stream.receive_some(1 << 16)
-                if not data:
-                    raise trio.BrokenResourceError("source broker closed the connection")
-                self.reader.feed(data)
+        self.timer.deadline = trio.current_time() + timeout
+        await self.stream.send_all(encode_request(request, version, self.correlation, self.client_id))
+        while True:
+            frame = self.reader.next_frame()
+            if frame is not None:
+                break
+            data = await self.stream.receive_some(1 << 16)
+            if not data:
+                raise trio.BrokenResourceError("source broker closed the connection")
+            self.reader.feed(data)
         correlation, body = decode_response(frame, request.API_KEY, version)
         if correlation != self.correlation:
             raise DecodeError(f"response correlation {correlation} != {self.correlation}")
@@ -117,6 +125,7 @@ class ReplicaFetcher:
         self.partitions: dict[Key, _State] = {}
         self._wake = trio.Event()
         self._link: _Link | None = None
+        self._timer = trio.CancelScope()  # the requests' timeout (see _Link); one per connection
         self.session = FetchSessionClient()  # KIP-227: after the first, fetches list only changes
         self.fetches = 0
         self.truncations = 0
@@ -136,7 +145,7 @@ class ReplicaFetcher:
     async def run(self) -> None:
         while True:
             try:
-                await self._round()
+                await self._rounds()
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
                     DecodeError) as exc:
                 log.info("fetcher %d -> %d: %s; backing off", self.broker_id, self.source_id, exc)
@@ -147,11 +156,20 @@ class ReplicaFetcher:
                 await self._close()
                 await self.env.sleep(self.settings.backoff_s)
 
+    async def _rounds(self) -> None:
+        """Rounds until one fails: a request past its timeout raises TooSlowError."""
+        self._timer = trio.CancelScope()
+        with self._timer:
+            while True:
+                await self._round()
+        raise trio.TooSlowError("request to the source broker timed out")  # the timer's own deadline
+
     async def _round(self) -> None:
         now = self.env.now()
         ready = {k: s for k, s in sorted(self.partitions.items()) if s.delayed_until <= now}
         if not ready:
             wake_at = min((s.delayed_until for s in self.partitions.values()), default=float("inf"))
+            self._untimed()
             self._wake = trio.Event()
             with trio.move_on_at(wake_at):
                 await self._wake.wait()
@@ -172,7 +190,7 @@ class ReplicaFetcher:
             raise OSError(f"no address for broker {self.source_id}")
         with trio.fail_after(self.settings.request_timeout_s):
             stream = await self.env.net.connect(*address)
-        self._link = _Link(stream, self.settings.client_id)
+        self._link = _Link(stream, self.settings.client_id, self._timer)
         return self._link
 
     async def _close(self) -> None:
@@ -189,6 +207,10 @@ class ReplicaFetcher:
         if p.is_leader or p.leader_epoch != state.leader_epoch or p.log.closed:
             return None
         return p
+
+    def _untimed(self) -> None:
+        """Disarm the last request's timeout before awaiting something that is not a request."""
+        self._timer.deadline = math.inf
 
     def _delay(self, state: _State) -> None:
         state.delayed_until = self.env.now() + self.settings.backoff_s
@@ -240,6 +262,7 @@ class ReplicaFetcher:
             self.truncations += 1
         # Even at the log end: that drops an epoch stamped there with no records, which the
         # leader may never have had (else the next round would ask about it again).
+        self._untimed()
         await p.log.truncate_to(max(offset, 0))
         state.truncating = not done
 
@@ -348,6 +371,7 @@ class ReplicaFetcher:
                 await self._truncate_to(key, state, latest, done=True)
             elif p.log_end_offset < earliest:
                 log.info("%s-%d: behind the leader's log start %d; starting there", key[0], key[1], earliest)
+                self._untimed()
                 await p.log.truncate_fully_and_start_at(earliest)
 
 
