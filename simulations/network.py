@@ -29,6 +29,7 @@ a link clearing) wakes it.
 from __future__ import annotations
 
 import errno
+import functools
 import math
 import operator
 import random
@@ -164,8 +165,7 @@ class _Pipe:
         if self._reader_scope is not None:
             self._reader_scope.deadline = due
         else:
-            parks = self._parks
-            self._call_at(due, lambda: self._wake_reader(parks))
+            self._call_at(due, functools.partial(self._wake_reader, self._parks))
 
     def _wake_reader(self, parks: int) -> None:
         if self._parks == parks:

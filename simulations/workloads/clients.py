@@ -93,7 +93,7 @@ class ProducerProcess(_Process):
                             linger_ms=2, delivery_timeout_ms=8000, **CLIENT) as producer:
             async with trio.open_nursery() as nursery:
                 while True:
-                    await trio.sleep(self.rng.expovariate(self.rate))
+                    await env.sleep(self.rng.expovariate(self.rate))  # a clock timer, no cancel scope
                     topic, partition = self.rng.choice(self.settings.partitions())
                     self.count += 1
                     value = f"{self.name}.{session}.{self.count}".encode()
