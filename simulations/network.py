@@ -102,6 +102,7 @@ class _Pipe:
         self.key = key
         self.link = link
         self._clock = clock  # the run's SimClock (its timers wake the reader), or None
+        self._call_at = clock.call_at if clock is not None else None
         link.pipes[key] = self
         self.queue: deque[tuple[float, bytes | None]] = deque()
         self.last_delivery = 0.0
@@ -114,7 +115,6 @@ class _Pipe:
         self._reader_due = math.inf  # when the parked reader is to look again
         self._reader_scope: trio.CancelScope | None = None  # its deadline, off a SimClock
         self._parks = 0  # counts parkings, so a timer armed for an earlier one is ignored
-        self._call_at: Callable | None = None
 
     @property
     def changed(self) -> trio.Event:
@@ -181,8 +181,8 @@ class _Pipe:
 
         self._parks += 1
         self.reader, self._reader_due = task, math.inf
-        clock = self._clock or trio.lowlevel.current_clock()
-        self._call_at = getattr(clock, "call_at", None)
+        if self._clock is None:  # built outside a SimClock run: ask this run's clock
+            self._call_at = getattr(trio.lowlevel.current_clock(), "call_at", None)
         try:
             if self._call_at is not None:
                 self._arm(deadline)
@@ -314,6 +314,15 @@ class SimStream(trio.abc.HalfCloseableStream):
 
     def _take(self, pipe: _Pipe, now: float, max_bytes: int) -> bytes:
         """Pop up to max_bytes of due data; b"" (leaving the marker) at EOF."""
+        queue = pipe.queue
+        chunk = queue[0][1]
+        if chunk is not None and len(chunk) <= max_bytes and (len(queue) == 1 or queue[1][0] > now):
+            # The common case: the one due chunk, whole (the loop below would do the same).
+            queue.popleft()
+            pipe.unread -= len(chunk)
+            pipe.wake()  # a sender may be waiting for window
+            self._net.trace.record_io(self.local, "recv", self._conn.id, len(chunk))
+            return chunk
         parts: list[bytes] = []
         size = 0
         while pipe.queue and size < max_bytes and pipe.queue[0][0] <= now:
