@@ -95,8 +95,9 @@ class Producer:
         self._in_flight = 0
         self._outboxes: dict[int, _Outbox] = {}  # per broker: Produce requests not yet sent
         self._flushing = 0
-        self._wake = trio.Event()
-        self._sender_sleep: trio.CancelScope | None = None  # the sender's wait, while it waits
+        self._wake = trio.Event()  # the idle sender waits on it
+        self._sender_asleep_until: float | None = None  # inf: idle; a time: lingering; None: running
+        self._sender_interrupt: trio.CancelScope | None = None
         self._progress = trio.Event()  # set whenever a batch finishes or buffer space frees up
         self._metadata_refresh_running = False
         self._nursery_manager = None
@@ -172,11 +173,9 @@ class Producer:
         future = RecordFuture(topic, partition)
         now = self.env.now()
         if self.accumulator.append(topic, partition, record, future, now) or self._flushing:
-            self._wake.set()  # ready now
-        elif self._sender_sleep is not None:
-            # Ready after linger at the latest: the sender need not wake to learn that, only
-            # to wake by then (a record joining an open batch changes nothing).
-            self._sender_sleep.deadline = min(self._sender_sleep.deadline, now + self.accumulator.linger)
+            self._wake_sender(now)
+        else:
+            self._wake_sender(now + self.accumulator.linger)  # ready after linger at the latest
         return future
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
@@ -188,7 +187,7 @@ class Producer:
         self._flushing += 1
         try:
             while self.accumulator.queued_batches() or self._in_flight:
-                self._wake.set()
+                self._wake_sender(self.env.now())
                 progress = self._progress
                 await progress.wait()
         finally:
@@ -201,6 +200,14 @@ class Producer:
 
     async def _sender(self) -> None:
         while True:
+            # Its sleeps towards a linger deadline are interrupted (cancelled) only when something
+            # is due sooner: a cancel scope per interruption, not one per wait.
+            with trio.CancelScope() as self._sender_interrupt:
+                await self._send_until_interrupted()
+
+    async def _send_until_interrupted(self) -> None:
+        while True:
+            self._sender_asleep_until = None
             now = self.env.now()
             for batch in self.accumulator.expire(now, self.delivery_timeout):
                 self.accumulator.finished(batch)
@@ -225,12 +232,26 @@ class Producer:
                 self._outbox(node).put(batches)
             if by_node:
                 continue  # what it drained is muted now: look again for what else is ready
-            # Woken by `_wake` (something is ready now) or at the deadline, which `send` may
-            # bring forward without waking us.
-            self._wake = trio.Event()
-            with trio.CancelScope(deadline=next_time) as self._sender_sleep:
+            if next_time == float("inf"):
+                self._wake = trio.Event()
+                self._sender_asleep_until = next_time
                 await self._wake.wait()
-            self._sender_sleep = None
+            else:
+                self._sender_asleep_until = next_time
+                await self.env.sleep_until(next_time)  # in the simulation a clock timer: no cancel scope
+                if self._sender_interrupt.cancel_called:
+                    return  # interrupted as the sleep ended: renew the scope before any other await
+
+    def _wake_sender(self, due: float) -> None:
+        """Something may be ready to send at `due` (Env time): wake the sender if it would sleep past it."""
+        asleep_until = self._sender_asleep_until
+        if asleep_until is None or due >= asleep_until:
+            return  # it is running (and looks again before it waits), or it wakes by then anyway
+        self._sender_asleep_until = None
+        if asleep_until == float("inf"):
+            self._wake.set()
+        else:
+            self._sender_interrupt.cancel()
 
     def _outbox(self, node: int) -> "_Outbox":
         outbox = self._outboxes.get(node)
@@ -286,7 +307,7 @@ class Producer:
                 await self.env.sleep(self.retry_backoff)
             finally:
                 self._metadata_refresh_running = False
-                self._wake.set()
+                self._wake_sender(self.env.now())
 
         self._nursery.start_soon(refresh)
 
@@ -382,7 +403,7 @@ class Producer:
 
     def _notify(self) -> None:
         if self.accumulator.has_queued():  # an answer may unmute a partition with more to send
-            self._wake.set()
+            self._wake_sender(self.env.now())
         self._progress.set()
         self._progress = trio.Event()
 

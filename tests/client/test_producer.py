@@ -52,6 +52,26 @@ async def test_linger_batches_records_into_one_request(nursery, autojump_clock):
     assert len(mini.topics["t"][0].batches) == 1
 
 
+async def test_a_full_batch_cuts_the_linger_short_and_a_lingering_one_waits_it_out(nursery, autojump_clock):
+    # The sender sleeps towards the first batch's linger deadline; a batch that fills up
+    # meanwhile (another partition) must wake it at once, and the lingering batch still
+    # goes out at its own deadline, not before.
+    env, mini = await start(nursery)
+    mini.create_topic("t", 2)
+    async with Producer(env, "b1:9092", linger_ms=1000, batch_size=300) as producer:
+        start_time = trio.current_time()
+        lingering = await producer.send("t", b"slow", partition=0)
+        await trio.sleep(0.1)
+        full = [await producer.send("t", b"x" * 50, partition=1) for _ in range(6)]
+        await full[0]
+        assert trio.current_time() - start_time < 0.2
+        assert not lingering.done()
+        await lingering
+        assert trio.current_time() - start_time == pytest.approx(1.0, abs=0.01)
+        await producer.flush()
+    assert len(mini.records("t", 1)) == 6
+
+
 async def test_batch_size_splits_batches(nursery, autojump_clock):
     env, mini = await start(nursery)
     mini.create_topic("t", 1)
