@@ -122,6 +122,7 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                await nursery.start(self.purgatory.run)  # serves the deadlines of every wait in it
                 nursery.start_soon(self._halt_on_log_dir_failure)
                 await nursery.start(self.replicas.run)
                 await nursery.start(self.alter_partitions.run)

@@ -10,13 +10,22 @@ partitions fired: a follower's fetch over 1000 partitions, woken by a change
 that brings it nothing (a high watermark moved, say), parks again at the cost
 of the partitions that fired, not of all 1000 (re-registering and re-reading
 them all made a busy RF=3 broker quadratic in its partition count).
+
+Deadlines: while `FetchPurgatory.run()` (Kafka's expiration reaper) runs, a
+waiter's deadline is an entry in its heap, not a cancel scope of its own: one
+task sleeps until the earliest deadline still waited for and wakes whoever
+reached theirs. Most parked fetches are answered long before their deadline,
+and a deadlined cancel scope per wait cost the scheduler more than the rest of
+a fetch. Without the reaper (a purgatory on its own) a wait uses a cancel scope.
 """
 from __future__ import annotations
 
+import heapq
+import math
 from typing import Callable, Iterable
 
 import trio
-from trio.lowlevel import Abort, current_task, reschedule, wait_task_rescheduled
+from trio.lowlevel import Abort, checkpoint, current_task, reschedule, wait_task_rescheduled
 
 __all__ = ["FetchPurgatory", "Watch"]
 
@@ -32,7 +41,7 @@ class Watch:
     waiting for records, an append below the HW to a consumer) is noted among the fired
     keys but does not wake the task, which saves a task switch per such change."""
 
-    __slots__ = ("_purgatory", "_keys", "_wake_on", "_task", "_fired", "_due", "_closed")
+    __slots__ = ("_purgatory", "_keys", "_wake_on", "_task", "_park", "_fired", "_due", "_closed")
 
     def __init__(self, purgatory: "FetchPurgatory", keys: Iterable[Key],
                  wake_on: Callable[[Key], bool] | None = None):
@@ -40,6 +49,7 @@ class Watch:
         self._keys = list(dict.fromkeys(keys))  # unique; their order never shows in a wake-up's
         self._wake_on = wake_on  # must not raise: it runs inside whatever made the change
         self._task = None  # the task parked in wait(), if any
+        self._park = 0  # which parking it is (the reaper's entries name theirs)
         self._fired: dict[Key, None] = {}  # in notification order
         self._due = False  # a change worth waking for fired since take_fired()
         self._closed = False
@@ -58,25 +68,33 @@ class Watch:
             reschedule(task)
 
     def _abort(self, _raise_cancel) -> Abort:
-        self._task = None  # cancelled (the deadline): _fire must not reschedule it
+        self._task = None  # cancelled: _fire and the reaper must not reschedule it
         return Abort.SUCCEEDED
 
     async def wait(self, deadline: float) -> list[Key]:
         """The partitions that changed (in notification order), or [] at the trio-clock deadline.
         Those partitions are watched again before this returns."""
-        if not self._due:
-            with trio.move_on_at(deadline):
-                await self.wait_fired()
+        await self.wait_fired(deadline)
         return self.take_fired()
 
-    async def wait_fired(self) -> None:
-        """Park until a watched partition changes in a way `wake_on` accepts (returns at once
-        if one did); the caller bounds it with its own cancel scope (one for a whole long
-        poll, not one per wake-up)."""
+    async def wait_fired(self, deadline: float = math.inf) -> bool:
+        """Park until a watched partition changes in a way `wake_on` accepts (True; at once
+        if one did) or the trio-clock `deadline` passes (False)."""
         if self._due:
-            return
+            return True
+        if deadline <= trio.current_time():
+            await checkpoint()
+            return self._due
+        purgatory = self._purgatory
         self._task = current_task()
-        await wait_task_rescheduled(self._abort)
+        if deadline != math.inf:
+            if purgatory._reaper is None:
+                with trio.move_on_at(deadline):
+                    await wait_task_rescheduled(self._abort)
+                return self._due
+            purgatory._expire_at(deadline, self)
+        await wait_task_rescheduled(self._abort)  # _fire, the reaper, or a cancellation
+        return self._due
 
     def take_fired(self) -> list[Key]:
         """The partitions that changed since the last call, waking or not; they are watched again."""
@@ -97,6 +115,11 @@ class FetchPurgatory:
         # Watches per partition in arrival order (a dict, not a set: wake-up order must not
         # depend on object ids, or a simulation run would not be a function of its seed).
         self._watchers: dict[Key, dict[Watch, None]] = {}
+        # The reaper's heap: (deadline, parking number, watch); an entry is live while that
+        # parking lasts (the watch's task still parked, under that number).
+        self._deadlines: list[tuple[float, int, Watch]] = []
+        self._parks = 0
+        self._reaper: trio.CancelScope | None = None  # the reaper's sleep, while run() runs
 
     @property
     def waiting(self) -> int:
@@ -118,11 +141,51 @@ class FetchPurgatory:
         """Sleep until a watched partition changes (True) or the trio-clock deadline (False)."""
         watch = Watch(self, keys)
         try:
-            with trio.move_on_at(deadline):
-                await watch.wait_fired()
-            return watch._due
+            return await watch.wait_fired(deadline)
         finally:
             watch.close()
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The expiration reaper: wake parked waiters at their deadlines, for as long as it runs."""
+        self._reaper = trio.CancelScope()
+        task_status.started()
+        try:
+            while True:
+                with self._reaper:
+                    self._reaper.deadline = self._next_deadline()
+                    await trio.sleep_forever()
+                self._reaper = trio.CancelScope()
+                self._expire(trio.current_time())
+        finally:
+            # Nobody may be left waiting for a deadline no one will serve.
+            self._reaper = None
+            self._expire(math.inf)
+
+    def _expire_at(self, deadline: float, watch: Watch) -> None:
+        self._parks += 1
+        watch._park = self._parks
+        heapq.heappush(self._deadlines, (deadline, self._parks, watch))
+        if deadline < self._reaper.deadline:
+            self._reaper.deadline = deadline  # rare: waits mostly share one max_wait
+
+    def _next_deadline(self) -> float:
+        """The earliest deadline a parked task still waits for (dropping answered waits)."""
+        heap = self._deadlines
+        while heap:
+            deadline, park, watch = heap[0]
+            if watch._task is not None and watch._park == park:
+                return deadline
+            heapq.heappop(heap)
+        return math.inf
+
+    def _expire(self, now: float) -> None:
+        heap = self._deadlines
+        while heap and heap[0][0] <= now:
+            _, park, watch = heapq.heappop(heap)
+            task = watch._task
+            if task is not None and watch._park == park:
+                watch._task = None
+                reschedule(task)
 
     def _add(self, key: Key, watch: Watch) -> None:
         self._watchers.setdefault(key, {})[watch] = None

@@ -27,8 +27,6 @@ wakes.
 """
 from __future__ import annotations
 
-import trio
-
 from broker.records_slice import RecordsSlice
 from storage.log import OffsetOutOfRangeError
 from wire.error_codes import ErrorCode
@@ -74,11 +72,8 @@ async def _park(answer: "_Answer") -> None:
     """Wait in the purgatory; re-read a partition that fired only when it may add to the
     answer (new data past its offset, or an error to report).
 
-    One cancel scope carries the deadline for the whole wait, however many wake-ups it
-    takes, and its deadline never moves (each move costs the scheduler). A re-read that
-    the deadline cuts short (it can only wait in leader_partition, itself bounded by the
-    deadline) is redone in full below: `stale` is cleared only after a complete re-read,
-    and a partition's re-read changes the answer only once it has its result."""
+    The purgatory serves the deadline (no cancel scope per wait). A re-read is not cut
+    short by it: it can only wait in leader_partition, itself bounded by the deadline."""
     broker = answer.broker
     watched, follower, committed = answer.watched, answer.follower, answer.committed
 
@@ -91,20 +86,16 @@ async def _park(answer: "_Answer") -> None:
     watch = broker.purgatory.watch(watched, wake_on=may_answer)
     stale: dict = {}  # fired, not re-read: their HW or LSO may have moved
     try:
-        with trio.CancelScope(deadline=answer.deadline) as timer:
-            while True:
-                await watch.wait_fired()
-                fired = watch.take_fired()
-                stale.update(dict.fromkeys(fired))
-                if not any(may_answer(key) for key in fired):  # it may have changed back since
-                    continue
-                if timer.cancel_called:
-                    break  # the deadline struck as this wake-up came: re-read once, below
-                await answer.reread(stale)
-                stale.clear()
-                if answer.ready():
-                    return
-        stale.update(dict.fromkeys(watch.take_fired()))  # fired while the deadline struck
+        while await watch.wait_fired(answer.deadline):
+            fired = watch.take_fired()
+            stale.update(dict.fromkeys(fired))
+            if not any(may_answer(key) for key in fired):  # it may have changed back since
+                continue
+            await answer.reread(stale)
+            stale.clear()
+            if answer.ready():
+                return
+        stale.update(dict.fromkeys(watch.take_fired()))  # fired without waking us
     finally:
         watch.close()
     await answer.reread(stale)

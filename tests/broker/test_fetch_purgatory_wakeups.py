@@ -109,3 +109,65 @@ async def test_purgatory_wait_without_wake_on_wakes_on_every_change(autojump_clo
     assert trio.current_time() == 1
     assert not await purgatory.wait([("t", 0)], trio.current_time() + 2)
     assert purgatory.waiting == 0
+
+
+async def test_the_reaper_ends_each_wait_at_its_own_deadline(autojump_clock):
+    purgatory = FetchPurgatory()
+    ended = {}
+
+    async def waiter(name, deadline):
+        changed = await purgatory.wait([("t", 0)], deadline)
+        ended[name] = (trio.current_time(), changed)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(purgatory.run)
+        nursery.start_soon(waiter, "late", 5.0)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(waiter, "early", 2.0)  # earlier than the reaper's sleep: re-armed
+        nursery.start_soon(waiter, "same", 2.0)
+        await trio.sleep(10)
+        nursery.cancel_scope.cancel()
+    assert ended == {"early": (2.0, False), "same": (2.0, False), "late": (5.0, False)}
+
+
+async def test_a_wait_answered_early_leaves_nothing_behind_for_its_next_wait(autojump_clock):
+    purgatory = FetchPurgatory()
+    watch = purgatory.watch([("t", 0)])
+    results = []
+
+    async def parked():
+        results.append((await watch.wait_fired(1.0), trio.current_time()))
+        watch.take_fired()
+        # The same task parks again on the same watch, with a later deadline: the first
+        # wait's heap entry (deadline 1) must not end this one.
+        results.append((await watch.wait_fired(3.0), trio.current_time()))
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(purgatory.run)
+        nursery.start_soon(parked)
+        await trio.sleep(0.5)
+        purgatory.notify(("t", 0))
+        await trio.sleep(5)
+        nursery.cancel_scope.cancel()
+    assert results == [(True, 0.5), (False, 3.0)]
+    watch.close()
+
+
+async def test_when_the_reaper_stops_no_one_is_left_waiting_for_it(autojump_clock):
+    purgatory = FetchPurgatory()
+    ended = []
+
+    async def waiter():
+        ended.append((await purgatory.wait([("t", 0)], 100.0), trio.current_time()))
+
+    async with trio.open_nursery() as nursery:
+        async with trio.open_nursery() as reaper:
+            await reaper.start(purgatory.run)
+            nursery.start_soon(waiter)
+            await trio.sleep(1)
+            reaper.cancel_scope.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert ended == [(False, 1.0)]
+        # Later waits fall back to a deadline scope of their own.
+        assert not await purgatory.wait([("t", 0)], 3.0)
+        assert trio.current_time() == 3.0
