@@ -19,6 +19,7 @@ import math
 
 import trio
 
+from raftkafka.client.alarm import Alarm
 from raftkafka.client.cluster import Cluster
 from raftkafka.client.errors import ClientClosedError, KafkaConnectionError, KafkaError, error_for
 from raftkafka.client.fetcher import ConsumerRecord, FetchState, TopicPartition
@@ -77,6 +78,7 @@ class Consumer:
         self._closed = False
         self._in_flight: dict[int, list[TopicPartition]] = {}  # node -> partitions of its pending Fetch
         self._wakeup = trio.Event()  # set (and replaced) when a Fetch comes back or the group wants a rejoin
+        self._round_timer = Alarm(env, self._wake_poll)  # ends a fetch round that nothing else ended
         self._fetch_errors: list[KafkaError] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -85,6 +87,7 @@ class Consumer:
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
         self.cluster = Cluster(self.env, self._nursery, self._bootstrap, **self._cluster_options)
+        self._nursery.start_soon(self._round_timer.run)
         if self.group_id is not None:
             self.group = GroupMembership(self.env, self.cluster, self.group_id, **self._group_options)
             self.group.on_rejoin_wanted = self._wake_poll
@@ -313,9 +316,12 @@ class Consumer:
         if self._rejoin_due():
             await trio.lowlevel.checkpoint()  # the poll loop re-joins next; that waits on the coordinator
         else:
+            # Not a cancel scope per round: the round nearly always ends by a Fetch coming back.
+            # A timer set for an earlier round that ended otherwise cannot end this one: it was
+            # moved here, and had it gone off since, it set an Event this round no longer waits on.
             wakeup = self._wakeup
-            with trio.move_on_after(max_wait):
-                await wakeup.wait()
+            self._round_timer.at(self.env.now() + max_wait)
+            await wakeup.wait()
         if self._fetch_errors:  # raised here, not in the tasks, so callers see a KafkaError, not a group
             error, self._fetch_errors = self._fetch_errors[0], []
             raise error
