@@ -62,7 +62,7 @@ class _Slot:
         self.done = trio.Event() if on_done is None else None
         self.response: Message | None = None
         self.error: Exception | None = None
-        self.deadline = deadline  # the answer is overdue after this (trio time)
+        self.deadline = deadline  # the answer is overdue after this (Env time)
         self.wait = 0.0  # how long the answer may take once the request is sent
         self.timed_out = False
 
@@ -204,7 +204,7 @@ class BrokerConnection:
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         frame = encode_request(body, version, correlation_id, self.client_id)
         # Until it is sent, the request timeout bounds the send (the watchdog sees the slot).
-        slot = _Slot(correlation_id, body.API_KEY, version, trio.current_time() + self.request_timeout, on_done)
+        slot = _Slot(correlation_id, body.API_KEY, version, self.env.now() + self.request_timeout, on_done)
         # The send lock without a schedule point of its own when it is free (the send
         # that follows is one); a cancelled caller still stops here, before sending.
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -246,7 +246,7 @@ class BrokerConnection:
         finally:
             self._send_lock.release()
         slot.wait = self.request_timeout + (timeout or 0.0)
-        slot.deadline = trio.current_time() + slot.wait
+        slot.deadline = self.env.now() + slot.wait
         return slot
 
     async def _send_frame_with_deadline(self, frame: bytes, deadline: float) -> None:
@@ -284,7 +284,7 @@ class BrokerConnection:
         """Close the connection once a pending request's answer is overdue."""
         with self._watchdog_scope:
             while not self._closed:
-                now = trio.current_time()
+                now = self.env.now()
                 overdue = [slot for slot in self._pending if slot.deadline <= now]
                 if overdue:
                     for slot in overdue:
@@ -298,7 +298,7 @@ class BrokerConnection:
                 wake = now + self.request_timeout
                 for slot in self._pending:
                     wake = min(wake, slot.deadline)
-                await trio.sleep_until(wake)
+                await self.env.sleep_until(wake)  # in the simulation a clock timer, no cancel scope
 
     # ------------------------------------------------------------------ reading
 

@@ -269,9 +269,13 @@ class Consumer:
         max_records = max_records or self.max_poll_records
         deadline = self.env.now() + timeout
         while True:
-            await self._ensure_group()
-            await self._maybe_auto_commit()
-            await self._resolve_positions()
+            # Each step only when it has something to do (they are no-ops nearly every time).
+            if self._rejoin_due():
+                await self._ensure_group()
+            if self.enable_auto_commit and self.env.now() >= self._next_auto_commit:
+                await self._maybe_auto_commit()
+            if self.fetch.unresolved():
+                await self._resolve_positions()
             records = self.fetch.take(max_records)
             remaining = deadline - self.env.now()
             if records or remaining <= 0:
