@@ -241,3 +241,58 @@ async def test_a_send_cancelled_while_waiting_for_room_closes_the_connection(nur
     assert scope.cancelled_caught
     assert conn.closed
     assert [type(e) for e in first] == [KafkaConnectionError] and second == []
+
+
+class _HeldStream(trio.abc.Stream):
+    """A stream whose first send waits until told to finish; reads never return."""
+
+    def __init__(self):
+        self.let_first_send_finish = trio.Event()
+        self.sends = 0
+
+    async def send_all(self, data):
+        self.sends += 1
+        if self.sends == 1:
+            await self.let_first_send_finish.wait()
+        await trio.lowlevel.checkpoint()
+
+    async def wait_send_all_might_not_block(self):
+        await trio.lowlevel.checkpoint()
+
+    async def receive_some(self, max_bytes=None):
+        await trio.sleep_forever()
+
+    async def aclose(self):
+        await trio.lowlevel.checkpoint()
+
+
+async def test_a_sender_cancelled_as_it_is_handed_the_send_turn_passes_it_on(nursery, autojump_clock):
+    # B waits for A's send; A finishes and hands the turn to B, and B is cancelled before it
+    # runs: B must give the turn up again, or every later send on the connection hangs.
+    stream = _HeldStream()
+    conn = BrokerConnection(MemEnv(), "held", 1, request_timeout=60.0)
+    conn._stream = stream
+    conn.broker_versions = {ApiKey.METADATA: API_VERSIONS[ApiKey.METADATA]}
+    ignore = lambda response, error: None  # noqa: E731
+    b_scope = trio.CancelScope()
+    b_cancelled = []
+
+    async def a():
+        await conn.send(MetadataRequest(topics=[]), ignore)
+        b_scope.cancel()  # the same step as A's hand-off: B is scheduled, not yet running
+
+    async def b():
+        with b_scope:
+            await conn.send(MetadataRequest(topics=[]), ignore)
+        b_cancelled.append(b_scope.cancelled_caught)
+
+    nursery.start_soon(a)
+    await trio.testing.wait_all_tasks_blocked()
+    nursery.start_soon(b)
+    await trio.testing.wait_all_tasks_blocked()
+    stream.let_first_send_finish.set()
+    await trio.testing.wait_all_tasks_blocked()
+    assert b_cancelled == [True] and stream.sends == 1  # B sent nothing
+    with trio.fail_after(1.0):
+        await conn.send(MetadataRequest(topics=[]), ignore)
+    assert stream.sends == 2
