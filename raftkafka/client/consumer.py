@@ -303,9 +303,12 @@ class Consumer:
                 by_node.setdefault(leader, []).append(tp)
         if missing_leader or self.cluster.stale():
             await self._refresh_metadata()
+        # Taken before the sends: a send that fails at once (its outcome handled right there)
+        # must end this round too, as any Fetch coming back does.
+        wakeup = self._wakeup
         for node, partitions in sorted(by_node.items()):
-            # Built now, from the positions this round saw: by the time the task runs, a
-            # rebalance may have taken some of these partitions away.
+            # Built now, from the positions this round saw: by the time it is sent (its task may
+            # connect first), a rebalance may have taken some of these partitions away.
             # Rounded up: a poll with under 1 ms left must not send max_wait_ms=0, which the
             # broker answers at once, round after round, without the poll's time running out.
             request = self.fetch.build_request(partitions, max_wait_ms=math.ceil(max_wait * 1000),
@@ -321,9 +324,8 @@ class Consumer:
             await trio.lowlevel.checkpoint()  # the poll loop re-joins next; that waits on the coordinator
         else:
             # Not a cancel scope per round: the round nearly always ends by a Fetch coming back.
-            # A timer set for an earlier round that ended otherwise cannot end this one: it was
-            # moved here, and had it gone off since, it set an Event this round no longer waits on.
-            wakeup = self._wakeup
+            # Setting the timer moves the one an earlier round left (which could only have gone
+            # off while this round's sends waited for their turn: poll then just loops once more).
             self._round_timer.at(self.env.now() + max_wait)
             await wakeup.wait()
         if self._fetch_errors:  # raised here, not in the tasks, so callers see a KafkaError, not a group

@@ -207,3 +207,22 @@ async def test_partitions_taken_away_before_the_fetch_is_sent(nursery, autojump_
         consumer.assign([("t", 0)])
         consumer.seek(("t", 0), 0)
         assert [r.value for r in await drain(consumer, 1)] == [b"x"]
+
+
+async def test_a_fetch_that_cannot_be_sent_ends_the_poll_with_its_error_at_once(nursery, autojump_clock):
+    # The round sends its Fetches itself; one refused on the spot (here: the broker lost Fetch
+    # from its ApiVersions) must end the round like any Fetch outcome, not after fetch_max_wait.
+    from raftkafka.client.errors import UnsupportedVersionError
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    async with Consumer(env, "b1:9092", auto_offset_reset="earliest", fetch_max_wait_ms=500) as consumer:
+        consumer.assign([("t", 0)])
+        assert await consumer.poll(0.1) == []  # positions resolved, the connection is open
+        connection = consumer.cluster.ready_connection(1)
+        await trio.sleep(1.0)  # the long-poll Fetch in flight came back
+        del connection.broker_versions[ApiKey.FETCH]
+        start_time = trio.current_time()
+        with pytest.raises(UnsupportedVersionError):
+            await consumer.poll(5.0)
+        assert trio.current_time() - start_time < 0.1
+        assert consumer._in_flight == {}
