@@ -235,3 +235,38 @@ def test_trace_record_io_writes_the_general_records_line():
     general.record("n2", "send", conn=7, nbytes=1024)
     assert fast.lines == general.lines == ["-1 1 n1 start", "-1 2 n2 send conn=7 nbytes=1024"]
     assert fast.hash == general.hash and fast.kinds == general.kinds
+
+
+def test_instruments_work_in_a_deterministic_run():
+    # run_deterministic keeps trio's instruments in a plain dict (a faster `in`): adding,
+    # calling and removing one must behave as with trio's own Instruments.
+    seen: list[str] = []
+
+    class Steps(trio.abc.Instrument):
+        def after_task_step(self, task) -> None:
+            seen.append("step")
+
+        def after_run(self) -> None:
+            seen.append("after_run")
+
+    class Broken(trio.abc.Instrument):
+        def before_task_step(self, task) -> None:
+            raise RuntimeError("an instrument that raises is disabled")
+
+    async def body() -> tuple[int, int]:
+        steps, broken = Steps(), Broken()
+        trio.lowlevel.add_instrument(steps)
+        trio.lowlevel.add_instrument(broken)
+        await trio.sleep(1)
+        await trio.sleep(1)
+        during = seen.count("step")
+        with pytest.raises(KeyError):
+            trio.lowlevel.remove_instrument(broken)  # already removed when it raised
+        trio.lowlevel.remove_instrument(steps)
+        await trio.sleep(1)
+        trio.lowlevel.add_instrument(steps)  # left on: trio calls its after_run at the end
+        return during, seen.count("step")
+
+    during, after_removal = run_deterministic(body, seed=0)
+    assert during >= 2 and after_removal == during
+    assert seen[-1] == "after_run"
