@@ -94,8 +94,13 @@ class Partition:
         return self.registration.leader
 
     @property
-    def is_leader(self) -> bool:
-        return self.role is Role.LEADER
+    def role(self) -> Role:
+        return self._role
+
+    @role.setter
+    def role(self, role: Role) -> None:
+        self._role = role
+        self.is_leader = role is Role.LEADER  # a plain attribute: read on every fetch and change
 
     @property
     def high_watermark(self) -> int:
@@ -112,7 +117,7 @@ class Partition:
     @property
     def last_stable_offset(self) -> int:
         # No transactions yet: nothing is ever open, so the LSO is the HW.
-        return self.high_watermark
+        return self.log.high_watermark
 
     @property
     def isr(self) -> tuple[int, ...]:

@@ -273,9 +273,9 @@ class ReplicaFetcher:
         sent: dict[Key, int] = {}
         wanted: dict[Key, PartitionRequest] = {}
         for key, state in states.items():
-            p = state.partition
-            sent[key] = p.log_end_offset
-            wanted[key] = PartitionRequest(fetch_offset=p.log_end_offset, log_start_offset=p.log_start_offset,
+            plog = state.partition.log
+            sent[key] = end = plog.log_end_offset
+            wanted[key] = PartitionRequest(fetch_offset=end, log_start_offset=plog.log_start_offset,
                                            current_leader_epoch=state.leader_epoch,
                                            partition_max_bytes=s.partition_max_bytes)
         plan = self.session.build(wanted)
@@ -312,7 +312,7 @@ class ReplicaFetcher:
                 if state is None:
                     continue
                 p = self._current(key, state)
-                if p is None or p.log_end_offset != sent[key]:
+                if p is None or p.log.log_end_offset != sent[key]:
                     skipped = skipped or key in self.partitions  # (a removed one is forgotten anyway)
                     continue
                 if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -341,9 +341,10 @@ class ReplicaFetcher:
                 self._delay(state)
                 return
         p.update_follower_high_watermark(pd.high_watermark)
-        if p.log_start_offset < pd.log_start_offset <= p.high_watermark:
+        plog = p.log
+        if plog.log_start_offset < pd.log_start_offset <= plog.high_watermark:
             # DeleteRecords / retention moved the leader's log start: follow it (Kafka does).
-            p.log.delete_records_before(pd.log_start_offset)
+            plog.delete_records_before(pd.log_start_offset)
 
     async def _reset_out_of_range(self, link: _Link, items) -> None:
         """Kafka's handleOutOfRangeError: start over at the leader's log start if we are

@@ -108,14 +108,15 @@ def _may_answer(broker, key, seen, follower: bool, committed: bool) -> bool:
     current = broker.replicas.get(*key)
     if current is not partition or not current.is_leader or current.leader_epoch != epoch:
         return True
-    if current.log_start_offset > offset:
+    log = current.log
+    if log.log_start_offset > offset:
         return True
     if follower:
-        end = current.log_end_offset
+        end = log.log_end_offset
     elif committed:
         end = current.last_stable_offset
     else:
-        end = current.high_watermark
+        end = log.high_watermark
     return end > offset
 
 
@@ -217,13 +218,14 @@ class _Answer:
         epoch_error = check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)
         if epoch_error:
             return _error_partition(p.partition, epoch_error), None
+        log = partition.log
         if self.follower:
             max_offset = None
         elif self.committed:
             max_offset = partition.last_stable_offset
         else:
-            max_offset = partition.high_watermark
-        if not partition.log_start_offset <= p.fetch_offset <= partition.log_end_offset:
+            max_offset = log.high_watermark
+        if not log.log_start_offset <= p.fetch_offset <= log.log_end_offset:
             return _error_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE), None
         if self.follower and not partition.on_follower_fetch(self.replica_id, p.fetch_offset, record=first):
             # Not one of this partition's replicas: it must not count toward the ISR or HW.
@@ -232,7 +234,7 @@ class _Answer:
         data = None
         # Once the response is full, later partitions get nothing; at the log end there is
         # nothing to read (an idle follower's every partition: skip the read).
-        if (limit > 0 or total == 0) and p.fetch_offset < partition.log_end_offset:
+        if (limit > 0 or total == 0) and p.fetch_offset < log.log_end_offset:
             try:
                 data = partition.read(p.fetch_offset, limit, max_offset=max_offset, min_one_batch=total == 0)
             except OffsetOutOfRangeError:  # retention moved the log start meanwhile
@@ -240,8 +242,8 @@ class _Answer:
         size = 0 if data is None else data.size
         return R.PartitionData(
             partition_index=p.partition, error_code=ErrorCode.NONE,
-            high_watermark=partition.high_watermark, last_stable_offset=partition.last_stable_offset,
-            log_start_offset=partition.log_start_offset,
+            high_watermark=log.high_watermark, last_stable_offset=partition.last_stable_offset,
+            log_start_offset=log.log_start_offset,
             aborted_transactions=[] if self.committed else None, preferred_read_replica=-1,
             records=RecordsSlice(data) if size else b""), partition
 

@@ -5,8 +5,10 @@ from broker.handlers.fetch import _may_answer
 
 
 def _partition(**kw):
-    base = dict(is_leader=True, leader_epoch=3, log_start_offset=0, log_end_offset=10, high_watermark=8,
-                last_stable_offset=7)
+    """A leader replica: its offsets live on its log, as a Partition's do."""
+    offsets = dict(log_start_offset=0, log_end_offset=10, high_watermark=8)
+    log = SimpleNamespace(**{name: kw.pop(name, value) for name, value in offsets.items()})
+    base = dict(is_leader=True, leader_epoch=3, last_stable_offset=7, log=log)
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -33,7 +35,7 @@ def test_any_change_that_makes_an_error_answer_is_news():
     assert _may_answer(_broker(None), key, (p, 3, 10), follower=True, committed=False)  # partition gone
     p.is_leader = False
     assert _may_answer(_broker(p), key, (p, 3, 10), follower=True, committed=False)
-    p.is_leader, p.log_start_offset = True, 11
+    p.is_leader, p.log.log_start_offset = True, 11
     assert _may_answer(_broker(p), key, (p, 3, 10), follower=True, committed=False)  # retention passed it
 
 
