@@ -86,12 +86,15 @@ class Partition:
         return (self.topic, self.index)
 
     @property
-    def leader_epoch(self) -> int:
-        return self.registration.leader_epoch
+    def registration(self) -> PartitionRegistration:
+        return self._registration
 
-    @property
-    def leader_id(self) -> int:
-        return self.registration.leader
+    @registration.setter
+    def registration(self, registration: PartitionRegistration) -> None:
+        self._registration = registration
+        # Plain attributes: read on every fetch, re-read and change notification.
+        self.leader_epoch = registration.leader_epoch
+        self.leader_id = registration.leader
 
     @property
     def role(self) -> Role:
@@ -199,7 +202,7 @@ class Partition:
         if before >= self.log.log_end_offset:
             return False  # at the log end already (an idle partition's every follower fetch)
         eligible = self.replication.is_isr_eligible
-        waiting = [r for r in self.registration.replicas
+        waiting = [r for r in self._registration.replicas
                    if r not in self.isr_state.maximal_isr and r != self.local_id and eligible(r)]
         target = high_watermark(before, self.log.log_end_offset, self.followers,
                                 self.isr_state.maximal_isr, self.replication.clock(),
