@@ -63,6 +63,7 @@ class Partition:
                  replication: ReplicationSettings | None = None, hw_min_isr: int = 1):
         self.topic = topic
         self.index = index
+        self.key = (topic, index)  # what the purgatory and the replica manager file it under
         self.topic_id = topic_id
         self.log = log
         self.local_id = local_id
@@ -80,10 +81,6 @@ class Partition:
         # ELR and may be elected) holds everything below the HW. Kept by the replica manager.
         self.hw_min_isr = hw_min_isr
         self._set_role(registration, previous=None)
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.topic, self.index)
 
     @property
     def registration(self) -> PartitionRegistration:
@@ -196,11 +193,12 @@ class Partition:
         return True
 
     def maybe_advance_high_watermark(self) -> bool:
+        log = self.log
+        before = log.high_watermark
+        if before >= log.log_end_offset:
+            return False  # at the log end already (an idle partition's every follower fetch)
         if not self.is_leader or len(self.isr_state.isr) < self.hw_min_isr:
             return False
-        before = self.log.high_watermark
-        if before >= self.log.log_end_offset:
-            return False  # at the log end already (an idle partition's every follower fetch)
         eligible = self.replication.is_isr_eligible
         waiting = [r for r in self._registration.replicas
                    if r not in self.isr_state.maximal_isr and r != self.local_id and eligible(r)]
