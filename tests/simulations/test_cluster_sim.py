@@ -21,7 +21,10 @@ from tests.simulations.data_mutations import DATA_MUTATIONS
 ROOT = Path(__file__).resolve().parents[2]
 FULL_SEEDS = 200
 FULL_SECONDS = 10.0
-MUTATION_SEED_LIMIT = 12  # each data-plane mutation must be caught within this many seeds
+# Each data-plane mutation must be caught within this many seeds. fetch_beyond_high_watermark
+# needs the most: consumers read just as the high watermark moves (the fetch purgatory wakes
+# them then), so data above it is rarely there to leak; seed 32 is its first catch at 30da80e.
+MUTATION_SEED_LIMIT = 40
 
 EXPECTED = {
     "hw_without_isr": {"lost-write", "inconsistent-offsets", "nonmonotonic-poll", "replicas-diverge"},
