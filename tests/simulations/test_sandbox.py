@@ -22,6 +22,15 @@ def test_trio_private_scheduling_hooks_exist():
     assert isinstance(trio_run._r, random.Random)
     assert trio.__version__.startswith("0.35.")
 
+    # And these runner internals (the lean run loop, the lone-schedule-point test).
+    async def runner_internals() -> list[bool]:
+        runner = trio_run.GLOBAL_RUN_CONTEXT.runner
+        return [hasattr(runner.io_manager, "get_events"), hasattr(runner.io_manager, "process_events"),
+                isinstance(runner.instruments["_all"], dict), hasattr(runner, "runq"),
+                runner.deadlines.next_deadline() == float("inf")]
+
+    assert trio.run(runner_internals) == [True] * 5
+
 
 async def _interleaving(n_tasks: int = 6, steps: int = 5) -> list[int]:
     order: list[int] = []
