@@ -30,7 +30,6 @@ the partition to the leader's log (start or end, via ListOffsets).
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -38,6 +37,7 @@ import trio
 
 from broker.fetch_session_client import FetchSessionClient, PartitionRequest
 from broker.partition import Partition
+from broker.request_timers import RequestTimers, Timer
 from storage.log import InvalidAppendOffsetError, LogError
 from storage.log.epoch_cache import UNDEFINED_EPOCH
 from wire.error_codes import ErrorCode
@@ -71,13 +71,10 @@ class FetcherSettings:
 class _Link:
     """One connection to the source broker; requests are strictly sequential.
 
-    Each request is bounded by `timer`, a cancel scope the fetcher holds open around its
-    rounds: a new scope per request (trio.fail_after) cost the scheduler more than the
-    rest of a replica fetch round, and so does each move of a deadline. So a request arms
-    it and leaves it armed until the next request re-arms it; the fetcher disarms it
-    before it awaits anything else (`ReplicaFetcher._untimed`)."""
+    Each request is bounded by its timeout through `timer` (broker.request_timers: one
+    cancel scope for the connection, held open by the fetcher around its rounds)."""
 
-    def __init__(self, stream, client_id: str, timer: trio.CancelScope):
+    def __init__(self, stream, client_id: str, timer: Timer):
         self.stream = stream
         self.client_id = client_id
         self.timer = timer
@@ -86,16 +83,19 @@ class _Link:
 
     async def call(self, request, version: int, timeout: float):
         self.correlation += 1
-        self.timer.deadline = trio.current_time() + timeout
-        await self.stream.send_all(encode_request(request, version, self.correlation, self.client_id))
-        while True:
-            frame = self.reader.next_frame()
-            if frame is not None:
-                break
-            data = await self.stream.receive_some(1 << 16)
-            if not data:
-                raise trio.BrokenResourceError("source broker closed the connection")
-            self.reader.feed(data)
+        self.timer.arm(timeout)
+        try:
+            await self.stream.send_all(encode_request(request, version, self.correlation, self.client_id))
+            while True:
+                frame = self.reader.next_frame()
+                if frame is not None:
+                    break
+                data = await self.stream.receive_some(1 << 16)
+                if not data:
+                    raise trio.BrokenResourceError("source broker closed the connection")
+                self.reader.feed(data)
+        finally:
+            self.timer.disarm()
         correlation, body = decode_response(frame, request.API_KEY, version)
         if correlation != self.correlation:
             raise DecodeError(f"response correlation {correlation} != {self.correlation}")
@@ -116,7 +116,8 @@ class ReplicaFetcher:
     """Fetches every partition this broker follows from one source broker."""
 
     def __init__(self, env, broker_id: int, source_id: int,
-                 address_of: Callable[[int], tuple[str, int] | None], settings: FetcherSettings):
+                 address_of: Callable[[int], tuple[str, int] | None], settings: FetcherSettings,
+                 timers: RequestTimers):
         self.env = env
         self.broker_id = broker_id
         self.source_id = source_id
@@ -125,7 +126,8 @@ class ReplicaFetcher:
         self.partitions: dict[Key, _State] = {}
         self._wake = trio.Event()
         self._link: _Link | None = None
-        self._timer = trio.CancelScope()  # the requests' timeout (see _Link); one per connection
+        self._timers = timers  # its task must run while this fetcher does
+        self._timer: Timer | None = None  # the current connection's (see _Link)
         self.session = FetchSessionClient()  # KIP-227: after the first, fetches list only changes
         self.fetches = 0
         self.truncations = 0
@@ -158,18 +160,17 @@ class ReplicaFetcher:
 
     async def _rounds(self) -> None:
         """Rounds until one fails: a request past its timeout raises TooSlowError."""
-        self._timer = trio.CancelScope()
-        with self._timer:
+        self._timer = self._timers.timer()
+        with self._timer.scope:
             while True:
                 await self._round()
-        raise trio.TooSlowError("request to the source broker timed out")  # the timer's own deadline
+        raise trio.TooSlowError("request to the source broker timed out")  # only the timer ends the loop
 
     async def _round(self) -> None:
         now = self.env.now()
         ready = {k: s for k, s in sorted(self.partitions.items()) if s.delayed_until <= now}
         if not ready:
             wake_at = min((s.delayed_until for s in self.partitions.values()), default=float("inf"))
-            self._untimed()
             self._wake = trio.Event()
             with trio.move_on_at(wake_at):
                 await self._wake.wait()
@@ -207,10 +208,6 @@ class ReplicaFetcher:
         if p.is_leader or p.leader_epoch != state.leader_epoch or p.log.closed:
             return None
         return p
-
-    def _untimed(self) -> None:
-        """Disarm the last request's timeout before awaiting something that is not a request."""
-        self._timer.deadline = math.inf
 
     def _delay(self, state: _State) -> None:
         state.delayed_until = self.env.now() + self.settings.backoff_s
@@ -262,7 +259,6 @@ class ReplicaFetcher:
             self.truncations += 1
         # Even at the log end: that drops an epoch stamped there with no records, which the
         # leader may never have had (else the next round would ask about it again).
-        self._untimed()
         await p.log.truncate_to(max(offset, 0))
         state.truncating = not done
 
@@ -372,7 +368,6 @@ class ReplicaFetcher:
                 await self._truncate_to(key, state, latest, done=True)
             elif p.log_end_offset < earliest:
                 log.info("%s-%d: behind the leader's log start %d; starting there", key[0], key[1], earliest)
-                self._untimed()
                 await p.log.truncate_fully_and_start_at(earliest)
 
 
@@ -402,6 +397,7 @@ class ReplicaFetcherManager:
         self.address_of = address_of
         self.settings = settings or FetcherSettings()
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.timers = RequestTimers()  # every fetcher's request timeouts
         self._scopes: dict[int, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -422,7 +418,7 @@ class ReplicaFetcherManager:
             fetcher = self.fetchers.get(source_id)
             if fetcher is None:
                 fetcher = self.fetchers[source_id] = ReplicaFetcher(
-                    self.env, self.broker_id, source_id, self.address_of, self.settings)
+                    self.env, self.broker_id, source_id, self.address_of, self.settings, self.timers)
                 self._start(fetcher)
             for p in by_leader[source_id].values():
                 fetcher.add(p)
@@ -432,6 +428,7 @@ class ReplicaFetcherManager:
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.timers.run)
             self._nursery = nursery
             for source_id in sorted(self.fetchers):
                 if source_id not in self._scopes:

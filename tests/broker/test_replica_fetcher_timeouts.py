@@ -1,5 +1,5 @@
 """broker.replica_fetcher: each request to the source broker is bounded by the request
-timeout, and nothing else the fetcher awaits is (one timer scope per connection)."""
+timeout, and nothing else the fetcher awaits is (broker.request_timers)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -8,6 +8,7 @@ import trio
 import trio.testing
 
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcher, _State
+from broker.request_timers import RequestTimers
 from storage.log.epoch_cache import UNDEFINED_EPOCH
 
 TIMEOUT = 30.0
@@ -52,32 +53,43 @@ class SilentSource:
         return ours
 
 
-def fetcher_with(net) -> ReplicaFetcher:
+def fetcher_with(net, timers: RequestTimers) -> ReplicaFetcher:
     env = SimpleNamespace(net=net, now=trio.current_time, sleep=trio.sleep)
-    return ReplicaFetcher(env, broker_id=2, source_id=1, address_of=lambda _id: ("n1", 9092), settings=SETTINGS)
+    return ReplicaFetcher(env, broker_id=2, source_id=1, address_of=lambda _id: ("n1", 9092), settings=SETTINGS,
+                          timers=timers)
 
 
 async def test_an_unanswered_fetch_times_out_reconnects_and_times_out_again(autojump_clock):
     net = SilentSource()
-    fetcher = fetcher_with(net)
+    timers = RequestTimers()
+    fetcher = fetcher_with(net, timers)
     partition = follower_partition()
     fetcher.partitions[partition.key] = state = _State(partition)
     state.truncating = False  # straight to fetching
     request_timeout = TIMEOUT + SETTINGS.wait_max_ms / 1000
-    with trio.move_on_after(2 * request_timeout + 2 * SETTINGS.backoff_s + 1):
-        await fetcher.run()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(timers.run)
+        with trio.move_on_after(2 * request_timeout + 2 * SETTINGS.backoff_s + 1):
+            await fetcher.run()
+        nursery.cancel_scope.cancel()
     # Each connection's request gave up after exactly its timeout; then a backoff, then anew.
     assert net.connects == [0.0, request_timeout + SETTINGS.backoff_s,
                             2 * (request_timeout + SETTINGS.backoff_s)]
 
 
 async def test_a_truncation_after_a_request_is_not_bounded_by_its_timeout(autojump_clock):
-    fetcher = fetcher_with(SilentSource())
+    timers = RequestTimers()
+    fetcher = fetcher_with(SilentSource(), timers)
     partition = follower_partition()
     fetcher.partitions[partition.key] = state = _State(partition)
-    with fetcher._timer:
-        fetcher._timer.deadline = trio.current_time() + TIMEOUT  # as the last request left it
-        await fetcher._truncate_to(partition.key, state, 0, done=True)
-    assert not fetcher._timer.cancelled_caught
+    async with trio.open_nursery() as nursery:
+        await nursery.start(timers.run)
+        timer = fetcher._timer = timers.timer()
+        with timer.scope:
+            timer.arm(TIMEOUT)  # a request came and went
+            timer.disarm()
+            await fetcher._truncate_to(partition.key, state, 0, done=True)
+        nursery.cancel_scope.cancel()
+    assert not timer.scope.cancelled_caught
     assert partition.log.truncations == [(3 * TIMEOUT, 0)]
     assert not state.truncating
