@@ -60,8 +60,12 @@ class Broker:
 
     def __init__(self, env: Env, config: BrokerConfig, controller: ControllerChannel,
                  log_manager: LogManager | None = None, metrics: MetricsRegistry | None = None,
-                 broker_epoch: Callable[[], int] | None = None):
+                 broker_epoch: Callable[[], int] | None = None,
+                 session_lease: Callable[[], bool] | None = None):
         self.env = env
+        # Whether the controller cannot have fenced us yet (the lifecycle's heartbeat lease);
+        # a broker driven without a lifecycle has no controller session to lose.
+        self._session_lease = session_lease
         # The epoch the controller gave this incarnation (the node passes its lifecycle's); by
         # default the one the metadata names, for brokers driven without a lifecycle.
         self._own_broker_epoch = broker_epoch
@@ -181,6 +185,11 @@ class Broker:
             return self._own_broker_epoch()
         reg = self.metadata.image.brokers.get(self.node_id)
         return -1 if reg is None else reg.epoch
+
+    def holds_session_lease(self) -> bool:
+        """False once the controller may have fenced us and moved our leaderships while our
+        metadata still shows them (metadata.broker_lifecycle: the session lease)."""
+        return self._session_lease is None or self._session_lease()
 
     def _isr_eligible(self, broker_id: int) -> bool:
         reg = self.metadata.image.brokers.get(broker_id)

@@ -11,6 +11,16 @@
 3. Controlled shutdown (on SIGTERM): heartbeats say `want_shutdown`; the controller moves
    leadership away first and answers `should_shutdown` once done, which ends `run`.
 
+The session lease (`holds_session_lease`): the controller fences a broker only once it has
+heard nothing from it for a whole session, counted from when a heartbeat *arrived*; so a
+broker whose heartbeat *sent* at t was answered unfenced is sure, until t + session, that
+no other broker has taken its leaderships after a fencing. A broker cut off from the
+controller (its metadata stale, its leaderships maybe moved) stops serving reads that must
+not go back in time once the lease lapses — the group coordinator's OffsetFetch. (Kafka
+has no such lease: its cut-off coordinator answers from memory until its metadata says
+otherwise. A leadership moved away from a live, unfenced broker — a preferred-leader
+election — is not covered: that broker learns it from the metadata only.)
+
 A heartbeat answered STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED (the controller forgot
 or replaced us) sends the broker back to step 1 with the same incarnation.
 
@@ -24,6 +34,7 @@ processed the new registration, it has moved those leaderships and ISR membershi
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from typing import Awaitable, Callable, Sequence
 
@@ -37,11 +48,15 @@ from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.records import Endpoint
 from storage.env import Env
 
-__all__ = ["BrokerLifecycle", "AfterOwnRegistration", "DEFAULT_HEARTBEAT_INTERVAL"]
+__all__ = ["BrokerLifecycle", "AfterOwnRegistration", "DEFAULT_HEARTBEAT_INTERVAL", "LEASE_FRACTION"]
 
 log = logging.getLogger("raftkafka.metadata.lifecycle")
 
 DEFAULT_HEARTBEAT_INTERVAL = 2.0  # broker.heartbeat.interval.ms = 2000
+DEFAULT_SESSION_TIMEOUT = 9.0  # broker.session.timeout.ms = 9000
+# The lease is this share of a session: a margin for the two monotonic clocks' rates (and
+# for a controller configured with a slightly shorter session), far above real drift.
+LEASE_FRACTION = 0.8
 
 
 class BrokerLifecycle:
@@ -49,6 +64,7 @@ class BrokerLifecycle:
                  metadata_offset: Callable[[], int], endpoints: Sequence[Endpoint] = (),
                  rack: str | None = None, log_dirs: Sequence[uuid.UUID] = (),
                  heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
+                 session_timeout: float = DEFAULT_SESSION_TIMEOUT,
                  incarnation_id: uuid.UUID | None = None, previous_broker_epoch: int = -1,
                  on_registered: Callable[[int], Awaitable[None]] | None = None):
         self.env = env
@@ -59,6 +75,8 @@ class BrokerLifecycle:
         self.rack = rack
         self.log_dirs = tuple(log_dirs)
         self.heartbeat_interval = heartbeat_interval
+        self.session_timeout = session_timeout
+        self.lease_until = -math.inf  # env.now() until which no fencing can have happened
         self.incarnation_id = incarnation_id or env.uuid()
         # The epoch of the previous incarnation if it ended without losing data (a clean
         # shutdown, say: metadata.incarnation_record), else -1: an unclean restart (KIP-966).
@@ -75,6 +93,10 @@ class BrokerLifecycle:
         self._wake = trio.Event()
 
     # ------------------------------------------------------------------ public
+    def holds_session_lease(self) -> bool:
+        """Whether the controller cannot have fenced this broker yet (see the module doc)."""
+        return self.env.now() < self.lease_until
+
     def begin_controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away; `shutdown_complete` is set when done."""
         self._want_shutdown = True
@@ -137,6 +159,7 @@ class BrokerLifecycle:
         request = rpc.BrokerHeartbeatRequest(
             self.conn.cluster_id, self.broker_id, self.broker_epoch, self.metadata_offset(),
             self.want_fence, self._want_shutdown)
+        sent_at = self.env.now()
         try:
             reply = await self.conn.call(request, timeout=self.heartbeat_interval * 2)
         except ControllerUnavailableError as e:
@@ -146,6 +169,7 @@ class BrokerLifecycle:
             log.warning("broker %d: heartbeat answered %s; registering again", self.broker_id,
                         Errors(reply.error).name)
             self.broker_epoch = -1
+            self.lease_until = -math.inf
             return False
         if reply.error != Errors.NONE:
             await self.env.sleep(self.heartbeat_interval)
@@ -154,6 +178,10 @@ class BrokerLifecycle:
             log.info("broker %d is now %s", self.broker_id,
                      "fenced" if reply.is_fenced else "unfenced")
         self.is_fenced = reply.is_fenced
+        if reply.is_fenced:
+            self.lease_until = -math.inf
+        else:
+            self.lease_until = max(self.lease_until, sent_at + self.session_timeout * LEASE_FRACTION)
         self.is_caught_up = reply.is_caught_up
         if not reply.is_fenced:
             self.unfenced.set()

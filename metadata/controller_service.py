@@ -34,7 +34,7 @@ from metadata.delta import MetadataDelta
 from metadata.errors import Errors
 from metadata.image import ELR_FEATURE, METADATA_VERSION, MetadataImage
 from metadata.log_format import encode_batch
-from metadata.records import FeatureLevel, Record
+from metadata.records import BrokerRegistrationChange, FeatureLevel, Record
 from raft.driver import ProposalFailed
 from storage.env import Env
 
@@ -238,8 +238,10 @@ class ControllerService:
             payloads = encode_batch(batch)
             last = self._next_offset + len(batch) - 1
             delta = MetadataDelta(self._spec)
-            for rec in batch:
+            for i, rec in enumerate(batch):
                 delta.replay(rec)
+                if type(rec) is BrokerRegistrationChange and rec.fenced:
+                    self.heartbeats.record_fencing(rec.broker_id, self._next_offset + i)
             delta.set_provenance(last, self._epoch)
             self._spec = delta.apply()
             self._appender_send.send_nowait(_Batch(self._next_offset, payloads))

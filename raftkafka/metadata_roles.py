@@ -122,12 +122,14 @@ class BrokerRole:
             self.env, self.connection, broker_id=config.node_id,
             metadata_offset=lambda: self.follower.metadata_offset,
             rack=config.broker_rack or None,
-            heartbeat_interval=config.broker_heartbeat_interval_ms / 1000)
+            heartbeat_interval=config.broker_heartbeat_interval_ms / 1000,
+            session_timeout=config.broker_session_timeout_ms / 1000)
         async with trio.open_nursery() as nursery:
             await nursery.start(self.connection.run)
             if self.kafka_broker:
                 kafka = Broker(self.env, broker_config(config, cluster_id), self.controller,
-                               metrics=self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch)
+                               metrics=self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch,
+                               session_lease=self.lifecycle.holds_session_lease)
                 self._hold_clients_until_unfenced(kafka)
                 # A recovery that cuts acknowledged records withdraws the clean-restart claim at
                 # once: a crash before this start registers must not leave it to the next one.

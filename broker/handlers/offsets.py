@@ -93,6 +93,12 @@ def _group_error_answer(version: int, request, error: int) -> OffsetFetchRespons
 async def handle_fetch(broker, header, request) -> OffsetFetchResponse:
     version = header.api_version
     driver = broker.groups
+    if not broker.holds_session_lease():
+        # Cut off from the controller for most of a session: our __consumer_offsets
+        # leaderships may have moved and newer commits be answered elsewhere; an answer from
+        # memory could take a committed offset back (Kafka would answer it). The client looks
+        # for the coordinator again.
+        return _group_error_answer(version, request, ErrorCode.NOT_COORDINATOR)
     result: FetchOffsetsResult = driver.coordinator.fetch_offsets(request.group_id, _requested(request),
                                                                   now=driver.now())
     if result.error != ErrorCode.NONE:

@@ -151,7 +151,8 @@ def broker_heartbeat(image: MetadataImage, req: HeartbeatRequest, *,
     if reg.epoch != req.broker_epoch:
         return [], HeartbeatResult(Errors.STALE_BROKER_EPOCH)
     heartbeats.touch(req.broker_id, now, req.current_metadata_offset)
-    caught_up = req.current_metadata_offset >= reg.epoch  # saw its own registration
+    # Saw its own registration, and its last fencing (heartbeats.py says why).
+    caught_up = req.current_metadata_offset >= max(reg.epoch, heartbeats.fenced_at(req.broker_id))
     current = (BrokerState.FENCED if reg.fenced else
                BrokerState.CONTROLLED_SHUTDOWN if reg.in_controlled_shutdown else
                BrokerState.UNFENCED)

@@ -3,6 +3,12 @@
 Tracks each registered broker's last heartbeat and reported metadata offset. After a
 controller failover `activate` restarts every session at "now" (KAFKA-18138), so fencing
 a dead broker can take up to one more session timeout, as in Kafka.
+
+Unfencing waits until the broker's metadata reaches its own last fencing (`fenced_at`),
+not only its registration (Kafka's rule): a broker cut off from the controller and fenced
+meanwhile could otherwise be unfenced — renewing its session lease
+(metadata.broker_lifecycle) — while its metadata still shows leaderships the fencing
+moved, and answer reads from them.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ class _Session:
     fenced: bool
     metadata_offset: int = -1
     controlled_shutdown_offset: int | None = None
+    fenced_at: int = -1  # offset of the last record fencing this broker (or a bound above it)
 
 
 class BrokerHeartbeatManager:
@@ -30,9 +37,12 @@ class BrokerHeartbeatManager:
 
     def activate(self, image: MetadataImage, now: float) -> None:
         """Start over from an image (on becoming the active controller)."""
+        # Where a fenced broker's fencing was recorded is not in the image: the image's
+        # offset is a bound above it.
         self._sessions = {
             bid: _Session(now, reg.fenced,
-                          controlled_shutdown_offset=None)
+                          controlled_shutdown_offset=None,
+                          fenced_at=image.offset if reg.fenced else -1)
             for bid, reg in sorted(image.brokers.items())
         }
 
@@ -89,6 +99,16 @@ class BrokerHeartbeatManager:
         s = self._sessions.get(broker_id)
         if s is not None:
             s.controlled_shutdown_offset = offset
+
+    def record_fencing(self, broker_id: int, offset: int) -> None:
+        """A record at `offset` fences the broker: it stays fenced until its metadata has it."""
+        s = self._sessions.get(broker_id)
+        if s is not None:
+            s.fenced_at = max(s.fenced_at, offset)
+
+    def fenced_at(self, broker_id: int) -> int:
+        s = self._sessions.get(broker_id)
+        return -1 if s is None else s.fenced_at
 
     def controlled_shutdown_offset(self, broker_id: int) -> int | None:
         s = self._sessions.get(broker_id)

@@ -237,6 +237,24 @@ async def test_committed_offsets_and_groups_are_reloaded_after_a_restart():
         assert {m.member_id: m.member_assignment for m in described.members} == {m: m.encode() for m in ids}
 
 
+async def test_a_broker_past_its_session_lease_answers_no_offset_fetch_from_memory():
+    # Cut off from the controller for most of a session, a coordinator may have been fenced
+    # and its group moved to a broker that served newer commits: it must not answer from its
+    # cache (seed 2118). The client looks for the coordinator again.
+    async with running_cluster(1, static=GROUPS) as c:
+        await make_topic(c, "t", 1)
+        coord, node = await coordinator_of(c, "g")
+        assert set(commit_errors(await coord.call(commit("g", {("t", 0): 7}), 3)).values()) == {E.NONE}
+        broker = c.broker(node)
+        broker._session_lease = lambda: False
+        refused = await coord.call(fetch_offsets("g", {"t": [0]}), 3)
+        assert refused.error_code == E.NOT_COORDINATOR and refused.topics == []
+        v1 = await coord.call(fetch_offsets("g", {"t": [0]}), 1)  # no group-level error before v2
+        assert committed(v1) == {("t", 0): (-1, "", E.NOT_COORDINATOR)}
+        broker._session_lease = lambda: True
+        assert committed(await coord.call(fetch_offsets("g", {"t": [0]}), 3)) == {("t", 0): (7, "m7", 0)}
+
+
 async def test_coordinator_failover_keeps_committed_offsets():
     static = {**GROUPS, "offsets.topic.replication.factor": "3", "min.insync.replicas": "2"}
     async with running_cluster(3, static=static) as c:

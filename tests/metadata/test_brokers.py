@@ -141,3 +141,42 @@ def test_unregister():
     assert err == Errors.NONE and 2 not in new.brokers
     assert all(2 not in p.isr for p in new.topic("t").partitions.values())
     assert unregister_broker(new, 2, hb)[1] == Errors.BROKER_ID_NOT_REGISTERED
+
+
+def test_a_fenced_broker_is_unfenced_only_once_its_metadata_has_its_fencing():
+    # Seed 2118 (faults all, 10 s, timing of a later client change): a broker cut off from the
+    # controller was fenced and its __consumer_offsets leadership moved; once its heartbeats got
+    # through again it was unfenced on having seen its registration alone, renewing its session
+    # lease while its metadata still showed that leadership, and answered OffsetFetch from memory
+    # with an offset older than one the new coordinator had served.
+    img = with_topic(cluster(2), "t", 1, 2)
+    hb = manager(img)
+    for b in (1, 2):
+        heartbeat(img, hb, b, 1.0)
+    hb.touch(2, 9.0)
+    batches, fenced = fence_stale_broker(img, hb, 10.5)
+    assert fenced == 1
+    img = apply(img, batches)
+    fencing_offset = 500  # where the controller wrote the BrokerRegistrationChange(fenced)
+    hb.record_fencing(1, fencing_offset)
+    epoch = img.brokers[1].epoch
+    assert epoch < fencing_offset
+    _, batches, res = heartbeat(img, hb, 1, 11.0, offset=fencing_offset - 1)
+    assert res.is_fenced and not res.is_caught_up and batches == []
+    img, batches, res = heartbeat(img, hb, 1, 11.5, offset=fencing_offset)
+    assert not res.is_fenced and res.is_caught_up and not img.brokers[1].fenced
+
+
+def test_a_new_active_controller_bounds_an_unknown_fencing_by_its_image():
+    img = with_topic(cluster(2), "t", 1, 2)
+    hb = manager(img)
+    batches, fenced = fence_stale_broker(img, hb, 10.0)
+    img = apply(img, batches)
+    from dataclasses import replace
+    img = replace(img, offset=900)  # what the new active controller has applied
+    fresh = manager(img, now=20.0)  # failover: where the fencing landed is not in the image
+    assert fresh.fenced_at(fenced) == 900
+    _, _, res = heartbeat(img, fresh, fenced, 21.0, offset=899)
+    assert res.is_fenced
+    _, _, res = heartbeat(img, fresh, fenced, 21.5, offset=900)
+    assert not res.is_fenced

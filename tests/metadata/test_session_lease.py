@@ -1,0 +1,90 @@
+"""The broker's session lease: how long after a heartbeat it is sure not to be fenced yet."""
+from __future__ import annotations
+
+import pytest
+import trio
+
+from metadata import controller_rpc as rpc
+from metadata.broker_lifecycle import LEASE_FRACTION, BrokerLifecycle
+from metadata.controller_client import ControllerUnavailableError
+from metadata.errors import Errors
+from storage.env import RealEnv
+
+SESSION = 3.0
+
+
+class _Controller:
+    """Answers heartbeats with `reply` after `delay` seconds (the network and the controller)."""
+
+    cluster_id = "c"
+
+    def __init__(self, reply, delay: float = 0.4):
+        self.reply = reply
+        self.delay = delay
+
+    async def call(self, request, *, timeout):
+        await trio.sleep(self.delay)
+        return self.reply
+
+
+def _lifecycle(reply, delay: float = 0.4) -> BrokerLifecycle:
+    lifecycle = BrokerLifecycle(RealEnv(seed=1), _Controller(reply, delay), broker_id=4,
+                                metadata_offset=lambda: 0, heartbeat_interval=0.5, session_timeout=SESSION)
+    lifecycle.broker_epoch = 10  # registered
+    return lifecycle
+
+
+async def test_the_lease_runs_from_when_the_heartbeat_was_sent(autojump_clock):
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(Errors.NONE, is_fenced=False), delay=0.4)
+    assert not lifecycle.holds_session_lease()  # never heard from the controller
+    sent = trio.current_time()
+    assert await lifecycle._heartbeat()
+    # The controller counts its session from the arrival (>= sent): ours ends earlier.
+    assert lifecycle.lease_until == pytest.approx(sent + SESSION * LEASE_FRACTION)
+    assert lifecycle.holds_session_lease()
+    await trio.sleep_until(sent + SESSION * LEASE_FRACTION - 0.01)
+    assert lifecycle.holds_session_lease()
+    await trio.sleep_until(sent + SESSION * LEASE_FRACTION)
+    assert not lifecycle.holds_session_lease()
+
+
+async def test_a_late_answer_to_an_older_heartbeat_never_shortens_the_lease(autojump_clock):
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(Errors.NONE, is_fenced=False), delay=0.1)
+    await lifecycle._heartbeat()
+    longest = lifecycle.lease_until
+    lifecycle.lease_until = longest + 1.0  # as if a newer heartbeat had been answered meanwhile
+    await lifecycle._heartbeat()
+    assert lifecycle.lease_until == longest + 1.0
+
+
+@pytest.mark.parametrize("reply", [
+    rpc.BrokerHeartbeatResponse(Errors.NONE, is_fenced=True),  # fenced: leaderships gone
+    rpc.BrokerHeartbeatResponse(Errors.STALE_BROKER_EPOCH),  # replaced: registering again
+])
+async def test_a_fenced_or_forgotten_broker_loses_its_lease_at_once(autojump_clock, reply):
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(Errors.NONE, is_fenced=False))
+    await lifecycle._heartbeat()
+    assert lifecycle.holds_session_lease()
+    lifecycle.conn.reply = reply
+    await lifecycle._heartbeat()
+    assert not lifecycle.holds_session_lease()
+
+
+async def test_an_unanswered_heartbeat_leaves_the_lease_to_lapse(autojump_clock):
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(Errors.NONE, is_fenced=False), delay=0.1)
+    await lifecycle._heartbeat()
+    lease = lifecycle.lease_until
+
+    class _Unreachable:
+        cluster_id = "c"
+
+        async def call(self, request, *, timeout):
+            await trio.sleep(timeout)
+            raise ControllerUnavailableError("no controller answered")
+
+    lifecycle.conn = _Unreachable()
+    assert not await lifecycle._heartbeat()
+    assert lifecycle.lease_until == lease and lifecycle.holds_session_lease()
+    assert not await lifecycle._heartbeat()
+    assert not await lifecycle._heartbeat()  # 3.1 s after the answered one was sent
+    assert trio.current_time() >= lease and not lifecycle.holds_session_lease()
