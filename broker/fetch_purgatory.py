@@ -20,12 +20,13 @@ a fetch. Without the reaper (a purgatory on its own) a wait uses a cancel scope.
 """
 from __future__ import annotations
 
-import heapq
 import math
 from typing import Callable, Iterable
 
 import trio
 from trio.lowlevel import Abort, checkpoint, current_task, reschedule, wait_task_rescheduled
+
+from broker.deadline_reaper import DeadlineReaper
 
 __all__ = ["FetchPurgatory", "Watch"]
 
@@ -49,7 +50,7 @@ class Watch:
         self._keys = list(dict.fromkeys(keys))  # unique; their order never shows in a wake-up's
         self._wake_on = wake_on  # must not raise: it runs inside whatever made the change
         self._task = None  # the task parked in wait(), if any
-        self._park = 0  # which parking it is (the reaper's entries name theirs)
+        self._park = 0  # the reaper's entry number of the current parking
         self._fired: dict[Key, None] = {}  # in notification order
         self._due = False  # a change worth waking for fired since take_fired()
         self._closed = False
@@ -88,13 +89,21 @@ class Watch:
         purgatory = self._purgatory
         self._task = current_task()
         if deadline != math.inf:
-            if purgatory._reaper is None:
+            if not purgatory._reaper.running:
                 with trio.move_on_at(deadline):
                     await wait_task_rescheduled(self._abort)
                 return self._due
-            purgatory._expire_at(deadline, self)
+            self._park = purgatory._reaper.add(deadline, self)
         await wait_task_rescheduled(self._abort)  # _fire, the reaper, or a cancellation
         return self._due
+
+    def _live(self, park: int) -> bool:
+        """The reaper's entry `park` still counts: that parking is still waiting."""
+        return self._task is not None and self._park == park
+
+    def _expire(self) -> None:
+        task, self._task = self._task, None
+        reschedule(task)
 
     def take_fired(self) -> list[Key]:
         """The partitions that changed since the last call, waking or not; they are watched again."""
@@ -115,11 +124,7 @@ class FetchPurgatory:
         # Watches per partition in arrival order (a dict, not a set: wake-up order must not
         # depend on object ids, or a simulation run would not be a function of its seed).
         self._watchers: dict[Key, dict[Watch, None]] = {}
-        # The reaper's heap: (deadline, parking number, watch); an entry is live while that
-        # parking lasts (the watch's task still parked, under that number).
-        self._deadlines: list[tuple[float, int, Watch]] = []
-        self._parks = 0
-        self._reaper: trio.CancelScope | None = None  # the reaper's sleep, while run() runs
+        self._reaper = DeadlineReaper()  # the waiters' deadlines, while run() runs
 
     @property
     def waiting(self) -> int:
@@ -146,46 +151,9 @@ class FetchPurgatory:
             watch.close()
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """The expiration reaper: wake parked waiters at their deadlines, for as long as it runs."""
-        self._reaper = trio.CancelScope()
-        task_status.started()
-        try:
-            while True:
-                with self._reaper:
-                    self._reaper.deadline = self._next_deadline()
-                    await trio.sleep_forever()
-                self._reaper = trio.CancelScope()
-                self._expire(trio.current_time())
-        finally:
-            # Nobody may be left waiting for a deadline no one will serve.
-            self._reaper = None
-            self._expire(math.inf)
-
-    def _expire_at(self, deadline: float, watch: Watch) -> None:
-        self._parks += 1
-        watch._park = self._parks
-        heapq.heappush(self._deadlines, (deadline, self._parks, watch))
-        if deadline < self._reaper.deadline:
-            self._reaper.deadline = deadline  # rare: waits mostly share one max_wait
-
-    def _next_deadline(self) -> float:
-        """The earliest deadline a parked task still waits for (dropping answered waits)."""
-        heap = self._deadlines
-        while heap:
-            deadline, park, watch = heap[0]
-            if watch._task is not None and watch._park == park:
-                return deadline
-            heapq.heappop(heap)
-        return math.inf
-
-    def _expire(self, now: float) -> None:
-        heap = self._deadlines
-        while heap and heap[0][0] <= now:
-            _, park, watch = heapq.heappop(heap)
-            task = watch._task
-            if task is not None and watch._park == park:
-                watch._task = None
-                reschedule(task)
+        """The expiration reaper: wake parked waiters at their deadlines, for as long as it runs.
+        When it ends, nobody may be left waiting for a deadline no one will serve."""
+        await self._reaper.run(expire_all_on_exit=True, task_status=task_status)
 
     def _add(self, key: Key, watch: Watch) -> None:
         self._watchers.setdefault(key, {})[watch] = None
