@@ -46,7 +46,6 @@ __all__ = ["BrokerConnection", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"
 CLIENT_SOFTWARE_NAME = "raftkafka-python"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 _RECEIVE_CHUNK = 256 * 1024
-_NEVER = float("inf")
 
 
 class _Slot:
