@@ -65,22 +65,24 @@ async def test_peer_close_fails_pending_and_later_requests(nursery):
     assert conn.closed
 
 
-def answers_only_api_versions(mini):
-    """A broker that answers the ApiVersions handshake and then never again."""
+async def connect_to_silent_broker(nursery) -> BrokerConnection:
+    """A connection (request timeout 2 s) to a broker that answers the ApiVersions handshake
+    and then never again."""
+    env = MemEnv()
+    mini = MiniCluster(env)
+
     async def serve(stream):
         data = await stream.receive_some(65536)
         header, body = decode_request(data[4:])
         await stream.send_all(encode_response(header, await mini.on_api_versions(1, body, header.api_version)))
         await trio.sleep_forever()
-    return serve
+
+    await nursery.start(env.net.serve, "slow", 1, serve)
+    return await BrokerConnection.open(env, nursery, "slow", 1, request_timeout=2.0)
 
 
 async def test_request_timeout_closes_connection(nursery, autojump_clock):
-    env = MemEnv()
-    mini = MiniCluster(env)
-
-    await nursery.start(env.net.serve, "slow", 1, answers_only_api_versions(mini))
-    conn = await BrokerConnection.open(env, nursery, "slow", 1, request_timeout=2.0)
+    conn = await connect_to_silent_broker(nursery)
     with pytest.raises(KafkaTimeoutError):
         await conn.request(MetadataRequest(topics=[]))
     assert conn.closed
@@ -154,11 +156,7 @@ async def test_watchdog_times_out_each_request_at_its_own_deadline(nursery, auto
     # (request timeout + its own wait) is not cut at the plain request timeout, and the
     # request that times out gets KafkaTimeoutError while the others pending on the
     # closed connection get KafkaConnectionError.
-    env = MemEnv()
-    mini = MiniCluster(env)
-
-    await nursery.start(env.net.serve, "slow", 1, answers_only_api_versions(mini))
-    conn = await BrokerConnection.open(env, nursery, "slow", 1, request_timeout=2.0)
+    conn = await connect_to_silent_broker(nursery)
     outcomes = {}
 
     async def ask(name, extra, delay):
@@ -199,10 +197,7 @@ async def test_send_hands_each_answer_to_its_callback_in_order(nursery):
 
 
 async def test_send_callbacks_get_the_timeout_and_the_connection_loss_once(nursery, autojump_clock):
-    env = MemEnv()
-    mini = MiniCluster(env)
-    await nursery.start(env.net.serve, "slow", 1, answers_only_api_versions(mini))
-    conn = await BrokerConnection.open(env, nursery, "slow", 1, request_timeout=2.0)
+    conn = await connect_to_silent_broker(nursery)
     outcomes = []
     await conn.send(MetadataRequest(topics=[]), lambda response, error: outcomes.append(("first", response, error)))
     await trio.sleep(1.0)
