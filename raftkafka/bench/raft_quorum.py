@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -35,14 +36,20 @@ __all__ = ["LocalCluster", "free_ports"]
 
 
 def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
+    """n distinct free ports below the ephemeral range (32768+ on Linux), where a client
+    socket's local port can never take one between this check and the node's bind."""
+    rng = random.Random()
+    ports: list[int] = []
+    while len(ports) < n:
+        port = rng.randrange(20000, 32768)
+        if port in ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
     return ports
 
 

@@ -48,7 +48,7 @@ def free_base_port(nodes: int = 1) -> int:
     """A base port P with P..P+2*nodes-1 free (the dev/bare port layout)."""
     rng = random.Random()
     for _ in range(200):
-        base = rng.randrange(20000, 60000, 2)
+        base = rng.randrange(20000, 32768 - 2 * nodes, 2)  # below the ephemeral range
         if ports_free(range(base, base + 2 * nodes)):
             return base
     raise RuntimeError("no free port range found")
