@@ -42,7 +42,7 @@ from metadata.image import EMPTY_IMAGE, MetadataImage
 from storage.env import Env
 from storage.log import LogManager
 from storage.log.log_dir_failure import KafkaStorageError
-from storage.metrics import BrokerMetrics, MetricsRegistry
+from metrics.registry import BrokerMetrics, MetricsRegistry
 from wire.error_codes import ErrorCode
 
 __all__ = ["Broker", "ListenerError", "LogDirHalt"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 
-from storage.halt import DirectoryHalt
+from process.halt import DirectoryHalt
 from storage.log.log_dir_failure import LogDirFailureChannel
 
 __all__ = ["LogDirHalt", "halt_on_log_dir_failure", "HALT_GRACE_S"]

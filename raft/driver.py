@@ -39,7 +39,7 @@ from raft.entry import Entry
 from raft.errors import NotLeaderError
 from raft.node_storage import NodeStorage
 from storage.env import Env
-from storage.halt import DirectoryHalt
+from process.halt import DirectoryHalt
 
 __all__ = ["RaftDriver", "StateMachine", "ProposalFailed", "MetadataLogHalt"]
 

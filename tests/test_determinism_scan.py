@@ -13,7 +13,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-NODE_PACKAGES = ["wire", "storage", "raft", "metadata", "broker"]
+NODE_PACKAGES = ["wire", "metrics", "process", "storage", "raft", "metadata", "broker"]
 ALLOWED_FILES = {"storage/env.py"}
 
 # Fully-qualified names whose use (call or reference) is forbidden in node code.

@@ -82,7 +82,7 @@ class LogManager:
         self.topic_configs: dict[str, LogConfig] = {}
         self.cleaner_max_bytes_per_pass = cleaner_max_bytes_per_pass
         # Called (synchronously) when recovery at startup cuts whole batches from a log: the
-        # broker withdraws its clean-restart claim then (raftkafka.metadata_roles).
+        # broker withdraws its clean-restart claim then (raftkafka.node.metadata_roles).
         self.on_data_loss = None
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._sorted_logs: list[tuple[TopicPartition, PartitionLog]] | None = None  # all_logs(), until a change

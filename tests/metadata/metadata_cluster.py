@@ -9,8 +9,8 @@ import trio
 
 from metadata.controller_client import ControllerClient, ControllerConnection
 from raftkafka.bench.raft_quorum import free_ports
-from raftkafka.config import load_config
-from raftkafka.metadata_roles import MetadataApp
+from raftkafka.node.config import load_config
+from raftkafka.node.metadata_roles import MetadataApp
 from raftkafka.node import ControllerNode
 from storage.env import RealEnv
 from storage.memfs import MemFileSystem

@@ -14,7 +14,7 @@ from functools import partial
 
 import trio
 
-from raftkafka.config import ConfigError, add_config_arguments, convert_setting, parse_voters, settings_from_args
+from raftkafka.node.config import ConfigError, add_config_arguments, convert_setting, parse_voters, settings_from_args
 from storage.env import RealEnv
 from storage.meta_properties import MetaProperties, format_data_dir, is_valid_uuid, uuid_to_str
 

@@ -20,7 +20,7 @@ import logging
 import trio
 
 from storage.env import Env
-from storage.metrics import MetricsRegistry
+from metrics.registry import MetricsRegistry
 
 __all__ = ["MetricsServer", "CONTENT_TYPE", "parse_request_head", "BadRequest"]
 

@@ -18,10 +18,10 @@ python -m raftkafka [COMMAND] [OPTIONS]
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
-    from raftkafka.cli_common import CommandError
-    from raftkafka.config import ConfigError
-    from raftkafka.quorum_cmd import QuorumCommandError
-    from storage.halt import DirectoryHalt  # a disk error halted the node (like Kafka)
+    from raftkafka.cli.common import CommandError
+    from raftkafka.node.config import ConfigError
+    from raftkafka.cli.quorum import QuorumCommandError
+    from process.halt import DirectoryHalt  # a disk error halted the node (like Kafka)
     from storage.meta_properties import DataDirError
     from storage.quorum_state_file import CorruptQuorumStateError
 
@@ -36,21 +36,21 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 def _client_commands():
     """The commands that talk to brokers with our client (Kafka's console tools)."""
-    from raftkafka import bench_cmd, configs_cmd, consume_cmd, groups_cmd, produce_cmd, topics_cmd
+    from raftkafka.cli import bench, configs, console_consumer, console_producer, consumer_groups, topics
 
-    return (topics_cmd, produce_cmd, consume_cmd, configs_cmd, groups_cmd, bench_cmd)
+    return (topics, console_producer, console_consumer, configs, consumer_groups, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from raftkafka import default_cmd, dev_cmd, format_cmd, node_cmd, quorum_cmd, simulate_cmd
+    from raftkafka.cli import default, dev, format_storage, node, quorum, simulate
 
     parser = argparse.ArgumentParser(
         prog="python -m raftkafka", usage=USAGE,
     )
-    default_cmd.add_arguments(parser)  # the bare command: one node on 9092/9093
+    default.add_arguments(parser)  # the bare command: one node on 9092/9093
     # An explicit prog keeps the custom usage text out of every subcommand's usage line.
     subparsers = parser.add_subparsers(dest="command", prog="python -m raftkafka", metavar="COMMAND")
-    for module in (node_cmd, format_cmd, quorum_cmd, dev_cmd, simulate_cmd):
+    for module in (node, format_storage, quorum, dev, simulate):
         module.add_parser(subparsers)
     for module in _client_commands():
         module.add_parser(subparsers)
@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        from raftkafka import default_cmd
+        from raftkafka.cli import default
 
-        args.run = default_cmd.run
+        args.run = default.run
     expected = _expected_errors()
     try:
         code = args.run(args)

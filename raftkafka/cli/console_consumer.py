@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from raftkafka.cli_common import (
+from raftkafka.cli.common import (
     TOPIC_WAIT_S,
     CommandError,
     add_bootstrap,

@@ -14,9 +14,9 @@ import sys
 
 import trio
 
-from raftkafka.config import load_config
-from raftkafka.dev_cmd import check_ports_free, existing_cluster_id, node_layout, prepare_node, voters_of
-from raftkafka.format_cmd import random_cluster_id
+from raftkafka.node.config import load_config
+from raftkafka.cli.dev import check_ports_free, existing_cluster_id, node_layout, prepare_node, voters_of
+from raftkafka.cli.format_storage import random_cluster_id
 from raftkafka.node import run_node
 from storage.env import RealEnv
 

@@ -3,7 +3,7 @@
 Every node runs one Raft replica of the metadata log (storage → core → driver →
 transport) plus the quorum's client RPCs; controllers are voters, broker-only
 nodes observers. What the committed log drives comes from the node's app
-(raftkafka.metadata_roles.MetadataApp): the active controller and its RPCs on
+(raftkafka.node.metadata_roles.MetadataApp): the active controller and its RPCs on
 controllers, the metadata loader and broker lifecycle on brokers. With
 `controller.state.machine=recording` a controller only records committed
 entries (Raft-only tests and benchmarks).
@@ -22,7 +22,7 @@ from raft.entry import Entry
 from raft.node_rpc import QuorumService
 from raft.node_storage import NodeStorage
 from raft.transport import Transport
-from raftkafka.config import ConfigError, NodeConfig
+from raftkafka.node.config import ConfigError, NodeConfig
 from storage.env import Env
 from storage.meta_properties import VoterSpec, check_data_dir
 
@@ -74,7 +74,7 @@ class ControllerNode:
     def __init__(self, env: Env, config: NodeConfig, *, state_machine=None, app=None):
         self.env = env
         self.config = config
-        # `app` (raftkafka.metadata_roles.MetadataApp) brings its own state machine, RPCs
+        # `app` (raftkafka.node.metadata_roles.MetadataApp) brings its own state machine, RPCs
         # and tasks; without one the node only replicates (tests, benchmarks).
         self.app = app
         self.state_machine = app.state_machine if app is not None else state_machine or RecordingStateMachine()
@@ -174,10 +174,10 @@ async def run_node(env: Env, config: NodeConfig, *, announce=print, ready=None) 
 
     `announce(line)` gets the one line saying where the node serves; `ready(node)` (if
     given) is called once it does."""
-    from raftkafka.metadata_roles import MetadataApp
-    from raftkafka.metrics_http import MetricsServer
-    from raftkafka.metrics_wiring import register_broker_gauges, register_node_gauges
-    from storage.metrics import MetricsRegistry
+    from raftkafka.node.metadata_roles import MetadataApp
+    from raftkafka.node.metrics_http import MetricsServer
+    from raftkafka.node.metrics_wiring import register_broker_gauges, register_node_gauges
+    from metrics.registry import MetricsRegistry
 
     if "broker" in config.roles and config.broker_listener is None:
         raise ConfigError("listeners: a broker needs a client listener, e.g. PLAINTEXT://127.0.0.1:9092")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from raftkafka.cli_common import CommandError, add_bootstrap, add_command, format_table, open_admin, run_client
+from raftkafka.cli.common import CommandError, add_bootstrap, add_command, format_table, open_admin, run_client
 from raftkafka.client.group import GroupMembership
 
 __all__ = ["add_parser", "run", "parse_datetime", "plan_reset"]

@@ -13,7 +13,7 @@ quorum has a leader and every broker is registered and unfenced. Ctrl-C or SIGTE
 stops every child with SIGTERM (their controlled shutdown), then SIGKILL after a grace
 period. A child that dies is reported; the others keep running.
 
-`node_layout`/`prepare_node` are shared with the bare command (raftkafka.default_cmd).
+`node_layout`/`prepare_node` are shared with the bare command (raftkafka.cli.default).
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from functools import partial
 import trio
 
 from metadata.controller_client import ControllerClient, ControllerConnection, ControllerUnavailableError
-from raftkafka.config import ConfigError
-from raftkafka.format_cmd import random_cluster_id
+from raftkafka.node.config import ConfigError
+from raftkafka.cli.format_storage import random_cluster_id
 from storage.env import RealEnv
 from storage.meta_properties import (
     META_PROPERTIES, MetaProperties, VoterSpec, format_data_dir, read_meta_properties, uuid_to_str,
@@ -180,7 +180,7 @@ def run(args) -> int:
     extra = _extra_settings(args.set)
     layouts = [node_layout(i, args.nodes, args.base_port, os.path.join(args.data_dir, f"node-{i}"), extra)
                for i in range(1, args.nodes + 1)]
-    from raftkafka.config import load_config
+    from raftkafka.node.config import load_config
 
     for layout in layouts:
         load_config(layout.settings)  # a bad --set stops here, naming the setting

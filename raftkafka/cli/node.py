@@ -24,10 +24,10 @@ import sys
 
 import trio
 
-from raftkafka.config import add_config_arguments, load_config, settings_from_args
+from raftkafka.node.config import add_config_arguments, load_config, settings_from_args
 from raftkafka.node import run_node
 from storage.env import RealEnv
-from storage.halt import DirectoryHalt
+from process.halt import DirectoryHalt
 
 __all__ = ["add_parser", "run"]
 

@@ -356,7 +356,7 @@ class MetricsRegistry:
         if metric is None:
             defn = self._definitions.get(name)
             if defn is None:
-                raise MetricsError(f"unknown metric {name!r} (add it to storage.metrics.CATALOGUE)")
+                raise MetricsError(f"unknown metric {name!r} (add it to metrics.registry.CATALOGUE)")
             metric = self._metrics[name] = _KINDS[defn.kind](defn)
         if metric.defn.kind != kind:
             raise MetricsError(f"{name} is a {metric.defn.kind}, not a {kind}")

@@ -20,7 +20,7 @@ import json
 from raftkafka.bench import load_librdkafka, load_ours
 from raftkafka.bench.perf import Progress
 from raftkafka.bench.scenarios import SCENARIOS, format_results, run_scenario
-from raftkafka.cli_common import (
+from raftkafka.cli.common import (
     CommandError,
     add_bootstrap,
     add_command,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from raftkafka.cli_common import CommandError, add_bootstrap, add_command, open_admin, parse_key_values, run_client
+from raftkafka.cli.common import CommandError, add_bootstrap, add_command, open_admin, parse_key_values, run_client
 from raftkafka.client import RESOURCE_TOPIC, NewTopic
 from wire.error_codes import ErrorCode
 

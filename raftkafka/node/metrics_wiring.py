@@ -12,7 +12,7 @@ APIs, so nothing on the hot path keeps a second copy of it:
     port = await nursery.start(MetricsServer(env, registry).serve, host, config.metrics_port)
 
 Event counters (bytes/records in and out, requests and latency, ISR churn)
-are `storage.metrics.BrokerMetrics` methods called by the broker itself.
+are `metrics.registry.BrokerMetrics` methods called by the broker itself.
 The pure helpers (`raft_samples`, `controller_samples`,
 `under_replicated`, `consumer_group_lag`) are what the gauges compute,
 kept separate so they can be tested without a running node.
@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 from metadata.image import MetadataImage
 from raft.quorum_state import Role
 from raft.status import QuorumStatus
-from storage.metrics import MetricsRegistry
+from metrics.registry import MetricsRegistry
 
 __all__ = [
     "raft_samples",

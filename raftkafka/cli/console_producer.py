@@ -16,7 +16,7 @@ from contextlib import aclosing
 
 import trio
 
-from raftkafka.cli_common import (
+from raftkafka.cli.common import (
     TOPIC_WAIT_S,
     CommandError,
     add_bootstrap,

@@ -16,7 +16,7 @@ import trio
 from raft import errors as E
 from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse
 from raft.node_client import ConnectionLost, open_client
-from raftkafka.config import ConfigError
+from raftkafka.node.config import ConfigError
 from storage.env import RealEnv
 
 __all__ = ["add_parser", "run", "describe", "summarize", "QuorumCommandError"]

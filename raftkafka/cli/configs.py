@@ -11,7 +11,7 @@ Describe lists the overrides at the entity's own level (everything with
 """
 from __future__ import annotations
 
-from raftkafka.cli_common import CommandError, add_bootstrap, add_command, open_admin, parse_key_values, run_client
+from raftkafka.cli.common import CommandError, add_bootstrap, add_command, open_admin, parse_key_values, run_client
 from raftkafka.client import RESOURCE_BROKER, RESOURCE_TOPIC
 
 __all__ = ["add_parser", "run", "format_entries"]
