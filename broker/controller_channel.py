@@ -19,12 +19,12 @@ from __future__ import annotations
 from typing import Mapping, Protocol, Sequence
 
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
-from metadata.controller.configs import AlterOp, ConfigError
+from metadata.controller.dynamic_configs import AlterOp, ConfigError
 from metadata.controller.topics import CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions
-# The real channel (metadata.controller_client.ControllerClient) lives below the broker
+# The real channel (metadata.controller.client.ControllerClient) lives below the broker
 # layer, so the reply and error types are defined there and shared, not duplicated:
 # handlers must catch exactly the error the real client raises.
-from metadata.controller_client import ControllerReply, ControllerUnavailableError
+from metadata.controller.client import ControllerReply, ControllerUnavailableError
 from metadata.errors import Errors
 from metadata.image import ConfigResource
 

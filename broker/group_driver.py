@@ -39,7 +39,7 @@ from broker.controller_channel import CreatableTopic
 from broker.group_settings import OFFSETS_TOPIC, group_settings
 from broker.groups import GroupCoordinator, Output, PartitionStatus, PendingAppend
 from broker.log_scan import iter_log_batches
-from metadata.controller.configs import effective_topic_value
+from metadata.controller.dynamic_configs import effective_topic_value
 from metadata.delta import MetadataDelta
 from metadata.errors import Errors
 from metadata.image import EMPTY_IMAGE, MetadataImage

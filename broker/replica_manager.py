@@ -16,7 +16,7 @@ told the full set of partitions this broker follows (`fetchers.sync`), and
 `run_isr_expiration` periodically asks every leader partition to drop
 followers that fell behind (ISR/HW logic lives in broker.partition/isr).
 
-A failed log dir (broker.log_dir_failure) takes its partitions offline for
+A failed log dir (broker.log_dir_failure_handler) takes its partitions offline for
 good: `handle_log_dir_failure` drops them (requests get KAFKA_STORAGE_ERROR,
 their fetchers stop) and later metadata never reopens them.
 """
@@ -29,7 +29,7 @@ import trio
 
 from broker.partition import Partition, ReplicationSettings
 from broker.topic_log_config import log_config_for
-from metadata.controller.configs import effective_topic_value
+from metadata.controller.dynamic_configs import effective_topic_value
 from metadata.delta import LocalReplicaChanges, MetadataDelta
 from metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from storage.log import LogManager

@@ -40,8 +40,8 @@ from typing import Awaitable, Callable, Sequence
 
 import trio
 
-from metadata import controller_rpc as rpc
-from metadata.controller_client import ControllerConnection, ControllerUnavailableError
+from metadata.controller import rpc
+from metadata.controller.client import ControllerConnection, ControllerUnavailableError
 from metadata.errors import Errors
 from metadata.image import MetadataImage
 from metadata.loader import MetadataLoader, MetadataPublisher

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from metadata.controller.topics import CreatableTopic
-from metadata.controller_client import (
+from metadata.controller.client import (
     ControllerClient, ControllerConnection, ControllerUnavailableError,
 )
 from metadata.errors import Errors

@@ -1,7 +1,7 @@
 """Produce v3-8 (v0-2 are parsed and refused per partition with UNSUPPORTED_VERSION).
 
 Per partition: find the local leader, validate the one batch's header
-(broker.produce), append (the log checks the CRC, assigns offsets by patching
+(broker.produce_validation), append (the log checks the CRC, assigns offsets by patching
 baseOffset, stamps the leader epoch and LogAppendTime). acks=0 gets no
 response at all; if anything failed the connection is closed instead so the
 client refreshes metadata (Kafka's behaviour). acks=all refuses up front with
@@ -14,9 +14,9 @@ import logging
 import weakref
 
 from broker.delayed_produce import PendingAck, await_acks
-from broker.produce import MIN_PRODUCE_VERSION, ProduceError, validate_produce_records
+from broker.produce_validation import MIN_PRODUCE_VERSION, ProduceError, validate_produce_records
 from broker.request_errors import CloseConnection
-from metadata.controller.configs import effective_topic_value
+from metadata.controller.dynamic_configs import effective_topic_value
 from storage.log import LogError, RecordTooLargeError
 from wire.error_codes import ErrorCode
 from wire.errors import CorruptRecordError

@@ -12,8 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from metadata.configs import validate_topic_config
-from metadata.controller.configs import effective_broker_value
+from metadata.config_definitions import validate_topic_config
+from metadata.controller.dynamic_configs import effective_broker_value
 from metadata.controller.placement import place_replicas
 from metadata.errors import ApiError, Errors
 from metadata.image import TOPIC_RESOURCE, MetadataImage

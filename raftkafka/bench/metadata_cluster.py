@@ -24,7 +24,7 @@ import uuid
 import trio
 
 from metadata.controller.topics import CreatableTopic
-from metadata.controller_client import ControllerClient, ControllerConnection
+from metadata.controller.client import ControllerClient, ControllerConnection
 from metadata.log_format import encode_snapshot
 from metadata.metadata_follower import MetadataFollower
 from metadata.snapshot import image_from_records

@@ -27,7 +27,7 @@ from functools import partial
 
 import trio
 
-from metadata.controller_client import ControllerClient, ControllerConnection, ControllerUnavailableError
+from metadata.controller.client import ControllerClient, ControllerConnection, ControllerUnavailableError
 from raftkafka.node.config import ConfigError
 from raftkafka.cli.format_storage import random_cluster_id
 from storage.env import RealEnv

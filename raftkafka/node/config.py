@@ -19,8 +19,8 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from metadata.configs import BROKER_CONFIGS
-from metadata.configs import parse as parse_broker_value
+from metadata.config_definitions import BROKER_CONFIGS
+from metadata.config_definitions import parse as parse_broker_value
 from metadata.errors import ApiError
 from raft.config import RaftConfig
 from storage.meta_properties import VoterSpec

@@ -26,10 +26,10 @@ import trio
 from broker.broker import Broker, ListenerError
 from broker.broker_config import BrokerConfig
 from metadata.broker_lifecycle import AfterOwnRegistration, BrokerLifecycle
-from metadata.controller_client import ControllerClient, ControllerConnection
-from metadata.controller_requests import ControllerRequests
-from metadata.controller_service import ControllerService
-from metadata.controller_state_machine import ControllerStateMachine, SnapshotSchedule
+from metadata.controller.client import ControllerClient, ControllerConnection
+from metadata.controller.requests import ControllerRequests
+from metadata.controller.service import ControllerService
+from metadata.controller.state_machine import ControllerStateMachine, SnapshotSchedule
 from metadata.incarnation_record import (
     forget_incarnation, pending_incarnation, previous_broker_epoch, record_incarnation,
 )

@@ -9,7 +9,7 @@ import posixpath
 import pytest
 import trio
 
-from broker.log_dir_failure import HALT_GRACE_S, LogDirHalt, halt_on_log_dir_failure
+from broker.log_dir_failure_handler import HALT_GRACE_S, LogDirHalt, halt_on_log_dir_failure
 from storage.log import LogError, LogManager
 from storage.log.log_dir_failure import FailureReportingFileSystem, KafkaStorageError, LogDirFailureChannel
 from storage.log.log_manager import CLEAN_SHUTDOWN_FILE

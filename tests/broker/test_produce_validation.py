@@ -1,7 +1,7 @@
-"""broker.produce: header-level validation of one partition's produce records."""
+"""broker.produce_validation: header-level validation of one partition's produce records."""
 import pytest
 
-from broker.produce import ProduceError, validate_produce_records
+from broker.produce_validation import ProduceError, validate_produce_records
 from tests.broker.builders import batch
 from wire.error_codes import ErrorCode
 from wire.records import Compression, SimpleRecord, build_batch

@@ -7,7 +7,7 @@ import uuid
 
 import trio
 
-from metadata.controller_client import ControllerClient, ControllerConnection
+from metadata.controller.client import ControllerClient, ControllerConnection
 from raftkafka.bench.raft_quorum import free_ports
 from raftkafka.node.config import load_config
 from raftkafka.node.metadata_roles import MetadataApp

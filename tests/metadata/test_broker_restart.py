@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from metadata import controller_rpc as rpc
+from metadata.controller import rpc
 from metadata.broker_lifecycle import AfterOwnRegistration, BrokerLifecycle
 from metadata.controller.brokers import (
     BrokerRegistrationRequest, HeartbeatRequest, broker_heartbeat, register_broker,

@@ -1,7 +1,7 @@
 import pytest
 
-from metadata.configs import ConfigSource
-from metadata.controller.configs import (
+from metadata.config_definitions import ConfigSource
+from metadata.controller.dynamic_configs import (
     AlterOp, alter_configs, describe_configs, effective_topic_value, incremental_alter_configs,
 )
 from metadata.errors import Errors

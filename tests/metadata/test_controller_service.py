@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from metadata import controller_rpc as rpc
+from metadata.controller import rpc
 from metadata.controller.topics import CreatableTopic
 from metadata.errors import Errors
 from metadata.image import TOPIC_RESOURCE

@@ -11,8 +11,8 @@ import pytest
 import trio
 
 from metadata.controller.topics import CreatableTopic, create_topics
-from metadata.controller_service import ControllerService, NotControllerError
-from metadata.controller_state_machine import ControllerStateMachine
+from metadata.controller.service import ControllerService, NotControllerError
+from metadata.controller.state_machine import ControllerStateMachine
 from metadata.image import METADATA_VERSION
 from metadata.log_format import BatchAssembler
 from raft.driver import ProposalFailed

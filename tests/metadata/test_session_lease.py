@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 import trio
 
-from metadata import controller_rpc as rpc
+from metadata.controller import rpc
 from metadata.broker_lifecycle import LEASE_FRACTION, BrokerLifecycle
-from metadata.controller_client import ControllerUnavailableError
+from metadata.controller.client import ControllerUnavailableError
 from metadata.errors import Errors
 from storage.env import RealEnv
 

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from metadata.configs import (
+from metadata.config_definitions import (
     BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigSource, ConfigType, Resolved, parse,
     resolve_broker_config, resolve_topic_config, validate_broker_config, validate_topic_config,
 )

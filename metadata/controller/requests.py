@@ -1,6 +1,6 @@
 """Controller RPCs → controller operations → responses.
 
-`ControllerRequests.handle(request)` serves one metadata.controller_rpc request: it turns
+`ControllerRequests.handle(request)` serves one metadata.controller.rpc request: it turns
 the message into a pure controller function over the speculative image, submits it to the
 ControllerService, and builds the response (NOT_CONTROLLER with a leader hint when this
 node is not the active controller). It returns None for messages that are not controller
@@ -11,13 +11,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from metadata import controller_rpc as rpc
+from metadata.controller import rpc
 from metadata.controller.alter_partition import AlterPartitionItem, alter_partition
 from metadata.controller.brokers import (
     BrokerRegistrationRequest as Registration, HeartbeatRequest, broker_heartbeat,
     register_broker,
 )
-from metadata.controller.configs import (
+from metadata.controller.dynamic_configs import (
     AlterOp, alter_configs, describe_configs, incremental_alter_configs,
 )
 from metadata.controller.elect_leaders import ElectionType, elect_leaders
@@ -26,7 +26,7 @@ from metadata.controller.replication import batches as split_batches
 from metadata.controller.topics import (
     CreatableTopic, NewPartitions, create_partitions, create_topics, delete_topics,
 )
-from metadata.controller_service import ControllerService, NotControllerError
+from metadata.controller.service import ControllerService, NotControllerError
 from metadata.errors import Errors
 from metadata.records import Endpoint
 

@@ -15,7 +15,7 @@ Leadership:
 
 Periodic work, on the same queue: fence at most one broker whose session lapsed per event
 (BrokerHeartbeatManager soft state, restarted at "now" on activation). Snapshots are taken
-by the state machine's schedule (metadata.controller_state_machine).
+by the state machine's schedule (metadata.controller.state_machine).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import trio
 
 from metadata.controller.brokers import fence_stale_broker
 from metadata.controller.heartbeats import DEFAULT_SESSION_TIMEOUT, BrokerHeartbeatManager
-from metadata.controller_state_machine import ControllerStateMachine
+from metadata.controller.state_machine import ControllerStateMachine
 from metadata.delta import MetadataDelta
 from metadata.errors import Errors
 from metadata.image import ELR_FEATURE, METADATA_VERSION, MetadataImage

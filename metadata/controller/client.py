@@ -1,6 +1,6 @@
 """Talking to the active controller from a broker (or a tool): find it, follow it, retry.
 
-`ControllerConnection.call(request)` sends a metadata.controller_rpc request to the node it
+`ControllerConnection.call(request)` sends a metadata.controller.rpc request to the node it
 believes is the active controller. NOT_CONTROLLER answers (with the leader hint they carry),
 refused connections and timeouts move it on to the hinted node or the next voter, with a
 short backoff, until the deadline; then ControllerUnavailableError.
@@ -18,9 +18,9 @@ from typing import Generic, Mapping, Sequence, TypeVar
 
 import trio
 
-from metadata import controller_rpc as rpc
+from metadata.controller import rpc
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
-from metadata.controller.configs import AlterOp, ConfigError
+from metadata.controller.dynamic_configs import AlterOp, ConfigError
 from metadata.controller.topics import (
     CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions,
 )
