@@ -30,6 +30,7 @@ from broker.handlers import advertised_versions
 from broker.handlers.metadata import topic_name_error
 from broker.log_dir_failure_handler import HALT_GRACE_S, LogDirHalt, halt_on_log_dir_failure
 from broker.metadata_cache import MetadataCache
+from broker.metrics import BrokerMetrics
 from broker.partition import Partition, ReplicationSettings
 from broker.producer_state_hooks import ProducerStates
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
@@ -39,10 +40,10 @@ from broker.topic_log_config import log_config_for
 from metadata.controller.dynamic_configs import effective_broker_value
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
+from metrics.registry import MetricsRegistry
 from storage.env import Env
 from storage.log import LogManager
 from storage.log.log_dir_failure import KafkaStorageError
-from metrics.registry import BrokerMetrics, MetricsRegistry
 from wire.error_codes import ErrorCode
 
 __all__ = ["Broker", "ListenerError", "LogDirHalt"]

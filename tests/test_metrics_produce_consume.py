@@ -12,9 +12,10 @@ from __future__ import annotations
 import pytest
 import trio
 
+from broker.metrics import BrokerMetrics
+from metrics.registry import MetricsRegistry
 from raftkafka.node.metrics_http import MetricsServer
 from raftkafka.node.metrics_wiring import register_broker_gauges
-from metrics.registry import BrokerMetrics, MetricsRegistry
 from tests.broker.harness import RawClient, running_cluster
 from tests.test_metrics import parse_exposition
 from wire.batch_header import iter_batches

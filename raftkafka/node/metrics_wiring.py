@@ -12,7 +12,7 @@ APIs, so nothing on the hot path keeps a second copy of it:
     port = await nursery.start(MetricsServer(env, registry).serve, host, config.metrics_port)
 
 Event counters (bytes/records in and out, requests and latency, ISR churn)
-are `metrics.registry.BrokerMetrics` methods called by the broker itself.
+are `broker.metrics.BrokerMetrics` methods called by the broker itself.
 The pure helpers (`raft_samples`, `controller_samples`,
 `under_replicated`, `consumer_group_lag`) are what the gauges compute,
 kept separate so they can be tested without a running node.
