@@ -41,7 +41,6 @@ from broker.groups import GroupCoordinator, Output, PartitionStatus, PendingAppe
 from broker.log_scan import iter_log_batches
 from metadata.controller.dynamic_configs import effective_topic_value
 from metadata.delta import MetadataDelta
-from metadata.errors import Errors
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from storage.log import LogError, RecordTooLargeError
 from wire.batch_header import HEADER_SIZE
@@ -179,8 +178,8 @@ class GroupDriver:
         try:
             reply = await self.broker.controller.create_topics([topic])
             for result in reply.results:
-                if result.error not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
-                    log.warning("cannot create %s: %s %s", OFFSETS_TOPIC, Errors(result.error).name,
+                if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                    log.warning("cannot create %s: %s %s", OFFSETS_TOPIC, ErrorCode(result.error).name,
                                 result.message or "")
         except Exception as exc:  # the controller is away: the next FindCoordinator retries
             log.info("creating %s failed: %s", OFFSETS_TOPIC, exc)

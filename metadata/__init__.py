@@ -12,7 +12,7 @@ Public surface:
   elect_leaders, election, placement, replication}
 """
 from metadata.delta import LocalReplicaChanges, MetadataDelta, TopicPartition
-from metadata.errors import ApiError, Errors, InvalidRecordError
+from metadata.errors import ApiError, InvalidRecordError
 from metadata.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage, TopicImage
 from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.partition import PartitionRegistration
@@ -20,7 +20,7 @@ from metadata.records import decode_record, encode_record
 from metadata.snapshot import delta_between, image_from_records, image_to_records
 
 __all__ = [
-    "LocalReplicaChanges", "MetadataDelta", "TopicPartition", "ApiError", "Errors",
+    "LocalReplicaChanges", "MetadataDelta", "TopicPartition", "ApiError",
     "InvalidRecordError", "EMPTY_IMAGE", "BrokerRegistration", "MetadataImage", "TopicImage",
     "MetadataLoader", "MetadataPublisher", "PartitionRegistration", "decode_record",
     "encode_record", "delta_between", "image_from_records", "image_to_records",

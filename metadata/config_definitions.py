@@ -11,7 +11,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from metadata.errors import ApiError, Errors
+from metadata.errors import ApiError
+from wire.error_codes import ErrorCode
 
 __all__ = [
     "ConfigType", "ConfigSource", "ConfigDef", "TOPIC_CONFIGS", "BROKER_CONFIGS",
@@ -200,7 +201,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
 def parse(d: ConfigDef, value: str) -> Any:
     """The typed value of `value`, or ApiError(INVALID_CONFIG) naming the setting."""
     def bad(why: str) -> ApiError:
-        return ApiError(Errors.INVALID_CONFIG, f"Invalid value {value!r} for configuration "
+        return ApiError(ErrorCode.INVALID_CONFIG, f"Invalid value {value!r} for configuration "
                                                 f"{d.name}: {why}")
     if not isinstance(value, str):
         raise bad("not a string")
@@ -238,7 +239,7 @@ def parse(d: ConfigDef, value: str) -> Any:
 def validate_topic_config(name: str, value: str) -> None:
     d = TOPIC_CONFIGS.get(name)
     if d is None:
-        raise ApiError(Errors.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
     parse(d, value)
 
 
@@ -246,9 +247,9 @@ def validate_broker_config(name: str, value: str) -> None:
     """Dynamic broker configs only: read-only ones are refused as Kafka does."""
     d = BROKER_CONFIGS.get(name)
     if d is None:
-        raise ApiError(Errors.INVALID_CONFIG, f"Unknown broker config name: {name}")
+        raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
     if not d.dynamic:
-        raise ApiError(Errors.INVALID_REQUEST,
+        raise ApiError(ErrorCode.INVALID_REQUEST,
                        f"Cannot update these configs dynamically: {name}")
     parse(d, value)
 

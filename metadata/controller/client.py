@@ -24,10 +24,10 @@ from metadata.controller.dynamic_configs import AlterOp, ConfigError
 from metadata.controller.topics import (
     CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions,
 )
-from metadata.errors import Errors
 from metadata.image import ConfigResource
 from raft.node_client import ConnectionLost, RpcClient
 from storage.env import Env
+from wire.error_codes import ErrorCode
 
 __all__ = ["ControllerConnection", "ControllerClient", "ControllerReply",
            "ControllerUnavailableError"]
@@ -85,7 +85,7 @@ class ControllerConnection:
                 self.leader = None
             if reply is not None:
                 error = getattr(reply, "error", None)
-                if error != Errors.NOT_CONTROLLER:
+                if error != ErrorCode.NOT_CONTROLLER:
                     self.leader = node
                     return reply
                 hint = getattr(reply, "leader_id", None)
@@ -140,7 +140,7 @@ class ControllerClient:
             dict(t.configs)) for t in topics]
         reply = await self.conn.call(rpc.CreateTopicsRequest(self.cluster_id, infos, validate_only),
                                      timeout=timeout_s)
-        return ControllerReply([CreateTopicResult(r.name, Errors(r.error), r.message, r.topic_id,
+        return ControllerReply([CreateTopicResult(r.name, ErrorCode(r.error), r.message, r.topic_id,
                                                   r.num_partitions, r.replication_factor)
                                 for r in reply.results], reply.offset)
 
@@ -148,17 +148,17 @@ class ControllerClient:
                             timeout_s: float = 30.0) -> ControllerReply[list[DeleteTopicResult]]:
         reply = await self.conn.call(rpc.DeleteTopicsRequest(self.cluster_id, list(names)),
                                      timeout=timeout_s)
-        return ControllerReply([DeleteTopicResult(r.name, r.topic_id, Errors(r.error), r.message)
+        return ControllerReply([DeleteTopicResult(r.name, r.topic_id, ErrorCode(r.error), r.message)
                                 for r in reply.results], reply.offset)
 
     async def create_partitions(self, requests: Sequence[NewPartitions], *,
                                 validate_only: bool = False, timeout_s: float = 30.0,
-                                ) -> ControllerReply[dict[str, tuple[Errors, str | None]]]:
+                                ) -> ControllerReply[dict[str, tuple[ErrorCode, str | None]]]:
         infos = [rpc.NewPartitionsInfo(r.name, r.count, None if r.assignments is None
                                        else [list(a) for a in r.assignments]) for r in requests]
         reply = await self.conn.call(
             rpc.CreatePartitionsRequest(self.cluster_id, infos, validate_only), timeout=timeout_s)
-        return ControllerReply({r.name: (Errors(r.error), r.message) for r in reply.results},
+        return ControllerReply({r.name: (ErrorCode(r.error), r.message) for r in reply.results},
                                reply.offset)
 
     async def alter_configs(self, resources: Mapping[ConfigResource, Mapping[str, str | None]], *,
@@ -185,21 +185,21 @@ class ControllerClient:
     @staticmethod
     def _config_reply(reply) -> ControllerReply[dict[ConfigResource, ConfigError]]:
         return ControllerReply({(r.resource_type, r.resource_name):
-                                ConfigError(Errors(r.error), r.message) for r in reply.results},
+                                ConfigError(ErrorCode(r.error), r.message) for r in reply.results},
                                reply.offset)
 
     async def elect_leaders(self, election_type: int,
                             partitions: Sequence[tuple[str, int]] | None = None, *,
-                            timeout_s: float = 30.0) -> ControllerReply[dict[tuple[str, int], Errors]]:
+                            timeout_s: float = 30.0) -> ControllerReply[dict[tuple[str, int], ErrorCode]]:
         reply = await self.conn.call(rpc.ElectLeadersRequest(
             self.cluster_id, election_type, None if partitions is None else list(partitions)),
             timeout=timeout_s)
-        return ControllerReply({(r.topic, r.partition): Errors(r.error) for r in reply.results},
+        return ControllerReply({(r.topic, r.partition): ErrorCode(r.error) for r in reply.results},
                                reply.offset)
 
     async def alter_partition(self, broker_id: int, broker_epoch: int,
                               items: Sequence[AlterPartitionItem], *, timeout_s: float = 30.0,
-                              ) -> ControllerReply[tuple[Errors, list[AlterPartitionResult]]]:
+                              ) -> ControllerReply[tuple[ErrorCode, list[AlterPartitionResult]]]:
         """ISR changes from a partition leader: (top-level error, per-item results)."""
         infos = [rpc.AlterPartitionItemInfo(i.topic_id, i.partition_id, i.leader_epoch, i.partition_epoch,
                                             list(i.new_isr), None if i.new_isr_broker_epochs is None
@@ -207,17 +207,17 @@ class ControllerClient:
                  for i in items]
         reply = await self.conn.call(rpc.AlterPartitionRequest(self.cluster_id, broker_id, broker_epoch, infos),
                                      timeout=timeout_s)
-        results = [AlterPartitionResult(r.topic_id, r.partition_id, Errors(r.error), r.leader, r.leader_epoch,
+        results = [AlterPartitionResult(r.topic_id, r.partition_id, ErrorCode(r.error), r.leader, r.leader_epoch,
                                         tuple(r.isr), r.partition_epoch, r.leader_recovery_state)
                    for r in reply.results]
-        return ControllerReply((Errors(reply.error), results), reply.offset)
+        return ControllerReply((ErrorCode(reply.error), results), reply.offset)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int, *,
-                                    timeout_s: float = 30.0) -> tuple[Errors, int, int]:
+                                    timeout_s: float = 30.0) -> tuple[ErrorCode, int, int]:
         reply = await self.conn.call(
             rpc.AllocateProducerIdsRequest(self.cluster_id, broker_id, broker_epoch),
             timeout=timeout_s)
-        return Errors(reply.error), reply.first_producer_id, reply.size
+        return ErrorCode(reply.error), reply.first_producer_id, reply.size
 
     async def describe_cluster(self, *, timeout_s: float = 30.0):
         """The active controller's committed brokers and partitions (DescribeClusterResponse)."""

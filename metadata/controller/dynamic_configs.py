@@ -14,9 +14,10 @@ from metadata.config_definitions import (
     BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigSource, ConfigType, Resolved, parse,
     resolve_broker_config, resolve_topic_config, validate_broker_config, validate_topic_config,
 )
-from metadata.errors import ApiError, Errors
+from metadata.errors import ApiError
 from metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, ConfigResource, MetadataImage
 from metadata.records import Config
+from wire.error_codes import ErrorCode
 
 __all__ = [
     "AlterOp", "ConfigError", "alter_configs", "incremental_alter_configs", "describe_configs",
@@ -33,23 +34,23 @@ class AlterOp(enum.IntEnum):  # IncrementalAlterConfigs operation ids
 
 @dataclass(frozen=True, slots=True)
 class ConfigError:
-    code: Errors
+    code: ErrorCode
     message: str | None = None
 
 
-_OK = ConfigError(Errors.NONE)
+_OK = ConfigError(ErrorCode.NONE)
 
 
 def _check_resource(image: MetadataImage, resource: ConfigResource) -> None:
     rtype, rname = resource
     if rtype == TOPIC_RESOURCE:
         if rname not in image.topics_by_name:
-            raise ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {rname} does not exist")
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {rname} does not exist")
     elif rtype == BROKER_RESOURCE:
         if rname and not (rname.isdigit() and int(rname) <= 2**31 - 1):
-            raise ApiError(Errors.INVALID_REQUEST, f"Invalid broker name {rname!r}")
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Invalid broker name {rname!r}")
     else:
-        raise ApiError(Errors.INVALID_REQUEST, f"Unsupported resource type {rtype}")
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
 
 
 def _validate(resource: ConfigResource, name: str, value: str) -> None:
@@ -105,7 +106,7 @@ def incremental_alter_configs(
             seen = set()
             for name, op, value in resources[resource]:
                 if name in seen:
-                    raise ApiError(Errors.INVALID_REQUEST, f"Duplicate config key {name}")
+                    raise ApiError(ErrorCode.INVALID_REQUEST, f"Duplicate config key {name}")
                 seen.add(name)
                 new_value = _incremental(image, resource, name, AlterOp(op), value, current,
                                          static)
@@ -115,7 +116,7 @@ def incremental_alter_configs(
                     _validate(resource, name, new_value)
                     new[name] = new_value
         except (ApiError, ValueError) as e:
-            code = e.code if isinstance(e, ApiError) else Errors.INVALID_REQUEST
+            code = e.code if isinstance(e, ApiError) else ErrorCode.INVALID_REQUEST
             results[resource] = ConfigError(code, getattr(e, "message", None) or str(e))
             continue
         results[resource] = _OK
@@ -131,17 +132,17 @@ def _incremental(image, resource, name, op, value, current, static) -> str | Non
     d = _definition(resource, name)
     if op == AlterOp.DELETE:
         if d is not None and resource[0] == BROKER_RESOURCE and not d.dynamic:
-            raise ApiError(Errors.INVALID_REQUEST,
+            raise ApiError(ErrorCode.INVALID_REQUEST,
                            f"Cannot update these configs dynamically: {name}")
         return None
     if value is None:
-        raise ApiError(Errors.INVALID_REQUEST, f"Null value not supported for {op.name} {name}")
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for {op.name} {name}")
     if op == AlterOp.SET:
         return value
     if d is None:
-        raise ApiError(Errors.INVALID_CONFIG, f"Unknown config name: {name}")
+        raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
     if d.type != ConfigType.LIST:
-        raise ApiError(Errors.INVALID_CONFIG,
+        raise ApiError(ErrorCode.INVALID_CONFIG,
                        f"{op.name} is only valid for list configs, not {name}")
     base = current.get(name)
     if base is None:  # append to / subtract from the value in force, like Kafka

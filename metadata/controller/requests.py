@@ -27,8 +27,8 @@ from metadata.controller.topics import (
     CreatableTopic, NewPartitions, create_partitions, create_topics, delete_topics,
 )
 from metadata.controller.service import ControllerService, NotControllerError
-from metadata.errors import Errors
 from metadata.records import Endpoint
+from wire.error_codes import ErrorCode
 
 __all__ = ["ControllerRequests"]
 
@@ -59,7 +59,7 @@ class ControllerRequests:
         try:
             return await handler(request)
         except NotControllerError as e:
-            return rpc.CONTROLLER_REQUESTS[type(request)](int(Errors.NOT_CONTROLLER), e.leader_id)
+            return rpc.CONTROLLER_REQUESTS[type(request)](int(ErrorCode.NOT_CONTROLLER), e.leader_id)
 
     async def _submit(self, name, fn):
         return await self.service.submit(name, fn)
@@ -185,7 +185,7 @@ class ControllerRequests:
             if all(o.op in AlterOp._value2member_map_ for o in r.ops):
                 resources[key] = [(o.name, AlterOp(o.op), o.value) for o in r.ops]
             else:  # an unknown operation fails its resource only, as in Kafka
-                refused.append(rpc.ConfigResultInfo(*key, int(Errors.INVALID_REQUEST),
+                refused.append(rpc.ConfigResultInfo(*key, int(ErrorCode.INVALID_REQUEST),
                                                     "Unknown config operation"))
         static = self.service.static
 
@@ -220,7 +220,7 @@ class ControllerRequests:
         try:
             kind = ElectionType(req.election_type)
         except ValueError:
-            return rpc.ElectLeadersResponse(int(Errors.INVALID_REQUEST), self._me())
+            return rpc.ElectLeadersResponse(int(ErrorCode.INVALID_REQUEST), self._me())
         static = self.service.static
 
         def op(image, next_offset, now):

@@ -31,12 +31,12 @@ from metadata.controller.brokers import fence_stale_broker
 from metadata.controller.heartbeats import DEFAULT_SESSION_TIMEOUT, BrokerHeartbeatManager
 from metadata.controller.state_machine import ControllerStateMachine
 from metadata.delta import MetadataDelta
-from metadata.errors import Errors
 from metadata.image import ELR_FEATURE, METADATA_VERSION, MetadataImage
 from metadata.log_format import encode_batch
 from metadata.records import BrokerRegistrationChange, FeatureLevel, Record
 from raft.driver import ProposalFailed
 from storage.env import Env
+from wire.error_codes import ErrorCode
 
 __all__ = ["ControllerService", "NotControllerError", "Operation"]
 

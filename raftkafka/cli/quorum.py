@@ -13,11 +13,11 @@ import json
 
 import trio
 
-from raft import errors as E
 from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse
 from raft.node_client import ConnectionLost, open_client
 from raftkafka.node.config import ConfigError
 from storage.env import RealEnv
+from wire.error_codes import ErrorCode
 
 __all__ = ["add_parser", "run", "describe", "summarize", "QuorumCommandError"]
 
@@ -64,9 +64,9 @@ async def describe(addresses: list[tuple[str, int]], timeout: float) -> Describe
                 except (OSError, ConnectionLost, trio.TooSlowError) as e:
                     last_problem = f"cannot reach {host}:{port}: {e or type(e).__name__}"
                     continue
-                if isinstance(reply, DescribeQuorumResponse) and reply.error == E.NONE:
+                if isinstance(reply, DescribeQuorumResponse) and reply.error == ErrorCode.NONE:
                     return reply
-                last_problem = f"{host}:{port} answered {E.error_name(getattr(reply, 'error', -1))}"
+                last_problem = f"{host}:{port} answered {ErrorCode.of(getattr(reply, 'error', -1)).name}"
             await trio.sleep(0.2)
     raise QuorumCommandError(f"could not describe the quorum within {timeout:g}s ({last_problem})")
 
