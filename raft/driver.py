@@ -34,12 +34,12 @@ from typing import Protocol
 
 import trio
 
+from process.halt import DirectoryHalt
 from raft.actions import Actions
 from raft.entry import Entry
 from raft.errors import NotLeaderError
 from raft.node_storage import NodeStorage
 from storage.env import Env
-from process.halt import DirectoryHalt
 
 __all__ = ["RaftDriver", "StateMachine", "ProposalFailed", "MetadataLogHalt"]
 

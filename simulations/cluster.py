@@ -35,9 +35,9 @@ import trio
 
 from raft.entry import Entry
 from raft.node_storage import METADATA_DIR, NodeStorage
+from raftkafka.node import ControllerNode
 from raftkafka.node.config import load_config
 from raftkafka.node.metadata_roles import MetadataApp
-from raftkafka.node import ControllerNode
 from simulations.checkers.raft import GENESIS_DIGEST, DurableLog, RaftChecker, entry_digest
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.network import SimNetwork

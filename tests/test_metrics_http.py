@@ -6,9 +6,9 @@ import urllib.request
 import pytest
 import trio
 
+from metrics.registry import MetricsRegistry
 from raftkafka.node.metrics_http import CONTENT_TYPE, BadRequest, MetricsServer, parse_request_head
 from storage.env import RealEnv
-from metrics.registry import MetricsRegistry
 from tests.test_metrics import parse_exposition, samples_of
 
 

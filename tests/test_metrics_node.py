@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import trio
 
+from metrics.registry import MetricsRegistry
 from raftkafka.node.metrics_http import MetricsServer
 from raftkafka.node.metrics_wiring import register_node_gauges
-from metrics.registry import MetricsRegistry
 from tests.metadata.metadata_cluster import MetadataCluster
 from tests.test_metrics import parse_exposition
 

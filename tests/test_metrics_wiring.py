@@ -6,12 +6,12 @@ from types import SimpleNamespace
 from metadata.controller.topics import CreatableTopic
 from metadata.image import EMPTY_IMAGE
 from metadata.records import PartitionChange, NO_LEADER
+from metrics.registry import MetricsRegistry
 from raft.config import RaftConfig
 from raftkafka.node.metrics_wiring import (
     RAFT_ROLES, consumer_group_lag, controller_samples, raft_samples, register_controller_gauges,
     register_group_lag, register_raft_gauges, under_replicated,
 )
-from metrics.registry import MetricsRegistry
 from tests.metadata.helpers import apply, cluster, with_topic
 from tests.raft.cluster import Network, SimNode
 from tests.test_metrics import samples_of

@@ -12,10 +12,10 @@ import os
 import pytest
 import trio
 
-from metadata.controller.topics import CreatableTopic
 from metadata.controller.client import (
     ControllerClient, ControllerConnection, ControllerUnavailableError,
 )
+from metadata.controller.topics import CreatableTopic
 from metadata.metadata_follower import MetadataFollower
 from raft.entry import Entry
 from raft.node_storage import METADATA_DIR

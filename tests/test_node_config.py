@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from raftkafka.node.config import ConfigError, Listener, load_config
 from raftkafka.cli.dev import node_layout
+from raftkafka.node.config import ConfigError, Listener, load_config
 from raftkafka.node.metadata_roles import broker_config
 
 BASE = {"node.id": 1, "process.roles": "broker,controller", "log.dirs": "/d",

@@ -23,10 +23,10 @@ from metadata.controller.dynamic_configs import (
 from metadata.controller.elect_leaders import ElectionType, elect_leaders
 from metadata.controller.producer_ids import allocate_producer_ids
 from metadata.controller.replication import batches as split_batches
+from metadata.controller.service import ControllerService, NotControllerError
 from metadata.controller.topics import (
     CreatableTopic, NewPartitions, create_partitions, create_topics, delete_topics,
 )
-from metadata.controller.service import ControllerService, NotControllerError
 from metadata.records import Endpoint
 from wire.error_codes import ErrorCode
 

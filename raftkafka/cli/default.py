@@ -14,10 +14,10 @@ import sys
 
 import trio
 
-from raftkafka.node.config import load_config
 from raftkafka.cli.dev import check_ports_free, existing_cluster_id, node_layout, prepare_node, voters_of
 from raftkafka.cli.format_storage import random_cluster_id
 from raftkafka.node import run_node
+from raftkafka.node.config import load_config
 from storage.env import RealEnv
 
 __all__ = ["add_arguments", "run"]

@@ -28,8 +28,8 @@ from functools import partial
 import trio
 
 from metadata.controller.client import ControllerClient, ControllerConnection, ControllerUnavailableError
-from raftkafka.node.config import ConfigError
 from raftkafka.cli.format_storage import random_cluster_id
+from raftkafka.node.config import ConfigError
 from storage.env import RealEnv
 from storage.meta_properties import (
     META_PROPERTIES, MetaProperties, VoterSpec, format_data_dir, read_meta_properties, uuid_to_str,

@@ -24,10 +24,10 @@ import sys
 
 import trio
 
-from raftkafka.node.config import add_config_arguments, load_config, settings_from_args
-from raftkafka.node import run_node
-from storage.env import RealEnv
 from process.halt import DirectoryHalt
+from raftkafka.node import run_node
+from raftkafka.node.config import add_config_arguments, load_config, settings_from_args
+from storage.env import RealEnv
 
 __all__ = ["add_parser", "run"]
 

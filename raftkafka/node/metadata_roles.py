@@ -36,9 +36,9 @@ from metadata.incarnation_record import (
 from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.metadata_follower import LeaderHighWatermarkTap, MetadataFollower
 from metadata.records import Endpoint
+from metrics.registry import MetricsRegistry
 from raftkafka.node.config import ConfigError, NodeConfig
 from storage.env import Env
-from metrics.registry import MetricsRegistry
 
 __all__ = ["ControllerRole", "BrokerRole", "MetadataApp"]
 

@@ -19,8 +19,8 @@ import logging
 
 import trio
 
-from storage.env import Env
 from metrics.registry import MetricsRegistry
+from storage.env import Env
 
 __all__ = ["MetricsServer", "CONTENT_TYPE", "parse_request_head", "BadRequest"]
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from metadata.image import MetadataImage
+from metrics.registry import MetricsRegistry
 from raft.quorum_state import Role
 from raft.status import QuorumStatus
-from metrics.registry import MetricsRegistry
 
 __all__ = [
     "raft_samples",

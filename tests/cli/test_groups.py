@@ -7,8 +7,8 @@ import time
 import pytest
 
 from raftkafka.cli.common import CommandError
-from raftkafka.client.blocking import BlockingConsumer
 from raftkafka.cli.consumer_groups import parse_datetime, plan_reset
+from raftkafka.client.blocking import BlockingConsumer
 
 
 def table(out: str) -> list[dict[str, str]]:

@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from raftkafka.cli.common import CommandError
-from raftkafka.client.fetcher import ConsumerRecord
 from raftkafka.cli.console_consumer import RecordFormatter
 from raftkafka.cli.console_producer import LineReader
+from raftkafka.client.fetcher import ConsumerRecord
 
 
 def make_topic(cli, brokers, name, partitions=1):

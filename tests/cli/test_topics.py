@@ -1,8 +1,8 @@
 """`topics` against three real brokers."""
 from __future__ import annotations
 
-from raftkafka.client.cluster import PartitionInfo, TopicInfo
 from raftkafka.cli.topics import format_describe
+from raftkafka.client.cluster import PartitionInfo, TopicInfo
 
 
 def partition_lines(out: str, topic: str) -> list[str]:

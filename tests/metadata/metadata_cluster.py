@@ -9,9 +9,9 @@ import trio
 
 from metadata.controller.client import ControllerClient, ControllerConnection
 from raftkafka.bench.raft_quorum import free_ports
+from raftkafka.node import ControllerNode
 from raftkafka.node.config import load_config
 from raftkafka.node.metadata_roles import MetadataApp
-from raftkafka.node import ControllerNode
 from storage.env import RealEnv
 from storage.memfs import MemFileSystem
 from storage.meta_properties import MetaProperties, VoterSpec, format_data_dir, uuid_to_str

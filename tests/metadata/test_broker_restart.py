@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from metadata.controller import rpc
 from metadata.broker_lifecycle import AfterOwnRegistration, BrokerLifecycle
+from metadata.controller import rpc
 from metadata.controller.brokers import (
     BrokerRegistrationRequest, HeartbeatRequest, broker_heartbeat, register_broker,
 )

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import trio
 
-from metadata.controller import rpc
 from metadata.broker_lifecycle import LEASE_FRACTION, BrokerLifecycle
+from metadata.controller import rpc
 from metadata.controller.client import ControllerUnavailableError
 from storage.env import RealEnv
 from wire.error_codes import ErrorCode
