@@ -24,7 +24,7 @@ Model:
 
 Receivers wait on their own pipe, so no pump task is needed: a pipe holds its
 queue, and anything that changes what a receiver may see (new bytes, a reset,
-a link clearing) wakes it. Pipes and stream ends are in simulations.connection;
+a link clearing) wakes it. Pipes and stream ends are in simulations.sim_stream;
 this module keeps links, listeners, connection setup and teardown.
 """
 from __future__ import annotations
@@ -38,11 +38,11 @@ from typing import Callable
 import trio
 
 from storage.env import StreamHandler
-from simulations.connection import Connection, Pipe, SimStream
+from simulations.sim_stream import Connection, Pipe, SimStream
 from simulations.determinism import current_sim_clock
 from simulations.trace import Trace
 
-__all__ = ["LinkProfile", "SimNetwork", "SimStream", "HostNetwork"]  # SimStream: simulations.connection
+__all__ = ["LinkProfile", "SimNetwork", "SimStream", "HostNetwork"]  # SimStream: simulations.sim_stream
 
 LOCAL_ALIASES = ("", "0.0.0.0", "::", "localhost", "127.0.0.1", "::1")
 
