@@ -18,10 +18,10 @@ python -m raftkafka [COMMAND] [OPTIONS]
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
-    from raftkafka.cli.common import CommandError
-    from raftkafka.node.config import ConfigError
-    from raftkafka.cli.quorum import QuorumCommandError
     from process.halt import DirectoryHalt  # a disk error halted the node (like Kafka)
+    from raftkafka.cli.common import CommandError
+    from raftkafka.cli.quorum import QuorumCommandError
+    from raftkafka.node.config import ConfigError
     from storage.meta_properties import DataDirError
     from storage.quorum_state_file import CorruptQuorumStateError
 
