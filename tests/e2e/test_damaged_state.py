@@ -5,7 +5,8 @@
   directory name is cut to fit NAME_MAX).
 - A topic deleted and re-created under the same name while a replica's node was down: the
   restarted node sets its old directory aside (`-stray`), re-fetches the new topic, and a
-  consumer reading from it after it became leader sees only the new topic's records.
+  consumer reading from it after it became leader sees only the new topic's records (without
+  topic ids on disk, truncation by leader epoch kept old-0..4 there as offsets 0..4).
 - A flipped byte in the newest metadata snapshot (after the log was trimmed) or in the middle
   of the metadata log of a single-voter node: the node refuses to start with one line naming
   the file, deletes nothing; with the file restored it serves every record it had.
@@ -54,13 +55,15 @@ def cluster(tmp_path_factory):
         processes.kill_all()
 
 
-def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+def produce(bootstrap: str, topic: str, values: list[bytes], *, batch_each: bool = False) -> None:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 30000})
     errors = []
     for v in values:
         producer.produce(topic, value=v, on_delivery=lambda err, msg: err and errors.append(err))
+        if batch_each:
+            producer.flush(40)
     assert producer.flush(40) == 0 and errors == []
 
 
@@ -141,10 +144,12 @@ def test_a_topic_recreated_while_a_replica_was_down_never_serves_the_old_records
     create(admin, topic, num_partitions=1, replica_assignment=[[1, 3]])
     wait_until(lambda: partition_state(admin, topic) == (1, [1, 3]), 30, "leader 1, ISR [1, 3]")
     old = [b"old-%d" % i for i in range(10)]
-    produce(cluster.bootstrap(), topic, old)
+    # One batch per record: a truncation by leader epoch to offset 5 keeps old-0..4 whole.
+    produce(cluster.bootstrap(), topic, old, batch_each=True)
 
-    os.kill(cluster.pids[3], signal.SIGKILL)
-    cluster.dev.wait_line(rf"^node 3 \(pid {cluster.pids[3]}\) exited with code -9", 30)
+    # A clean stop: node 3 keeps the old records with their epochs and high watermark on disk.
+    os.kill(cluster.pids[3], signal.SIGTERM)
+    cluster.dev.wait_line(rf"^node 3 \(pid {cluster.pids[3]}\) exited with code 0", 60)
     up = cluster.bootstrap((1, 2))
     wait_until(lambda: partition_state(admin, topic) == (1, [1]), 30, "node 3 out of the ISR")
     admin.delete_topics([topic])[topic].result(30)
@@ -158,11 +163,11 @@ def test_a_topic_recreated_while_a_replica_was_down_never_serves_the_old_records
     node3 = cluster.processes.node(dev_config_path(str(cluster.data), 3))
     node3.wait_line(r"serving Kafka clients", 60)
     wait_until(lambda: partition_state(admin, topic) == (1, [1, 3]), 60, "node 3 back in the ISR")
-    assert list((cluster.data / "node-3").rglob("reborn-0.*-stray")), "the old directory is set aside"
     # Node 3 leads now: what it serves is what the new topic holds.
     os.kill(cluster.pids[1], signal.SIGKILL)
     wait_until(lambda: (partition_state(admin, topic) or (None,))[0] == 3, 60, "node 3 leading")
     assert consume(cluster.bootstrap((2, 3)), topic, len(new)) == new
+    assert list((cluster.data / "node-3").rglob("reborn-0.*-stray")), "the old directory is set aside"
     round_trip(cluster.bootstrap((2, 3)), "after-reborn", AdminClient({"bootstrap.servers": cluster.bootstrap((2, 3))}),
                num_partitions=1, replication_factor=2)
 
