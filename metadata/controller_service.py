@@ -137,7 +137,8 @@ class ControllerService:
         self._appender_scope: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None
         self.fenced_log: list[tuple[float, int]] = []  # (when, broker) fence decisions
-        self.renounced: list[tuple[int, str]] = []  # (epoch, why) per renounce
+        # (epoch, why) of the latest renounces: no taking the role back in those epochs.
+        self.renounced: collections.deque[tuple[int, str]] = collections.deque(maxlen=16)
 
     # --------------------------------------------------------------- public
     @property

@@ -75,8 +75,10 @@ class NodeStorage:
             log.warning("%s and the metadata log no longer holds those entries: fetching the metadata "
                         "again from the leader", what)
             await self.log.reset(0)
-            records, snapshot_id, snapshot = [], NO_SNAPSHOT, None
-            damaged = self.snapshots.ids()
+            for sid in self.snapshots.ids():
+                self.fs.remove(self.snapshots.path(sid))
+            await self.fs.sync_dir(self.directory)
+            records, snapshot_id, snapshot, damaged = [], NO_SNAPSHOT, None, []
         for sid in damaged:
             log.warning("metadata snapshot %s is damaged; removed (the metadata log still holds its entries)",
                         self.snapshots.path(sid))
