@@ -1,6 +1,7 @@
 """A fault in the active controller (Kafka's QuorumController.renounce): the request fails with
 UNKNOWN_SERVER_ERROR, nothing of the failed operation is written, the speculative state goes
-back to the committed image, a healthy controller takes over and no process stops.
+back to the committed image, a healthy controller takes over and no process stops. A record
+too large for the metadata log is refused without a fault.
 3 controllers + 1 broker observer over TCP on 127.0.0.1, in one process."""
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pytest
 
 from metadata import controller_requests
 from metadata.controller.topics import CreatableTopic
-from metadata.controller_service import ControllerFault
-from metadata.errors import Errors
-from metadata.records import PartitionChange, Topic
+from metadata.controller_service import MAX_RECORD_BYTES, ControllerFault
+from metadata.errors import ApiError, Errors
+from metadata.image import TOPIC_RESOURCE
+from metadata.records import Config, PartitionChange, Topic
 
 from tests.metadata.metadata_cluster import MetadataCluster, open_client
 
@@ -45,6 +47,15 @@ async def test_a_fault_while_applying_renounces_reverts_and_another_controller_t
     first = cluster.active_controller()
     svc = cluster.service(first)
     epoch = _epoch(cluster, first)
+
+    def too_large(image, next_offset, now):
+        return [[Config(TOPIC_RESOURCE, "before", "retention.ms", "9" * MAX_RECORD_BYTES)]], None
+
+    # A record over the limit is refused before anything is applied: no fault, no renounce.
+    with pytest.raises(ApiError) as refused:
+        await svc.submit("TooLarge", too_large)
+    assert refused.value.code == Errors.RECORD_LIST_TOO_LARGE
+    assert svc.active and not svc.renounced and "retention.ms" not in svc.image.topic_config("before")
 
     def half_valid(image, next_offset, now):
         # A valid first batch, then one that does not apply: a bug in the middle of an operation.
