@@ -43,7 +43,7 @@ from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.network import SimNetwork
 from simulations.trace import Trace
 from storage.memfs import MemFileSystem
-from storage.meta_properties import MetaProperties, VoterSpec, format_data_dir, uuid_to_str
+from storage.meta_properties import DataDirError, MetaProperties, VoterSpec, format_data_dir, uuid_to_str
 from storage.quorum_state_file import QuorumStateFile
 
 __all__ = ["SimCluster", "NodeHost", "ControllerHost", "DATA_DIR", "CONTROLLER_PORT", "BROKER_PORT", "CLUSTER_ID"]
@@ -421,7 +421,7 @@ class SimCluster:
         try:
             stored = QuorumStateFile(copy, directory).read()
             _, raft_log = await storage.load()
-        except (ValueError, OSError) as e:  # the storage layer's corruption errors
+        except (ValueError, OSError, DataDirError) as e:  # the storage layer's corruption errors
             self.checker.violate("DurableState", f"n{node_id}: a crash now would leave unreadable Raft state: "
                                  f"{type(e).__name__}: {str(e)[:160]}")
             return None

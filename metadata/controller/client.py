@@ -140,6 +140,8 @@ class ControllerClient:
             dict(t.configs)) for t in topics]
         reply = await self.conn.call(rpc.CreateTopicsRequest(self.cluster_id, infos, validate_only),
                                      timeout=timeout_s)
+        if failed := _request_error(reply):
+            return ControllerReply([CreateTopicResult(t.name, *failed) for t in topics], reply.offset)
         return ControllerReply([CreateTopicResult(r.name, ErrorCode(r.error), r.message, r.topic_id,
                                                   r.num_partitions, r.replication_factor)
                                 for r in reply.results], reply.offset)
@@ -148,6 +150,8 @@ class ControllerClient:
                             timeout_s: float = 30.0) -> ControllerReply[list[DeleteTopicResult]]:
         reply = await self.conn.call(rpc.DeleteTopicsRequest(self.cluster_id, list(names)),
                                      timeout=timeout_s)
+        if failed := _request_error(reply):
+            return ControllerReply([DeleteTopicResult(n, None, *failed) for n in names], reply.offset)
         return ControllerReply([DeleteTopicResult(r.name, r.topic_id, ErrorCode(r.error), r.message)
                                 for r in reply.results], reply.offset)
 
@@ -158,6 +162,8 @@ class ControllerClient:
                                        else [list(a) for a in r.assignments]) for r in requests]
         reply = await self.conn.call(
             rpc.CreatePartitionsRequest(self.cluster_id, infos, validate_only), timeout=timeout_s)
+        if failed := _request_error(reply):
+            return ControllerReply({r.name: failed for r in requests}, reply.offset)
         return ControllerReply({r.name: (ErrorCode(r.error), r.message) for r in reply.results},
                                reply.offset)
 
@@ -169,7 +175,7 @@ class ControllerClient:
                  for (rt, rn), entries in sorted(resources.items())]
         reply = await self.conn.call(rpc.AlterConfigsRequest(self.cluster_id, infos, validate_only),
                                      timeout=timeout_s)
-        return self._config_reply(reply)
+        return self._config_reply(reply, resources)
 
     async def incremental_alter_configs(
         self, resources: Mapping[ConfigResource, Sequence[tuple[str, AlterOp, str | None]]], *,
@@ -180,10 +186,12 @@ class ControllerClient:
         reply = await self.conn.call(
             rpc.IncrementalAlterConfigsRequest(self.cluster_id, infos, validate_only),
             timeout=timeout_s)
-        return self._config_reply(reply)
+        return self._config_reply(reply, resources)
 
     @staticmethod
-    def _config_reply(reply) -> ControllerReply[dict[ConfigResource, ConfigError]]:
+    def _config_reply(reply, resources) -> ControllerReply[dict[ConfigResource, ConfigError]]:
+        if failed := _request_error(reply):
+            return ControllerReply({resource: ConfigError(*failed) for resource in resources}, reply.offset)
         return ControllerReply({(r.resource_type, r.resource_name):
                                 ConfigError(ErrorCode(r.error), r.message) for r in reply.results},
                                reply.offset)
@@ -194,6 +202,8 @@ class ControllerClient:
         reply = await self.conn.call(rpc.ElectLeadersRequest(
             self.cluster_id, election_type, None if partitions is None else list(partitions)),
             timeout=timeout_s)
+        if (failed := _request_error(reply)) and partitions is not None:
+            return ControllerReply({tp: failed[0] for tp in partitions}, reply.offset)
         return ControllerReply({(r.topic, r.partition): ErrorCode(r.error) for r in reply.results},
                                reply.offset)
 
@@ -222,3 +232,12 @@ class ControllerClient:
     async def describe_cluster(self, *, timeout_s: float = 30.0):
         """The active controller's committed brokers and partitions (DescribeClusterResponse)."""
         return await self.conn.call(rpc.DescribeClusterRequest(self.cluster_id), timeout=timeout_s)
+
+
+def _request_error(reply) -> tuple[ErrorCode, str | None] | None:
+    """A top-level error the controller answered for the whole request (a refusal, or a
+    fault it renounced over) when it gave no per-item results: (error, message) to give
+    every item, else None."""
+    if reply.error == ErrorCode.NONE or getattr(reply, "results", None):
+        return None
+    return ErrorCode(reply.error), getattr(reply, "message", None)

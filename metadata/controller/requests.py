@@ -3,11 +3,13 @@
 `ControllerRequests.handle(request)` serves one metadata.controller.rpc request: it turns
 the message into a pure controller function over the speculative image, submits it to the
 ControllerService, and builds the response (NOT_CONTROLLER with a leader hint when this
-node is not the active controller). It returns None for messages that are not controller
+node is not the active controller, UNKNOWN_SERVER_ERROR when the operation hit a fault and
+the controller renounced). It returns None for messages that are not controller
 requests, so the listener can offer them to another handler.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -23,14 +25,23 @@ from metadata.controller.dynamic_configs import (
 from metadata.controller.elect_leaders import ElectionType, elect_leaders
 from metadata.controller.producer_ids import allocate_producer_ids
 from metadata.controller.replication import batches as split_batches
-from metadata.controller.service import ControllerService, NotControllerError
+from metadata.controller.service import ControllerFault, ControllerService, NotControllerError
 from metadata.controller.topics import (
     CreatableTopic, NewPartitions, create_partitions, create_topics, delete_topics,
 )
+from metadata.errors import ApiError
 from metadata.records import Endpoint
 from wire.error_codes import ErrorCode
 
 __all__ = ["ControllerRequests"]
+
+
+def _error_reply(request, code: ErrorCode, message: str | None):
+    """The response to `request` carrying one top-level error (and its message where the
+    response has a field for it)."""
+    response = rpc.CONTROLLER_REQUESTS[type(request)]
+    has_message = any(f.name == "message" for f in dataclasses.fields(response))
+    return response(int(code), None, **({"message": message} if has_message else {}))
 
 
 class ControllerRequests:
@@ -60,6 +71,10 @@ class ControllerRequests:
             return await handler(request)
         except NotControllerError as e:
             return rpc.CONTROLLER_REQUESTS[type(request)](int(ErrorCode.NOT_CONTROLLER), e.leader_id)
+        except ApiError as e:
+            return _error_reply(request, e.code, e.message)
+        except ControllerFault as e:  # logged where it happened; the controller renounced
+            return _error_reply(request, ErrorCode.UNKNOWN_SERVER_ERROR, f"controller fault: {e}")
 
     async def _submit(self, name, fn):
         return await self.service.submit(name, fn)

@@ -13,6 +13,16 @@ Leadership:
   speculative image is dropped — the next term starts again from the committed image — and
   every waiting request is answered NOT_CONTROLLER.
 
+Faults (Kafka's QuorumController.renounce): an unexpected exception while an operation
+generates or applies its records — or while any event is handled — fails that request
+(ControllerFault: UNKNOWN_SERVER_ERROR), drops the speculative image (the next term starts
+again from the committed one), answers every waiting request NOT_CONTROLLER and resigns
+Raft leadership so a healthy controller takes over; this node does not take the role back
+in the epoch it renounced. The process carries on. An operation's batches are prepared in
+full before any of them is applied or proposed, so a failure never leaves half an
+operation behind; an entry larger than MAX_RECORD_BYTES is refused (RECORD_LIST_TOO_LARGE)
+before anything is applied, as Kafka refuses a metadata batch over its limit.
+
 Periodic work, on the same queue: fence at most one broker whose session lapsed per event
 (BrokerHeartbeatManager soft state, restarted at "now" on activation). Snapshots are taken
 by the state machine's schedule (metadata.controller.state_machine).
@@ -31,6 +41,7 @@ from metadata.controller.brokers import fence_stale_broker
 from metadata.controller.heartbeats import DEFAULT_SESSION_TIMEOUT, BrokerHeartbeatManager
 from metadata.controller.state_machine import ControllerStateMachine
 from metadata.delta import MetadataDelta
+from metadata.errors import ApiError
 from metadata.image import ELR_FEATURE, METADATA_VERSION, MetadataImage
 from metadata.log_format import encode_batch
 from metadata.records import BrokerRegistrationChange, FeatureLevel, Record
@@ -38,7 +49,7 @@ from raft.driver import ProposalFailed
 from storage.env import Env
 from wire.error_codes import ErrorCode
 
-__all__ = ["ControllerService", "NotControllerError", "Operation"]
+__all__ = ["ControllerService", "NotControllerError", "ControllerFault", "Operation", "MAX_RECORD_BYTES"]
 
 log = logging.getLogger("raftkafka.metadata.controller")
 
@@ -46,12 +57,19 @@ log = logging.getLogger("raftkafka.metadata.controller")
 Operation = Callable[[MetadataImage, int, float], tuple[list[list[Record]], Any]]
 
 DEFAULT_TICK = 0.25
+# Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES: one metadata record must fit in a Raft batch
+# (and far below what a Raft entry and a Fetch frame may carry).
+MAX_RECORD_BYTES = 8 * 1024 * 1024
 
 
 class NotControllerError(Exception):
     def __init__(self, leader_id: int | None):
         super().__init__(f"not the active controller (leader: {leader_id})")
         self.leader_id = leader_id
+
+
+class ControllerFault(Exception):
+    """An unexpected error in a controller operation; the controller renounced leadership."""
 
 
 class _Op:
@@ -74,6 +92,12 @@ class _Committed:
 
 @dataclass(frozen=True, slots=True)
 class _Lost:
+    term: int
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Fault:
     term: int
     why: str
 
@@ -114,6 +138,8 @@ class ControllerService:
         self._appender_scope: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None
         self.fenced_log: list[tuple[float, int]] = []  # (when, broker) fence decisions
+        # (epoch, why) of the latest renounces: no taking the role back in those epochs.
+        self.renounced: collections.deque[tuple[int, str]] = collections.deque(maxlen=16)
 
     # --------------------------------------------------------------- public
     @property
@@ -143,17 +169,26 @@ class ControllerService:
             task_status.started()
             try:
                 async for event in self._events:
-                    self._check_leadership()
-                    if isinstance(event, _Op):
-                        self._execute(event)
-                    elif event is _TICK:
-                        self._tick()
-                    elif isinstance(event, _Committed):
-                        self._on_committed(event)
-                    elif isinstance(event, _Lost) and event.term == self._term and self.active:
-                        self._deactivate(event.why)
+                    try:
+                        self._handle(event)
+                    except Exception as e:  # Kafka's handleEventException: fail over, never crash
+                        log.exception("controller event %r failed", event)
+                        self._renounce(f"{type(e).__name__}: {e}")
             finally:
                 self._fail_waiting()
+
+    def _handle(self, event) -> None:
+        self._check_leadership()
+        if isinstance(event, _Op):
+            self._execute(event)
+        elif event is _TICK:
+            self._tick()
+        elif isinstance(event, _Committed):
+            self._on_committed(event)
+        elif isinstance(event, _Lost) and event.term == self._term and self.active:
+            self._deactivate(event.why)
+        elif isinstance(event, _Fault) and event.term == self._term and self.active:
+            self._renounce(event.why)
 
     # ------------------------------------------------------------ leadership
     def _wake(self) -> None:
@@ -164,6 +199,7 @@ class ControllerService:
         if self.active and (st.role != "Leader" or st.epoch != self._epoch):
             self._deactivate(f"raft role {st.role} in epoch {st.epoch}")
         if (not self.active and st.role == "Leader"
+                and not any(epoch == st.epoch for epoch, _ in self.renounced)
                 and self.sm.leader_change == (st.epoch, self.node_id)
                 and self.sm.applied_end >= st.log_end_offset):
             self._activate(st)
@@ -198,6 +234,21 @@ class ControllerService:
         self._appender_scope = self._appender_send = None
         self._fail_waiting()
 
+    def _renounce(self, why: str) -> None:
+        """Kafka's renounce(): back to the committed image, leadership handed to another voter."""
+        epoch = self._epoch if self.active else self.driver.status().epoch
+        log.error("renouncing controller leadership in epoch %d: %s", epoch, why)
+        self.renounced.append((epoch, why))
+        if self.active:
+            self._deactivate(f"renounced: {why}")
+        self._nursery.start_soon(self._resign)
+
+    async def _resign(self) -> None:
+        try:
+            await self.driver.resign()
+        except Exception:  # the driver stopping is its own business; this node carries on
+            log.exception("resigning Raft leadership failed")
+
     def _fail_waiting(self) -> None:
         hint = self.driver.status().leader_id
         hint = None if hint == self.node_id else hint
@@ -216,10 +267,15 @@ class ControllerService:
         try:
             batches, op.result = op.fn(self._spec, self._next_offset, self.env.now())
             written = self._write(batches)
-        except Exception as e:  # a bug in one operation must not stop the controller
-            log.exception("controller operation %s failed", op.name)
+        except ApiError as e:  # a refusal with a Kafka error code; nothing was written
             op.error = e
             op.done.set()
+            return
+        except Exception as e:  # a bug: this request fails, a healthy controller takes over
+            log.exception("controller operation %s failed", op.name)
+            op.error = ControllerFault(f"{op.name}: {type(e).__name__}: {e}")
+            op.done.set()
+            self._renounce(f"operation {op.name} failed: {type(e).__name__}: {e}")
             return
         op.offset = written
         op.wait_offset = self._written
@@ -230,24 +286,37 @@ class ControllerService:
 
     def _write(self, batches: list[list[Record]]) -> int:
         """Apply batches to the speculative image and queue them for Raft; the last offset
-        written (-1 if every batch was empty)."""
-        last = -1
+        written (-1 if every batch was empty). All of them are prepared first: an error
+        leaves the speculative image and the Raft queue as they were."""
+        spec, next_offset = self._spec, self._next_offset
+        prepared: list[_Batch] = []
+        fencings: list[tuple[int, int]] = []
         for batch in batches:
             if not batch:
                 continue
             payloads = encode_batch(batch)
-            last = self._next_offset + len(batch) - 1
-            delta = MetadataDelta(self._spec)
+            largest = max(len(p) for p in payloads)
+            if largest > MAX_RECORD_BYTES:
+                raise ApiError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                               f"a metadata record of {largest} bytes exceeds the limit of {MAX_RECORD_BYTES}")
+            last = next_offset + len(batch) - 1
+            delta = MetadataDelta(spec)
             for i, rec in enumerate(batch):
                 delta.replay(rec)
                 if type(rec) is BrokerRegistrationChange and rec.fenced:
-                    self.heartbeats.record_fencing(rec.broker_id, self._next_offset + i)
+                    fencings.append((rec.broker_id, next_offset + i))
             delta.set_provenance(last, self._epoch)
-            self._spec = delta.apply()
-            self._appender_send.send_nowait(_Batch(self._next_offset, payloads))
-            self._next_offset = last + 1
-            self._written = last
-        return last
+            spec = delta.apply()
+            prepared.append(_Batch(next_offset, payloads))
+            next_offset = last + 1
+        if not prepared:
+            return -1
+        for broker_id, offset in fencings:
+            self.heartbeats.record_fencing(broker_id, offset)
+        self._spec, self._next_offset, self._written = spec, next_offset, next_offset - 1
+        for b in prepared:
+            self._appender_send.send_nowait(b)
+        return self._written
 
     def _on_committed(self, event: _Committed) -> None:
         if event.term != self._term or not self.active:
@@ -272,6 +341,10 @@ class ControllerService:
                     first, last = await self.driver.propose(payloads)
                 except ProposalFailed as e:
                     self._send.send_nowait(_Lost(term, f"proposal failed: {e}"))
+                    return
+                except Exception as e:  # the driver refused the entries: fail over, never crash
+                    log.exception("proposing %d metadata entries failed", len(payloads))
+                    self._send.send_nowait(_Fault(term, f"proposal failed: {type(e).__name__}: {e}"))
                     return
                 if first != pending[0].first:
                     self._send.send_nowait(_Lost(term, f"entries landed at {first}, "

@@ -91,7 +91,8 @@ class ControllerNode:
         env, config = self.env, self.config
         meta, addresses = self.preflight()
         storage = NodeStorage(env.fs, config.metadata_log_dir, segment_bytes=config.metadata_segment_bytes)
-        state, raft_log = await storage.load()
+        observer = config.node_id not in addresses
+        state, raft_log = await storage.load(refetch_damaged=observer)
         core = RaftCore(
             node_id=config.node_id,
             voters=sorted(addresses),
@@ -101,7 +102,7 @@ class ControllerNode:
             log=raft_log,
             now=env.now(),
             rng=env.rng,
-            observer=config.node_id not in addresses,
+            observer=observer,
         )
         self.driver = driver = RaftDriver(
             env, core, storage, self.state_machine,
