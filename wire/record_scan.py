@@ -27,10 +27,14 @@ from typing import NamedTuple
 from wire.batch_header import BatchHeader
 from wire.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from wire.errors import CorruptRecordError
+from wire.record_runs import uniform_run
 
 __all__ = ["RecordScan", "scan_records"]
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_NO_LOW, _NO_HIGH = _INT64_MAX, _INT64_MIN  # "no delta seen yet" for min() / max()
+_MIN_RUN = 8  # a run of same-shaped records shorter than this is read one by one
+_MAX_BACKOFF = 1024  # records read one by one at most before looking for a run again
 
 
 class RecordScan(NamedTuple):
@@ -60,12 +64,44 @@ def scan_records(header: BatchHeader, payload, *, max_uncompressed: int = DEFAUL
     end = len(data)
     if count < 0 or count > end // 7:  # the smallest record is 7 bytes
         raise CorruptRecordError(f"record count {count} impossible in {end} bytes")
-    min_delta = max_delta = 0
+    low, high = _NO_LOW, _NO_HIGH  # record timestamp deltas seen
     keyless = 0
-    pos = 0
-    index = -1
+    pos = index = 0
+    retry_at, backoff = 0, _MIN_RUN  # where to look for a run of same-shaped records next
+    while index < count:
+        if index >= retry_at:
+            run = uniform_run(data, pos, index, count)
+            if run is not None:
+                n, pos, run_low, run_high, run_keyless = run
+                index += n
+                low, high, keyless = min(low, run_low), max(high, run_high), keyless + run_keyless
+                backoff = _MIN_RUN
+                continue
+            retry_at, backoff = index + backoff, min(backoff * 2, _MAX_BACKOFF)
+        stop = min(count, max(retry_at, index + 1))
+        pos, run_low, run_high, run_keyless = _scan_one_by_one(data, pos, index, stop, end)
+        index = stop
+        low, high, keyless = min(low, run_low), max(high, run_high), keyless + run_keyless
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes trail the last record of the batch")
+    if header.log_append_time:
+        return RecordScan(header.max_timestamp, header.max_timestamp, keyless)
+    base = header.base_timestamp
+    if count == 0:
+        return RecordScan(base, base, keyless)
+    if base + low < _INT64_MIN or base + high > _INT64_MAX:
+        raise CorruptRecordError("a record timestamp overflows int64")
+    return RecordScan(base + low, base + high, keyless)
+
+
+def _scan_one_by_one(data, pos: int, first: int, stop: int, end: int) -> tuple[int, int, int, int]:
+    """Records [first, stop) from `pos`, one at a time: (position after them, smallest and
+    largest timestamp delta, keyless records)."""
+    low, high = _NO_LOW, _NO_HIGH
+    keyless = 0
+    index = first
     try:
-        for index in range(count):
+        for index in range(first, stop):
             b = data[pos]  # record length (varint)
             if b < 0x80 and not b & 1:
                 record_end = pos + 1 + (b >> 1)
@@ -90,10 +126,10 @@ def scan_records(header: BatchHeader, payload, *, max_uncompressed: int = DEFAUL
                 pos += 3
             else:
                 delta, pos = _varint(data, pos + 1, 10)
-            if delta > max_delta:
-                max_delta = delta
-            elif delta < min_delta:
-                min_delta = delta
+            if delta > high:
+                high = delta
+            if delta < low:
+                low = delta
             b = data[pos]  # offset delta: must be the record's index
             if b < 0x80:
                 if b != index << 1:
@@ -136,17 +172,7 @@ def scan_records(header: BatchHeader, payload, *, max_uncompressed: int = DEFAUL
         raise CorruptRecordError(f"record {index}: {exc}") from None
     except IndexError:
         raise CorruptRecordError(f"record {index}: truncated") from None
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes trail the last record of the batch")
-    if header.log_append_time:
-        return RecordScan(header.max_timestamp, header.max_timestamp, keyless)
-    base = header.base_timestamp
-    if count == 0:
-        return RecordScan(base, base, keyless)
-    low, high = base + min_delta, base + max_delta
-    if low < _INT64_MIN or high > _INT64_MAX:
-        raise CorruptRecordError("a record timestamp overflows int64")
-    return RecordScan(low, high, keyless)
+    return pos, low, high, keyless
 
 
 def _scan_headers(data, pos: int, record_end: int) -> int:

@@ -7,7 +7,8 @@ from tests.wire.raw_batches import batch_around, raw_record
 from wire.batch_header import HEADER_SIZE, parse_header
 from wire.compression import Compression
 from wire.errors import CorruptRecordError
-from wire.record_scan import scan_records
+from wire.record_runs import uniform_run
+from wire.record_scan import _scan_one_by_one, scan_records
 from wire.records import SimpleRecord, build_batch, decode_records
 
 
@@ -131,3 +132,49 @@ def test_random_damage_is_refused_or_decodes():
         assert [r.offset for r in decoded] == list(range(40))
         assert result.max_timestamp == max(r.timestamp for r in decoded)
     assert 0 < passed < 3000
+
+
+def _one_by_one(raw: bytes):
+    """The reference: every record read field by field (no runs)."""
+    header = parse_header(raw)
+    data = bytes(memoryview(raw)[HEADER_SIZE:])
+    try:
+        pos, low, high, keyless = _scan_one_by_one(data, 0, 0, header.records_count, len(data))
+    except CorruptRecordError:
+        return None
+    return None if pos != len(data) else (header.base_timestamp + low, header.base_timestamp + high, keyless)
+
+
+def _scanned(raw: bytes):
+    try:
+        return tuple(scan(raw))
+    except CorruptRecordError:
+        return None
+
+
+@pytest.mark.parametrize("count", [9, 70, 300, 8300])
+def test_runs_of_same_shaped_records_are_judged_exactly_as_one_by_one(count):
+    """Same-shaped records are checked a column at a time (wire.record_runs); damage anywhere in a
+    run, at any varint width of the offset delta, gets the verdict the field-by-field reader gives."""
+    rng = random.Random(count)
+    base = bytearray(build_batch([SimpleRecord(None if count % 2 else b"key", b"v" * 20, timestamp=10 + i % 50)
+                                  for i in range(count)]))
+    assert _scanned(bytes(base)) == _one_by_one(bytes(base)) != None
+    data = bytes(base[HEADER_SIZE:])
+    assert uniform_run(data, 0, 0, count)[0] == min(count, 64)  # the fast path is what is tested here
+    refused_count = 0
+    for _ in range(150 if count > 1000 else 400):
+        raw = bytearray(base)
+        raw[rng.randrange(HEADER_SIZE, len(raw))] = rng.randrange(256)
+        verdict = _scanned(bytes(raw))
+        assert verdict == _one_by_one(bytes(raw))
+        refused_count += verdict is None
+    assert refused_count > 0
+
+
+def test_runs_broken_by_other_shapes_are_read_correctly():
+    shapes = [SimpleRecord(None, b"v" * 20, timestamp=1000)] * 20 + [SimpleRecord(b"k", b"w", timestamp=900)] \
+        + [SimpleRecord(None, b"v" * 20, timestamp=1200 + i) for i in range(100)] \
+        + [SimpleRecord(b"h", b"x", headers=(("a", b"b"),), timestamp=5000)] * 12
+    raw = build_batch(shapes)
+    assert _scanned(raw) == _one_by_one(raw) == (900, 5000, 120)

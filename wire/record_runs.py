@@ -1,0 +1,159 @@
+"""Runs of same-shaped records in a RecordBatch v2, validated a column at a time.
+
+Producers mostly send records of one shape: the same encoded length, the
+same widths of the timestamp and offset deltas, the same key and value
+lengths, no headers. Records of one shape lie at a fixed stride, so each
+field is a column `data[start::size]` that C code can slice and compare
+without a Python step per record:
+
+- record length, key length, value length and header count: one constant
+  byte per varint position (`bytes.lstrip` finds the first that differs);
+- timestamp delta: continuation bits set on every byte but the last (a
+  regular expression finds the first exception);
+- offset delta: exactly the run's record indexes, compared with precomputed
+  columns of zigzag encodings.
+
+Only the first record is parsed field by field (its shape); the run ends at
+the first record whose columns differ, and the caller reads what follows one
+record at a time. Keys and values are opaque bytes: nothing to check.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from typing import NamedTuple
+
+from wire.errors import DecodeError
+from wire.varint import decode_varint, decode_varlong
+
+__all__ = ["uniform_run"]
+
+MIN_RUN = 8  # shorter runs are not worth the slicing
+_PROBE = 32  # a run is first checked over this many records, then over all it may hold
+_CONTINUATION = re.compile(b"[\x00-\x7f]")  # a byte that ends a varint
+_HIGH_BIT = re.compile(b"[\x80-\xff]")  # a byte that does not
+
+
+class _Shape(NamedTuple):
+    size: int  # bytes of one record, its length varint included
+    length_bytes: bytes
+    ts_at: int  # offsets within the record
+    ts_width: int
+    offset_at: int
+    offset_width: int
+    key_at: int
+    key_bytes: bytes  # the key length varint
+    value_at: int
+    value_bytes: bytes
+    headers_at: int
+    keyless: bool
+
+
+def _shape(data, pos: int) -> _Shape | None:
+    """The layout of the record at `pos`, or None if it is not one a run can repeat (headers,
+    anything malformed: the one-by-one reader reports those)."""
+    try:
+        length, p = decode_varint(data, pos)
+        record_end = p + length
+        if length < 6 or record_end > len(data):
+            return None
+        length_end = p
+        _, p = decode_varlong(data, p + 1)  # after the attributes byte
+        offset_at = p
+        _, p = decode_varint(data, p)
+        key_at = p
+        key_length, p = decode_varint(data, p)
+        key_end = p
+        value_at = p + max(key_length, 0)
+        value_length, p = decode_varint(data, value_at)
+        value_end = p
+        p += max(value_length, 0)
+        if key_length < -1 or value_length < -1 or p + 1 != record_end or data[p] != 0:
+            return None
+    except (DecodeError, IndexError):
+        return None
+    return _Shape(record_end - pos, bytes(data[pos:length_end]), length_end + 1 - pos, offset_at - length_end - 1,
+                  offset_at - pos, key_at - offset_at, key_at - pos, bytes(data[key_at:key_end]), value_at - pos,
+                  bytes(data[value_at:value_end]), p - pos, key_length == -1)
+
+
+@functools.cache
+def _offset_columns(width: int) -> tuple[int, list[bytes]]:
+    """(first index, columns): byte i of the zigzag varint of each record index that takes
+    `width` bytes (indexes up to 2**17 for width 3; longer batches are read one by one)."""
+    first, stop = {1: (0, 64), 2: (64, 8192), 3: (8192, 1 << 17)}[width]
+    zigzags = range(2 * first, 2 * stop, 2)
+    columns = []
+    for i in range(width):
+        last = i == width - 1
+        columns.append(bytes(((z >> (7 * i)) & 0x7F) | (0 if last else 0x80) for z in zigzags))
+    return first, columns
+
+
+def uniform_run(data, pos: int, index: int, count: int) -> tuple[int, int, int, int, int] | None:
+    """Records index, index+1, ... from `pos` that share the first one's shape and are valid:
+    (how many, position after them, smallest and largest timestamp delta, keyless among them),
+    or None when fewer than MIN_RUN do."""
+    shape = _shape(data, pos)
+    if shape is None or shape.ts_width > 2 or shape.offset_width > 3:
+        return None
+    first, offset_columns = _offset_columns(shape.offset_width)
+    if not first <= index < first + len(offset_columns[0]):
+        return None  # an over-long offset delta: the one-by-one reader judges it
+    most = min(count - index, (len(data) - pos) // shape.size, first + len(offset_columns[0]) - index)
+    if most < MIN_RUN:
+        return None
+    n = _run_length(data, pos, index - first, shape, offset_columns, min(most, _PROBE))
+    if n == _PROBE < most:
+        n = _run_length(data, pos, index - first, shape, offset_columns, most)
+    if n < MIN_RUN:
+        return None
+    low, high = _delta_range(data, pos + shape.ts_at, shape, n)
+    return n, pos + n * shape.size, low, high, n if shape.keyless else 0
+
+
+def _run_length(data, pos: int, table_at: int, shape: _Shape, offset_columns: list[bytes], n: int) -> int:
+    """How many of the `n` records from `pos` have `shape` (the first one has it)."""
+    size = shape.size
+
+    def column(at: int) -> bytes:
+        return data[pos + at : pos + at + n * size : size]
+
+    for at, expected in ((0, shape.length_bytes), (shape.key_at, shape.key_bytes),
+                         (shape.value_at, shape.value_bytes), (shape.headers_at, b"\x00")):
+        for i, byte in enumerate(expected):
+            col = column(at + i)
+            n -= len(col.lstrip(bytes((byte,))))
+    for i in range(shape.ts_width):
+        found = (_HIGH_BIT if i == shape.ts_width - 1 else _CONTINUATION).search(column(shape.ts_at + i))
+        if found:
+            n = found.start()
+    for i, table in enumerate(offset_columns):
+        n = _common_prefix(column(shape.offset_at + i), table[table_at : table_at + n])
+    return n
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    if a == b:
+        return len(a)
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:  # the longest equal prefix, by bisection: each comparison runs in C
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _delta_range(data, ts_pos: int, shape: _Shape, n: int) -> tuple[int, int]:
+    """Smallest and largest timestamp delta of the run (decoding each distinct encoding once)."""
+    size = shape.size
+    low_bytes = data[ts_pos : ts_pos + n * size : size]
+    if shape.ts_width == 1:
+        raws = set(low_bytes)
+    else:
+        high_bytes = data[ts_pos + 1 : ts_pos + 1 + n * size : size]
+        raws = {(lo & 0x7F) | (hi << 7) for lo, hi in set(zip(low_bytes, high_bytes))}
+    deltas = [(raw >> 1) ^ -(raw & 1) for raw in raws]
+    return min(deltas), max(deltas)
