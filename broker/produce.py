@@ -20,10 +20,11 @@ MIN_ZSTD_PRODUCE_VERSION = 7
 
 
 class ProduceError(Exception):
-    def __init__(self, code: ErrorCode, message: str):
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]] = ()):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.record_errors = record_errors  # (batch index, message) of the records at fault (Produce v8+)
 
 
 def validate_produce_records(records, version: int, *, max_message_bytes: int) -> BatchHeader:

@@ -14,7 +14,8 @@ the rules Kafka applies per record:
   Kafka answers one for a partition outside any transaction (INVALID_TXN_STATE).
 
 Per-record faults are answered the way Kafka's processRecordErrors does: the
-partition error plus `record_errors` (batch index, message; Produce v8+),
+partition error plus `record_errors` (ProduceError.record_errors: batch index
+and message, sent from Produce v8),
 listing at most MAX_RECORD_ERRORS of them so the answer stays small. A batch
 whose header maxTimestamp differs from its records' largest timestamp is
 corrected, as Kafka's setMaxTimestamp does, rather than refused: the time
@@ -23,28 +24,21 @@ index and retention read the header.
 from __future__ import annotations
 
 from broker.produce import ProduceError
-from wire.batch_header import HEADER_SIZE, BatchHeader, set_max_timestamp, validate_batch
+from wire.batch_header import HEADER_SIZE, BatchHeader, parse_header, set_max_timestamp, validate_batch
 from wire.error_codes import ErrorCode
 from wire.errors import CorruptRecordError
 from wire.record_scan import scan_records
 from wire.records import NO_TIMESTAMP, decode_records
 
-__all__ = ["RecordValidationError", "validate_records", "MAX_RECORD_ERRORS"]
+__all__ = ["validate_records", "MAX_RECORD_ERRORS"]
 
 MAX_RECORD_ERRORS = 1000
 
 
-class RecordValidationError(ProduceError):
-    """Kafka's RecordValidationException: the partition error and (batch index, message) pairs."""
-
-    def __init__(self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]]):
-        super().__init__(code, message)
-        self.record_errors = record_errors
-
-
 def validate_records(records, header: BatchHeader, where: str, *, compacted: bool, log_append_time: bool,
-                     now_ms: int, before_max_ms: int, after_max_ms: int):
-    """The batch to append (`records`, or a copy with its maxTimestamp corrected), or ProduceError."""
+                     now_ms: int, before_max_ms: int, after_max_ms: int) -> tuple[object, BatchHeader]:
+    """The batch to append and its header (`records` and `header`, or a copy with its
+    maxTimestamp corrected), or ProduceError."""
     try:
         validate_batch(records, 0)
     except CorruptRecordError as exc:
@@ -81,12 +75,13 @@ def validate_records(records, header: BatchHeader, where: str, *, compacted: boo
         else:
             message = (f"One or more records have been rejected due to {len(errors)} record errors in total, "
                        f"and only showing the first three errors at most: {errors[:3]}")
-        raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP if timestamp_error else ErrorCode.INVALID_RECORD,
-                                    message, errors[:MAX_RECORD_ERRORS])
+        raise ProduceError(ErrorCode.INVALID_TIMESTAMP if timestamp_error else ErrorCode.INVALID_RECORD,
+                           message, errors[:MAX_RECORD_ERRORS])
     if not header.log_append_time and not log_append_time and scan.max_timestamp != header.max_timestamp:
         records = bytearray(records)
         set_max_timestamp(records, 0, header, scan.max_timestamp, log_append_time=False)
-    return records
+        header = parse_header(records)
+    return records, header
 
 
 def _timestamp_errors(header: BatchHeader, payload, low: int, high: int) -> list[tuple[int, str]]:

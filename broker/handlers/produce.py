@@ -7,7 +7,8 @@ patching baseOffset, stamps the leader epoch and LogAppendTime). acks=0 gets
 no response at all; if anything failed the connection is closed instead so
 the client refreshes metadata (Kafka's behaviour). acks=all refuses up front
 with NOT_ENOUGH_REPLICAS when the committed ISR is smaller than
-min.insync.replicas, then waits in broker.delayed_produce until the high watermark passes the batch.
+min.insync.replicas, then waits in broker.delayed_produce until the high
+watermark passes the batch.
 """
 from __future__ import annotations
 
@@ -128,7 +129,7 @@ async def _append_one(broker, topic: str, part, version: int, acks: int, deadlin
         config = partition.log.config
         now_ms = broker.env.wall_ms()
         batch = validate_produce_records(part.records, version, max_message_bytes=config.max_message_bytes)
-        records = validate_records(
+        records, batch = validate_records(
             part.records, batch, f"{topic}-{part.index}", compacted=config.compact,
             log_append_time=config.log_append_time, now_ms=now_ms,
             before_max_ms=limits["message.timestamp.before.max.ms"],
@@ -148,8 +149,8 @@ async def _append_one(broker, topic: str, part, version: int, acks: int, deadlin
         if batch.producer_id >= 0:
             await broker.producer_states.maybe_snapshot(partition)
     except ProduceError as exc:
-        return (_partition_response(part.index, exc.code, exc.message,
-                                    record_errors=getattr(exc, "record_errors", ())), partition, -1, min_isr)
+        return (_partition_response(part.index, exc.code, exc.message, record_errors=exc.record_errors),
+                partition, -1, min_isr)
     except RecordTooLargeError as exc:
         return _partition_response(part.index, ErrorCode.MESSAGE_TOO_LARGE, str(exc)), partition, -1, min_isr
     except CorruptRecordError as exc:

@@ -14,7 +14,9 @@ TOPIC = dict(compacted=False, log_append_time=False, now_ms=NOW, before_max_ms=(
 
 
 def check(raw, **kw):
-    return validate_records(raw, parse_header(raw), "t-0", **{**TOPIC, **kw})
+    records, header = validate_records(raw, parse_header(raw), "t-0", **{**TOPIC, **kw})
+    assert header == validate_batch(records)  # the header that goes with the bytes
+    return records
 
 
 def refusal(raw, **kw) -> ProduceError:
