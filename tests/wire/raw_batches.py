@@ -12,30 +12,21 @@ from crc32c import crc32c
 
 from wire.batch_header import CRC_START, HEADER_SIZE, parse_header
 from wire.records import SimpleRecord, build_batch
-
-
-def _zigzag(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
+from wire.varint import encode_varlong
 
 
 def _field(data: bytes | None) -> bytes:
-    return _zigzag(-1) if data is None else _zigzag(len(data)) + data
+    return encode_varlong(-1) if data is None else encode_varlong(len(data)) + data
 
 
 def raw_record(*, ts_delta: int = 0, offset_delta: int = 0, key: bytes | None = b"k", value: bytes | None = b"v",
                headers: list[tuple[bytes | None, bytes | None]] = (), length_adjust: int = 0,
                header_count: int | None = None, offset_delta_bytes: bytes | None = None) -> bytes:
-    body = b"\x00" + _zigzag(ts_delta) + (offset_delta_bytes or _zigzag(offset_delta)) + _field(key) + _field(value)
-    body += _zigzag(len(headers) if header_count is None else header_count)
+    body = b"\x00" + encode_varlong(ts_delta) + (offset_delta_bytes or encode_varlong(offset_delta)) + _field(key) + _field(value)
+    body += encode_varlong(len(headers) if header_count is None else header_count)
     for header_key, header_value in headers:
         body += _field(header_key) + _field(header_value)
-    return _zigzag(len(body) + length_adjust) + body
+    return encode_varlong(len(body) + length_adjust) + body
 
 
 def batch_around(records: bytes, *, count: int, last_offset_delta: int | None = None, base_timestamp: int = 1000,
