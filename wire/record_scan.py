@@ -17,8 +17,12 @@ A structural fault raises `CorruptRecordError`. What it returns lets the
 caller judge records that do decode: the smallest and largest record
 timestamp and how many records have no key.
 
-Speed: the common one- and two-byte varints are read inline (a function call
-per field would double the cost); anything longer takes `_varint`.
+Speed: runs of same-shaped records are checked a column at a time in C
+(`wire.record_runs`); the others are read one by one, with the common one-
+and two-byte varints inline (a function call per field would double the
+cost). After a failed look for a run, the next look waits for a number of
+records that doubles up to _MAX_BACKOFF, so batches without runs pay little
+for looking.
 """
 from __future__ import annotations
 
@@ -27,13 +31,12 @@ from typing import NamedTuple
 from wire.batch_header import BatchHeader
 from wire.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from wire.errors import CorruptRecordError
-from wire.record_runs import uniform_run
+from wire.record_runs import MIN_RUN, uniform_run
 
 __all__ = ["RecordScan", "scan_records"]
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _NO_LOW, _NO_HIGH = _INT64_MAX, _INT64_MIN  # "no delta seen yet" for min() / max()
-_MIN_RUN = 8  # a run of same-shaped records shorter than this is read one by one
 _MAX_BACKOFF = 1024  # records read one by one at most before looking for a run again
 
 
@@ -67,7 +70,7 @@ def scan_records(header: BatchHeader, payload, *, max_uncompressed: int = DEFAUL
     low, high = _NO_LOW, _NO_HIGH  # record timestamp deltas seen
     keyless = 0
     pos = index = 0
-    retry_at, backoff = 0, _MIN_RUN  # where to look for a run of same-shaped records next
+    retry_at, backoff = 0, MIN_RUN  # where to look for a run of same-shaped records next
     while index < count:
         if index >= retry_at:
             run = uniform_run(data, pos, index, count)
@@ -75,7 +78,7 @@ def scan_records(header: BatchHeader, payload, *, max_uncompressed: int = DEFAUL
                 n, pos, run_low, run_high, run_keyless = run
                 index += n
                 low, high, keyless = min(low, run_low), max(high, run_high), keyless + run_keyless
-                backoff = _MIN_RUN
+                backoff = MIN_RUN
                 continue
             retry_at, backoff = index + backoff, min(backoff * 2, _MAX_BACKOFF)
         stop = min(count, max(retry_at, index + 1))
