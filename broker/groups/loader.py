@@ -6,10 +6,11 @@ back Stable with their stored members (or Empty), exactly as Kafka's loader
 returns them; offsets of a group without a metadata record belong to a simple
 consumer's (Empty, protocol-less) group.
 
-A record that does not decode (a key or value of a version we do not know
-how to read, or garbage) is skipped and reported through `on_skip`: one bad
-record must not keep every group of the partition from loading (Kafka's
-loader skips what it cannot read as well).
+A record that does not decode (garbage, or a version no coordinator writes)
+is skipped and reported through `on_skip`: one bad record must not keep every
+group of the partition from loading. (Kafka's loader skips record types it
+does not know and fails the load on other errors; a failed load here would
+answer COORDINATOR_LOAD_IN_PROGRESS for ever.)
 """
 from __future__ import annotations
 
