@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import functools
 import re
+from itertools import compress, repeat
+from operator import add, ge, itemgetter, sub
 from typing import NamedTuple
 
 from wire.errors import DecodeError
 from wire.varint import decode_varint, decode_varlong
 
-__all__ = ["uniform_run"]
+__all__ = ["uniform_run", "varied_run", "MIN_RUN"]
 
 MIN_RUN = 8  # shorter runs are not worth the slicing
 _PROBE = 32  # a run is first checked over this many records, then over all it may hold
@@ -157,3 +159,119 @@ def _delta_range(data, ts_pos: int, shape: _Shape, n: int) -> tuple[int, int]:
         raws = {(lo & 0x7F) | (hi << 7) for lo, hi in set(zip(low_bytes, high_bytes))}
     deltas = [(raw >> 1) ^ -(raw & 1) for raw in raws]
     return min(deltas), max(deltas)
+
+
+# -- records of one shape but for the value length --------------------------------------------
+
+_VARIED_CHUNK = 4096  # records walked at once; a chunk that fails is read again one by one
+_NONE = -1  # in the tables below: no valid encoding (never equals a byte)
+
+
+@functools.cache
+def _value_length_tables() -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """By D = bytes from the value-length varint to the record end: the bytes that varint must
+    have for the fields to tile the record exactly (value length V, then the header count byte):
+    one byte when V = D - 2 < 64, two when V = D - 3 is 64..8191; _NONE where neither fits."""
+    first, second = [_NONE] * 8195, [_NONE] * 8195
+    for d in range(2, 66):
+        first[d] = 2 * (d - 2)
+    for d in range(67, 8195):
+        z = 2 * (d - 3)
+        first[d], second[d] = (z & 0x7F) | 0x80, z >> 7
+    return tuple(first), tuple(second)
+
+
+def varied_run(data, pos: int, index: int, count: int) -> tuple[int, int, int, int, int] | None:
+    """Like `uniform_run`, for records that share everything but the value length (so their
+    lengths differ and they lie at no fixed stride): one walk over the record lengths, then
+    each field gathered from every record at once (itemgetter) and compared in C. All of the
+    next records (up to _VARIED_CHUNK, within one offset-delta width), or None; a batch whose
+    records differ is found out on the first _PROBE records."""
+    shape = _shape(data, pos)
+    if shape is None or shape.ts_width != 1 or shape.offset_width > 3:
+        return None
+    first, offset_columns = _offset_columns(shape.offset_width)
+    if not first <= index < first + len(offset_columns[0]):
+        return None
+    most = min(count - index, first + len(offset_columns[0]) - index, _VARIED_CHUNK)
+    if most < MIN_RUN:
+        return None
+    for n in (min(most, _PROBE), most):
+        run = _varied_records(data, pos, index - first, shape, offset_columns, n)
+        if run is None or n == most:
+            return run
+    return None
+
+
+def _varied_records(data, pos: int, table_at: int, shape: _Shape, offset_columns: list[bytes], n: int):
+    walked = _walk(data, pos, n)
+    if walked is None:
+        return None
+    bodies, ends = walked  # where each record's fields start (after its length) and where it ends
+    body_at = len(shape.length_bytes)  # the first record's field offsets are taken from its body
+    try:
+        ts = _gather(data, bodies, shape.ts_at - body_at)
+        if max(ts) >= 0x80:
+            return None
+        for i, table in enumerate(offset_columns):
+            if bytes(_gather(data, bodies, shape.offset_at - body_at + i)) != table[table_at : table_at + n]:
+                return None
+        for i, byte in enumerate(shape.key_bytes):
+            if bytes(_gather(data, bodies, shape.key_at - body_at + i)) != bytes((byte,)) * n:
+                return None
+        value_at = shape.value_at - body_at
+        distances = list(map(sub, map(sub, ends, bodies), repeat(value_at)))
+        if min(distances) < 2:
+            return None  # no room for a value length and the header count
+        first_bytes, second_bytes = _value_length_tables()
+        if _gather(data, bodies, value_at) != _pick(first_bytes, distances):
+            return None
+        two = list(map(ge, distances, repeat(67)))
+        if any(two):
+            long_bodies = list(compress(bodies, two))
+            if _gather(data, long_bodies, value_at + 1) != _pick(second_bytes, list(compress(distances, two))):
+                return None
+        if any(_gather(data, ends, -1)):
+            return None  # a header count other than 0
+    except IndexError:
+        return None  # a length beyond the tables
+    deltas = [(raw >> 1) ^ -(raw & 1) for raw in set(ts)]
+    return n, ends[-1], min(deltas), max(deltas), n if shape.keyless else 0
+
+
+def _walk(data, pos: int, n: int) -> tuple[list[int], list[int]] | None:
+    """Body starts and ends of the `n` records from `pos`, by their length varints of one or
+    two bytes; None if one is longer, negative or overruns the data."""
+    bodies, ends = [], []
+    add_body, add_end = bodies.append, ends.append
+    end = len(data)
+    try:
+        for _ in range(n):
+            b = data[pos]
+            if b < 0x80:
+                pos += 1
+                length = b
+            else:
+                b2 = data[pos + 1]
+                if b2 >= 0x80:
+                    return None
+                pos += 2
+                length = (b & 0x7F) | (b2 << 7)
+            if length & 1:
+                return None  # negative
+            add_body(pos)
+            pos += length >> 1
+            add_end(pos)
+    except IndexError:
+        return None
+    return (bodies, ends) if pos <= end else None
+
+
+def _gather(data, positions: list[int], offset: int) -> tuple[int, ...]:
+    """data[p + offset] for every p, in C."""
+    return _pick(data, list(map(add, positions, repeat(offset))))
+
+
+def _pick(seq, indexes: list[int]) -> tuple:
+    got = itemgetter(*indexes)(seq)
+    return got if len(indexes) > 1 else (got,)

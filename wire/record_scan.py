@@ -31,7 +31,7 @@ from typing import NamedTuple
 from wire.batch_header import BatchHeader
 from wire.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from wire.errors import CorruptRecordError
-from wire.record_runs import MIN_RUN, uniform_run
+from wire.record_runs import MIN_RUN, uniform_run, varied_run
 
 __all__ = ["RecordScan", "scan_records"]
 
@@ -73,7 +73,7 @@ def scan_records(header: BatchHeader, payload, *, max_uncompressed: int = DEFAUL
     retry_at, backoff = 0, MIN_RUN  # where to look for a run of same-shaped records next
     while index < count:
         if index >= retry_at:
-            run = uniform_run(data, pos, index, count)
+            run = uniform_run(data, pos, index, count) or varied_run(data, pos, index, count)
             if run is not None:
                 n, pos, run_low, run_high, run_keyless = run
                 index += n

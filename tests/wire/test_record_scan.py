@@ -7,7 +7,7 @@ from tests.wire.raw_batches import batch_around, raw_record
 from wire.batch_header import HEADER_SIZE, parse_header
 from wire.compression import Compression
 from wire.errors import CorruptRecordError
-from wire.record_runs import uniform_run
+from wire.record_runs import uniform_run, varied_run
 from wire.record_scan import _scan_one_by_one, scan_records
 from wire.records import SimpleRecord, build_batch, decode_records
 
@@ -178,3 +178,24 @@ def test_runs_broken_by_other_shapes_are_read_correctly():
         + [SimpleRecord(b"h", b"x", headers=(("a", b"b"),), timestamp=5000)] * 12
     raw = build_batch(shapes)
     assert _scanned(raw) == _one_by_one(raw) == (900, 5000, 120)
+
+
+@pytest.mark.parametrize("count,key", [(40, None), (300, b"key-1"), (9000, None)])
+def test_runs_of_records_differing_only_in_value_length_are_judged_exactly_as_one_by_one(count, key):
+    """Values of 0-200 bytes: record and value length varints of one or two bytes, no fixed
+    stride (wire.record_runs.varied_run); random damage gets the field-by-field reader's verdict."""
+    rng = random.Random(count)
+    base = bytearray(build_batch([SimpleRecord(key, b"v" * rng.randrange(0, 200), timestamp=10 + i % 40)
+                                  for i in range(count)]))
+    data = bytes(base[HEADER_SIZE:])
+    assert uniform_run(data, 0, 0, count) is None and varied_run(data, 0, 0, count)[0] == min(count, 64)
+    assert _scanned(bytes(base)) == _one_by_one(bytes(base)) != None
+    refused_count = 0
+    for _ in range(100 if count > 1000 else 500):
+        raw = bytearray(base)
+        for _ in range(rng.randrange(1, 3)):
+            raw[rng.randrange(HEADER_SIZE, len(raw))] = rng.randrange(256)
+        verdict = _scanned(bytes(raw))
+        assert verdict == _one_by_one(bytes(raw))
+        refused_count += verdict is None
+    assert refused_count > 0
