@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import re
+from bisect import bisect_right
 from itertools import compress, repeat
 from operator import add, ge, itemgetter, sub
 from typing import NamedTuple
@@ -163,7 +164,7 @@ def _delta_range(data, ts_pos: int, shape: _Shape, n: int) -> tuple[int, int]:
 
 # -- records of one shape but for the value length --------------------------------------------
 
-_VARIED_CHUNK = 4096  # records walked at once; a chunk that fails is read again one by one
+_VARIED_CHUNK = 4096  # records walked at once at most
 _NONE = -1  # in the tables below: no valid encoding (never equals a byte)
 
 
@@ -184,11 +185,11 @@ def _value_length_tables() -> tuple[tuple[int, ...], tuple[int, ...]]:
 def varied_run(data, pos: int, index: int, count: int) -> tuple[int, int, int, int, int] | None:
     """Like `uniform_run`, for records that share everything but the value length (so their
     lengths differ and they lie at no fixed stride): one walk over the record lengths, then
-    each field gathered from every record at once (itemgetter) and compared in C. All of the
-    next records (up to _VARIED_CHUNK, within one offset-delta width), or None; a batch whose
-    records differ is found out on the first _PROBE records."""
+    each field gathered from every record at once (itemgetter) and compared in C. The run ends
+    at the first record that differs (at most _VARIED_CHUNK records, within one offset-delta
+    width); a batch whose records differ is found out on the first _PROBE records."""
     shape = _shape(data, pos)
-    if shape is None or shape.ts_width != 1 or shape.offset_width > 3:
+    if shape is None or shape.ts_width > 2 or shape.offset_width > 3:
         return None
     first, offset_columns = _offset_columns(shape.offset_width)
     if not first <= index < first + len(offset_columns[0]):
@@ -196,52 +197,73 @@ def varied_run(data, pos: int, index: int, count: int) -> tuple[int, int, int, i
     most = min(count - index, first + len(offset_columns[0]) - index, _VARIED_CHUNK)
     if most < MIN_RUN:
         return None
-    for n in (min(most, _PROBE), most):
-        run = _varied_records(data, pos, index - first, shape, offset_columns, n)
-        if run is None or n == most:
-            return run
-    return None
-
-
-def _varied_records(data, pos: int, table_at: int, shape: _Shape, offset_columns: list[bytes], n: int):
-    walked = _walk(data, pos, n)
-    if walked is None:
+    n, bodies, ends = _varied_length(data, pos, index - first, shape, offset_columns, min(most, _PROBE))
+    if n == _PROBE < most:
+        n, bodies, ends = _varied_length(data, pos, index - first, shape, offset_columns, most)
+    if n < MIN_RUN:
         return None
-    bodies, ends = walked  # where each record's fields start (after its length) and where it ends
-    body_at = len(shape.length_bytes)  # the first record's field offsets are taken from its body
-    try:
-        ts = _gather(data, bodies, shape.ts_at - body_at)
-        if max(ts) >= 0x80:
-            return None
-        for i, table in enumerate(offset_columns):
-            if bytes(_gather(data, bodies, shape.offset_at - body_at + i)) != table[table_at : table_at + n]:
-                return None
-        for i, byte in enumerate(shape.key_bytes):
-            if bytes(_gather(data, bodies, shape.key_at - body_at + i)) != bytes((byte,)) * n:
-                return None
-        value_at = shape.value_at - body_at
-        distances = list(map(sub, map(sub, ends, bodies), repeat(value_at)))
-        if min(distances) < 2:
-            return None  # no room for a value length and the header count
-        first_bytes, second_bytes = _value_length_tables()
-        if _gather(data, bodies, value_at) != _pick(first_bytes, distances):
-            return None
-        two = list(map(ge, distances, repeat(67)))
-        if any(two):
-            long_bodies = list(compress(bodies, two))
-            if _gather(data, long_bodies, value_at + 1) != _pick(second_bytes, list(compress(distances, two))):
-                return None
-        if any(_gather(data, ends, -1)):
-            return None  # a header count other than 0
-    except IndexError:
-        return None  # a length beyond the tables
-    deltas = [(raw >> 1) ^ -(raw & 1) for raw in set(ts)]
+    bodies, ends = bodies[:n], ends[:n]
+    ts_at = shape.ts_at - len(shape.length_bytes)
+    if shape.ts_width == 1:
+        raws = set(_gather(data, bodies, ts_at))
+    else:
+        pairs = set(zip(_gather(data, bodies, ts_at), _gather(data, bodies, ts_at + 1)))
+        raws = {(lo & 0x7F) | (hi << 7) for lo, hi in pairs}
+    deltas = [(raw >> 1) ^ -(raw & 1) for raw in raws]
     return n, ends[-1], min(deltas), max(deltas), n if shape.keyless else 0
 
 
-def _walk(data, pos: int, n: int) -> tuple[list[int], list[int]] | None:
-    """Body starts and ends of the `n` records from `pos`, by their length varints of one or
-    two bytes; None if one is longer, negative or overruns the data."""
+def _varied_length(data, pos: int, table_at: int, shape: _Shape, offset_columns: list[bytes], n: int):
+    """(k, body starts, record ends): the first k of the `n` records from `pos` share `shape` but
+    for their value length (k < MIN_RUN: no run)."""
+    bodies, ends = _walk(data, pos, n)  # where each record's fields start (after its length) and end
+    body_at = len(shape.length_bytes)  # the first record's field offsets are taken from its body
+    value_at = shape.value_at - body_at
+    # Each record's fields up to its value length, side by side at a fixed stride: then every
+    # field is a strided slice, as in a uniform run.
+    stride = value_at + 2
+    n = min(len(bodies), bisect_right(bodies, len(data) - stride))
+    if n < MIN_RUN:
+        return 0, bodies, ends
+    fields = b"".join(map(data.__getitem__, map(slice, bodies[:n], map(add, bodies[:n], repeat(stride)))))
+
+    def column(at: int) -> bytes:
+        return fields[at - body_at : n * stride : stride]
+
+    for i in range(shape.ts_width):
+        found = (_HIGH_BIT if i == shape.ts_width - 1 else _CONTINUATION).search(column(shape.ts_at + i))
+        if found:
+            n = found.start()
+    for i, table in enumerate(offset_columns):
+        n = _common_prefix(column(shape.offset_at + i), table[table_at : table_at + n])
+    for i, byte in enumerate(shape.key_bytes):
+        n -= len(column(shape.key_at + i).lstrip(bytes((byte,))))
+    if n < MIN_RUN:
+        return 0, bodies, ends
+    # The value length must leave exactly the value and the header count byte in the record.
+    distances = list(map(sub, map(sub, ends[:n], bodies[:n]), repeat(value_at)))
+    first_bytes, second_bytes = _value_length_tables()
+    if min(distances) < 2 or max(distances) >= len(first_bytes):
+        n = next(i for i, d in enumerate(distances) if not 2 <= d < len(first_bytes))
+        if n < MIN_RUN:
+            return 0, bodies, ends
+        distances = distances[:n]
+    n = _common_prefix(tuple(column(shape.value_at)[:n]), _pick(first_bytes, distances))
+    two = list(map(ge, distances[:n], repeat(67)))
+    if any(two):
+        matched = _common_prefix(bytes(compress(column(shape.value_at + 1)[:n], two)),
+                                 bytes(_pick(second_bytes, list(compress(distances, two)))))
+        if matched < sum(two):
+            n = list(compress(range(n), two))[matched]
+    if n < MIN_RUN:
+        return 0, bodies, ends
+    headers = bytes(_gather(data, ends[:n], -1))
+    return n - len(headers.lstrip(b"\x00")), bodies, ends  # a header count other than 0 ends the run
+
+
+def _walk(data, pos: int, n: int) -> tuple[list[int], list[int]]:
+    """Body starts and ends of up to `n` records from `pos`, by their length varints of one or
+    two bytes; stops before a record whose length is longer, negative or overruns the data."""
     bodies, ends = [], []
     add_body, add_end = bodies.append, ends.append
     end = len(data)
@@ -249,22 +271,22 @@ def _walk(data, pos: int, n: int) -> tuple[list[int], list[int]] | None:
         for _ in range(n):
             b = data[pos]
             if b < 0x80:
-                pos += 1
                 length = b
+                body = pos + 1
             else:
                 b2 = data[pos + 1]
                 if b2 >= 0x80:
-                    return None
-                pos += 2
+                    break
                 length = (b & 0x7F) | (b2 << 7)
-            if length & 1:
-                return None  # negative
-            add_body(pos)
-            pos += length >> 1
+                body = pos + 2
+            if length & 1 or body + (length >> 1) > end:
+                break  # negative, or beyond the data
+            pos = body + (length >> 1)
+            add_body(body)
             add_end(pos)
     except IndexError:
-        return None
-    return (bodies, ends) if pos <= end else None
+        pass
+    return bodies, ends
 
 
 def _gather(data, positions: list[int], offset: int) -> tuple[int, ...]:
@@ -273,5 +295,6 @@ def _gather(data, positions: list[int], offset: int) -> tuple[int, ...]:
 
 
 def _pick(seq, indexes: list[int]) -> tuple:
-    got = itemgetter(*indexes)(seq)
-    return got if len(indexes) > 1 else (got,)
+    if len(indexes) < 2:
+        return tuple(seq[i] for i in indexes)
+    return itemgetter(*indexes)(seq)
