@@ -1,10 +1,10 @@
-"""Runs of same-shaped records in a RecordBatch v2, validated a column at a time.
+"""Runs of records in a RecordBatch v2, validated a column at a time in C.
 
 Producers mostly send records of one shape: the same encoded length, the
 same widths of the timestamp and offset deltas, the same key and value
 lengths, no headers. Records of one shape lie at a fixed stride, so each
 field is a column `data[start::size]` that C code can slice and compare
-without a Python step per record:
+without a Python step per record (`uniform_run`):
 
 - record length, key length, value length and header count: one constant
   byte per varint position (`bytes.lstrip` finds the first that differs);
@@ -13,9 +13,15 @@ without a Python step per record:
 - offset delta: exactly the run's record indexes, compared with precomputed
   columns of zigzag encodings.
 
-Only the first record is parsed field by field (its shape); the run ends at
-the first record whose columns differ, and the caller reads what follows one
-record at a time. Keys and values are opaque bytes: nothing to check.
+Records that differ only in their value length (`varied_run`) lie at no
+fixed stride: one Python walk over their length varints finds them, their
+fields up to the value length are joined side by side at a fixed stride and
+checked as above, and each value length is checked against a table indexed
+by the room left in its record.
+
+Only the first record is parsed field by field (its shape); a run ends at
+the first record that differs, and the caller reads what follows one record
+at a time. Keys and values are opaque bytes: nothing to check.
 """
 from __future__ import annotations
 
