@@ -117,7 +117,7 @@ def uniform_run(data, pos: int, index: int, count: int) -> tuple[int, int, int, 
         n = _run_length(data, pos, index - first, shape, offset_columns, most)
     if n < MIN_RUN:
         return None
-    low, high = _delta_range(data, pos + shape.ts_at, shape, n)
+    low, high = _delta_range(data, pos + shape.ts_at, shape.size, n, shape.ts_width)
     return n, pos + n * shape.size, low, high, n if shape.keyless else 0
 
 
@@ -155,14 +155,14 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
-def _delta_range(data, ts_pos: int, shape: _Shape, n: int) -> tuple[int, int]:
-    """Smallest and largest timestamp delta of the run (decoding each distinct encoding once)."""
-    size = shape.size
-    low_bytes = data[ts_pos : ts_pos + n * size : size]
-    if shape.ts_width == 1:
+def _delta_range(data, at: int, stride: int, n: int, width: int) -> tuple[int, int]:
+    """Smallest and largest of the `n` timestamp deltas of `width` bytes at `at`, `at + stride`,
+    ... (decoding each distinct encoding once)."""
+    low_bytes = data[at : at + n * stride : stride]
+    if width == 1:
         raws = set(low_bytes)
     else:
-        high_bytes = data[ts_pos + 1 : ts_pos + 1 + n * size : size]
+        high_bytes = data[at + 1 : at + 1 + n * stride : stride]
         raws = {(lo & 0x7F) | (hi << 7) for lo, hi in set(zip(low_bytes, high_bytes))}
     deltas = [(raw >> 1) ^ -(raw & 1) for raw in raws]
     return min(deltas), max(deltas)
@@ -203,34 +203,29 @@ def varied_run(data, pos: int, index: int, count: int) -> tuple[int, int, int, i
     most = min(count - index, first + len(offset_columns[0]) - index, _VARIED_CHUNK)
     if most < MIN_RUN:
         return None
-    n, bodies, ends = _varied_length(data, pos, index - first, shape, offset_columns, min(most, _PROBE))
+    n, fields, ends = _varied_length(data, pos, index - first, shape, offset_columns, min(most, _PROBE))
     if n == _PROBE < most:
-        n, bodies, ends = _varied_length(data, pos, index - first, shape, offset_columns, most)
+        n, fields, ends = _varied_length(data, pos, index - first, shape, offset_columns, most)
     if n < MIN_RUN:
         return None
-    bodies, ends = bodies[:n], ends[:n]
-    ts_at = shape.ts_at - len(shape.length_bytes)
-    if shape.ts_width == 1:
-        raws = set(_gather(data, bodies, ts_at))
-    else:
-        pairs = set(zip(_gather(data, bodies, ts_at), _gather(data, bodies, ts_at + 1)))
-        raws = {(lo & 0x7F) | (hi << 7) for lo, hi in pairs}
-    deltas = [(raw >> 1) ^ -(raw & 1) for raw in raws]
-    return n, ends[-1], min(deltas), max(deltas), n if shape.keyless else 0
+    low, high = _delta_range(fields, shape.ts_at - len(shape.length_bytes), _fields_stride(shape), n,
+                             shape.ts_width)
+    return n, ends[n - 1], low, high, n if shape.keyless else 0
 
 
 def _varied_length(data, pos: int, table_at: int, shape: _Shape, offset_columns: list[bytes], n: int):
-    """(k, body starts, record ends): the first k of the `n` records from `pos` share `shape` but
-    for their value length (k < MIN_RUN: no run)."""
+    """(k, fields, record ends): the first k of the `n` records from `pos` share `shape` but for
+    their value length (k < MIN_RUN: no run); `fields` holds each record's fields up to its
+    value length, side by side."""
     bodies, ends = _walk(data, pos, n)  # where each record's fields start (after its length) and end
     body_at = len(shape.length_bytes)  # the first record's field offsets are taken from its body
     value_at = shape.value_at - body_at
     # Each record's fields up to its value length, side by side at a fixed stride: then every
     # field is a strided slice, as in a uniform run.
-    stride = value_at + 2
+    stride = _fields_stride(shape)
     n = min(len(bodies), bisect_right(bodies, len(data) - stride))
     if n < MIN_RUN:
-        return 0, bodies, ends
+        return 0, b"", ends
     fields = b"".join(map(data.__getitem__, map(slice, bodies[:n], map(add, bodies[:n], repeat(stride)))))
 
     def column(at: int) -> bytes:
@@ -245,14 +240,14 @@ def _varied_length(data, pos: int, table_at: int, shape: _Shape, offset_columns:
     for i, byte in enumerate(shape.key_bytes):
         n -= len(column(shape.key_at + i).lstrip(bytes((byte,))))
     if n < MIN_RUN:
-        return 0, bodies, ends
+        return 0, b"", ends
     # The value length must leave exactly the value and the header count byte in the record.
     distances = list(map(sub, map(sub, ends[:n], bodies[:n]), repeat(value_at)))
     first_bytes, second_bytes = _value_length_tables()
     if min(distances) < 2 or max(distances) >= len(first_bytes):
         n = next(i for i, d in enumerate(distances) if not 2 <= d < len(first_bytes))
         if n < MIN_RUN:
-            return 0, bodies, ends
+            return 0, b"", ends
         distances = distances[:n]
     n = _common_prefix(tuple(column(shape.value_at)[:n]), _pick(first_bytes, distances))
     two = list(map(ge, distances[:n], repeat(67)))
@@ -262,9 +257,14 @@ def _varied_length(data, pos: int, table_at: int, shape: _Shape, offset_columns:
         if matched < sum(two):
             n = list(compress(range(n), two))[matched]
     if n < MIN_RUN:
-        return 0, bodies, ends
+        return 0, b"", ends
     headers = bytes(_gather(data, ends[:n], -1))
-    return n - len(headers.lstrip(b"\x00")), bodies, ends  # a header count other than 0 ends the run
+    return n - len(headers.lstrip(b"\x00")), fields, ends  # a header count other than 0 ends the run
+
+
+def _fields_stride(shape: _Shape) -> int:
+    """Bytes of a record's fields from its body (after the length) through a two-byte value length."""
+    return shape.value_at - len(shape.length_bytes) + 2
 
 
 def _walk(data, pos: int, n: int) -> tuple[list[int], list[int]]:
