@@ -125,20 +125,26 @@ def _run_length(data, pos: int, table_at: int, shape: _Shape, offset_columns: li
     """How many of the `n` records from `pos` have `shape` (the first one has it)."""
     size = shape.size
 
-    def column(at: int) -> bytes:
+    def column(at: int, n: int) -> bytes:
         return data[pos + at : pos + at + n * size : size]
 
-    for at, expected in ((0, shape.length_bytes), (shape.key_at, shape.key_bytes),
-                         (shape.value_at, shape.value_bytes), (shape.headers_at, b"\x00")):
+    constants = ((0, shape.length_bytes), (shape.key_at, shape.key_bytes), (shape.value_at, shape.value_bytes),
+                 (shape.headers_at, b"\x00"))
+    return _columns_match(column, n, shape, constants, offset_columns, table_at)
+
+
+def _columns_match(column, n: int, shape: _Shape, constants, offset_columns: list[bytes], table_at: int) -> int:
+    """How many of the first `n` records have, in `column(offset, n)`: the `constants` (offset,
+    bytes), a timestamp delta of the shape's width, and their index as offset delta."""
+    for at, expected in constants:
         for i, byte in enumerate(expected):
-            col = column(at + i)
-            n -= len(col.lstrip(bytes((byte,))))
+            n -= len(column(at + i, n).lstrip(bytes((byte,))))
     for i in range(shape.ts_width):
-        found = (_HIGH_BIT if i == shape.ts_width - 1 else _CONTINUATION).search(column(shape.ts_at + i))
+        found = (_HIGH_BIT if i == shape.ts_width - 1 else _CONTINUATION).search(column(shape.ts_at + i, n))
         if found:
             n = found.start()
     for i, table in enumerate(offset_columns):
-        n = _common_prefix(column(shape.offset_at + i), table[table_at : table_at + n])
+        n = _common_prefix(column(shape.offset_at + i, n), table[table_at : table_at + n])
     return n
 
 
@@ -228,17 +234,10 @@ def _varied_length(data, pos: int, table_at: int, shape: _Shape, offset_columns:
         return 0, b"", ends
     fields = b"".join(map(data.__getitem__, map(slice, bodies[:n], map(add, bodies[:n], repeat(stride)))))
 
-    def column(at: int) -> bytes:
+    def column(at: int, n: int) -> bytes:
         return fields[at - body_at : n * stride : stride]
 
-    for i in range(shape.ts_width):
-        found = (_HIGH_BIT if i == shape.ts_width - 1 else _CONTINUATION).search(column(shape.ts_at + i))
-        if found:
-            n = found.start()
-    for i, table in enumerate(offset_columns):
-        n = _common_prefix(column(shape.offset_at + i), table[table_at : table_at + n])
-    for i, byte in enumerate(shape.key_bytes):
-        n -= len(column(shape.key_at + i).lstrip(bytes((byte,))))
+    n = _columns_match(column, n, shape, ((shape.key_at, shape.key_bytes),), offset_columns, table_at)
     if n < MIN_RUN:
         return 0, b"", ends
     # The value length must leave exactly the value and the header count byte in the record.
@@ -249,10 +248,10 @@ def _varied_length(data, pos: int, table_at: int, shape: _Shape, offset_columns:
         if n < MIN_RUN:
             return 0, b"", ends
         distances = distances[:n]
-    n = _common_prefix(tuple(column(shape.value_at)[:n]), _pick(first_bytes, distances))
+    n = _common_prefix(tuple(column(shape.value_at, n)), _pick(first_bytes, distances))
     two = list(map(ge, distances[:n], repeat(67)))
     if any(two):
-        matched = _common_prefix(bytes(compress(column(shape.value_at + 1)[:n], two)),
+        matched = _common_prefix(bytes(compress(column(shape.value_at + 1, n), two)),
                                  bytes(_pick(second_bytes, list(compress(distances, two)))))
         if matched < sum(two):
             n = list(compress(range(n), two))[matched]
