@@ -335,11 +335,20 @@ class GroupDriver:
                 return
             await self.env.sleep(_NOT_READY_RETRY_S)  # the replica manager has not opened it yet
         records = []
+        offsets = []  # of each record, for the log line about one that does not decode
         end = partition.log_end_offset
         try:
             for n, (header, batch) in enumerate(iter_log_batches(partition.log, 0, end)):
                 if not header.is_control:
-                    records.extend((r.key, r.value) for r in decode_records(header, bytes(batch[HEADER_SIZE:])))
+                    try:
+                        decoded = decode_records(header, bytes(batch[HEADER_SIZE:]))
+                    except DecodeError as exc:
+                        # Skipped, never retried for ever: every group here would wait on it.
+                        log.error("%s-%d: skipping the undecodable batch at offsets %d-%d: %s",
+                                  OFFSETS_TOPIC, index, header.base_offset, header.last_offset, exc)
+                        continue
+                    records.extend((r.key, r.value) for r in decoded)
+                    offsets.extend(r.offset for r in decoded)
                 if n % self.settings.load_yield_batches == self.settings.load_yield_batches - 1:
                     await trio.sleep(0)  # a big partition must not stall every other request
             if self._leader_replica(index) is not partition or partition.log_end_offset != end:
@@ -348,9 +357,15 @@ class GroupDriver:
             if partition.high_watermark < end:
                 self._await_high_watermark(index, partition, end)  # stays LOADING meanwhile
                 return
-            self.coordinator.load_partition(index, records, self.now())
+
+            def skipped(position: int, reason: str) -> None:
+                log.error("%s-%d: skipping the undecodable record at offset %d: %s",
+                          OFFSETS_TOPIC, index, offsets[position], reason)
+
+            self.coordinator.load_partition(index, records, self.now(), skipped)
         except (DecodeError, LogError) as exc:
-            # The partition stays LOADING (clients retry); an operator must look at the log.
+            # A batch failing its CRC or an unreadable log: the partition stays LOADING
+            # (clients retry); an operator must look at the log.
             log.error("cannot load %s-%d: %s", OFFSETS_TOPIC, index, exc)
             self._retry_later()
             return

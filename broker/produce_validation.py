@@ -3,10 +3,8 @@
 Kafka's ProduceRequest.validateRecords + LogValidator, at the header level:
 exactly one RecordBatch v2 per partition (Produce v3+), baseOffset 0, a record
 count that matches lastOffsetDelta, no control batches from clients, no zstd
-before Produce v7, the size under max.message.bytes, and the batch's timestamps
-inside message.timestamp.before/after.max.ms (checked on the header's base and
-max timestamps, so a record in the middle of a batch is not inspected). The
-CRC-32C is checked when the log appends the batch (one pass over the bytes).
+before Produce v7, the size under max.message.bytes. The CRC, the records and
+their timestamps are checked next, by broker.record_validation.
 """
 from __future__ import annotations
 
@@ -22,14 +20,14 @@ MIN_ZSTD_PRODUCE_VERSION = 7
 
 
 class ProduceError(Exception):
-    def __init__(self, code: ErrorCode, message: str):
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]] = ()):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.record_errors = record_errors  # (batch index, message) of the records at fault (Produce v8+)
 
 
-def validate_produce_records(records, version: int, *, max_message_bytes: int, log_append_time: bool,
-                             now_ms: int, before_max_ms: int, after_max_ms: int) -> BatchHeader:
+def validate_produce_records(records, version: int, *, max_message_bytes: int) -> BatchHeader:
     """The single batch's header, or ProduceError with Kafka's error code."""
     if records is None or len(records) == 0:
         raise ProduceError(ErrorCode.INVALID_RECORD,
@@ -76,16 +74,4 @@ def validate_produce_records(records, version: int, *, max_message_bytes: int, l
     if header.producer_id >= 0 and header.base_sequence < 0:
         raise ProduceError(ErrorCode.INVALID_RECORD,
                            f"Invalid sequence number {header.base_sequence} for producer {header.producer_id}")
-    if not log_append_time and not header.log_append_time:
-        _check_timestamps(header, now_ms, before_max_ms, after_max_ms)
     return header
-
-
-def _check_timestamps(header: BatchHeader, now_ms: int, before_max_ms: int, after_max_ms: int) -> None:
-    for ts in (header.base_timestamp, header.max_timestamp):
-        if ts < 0:
-            continue  # NO_TIMESTAMP: nothing to bound
-        if now_ms - ts > before_max_ms or ts - now_ms > after_max_ms:
-            raise ProduceError(ErrorCode.INVALID_TIMESTAMP,
-                               f"Timestamp {ts} of the record batch is out of range: it must be within "
-                               f"[{now_ms - before_max_ms}, {now_ms + after_max_ms}]")

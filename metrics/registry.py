@@ -92,6 +92,8 @@ CATALOGUE: list[MetricDef] = [
     _g("raftkafka_leader_partitions", "Partitions this broker leads."),
     _g("raftkafka_partitions", "Partition replicas hosted by this broker."),
     _g("raftkafka_offline_log_partitions", "Replicas hosted here whose log could not be opened."),
+    _g("raftkafka_uncleanable_partitions", "Compacted logs the cleaner skips until restart: they hold a record "
+                                           "it cannot decode (the reason is in the broker's log)."),
     _c("raftkafka_isr_shrinks_total", "ISR shrinks of partitions led by this broker."),
     _c("raftkafka_isr_expands_total", "ISR expansions of partitions led by this broker."),
     # controller (kafka.controller:type=KafkaController); non-zero only on the active controller

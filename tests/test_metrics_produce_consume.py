@@ -85,6 +85,7 @@ async def test_scraped_counters_match_what_was_produced_and_consumed():
             before = await _scrape(metrics_port)  # mid-run scrape: nothing produced yet
             assert "raftkafka_broker_topic_bytes_in_total" not in before or not _samples(before)
             assert _value(before, "raftkafka_leader_partitions") == 2
+            assert _value(before, "raftkafka_uncleanable_partitions") == 0
 
             produced_bytes = produced_records = produce_calls = 0
             for i in range(12):

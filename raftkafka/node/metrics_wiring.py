@@ -142,6 +142,9 @@ def register_broker_gauges(registry: MetricsRegistry, broker) -> None:
     registry.gauge("raftkafka_leader_partitions").set_function(lambda: sum(1 for p in hosted() if p.is_leader))
     registry.gauge("raftkafka_partitions").set_function(lambda: len(replicas.partitions))
     registry.gauge("raftkafka_offline_log_partitions").set_function(lambda: len(replicas.offline))
+    logs = broker.log_manager
+    registry.gauge("raftkafka_uncleanable_partitions").set_function(  # logs since deleted are not counted
+        lambda: sum(1 for tp, (log, _) in logs.uncleanable.items() if logs.get_log(*tp) is log))
     registry.gauge("raftkafka_broker_connections").set_function(lambda: broker.server.connections)
     shrinks = registry.counter("raftkafka_isr_shrinks_total")
     expands = registry.counter("raftkafka_isr_expands_total")

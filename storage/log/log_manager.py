@@ -32,7 +32,10 @@ is refused (a ValueError for that partition, not a failure of the data dir).
 
 Background work (`run_retention_and_cleaning`, `run_flusher`) runs as trio
 tasks the node starts; each pass is bounded (one log cleaned per pass, at
-most `cleaner_max_bytes_per_pass` dirty bytes).
+most `cleaner_max_bytes_per_pass` dirty bytes). A log holding a record the
+cleaner cannot decode is marked uncleanable (`uncleanable`, with the reason)
+and skipped until restart, with one logged error: the others keep being
+cleaned.
 """
 from __future__ import annotations
 
@@ -59,6 +62,7 @@ from storage.log.log_config import LogConfig
 from storage.log.log_dir_failure import (FailureReportingFileSystem, KafkaStorageError, LogDirEnv,
                                          LogDirFailureChannel)
 from storage.log.partition_metadata import read_topic_id, write_topic_id
+from wire.errors import CorruptRecordError
 
 __all__ = ["LogManager", "CLEAN_SHUTDOWN_FILE", "TopicPartition", "parse_log_dir_name", "log_dir_name"]
 
@@ -70,7 +74,6 @@ RESERVED_TOPICS = frozenset({"__cluster_metadata"})  # the Raft log store's own 
 _CONCURRENT_CREATES = 16  # new logs opened at once (each waits on fsyncs in worker threads)
 
 TopicPartition = tuple[str, int]
-
 logger = logging.getLogger(__name__)
 
 
@@ -124,6 +127,10 @@ class LogManager:
         self._topic_ids: dict[TopicPartition, uuid.UUID] = {}  # from partition.metadata
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._delete_horizons: dict[TopicPartition, int] = {}
+        # Logs the cleaner failed on (a record it cannot decode), with the reason: skipped until
+        # this process restarts, so one damaged log cannot stop compaction of all the others
+        # (Kafka's uncleanable partitions). Keyed by the log object: a re-created log is cleaned.
+        self.uncleanable: dict[TopicPartition, tuple[PartitionLog, str]] = {}
         # One checkpoint writer per data dir at a time: two interleaved write_file_atomic calls
         # on the same file rename each other's temporary away, and that I/O error would take
         # the dir offline (the flusher and the retention task both checkpoint).
@@ -427,7 +434,7 @@ class LogManager:
         """The compacted log most in need of cleaning, as Kafka's LogCleanerManager chooses."""
         best, best_ratio = None, -1.0
         for tp, log in self.all_logs():
-            if log.closed or not log.config.compact:
+            if log.closed or not log.config.compact or self.is_uncleanable(tp, log):
                 continue
             first_dirty, uncleanable = cleanable_range(log, self._cleaner_offsets.get(tp, 0), now_ms)
             ratio = dirty_ratio(log, first_dirty, uncleanable)
@@ -448,8 +455,14 @@ class LogManager:
         if candidate is None:
             return None
         tp, log, first_dirty = candidate
-        result = await clean_log(self.env, log, first_dirty, now_ms=now_ms,
-                                 max_dirty_bytes=self.cleaner_max_bytes_per_pass)
+        try:
+            result = await clean_log(self.env, log, first_dirty, now_ms=now_ms,
+                                     max_dirty_bytes=self.cleaner_max_bytes_per_pass)
+        except CorruptRecordError as exc:
+            self.uncleanable[tp] = (log, str(exc))
+            logger.error("log cleaner: %s-%d is uncleanable until restart (other logs are still cleaned): %s",
+                       tp[0], tp[1], exc)
+            return CleanResult(first_dirty=first_dirty, aborted=True)
         if not result.aborted and self._logs.get(tp) is log:
             self._cleaner_offsets[tp] = result.first_dirty
             if result.earliest_delete_horizon is None:
@@ -458,6 +471,10 @@ class LogManager:
                 self._delete_horizons[tp] = result.earliest_delete_horizon
             await self._write_dir_checkpoints(self._dir_of[tp])
         return result
+
+    def is_uncleanable(self, tp: TopicPartition, log: PartitionLog) -> bool:
+        entry = self.uncleanable.get(tp)
+        return entry is not None and entry[0] is log
 
     async def run_retention_and_cleaning(self, interval: float = 5.0, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Forever: retention, one cleaning pass, then checkpoints; every `interval` seconds."""
