@@ -31,12 +31,13 @@ from metadata.controller.brokers import fence_stale_broker
 from metadata.controller.heartbeats import DEFAULT_SESSION_TIMEOUT, BrokerHeartbeatManager
 from metadata.controller_state_machine import ControllerStateMachine
 from metadata.delta import MetadataDelta
-from metadata.errors import Errors
+from metadata.errors import ApiError, Errors
 from metadata.image import ELR_FEATURE, METADATA_VERSION, MetadataImage
 from metadata.log_format import encode_batch
 from metadata.records import BrokerRegistrationChange, FeatureLevel, Record
 from raft.driver import ProposalFailed
 from storage.env import Env
+from storage.raft_log import MAX_ENTRY_BYTES
 
 __all__ = ["ControllerService", "NotControllerError", "Operation"]
 
@@ -46,6 +47,11 @@ log = logging.getLogger("raftkafka.metadata.controller")
 Operation = Callable[[MetadataImage, int, float], tuple[list[list[Record]], Any]]
 
 DEFAULT_TICK = 0.25
+# Bounds on one admin operation, as Kafka's QuorumController has them: at most
+# MAX_RECORDS_PER_USER_OP records, at most one metadata batch's bytes (KafkaRaftClient's
+# MAX_BATCH_SIZE_BYTES). Every record, whoever writes it, must fit one Raft entry.
+MAX_RECORDS_PER_USER_OP = 10_000
+MAX_USER_OP_BYTES = 8 * 1024 * 1024
 
 
 class NotControllerError(Exception):
@@ -55,10 +61,12 @@ class NotControllerError(Exception):
 
 
 class _Op:
-    __slots__ = ("name", "fn", "done", "result", "offset", "wait_offset", "error")
+    __slots__ = ("name", "fn", "admin", "deadline", "done", "result", "offset", "wait_offset", "error")
 
-    def __init__(self, name: str, fn: Operation):
+    def __init__(self, name: str, fn: Operation, admin: bool, deadline: float | None):
         self.name, self.fn = name, fn
+        self.admin = admin  # bounded like a user operation
+        self.deadline = deadline  # not started after this (the client has given up)
         self.done = trio.Event()
         self.result: Any = None
         self.offset = -1  # last offset this op wrote (-1: nothing)
@@ -124,12 +132,15 @@ class ControllerService:
     def leader_hint(self) -> int | None:
         return self.driver.status().leader_id
 
-    async def submit(self, name: str, fn: Operation) -> tuple[Any, int]:
+    async def submit(self, name: str, fn: Operation, *, admin: bool = False,
+                     deadline: float | None = None) -> tuple[Any, int]:
         """Run `fn` as a controller write; (result, offset) once committed.
 
-        Raises NotControllerError if this node is not (or stops being) the active controller.
+        Raises NotControllerError if this node is not (or stops being) the active controller,
+        ApiError(POLICY_VIOLATION) if an `admin` operation would write more than a user
+        operation may, ApiError(REQUEST_TIMED_OUT) if its turn comes after `deadline`.
         """
-        op = _Op(name, fn)
+        op = _Op(name, fn, admin, deadline)
         self._send.send_nowait(op)
         await op.done.wait()
         if op.error is not None:
@@ -213,9 +224,20 @@ class ControllerService:
             op.error = NotControllerError(None if hint == self.node_id else hint)
             op.done.set()
             return
+        now = self.env.now()
+        if op.deadline is not None and now > op.deadline:
+            op.error = ApiError(Errors.REQUEST_TIMED_OUT, f"{op.name} waited past its deadline; nothing written")
+            op.done.set()
+            return
         try:
-            batches, op.result = op.fn(self._spec, self._next_offset, self.env.now())
-            written = self._write(batches)
+            batches, op.result = op.fn(self._spec, self._next_offset, now)
+            encoded = self._encode_bounded(op, batches)
+            written = self._write(batches, encoded)
+        except ApiError as e:
+            log.warning("controller operation %s refused: %s", op.name, e.message)
+            op.error = e
+            op.done.set()
+            return
         except Exception as e:  # a bug in one operation must not stop the controller
             log.exception("controller operation %s failed", op.name)
             op.error = e
@@ -228,14 +250,32 @@ class ControllerService:
         else:
             self._awaiting.append(op)
 
-    def _write(self, batches: list[list[Record]]) -> int:
+    @staticmethod
+    def _encode_bounded(op: _Op, batches: list[list[Record]]) -> list[list[bytes]]:
+        """Each batch's payloads, or ApiError before anything is applied if they break a bound."""
+        encoded = [encode_batch(batch) if batch else [] for batch in batches]
+        payloads = [p for batch in encoded for p in batch]
+        largest = max(map(len, payloads), default=0)
+        if largest > MAX_ENTRY_BYTES:
+            raise ApiError(Errors.POLICY_VIOLATION, f"{op.name} would write a record of {largest} bytes; "
+                                                    f"at most {MAX_ENTRY_BYTES} fit a metadata log entry")
+        if op.admin:
+            size = sum(map(len, payloads))
+            if len(payloads) > MAX_RECORDS_PER_USER_OP or size > MAX_USER_OP_BYTES:
+                raise ApiError(Errors.POLICY_VIOLATION,
+                               f"Unable to perform excessively large batch operation: {op.name} would write "
+                               f"{len(payloads)} records of {size} bytes (at most {MAX_RECORDS_PER_USER_OP} "
+                               f"records, {MAX_USER_OP_BYTES} bytes)")
+        return encoded
+
+    def _write(self, batches: list[list[Record]], encoded: list[list[bytes]] | None = None) -> int:
         """Apply batches to the speculative image and queue them for Raft; the last offset
-        written (-1 if every batch was empty)."""
+        written (-1 if every batch was empty). `encoded`: the batches' payloads if known."""
         last = -1
-        for batch in batches:
+        for index, batch in enumerate(batches):
             if not batch:
                 continue
-            payloads = encode_batch(batch)
+            payloads = encoded[index] if encoded is not None else encode_batch(batch)
             last = self._next_offset + len(batch) - 1
             delta = MetadataDelta(self._spec)
             for i, rec in enumerate(batch):

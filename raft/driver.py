@@ -40,6 +40,7 @@ from raft.errors import NotLeaderError
 from raft.node_storage import NodeStorage
 from storage.env import Env
 from storage.halt import DirectoryHalt
+from storage.raft_log import MAX_ENTRY_BYTES
 
 __all__ = ["RaftDriver", "StateMachine", "ProposalFailed", "MetadataLogHalt"]
 
@@ -125,6 +126,8 @@ class RaftDriver:
         proposal = _Proposal(list(payloads))
         if not proposal.payloads:
             raise ValueError("nothing to propose")
+        if max(map(len, proposal.payloads)) > MAX_ENTRY_BYTES:  # refused here, never in the log write
+            raise ValueError(f"an entry holds at most {MAX_ENTRY_BYTES} bytes")
         self._proposed.append(proposal)
         if len(self._proposed) == 1:
             self._linger_deadline = self.env.now() + self.append_linger
