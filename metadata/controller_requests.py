@@ -8,6 +8,7 @@ requests, so the listener can offer them to another handler.
 """
 from __future__ import annotations
 
+import logging
 import random
 from typing import Any
 
@@ -26,16 +27,20 @@ from metadata.controller.replication import batches as split_batches
 from metadata.controller.topics import (
     CreatableTopic, NewPartitions, create_partitions, create_topics, delete_topics,
 )
+from metadata.controller_gate import admit, check_forwarder
 from metadata.controller_service import ControllerService, NotControllerError
-from metadata.errors import Errors
+from metadata.errors import ApiError, Errors
 from metadata.records import Endpoint
 
 __all__ = ["ControllerRequests"]
 
+log = logging.getLogger("raftkafka.metadata.controller")
+
 
 class ControllerRequests:
-    def __init__(self, service: ControllerService, *, rng: random.Random):
+    def __init__(self, service: ControllerService, *, rng: random.Random, cluster_id: str):
         self.service = service
+        self.cluster_id = cluster_id
         self.rng = rng
         self._handlers = {
             rpc.BrokerRegistrationRequest: self._register,
@@ -56,13 +61,30 @@ class ControllerRequests:
         handler = self._handlers.get(type(request))
         if handler is None:
             return None
+        response_type = rpc.CONTROLLER_REQUESTS[type(request)]
+        refused = admit(request, self.cluster_id)
+        if refused is not None:
+            log.warning("refused %s: %s", type(request).__name__, refused.message)
+            return response_type(int(refused.code), self._me())
         try:
             return await handler(request)
         except NotControllerError as e:
-            return rpc.CONTROLLER_REQUESTS[type(request)](int(Errors.NOT_CONTROLLER), e.leader_id)
+            return response_type(int(Errors.NOT_CONTROLLER), e.leader_id)
+        except ApiError as e:  # the whole request refused (too large, timed out, not a broker)
+            return response_type(int(e.code), self._me())
 
-    async def _submit(self, name, fn):
-        return await self.service.submit(name, fn)
+    async def _submit(self, name, fn, request=None):
+        """Run `fn` on the controller; an admin `request` is checked and bounded there."""
+        if not isinstance(request, rpc.ADMIN_REQUESTS):
+            return await self.service.submit(name, fn)
+
+        def checked(image, next_offset, now):
+            check_forwarder(image, request)
+            return fn(image, next_offset, now)
+
+        timeout_ms = request.timeout_ms
+        deadline = self.service.env.now() + timeout_ms / 1000 if timeout_ms > 0 else None
+        return await self.service.submit(name, checked, admin=True, deadline=deadline)
 
     def _me(self) -> int:
         return self.service.node_id
@@ -137,7 +159,7 @@ class ControllerRequests:
                                              validate_only=req.validate_only, static=svc.static)
             return [records], results
 
-        results, offset = await self._submit("CreateTopics", op)
+        results, offset = await self._submit("CreateTopics", op, req)
         return rpc.CreateTopicsResponse(0, self._me(), offset, [
             rpc.CreateTopicResultInfo(r.name, int(r.error), r.message, r.topic_id,
                                       r.num_partitions, r.replication_factor) for r in results])
@@ -150,7 +172,7 @@ class ControllerRequests:
                                              static=static)
             return [records], results
 
-        results, offset = await self._submit("DeleteTopics", op)
+        results, offset = await self._submit("DeleteTopics", op, req)
         return rpc.DeleteTopicsResponse(0, self._me(), offset, [
             rpc.DeleteTopicResultInfo(r.name, r.topic_id, int(r.error), r.message)
             for r in results])
@@ -162,7 +184,7 @@ class ControllerRequests:
             records, results = create_partitions(image, wanted, validate_only=req.validate_only)
             return [records], results
 
-        results, offset = await self._submit("CreatePartitions", op)
+        results, offset = await self._submit("CreatePartitions", op, req)
         return rpc.CreatePartitionsResponse(0, self._me(), offset, [
             rpc.PartitionsResultInfo(name, int(code), msg)
             for name, (code, msg) in results.items()])
@@ -176,7 +198,7 @@ class ControllerRequests:
             records, results = alter_configs(image, resources, req.validate_only)
             return [records], results
 
-        return await self._configs_response("AlterConfigs", op)
+        return await self._configs_response("AlterConfigs", op, req)
 
     async def _incremental_alter_configs(self, req: rpc.IncrementalAlterConfigsRequest):
         resources, refused = {}, []
@@ -194,12 +216,12 @@ class ControllerRequests:
                                                          static)
             return [records], results
 
-        reply = await self._configs_response("IncrementalAlterConfigs", op)
+        reply = await self._configs_response("IncrementalAlterConfigs", op, req)
         results = sorted(reply.results + refused, key=lambda r: (r.resource_type, r.resource_name))
         return rpc.AlterConfigsResponse(reply.error, reply.leader_id, reply.offset, results)
 
-    async def _configs_response(self, name, op):
-        results, offset = await self._submit(name, op)
+    async def _configs_response(self, name, op, req):
+        results, offset = await self._submit(name, op, req)
         return rpc.AlterConfigsResponse(0, self._me(), offset, [
             rpc.ConfigResultInfo(rt, rn, int(e.code), e.message)
             for (rt, rn), e in sorted(results.items())])
@@ -227,7 +249,7 @@ class ControllerRequests:
             records, results = elect_leaders(image, kind, req.partitions, static=static)
             return split_batches(records), results
 
-        results, offset = await self._submit("ElectLeaders", op)
+        results, offset = await self._submit("ElectLeaders", op, req)
         return rpc.ElectLeadersResponse(0, self._me(), offset, [
             rpc.ElectionResultInfo(t, p, int(code)) for (t, p), code in sorted(results.items())])
 

@@ -93,7 +93,8 @@ async def test_followers_answer_not_controller_with_a_leader_hint(cluster, nurse
     follower = next(i for i in cluster.controller_ids if i != active)
     from raft.node_client import open_client as raw_client
     async with raw_client(cluster.env, "127.0.0.1", cluster.ports[follower]) as c:
-        reply = await c.call(rpc.CreateTopicsRequest(CLUSTER, [rpc.CreatableTopicInfo("x", 1, 1)]))
+        reply = await c.call(rpc.CreateTopicsRequest(CLUSTER, [rpc.CreatableTopicInfo("x", 1, 1)],
+                                                     forwarded_by=(101, 0)))
     assert reply.error == Errors.NOT_CONTROLLER and reply.leader_id == active
 
 
