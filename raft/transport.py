@@ -15,9 +15,13 @@ Raft tolerates loss, so nothing here retries: a message for a peer that is down
 is dropped when its link reconnects, and the core resends on its own timers.
 
 Client RPCs (DescribeQuorum, the diagnostic append) are answered on the
-connection they came on by an async `client_handler`. Bad input never kills the
-node: a foreign cluster id gets INCONSISTENT_CLUSTER_ID, an undecodable frame
-gets an `ErrorResponse` (and the connection is closed when framing is lost).
+connection they came on by an async `client_handler`, at most
+MAX_INFLIGHT_PER_CONNECTION at a time (then the connection is not read until one
+is answered). Bad input never kills the node: a foreign cluster id gets
+INCONSISTENT_CLUSTER_ID, an undecodable frame gets an `ErrorResponse` (and the
+connection is closed when framing is lost). An inbound connection speaks for one
+peer: the first node id a peer request on it names; a request naming another id
+is refused (until connections are authenticated, the id still comes from the body).
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ __all__ = ["Transport", "LINK_QUEUE", "BACKOFF_MIN", "BACKOFF_MAX"]
 log = logging.getLogger("raftkafka.raft.transport")
 
 LINK_QUEUE = 4096  # messages waiting for a peer link before new ones are dropped
+MAX_INFLIGHT_PER_CONNECTION = 64  # client RPCs being answered for one connection
 BACKOFF_MIN = 0.05
 BACKOFF_MAX = 1.0
 CONNECT_TIMEOUT = 1.0
@@ -58,6 +63,8 @@ class _Inbound:
         self.out_send, self.out_recv = trio.open_memory_channel[bytes](LINK_QUEUE)
         self.pending: dict[tuple[int, type], collections.deque[int]] = collections.defaultdict(collections.deque)
         self.closed = False
+        self.peer_id: int | None = None  # the node this connection speaks for, once it said so
+        self.inflight = trio.Semaphore(MAX_INFLIGHT_PER_CONNECTION)
 
     def queue(self, data: bytes) -> None:
         try:
@@ -290,14 +297,14 @@ class Transport:
                 except DecodeError as e:
                     self._reject(conn, _correlation_of(payload), str(e))
                     continue
-                self._on_request(conn, frame, nursery)
+                await self._on_request(conn, frame, nursery)
 
     def _reject(self, conn: _Inbound, corr: int, why: str) -> None:
         self.bad_frames += 1
         log.warning("malformed frame from %s: %s", conn.peer, why)
         conn.queue(encode_frame(codec.ErrorResponse(INVALID_REQUEST, why), corr))
 
-    def _on_request(self, conn: _Inbound, frame, nursery) -> None:
+    async def _on_request(self, conn: _Inbound, frame, nursery) -> None:
         msg = frame.message
         if codec.is_response(msg):
             log.warning("unsolicited %s from %s ignored", frame.type, conn.peer)
@@ -313,6 +320,12 @@ class Transport:
         src = codec.sender_of(msg)
         response_type = codec.PEER_RESPONSE_TYPE.get(type(msg))
         if response_type is not None and src is not None:
+            if conn.peer_id is None:
+                conn.peer_id = src
+            elif src != conn.peer_id:
+                self._reject(conn, frame.correlation_id, f"{frame.type} names node {src} on a connection "
+                                                         f"of node {conn.peer_id}")
+                return
             self.routes[src] = conn
             conn.pending[(src, response_type)].append(frame.correlation_id)
             self.deliver(src, msg)
@@ -320,6 +333,7 @@ class Transport:
         if self.client_handler is None:
             self._reject(conn, frame.correlation_id, f"{frame.type} is not served here")
             return
+        await conn.inflight.acquire()  # backpressure: the socket is not read meanwhile
         nursery.start_soon(self._answer_client, conn, frame)
 
     async def _answer_client(self, conn: _Inbound, frame) -> None:
@@ -328,6 +342,8 @@ class Transport:
         except Exception as e:  # a bug in a handler must not take the node down
             log.exception("handling %s from %s failed", frame.type, conn.peer)
             reply = codec.ErrorResponse(INVALID_REQUEST, f"internal error: {type(e).__name__}")
+        finally:
+            conn.inflight.release()
         if reply is not None:
             conn.queue(encode_frame(reply, frame.correlation_id))
 
