@@ -170,6 +170,9 @@ EXTRA_BROKER_SETTINGS = frozenset({
     "offsets.retention.check.interval.ms", "offset.metadata.max.bytes",
     "offsets.topic.segment.bytes", "offsets.commit.timeout.ms",
     "log.retention.check.interval.ms", "socket.request.max.bytes",
+    # Listener resource bounds (wire.connection_limits); socket.request.read.timeout.ms is ours.
+    "queued.max.request.bytes", "connections.max.idle.ms", "max.connections", "max.connections.per.ip",
+    "socket.request.read.timeout.ms",
 })
 
 
@@ -338,7 +341,23 @@ def load_config(values: dict[str, Any]) -> NodeConfig:
         config.raft_config()
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    _check_request_bounds(static)
     return config
+
+
+def _check_request_bounds(static: dict[str, str]) -> None:
+    """As Kafka: the request pool holds at least one largest request; counts are positive."""
+    frame = int(static.get("socket.request.max.bytes", 100 * 1024 * 1024))
+    pool = int(static.get("queued.max.request.bytes", -1))
+    if frame < 1:
+        raise ConfigError(f"socket.request.max.bytes: invalid value {frame} (must be >= 1)")
+    if pool != -1 and pool < frame:
+        raise ConfigError(f"queued.max.request.bytes: {pool} must be -1 (no bound) or at least "
+                          f"socket.request.max.bytes ({frame})")
+    for name in ("max.connections", "max.connections.per.ip", "connections.max.idle.ms",
+                 "socket.request.read.timeout.ms"):
+        if name in static and int(static[name]) < 1:
+            raise ConfigError(f"{name}: invalid value {static[name]} (must be >= 1)")
 
 
 # --------------------------------------------------------------------------- #
