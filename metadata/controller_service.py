@@ -52,6 +52,10 @@ DEFAULT_TICK = 0.25
 # MAX_BATCH_SIZE_BYTES). Every record, whoever writes it, must fit one Raft entry.
 MAX_RECORDS_PER_USER_OP = 10_000
 MAX_USER_OP_BYTES = 8 * 1024 * 1024
+# Operations waiting for the controller's task; more are refused at once (REQUEST_TIMED_OUT,
+# retriable) instead of queueing without bound. The events queue itself stays unbounded so
+# the controller's own events (ticks, commits) are never dropped.
+MAX_QUEUED_OPERATIONS = 10_000
 
 
 class NotControllerError(Exception):
@@ -108,6 +112,7 @@ class ControllerService:
         self.heartbeats = BrokerHeartbeatManager(session_timeout)
         self.tick_interval = tick
         self._send, self._events = trio.open_memory_channel[object](math.inf)
+        self._queued_ops = 0  # submitted, not yet taken by the controller's task
         state_machine.on_leader_change = lambda epoch, leader: self._wake()
         self.active = False
         self.activations = 0  # how many terms this node has been the active controller
@@ -138,9 +143,13 @@ class ControllerService:
 
         Raises NotControllerError if this node is not (or stops being) the active controller,
         ApiError(POLICY_VIOLATION) if an `admin` operation would write more than a user
-        operation may, ApiError(REQUEST_TIMED_OUT) if its turn comes after `deadline`.
+        operation may, ApiError(REQUEST_TIMED_OUT) if its turn comes after `deadline` or
+        MAX_QUEUED_OPERATIONS are already waiting.
         """
+        if self._queued_ops >= MAX_QUEUED_OPERATIONS:
+            raise ApiError(Errors.REQUEST_TIMED_OUT, f"{MAX_QUEUED_OPERATIONS} controller operations already queued")
         op = _Op(name, fn, admin, deadline)
+        self._queued_ops += 1
         self._send.send_nowait(op)
         await op.done.wait()
         if op.error is not None:
@@ -156,6 +165,7 @@ class ControllerService:
                 async for event in self._events:
                     self._check_leadership()
                     if isinstance(event, _Op):
+                        self._queued_ops -= 1
                         self._execute(event)
                     elif event is _TICK:
                         self._tick()

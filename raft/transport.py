@@ -17,7 +17,9 @@ is dropped when its link reconnects, and the core resends on its own timers.
 Client RPCs (DescribeQuorum, the diagnostic append) are answered on the
 connection they came on by an async `client_handler`, at most
 MAX_INFLIGHT_PER_CONNECTION at a time (then the connection is not read until one
-is answered). Bad input never kills the node: a foreign cluster id gets
+is answered). The listener's bounds (wire.connection_limits: max.connections,
+max.connections.per.ip, connections.max.idle.ms, socket.request.read.timeout.ms)
+apply as on the Kafka listener. Bad input never kills the node: a foreign cluster id gets
 INCONSISTENT_CLUSTER_ID, an undecodable frame gets an `ErrorResponse` (and the
 connection is closed when framing is lost). An inbound connection speaks for one
 peer: the first node id a peer request on it names; a request naming another id
@@ -35,6 +37,7 @@ import trio
 from raft import codec
 from raft.errors import INCONSISTENT_CLUSTER_ID, INVALID_REQUEST
 from storage.env import Env
+from wire.connection_limits import ConnectionLimits, ConnectionQuotas
 from wire.errors import DecodeError
 from wire.rpc import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decode_payload, encode_frame
 
@@ -194,6 +197,7 @@ class Transport:
         inbox: trio.MemorySendChannel,
         client_handler: ClientHandler | None = None,
         status: Callable[[], tuple[int, int | None]] = lambda: (0, None),
+        limits: ConnectionLimits = ConnectionLimits(),
     ):
         self.env = env
         self.node_id = node_id
@@ -205,6 +209,8 @@ class Transport:
             nid: _PeerLink(self, nid, host, port) for nid, (host, port) in sorted(peers.items()) if nid != node_id
         }
         self.routes: dict[int, _Inbound] = {}  # reply route per requesting node id
+        self.limits = limits
+        self.quotas = ConnectionQuotas(limits.max_connections, limits.max_connections_per_ip)
         self.bad_frames = 0
 
     # ----------------------------------------------------------------- running
@@ -243,7 +249,20 @@ class Transport:
 
     # ----------------------------------------------------------------- inbound
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
-        conn = _Inbound(stream, _peer_name(stream))
+        peer = _peer_name(stream)
+        ip = peer.rpartition(":")[0] or peer
+        refused = self.quotas.try_open(ip)
+        if refused is not None:
+            log.info("closing a new connection from %s: %s", peer, refused)
+            await trio.aclose_forcefully(stream)
+            return
+        try:
+            await self._serve_admitted(stream, peer)
+        finally:
+            self.quotas.close(ip)
+
+    async def _serve_admitted(self, stream: trio.abc.Stream, peer: str) -> None:
+        conn = _Inbound(stream, peer)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._reply_writer, conn, nursery.cancel_scope)
@@ -278,8 +297,21 @@ class Transport:
 
     async def _read_requests(self, conn: _Inbound, nursery) -> None:
         decoder = FrameDecoder(max_frame_size=DEFAULT_MAX_FRAME_SIZE)
+        partial_since: float | None = None  # when the frame being read began to arrive
         while True:
-            data = await conn.stream.receive_some(1 << 16)
+            if decoder.buffered:
+                partial_since = self.env.now() if partial_since is None else partial_since
+                deadline = partial_since + self.limits.request_read_timeout_s
+            else:
+                partial_since = None
+                deadline = self.env.now() + self.limits.idle_timeout_s
+            data = None
+            with trio.move_on_at(deadline):
+                data = await conn.stream.receive_some(1 << 16)
+            if data is None:
+                log.info("closing connection from %s: %s", conn.peer,
+                         "a frame did not arrive whole in time" if decoder.buffered else "idle")
+                return
             if not data:
                 return
             decoder.feed(data)

@@ -24,6 +24,7 @@ from metadata.configs import parse as parse_broker_value
 from metadata.errors import ApiError
 from raft.config import RaftConfig
 from storage.meta_properties import VoterSpec
+from wire.connection_limits import ConnectionLimits
 
 __all__ = [
     "ConfigError",
@@ -260,6 +261,21 @@ class NodeConfig:
             if listener.name in self.controller_listener_names:
                 return listener
         return None
+
+    def connection_limits(self) -> ConnectionLimits:
+        """Every listener's bounds, from the static configs (Kafka's names; unset = Kafka's default)."""
+        default = ConnectionLimits()
+
+        def number(name: str, value):
+            return int(self.broker_static[name]) if name in self.broker_static else value
+
+        return ConnectionLimits(
+            max_connections=number("max.connections", default.max_connections),
+            max_connections_per_ip=number("max.connections.per.ip", default.max_connections_per_ip),
+            idle_timeout_s=number("connections.max.idle.ms", default.idle_timeout_s * 1000) / 1000,
+            request_read_timeout_s=number("socket.request.read.timeout.ms",
+                                          default.request_read_timeout_s * 1000) / 1000,
+            queued_max_request_bytes=number("queued.max.request.bytes", default.queued_max_request_bytes))
 
     def raft_config(self) -> RaftConfig:
         return RaftConfig(

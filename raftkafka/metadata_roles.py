@@ -39,7 +39,6 @@ from metadata.records import Endpoint
 from raftkafka.config import ConfigError, NodeConfig
 from storage.env import Env
 from storage.metrics import MetricsRegistry
-from wire.connection_limits import ConnectionLimits
 
 __all__ = ["ControllerRole", "BrokerRole", "MetadataApp"]
 
@@ -60,26 +59,11 @@ def broker_config(config: NodeConfig, cluster_id: str) -> BrokerConfig:
         extra["max_frame_size"] = int(static["socket.request.max.bytes"])
     if "log.retention.check.interval.ms" in static:
         extra["retention_check_interval_s"] = int(static["log.retention.check.interval.ms"]) / 1000
-    extra["connection_limits"] = connection_limits(static)
+    extra["connection_limits"] = config.connection_limits()
     return BrokerConfig(
         node_id=config.node_id, data_dirs=tuple(config.log_dirs), host=listener.host, port=listener.port,
         listener_name=listener.name, rack=config.broker_rack or None, cluster_id=cluster_id,
         static=dict(static), **extra)
-
-
-def connection_limits(static: dict[str, str]) -> ConnectionLimits:
-    """The client listener's bounds from the static configs (Kafka's names; unset = Kafka's default)."""
-    default = ConnectionLimits()
-
-    def number(name: str, value):
-        return int(static[name]) if name in static else value
-
-    return ConnectionLimits(
-        max_connections=number("max.connections", default.max_connections),
-        max_connections_per_ip=number("max.connections.per.ip", default.max_connections_per_ip),
-        idle_timeout_s=number("connections.max.idle.ms", default.idle_timeout_s * 1000) / 1000,
-        request_read_timeout_s=number("socket.request.read.timeout.ms", default.request_read_timeout_s * 1000) / 1000,
-        queued_max_request_bytes=number("queued.max.request.bytes", default.queued_max_request_bytes))
 
 
 def describe_recovery(log_manager) -> str:

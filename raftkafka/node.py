@@ -130,6 +130,7 @@ class ControllerNode:
             inbox=driver.inbox_send if app is None else app.wrap_inbox(driver.inbox_send),
             client_handler=client_handler,
             status=epoch_and_leader,
+            limits=config.connection_limits(),
         )
         listener = config.controller_listener
         try:
