@@ -132,3 +132,28 @@ async def test_unknown_config_operation_fails_only_its_resource(cluster, nursery
          (TOPIC_RESOURCE, "c2"): [("retention.ms", 0, "5")]})
     assert reply.results[(TOPIC_RESOURCE, "c1")].code == Errors.INVALID_REQUEST
     assert reply.results[(TOPIC_RESOURCE, "c2")].code == Errors.NONE
+
+
+async def test_operations_over_the_bounds_or_past_their_deadline_write_nothing(cluster, nursery):
+    from metadata.controller_service import MAX_RECORDS_PER_USER_OP
+    from metadata.errors import ApiError
+    from metadata.records import Config, NoOp
+    from storage.raft_log import MAX_ENTRY_BYTES
+
+    active = await cluster.wait_active()
+    service = cluster.nodes[active].app.controller.service
+
+    async def refused(fn, **kw):
+        with pytest.raises(ApiError) as e:
+            await service.submit("test", fn, **kw)
+        return e.value.code
+
+    huge = Config(4, "", "ssl.keystore.password", "x" * (MAX_ENTRY_BYTES + 1))
+    assert await refused(lambda image, off, now: ([[huge]], None)) == Errors.POLICY_VIOLATION
+    many = [NoOp() for _ in range(MAX_RECORDS_PER_USER_OP + 1)]
+    assert await refused(lambda image, off, now: ([many], None), admin=True) == Errors.POLICY_VIOLATION
+    late = service.env.now() - 1
+    assert await refused(lambda image, off, now: ([[NoOp()]], None), deadline=late) == Errors.REQUEST_TIMED_OUT
+    assert service.active and "ssl.keystore.password" not in service.image.configs.get((4, ""), {})
+    _, offset = await service.submit("fine", lambda image, off, now: ([[NoOp()]], None), admin=True)
+    assert offset >= 0 and service.active  # still in charge, and writing
