@@ -40,8 +40,8 @@ from broker.records_slice import RecordsSlice
 from broker.request_errors import CloseConnection
 from broker.request_reader import RequestReader
 from storage.log.log_dir_failure import KafkaStorageError
-from wire.error_codes import ErrorCode
 from wire.connection_limits import ConnectionQuotas, RequestMemoryPool
+from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.protocol import ApiKey, UnsupportedRequestError, decode_request, encode_response_parts
 
@@ -172,11 +172,13 @@ CLOSE = object()
 
 
 def peer_ip(stream) -> str:
-    """The client's address, for the per-ip connection limit ("peer" on a stream without one)."""
-    sock = getattr(stream, "socket", None)
+    """The client's address, for the per-ip connection limit (under TLS, of the stream it
+    wraps; "peer" for a stream without a socket, like the simulated network's)."""
+    while getattr(stream, "socket", None) is None and hasattr(stream, "transport_stream"):
+        stream = stream.transport_stream
     try:
-        return str(sock.getpeername()[0])
-    except Exception:  # in-memory and TLS-wrapped streams without a socket
+        return str(stream.socket.getpeername()[0])
+    except (AttributeError, OSError):
         return "peer"
 
 
