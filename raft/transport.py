@@ -46,7 +46,7 @@ __all__ = ["Transport", "LINK_QUEUE", "BACKOFF_MIN", "BACKOFF_MAX"]
 log = logging.getLogger("raftkafka.raft.transport")
 
 LINK_QUEUE = 4096  # messages waiting for a peer link before new ones are dropped
-MAX_INFLIGHT_PER_CONNECTION = 64  # client RPCs being answered for one connection
+MAX_INFLIGHT_PER_CONNECTION = 1000  # client RPCs being answered for one connection (a broker forwards all its clients' admin requests and heartbeats on one)
 BACKOFF_MIN = 0.05
 BACKOFF_MAX = 1.0
 CONNECT_TIMEOUT = 1.0
