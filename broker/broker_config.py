@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from wire.connection_limits import ConnectionLimits
 from wire.protocol import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["BrokerConfig"]
@@ -26,6 +27,7 @@ class BrokerConfig:
     cluster_id: str | None = None
     static: Mapping[str, str] = field(default_factory=dict)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # socket.request.max.bytes
+    connection_limits: ConnectionLimits = ConnectionLimits()  # max.connections, queued.max.request.bytes, ...
     retention_check_interval_s: float = 300.0  # log.retention.check.interval.ms
     flush_check_interval_s: float = 1.0
     replica_apply_timeout_s: float = 5.0  # how long a request waits for a just-published partition

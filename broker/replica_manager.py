@@ -39,9 +39,11 @@ from metadata.controller.dynamic_configs import effective_topic_value
 from metadata.delta import LocalReplicaChanges, MetadataDelta
 from metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from storage.log import LogManager
+from storage.log.log_dir_failure import DescriptorsExhaustedError
 
 __all__ = ["ReplicaManager"]
 
+REOPEN_RETRY_S = 1.0  # a log that could not be opened for want of file descriptors is tried again
 log = logging.getLogger(__name__)
 Key = tuple[str, int]
 
@@ -67,6 +69,8 @@ class ReplicaManager:
         self.on_change = on_change  # called with (topic, partition) on appends and role changes
         self.partitions: dict[Key, Partition] = {}
         self.offline: dict[Key, str] = {}  # partitions whose log could not be opened
+        self._unopened: set[Key] = set()  # ... for want of file descriptors: retried
+        self._image: MetadataImage | None = None  # the last image applied
         self.applied_offset = -1
         self._queue: list[_Pending] = []
         self._wake = trio.Event()
@@ -93,14 +97,27 @@ class ReplicaManager:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
-            await self._wake.wait()
+            with trio.move_on_after(REOPEN_RETRY_S if self._unopened else float("inf")):
+                await self._wake.wait()
             self._wake = trio.Event()
             await self.apply_pending()
+            await self._retry_unopened()
+
+    async def _retry_unopened(self) -> None:
+        """Open again the logs that failed for want of file descriptors (never a disk failure)."""
+        image = self._image
+        for key in sorted(self._unopened):
+            self._unopened.discard(key)
+            topic = image.topics_by_name.get(key[0]) if image is not None else None
+            registration = topic.partitions.get(key[1]) if topic is not None else None
+            if registration is not None and self.node_id in registration.replicas and key not in self.partitions:
+                await self._open_or_update(key, registration, image)
 
     async def apply_pending(self) -> None:
         while self._queue:
             pending = self._queue.pop(0)
             await self._apply(pending)
+            self._image = pending.image
             self._sync_fetchers()
             self.applied_offset = pending.image.offset
             self._applied.set()
@@ -210,7 +227,11 @@ class ReplicaManager:
             config = log_config_for(image, topic, self.static, self.node_id)
             plog = await self.log_manager.get_or_create_log(topic, index, config, topic_image.topic_id)
         except Exception as exc:  # a storage failure takes this partition offline, not the broker
-            log.exception("cannot open log for %s-%d", topic, index)
+            if isinstance(exc, DescriptorsExhaustedError):
+                log.error("cannot open log for %s-%d now: %s; retrying in %.0f s", topic, index, exc, REOPEN_RETRY_S)
+                self._unopened.add(key)
+            else:
+                log.exception("cannot open log for %s-%d", topic, index)
             self.offline[key] = f"{type(exc).__name__}: {exc}"
             return
         self.offline.pop(key, None)

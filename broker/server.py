@@ -15,6 +15,12 @@ is a socket. A stream without one (TLS, the simulated network) cannot take a
 file, so the slices are copied in and the response is one write, as Kafka
 does without zero copy.
 
+Resource bounds (wire.connection_limits, broker.request_reader): a new connection
+over max.connections / max.connections.per.ip is closed at once; a request is read
+only once its size fits the shared queued.max.request.bytes pool, and released when
+answered; an idle connection (connections.max.idle.ms) or a request that does not
+arrive whole in time (socket.request.read.timeout.ms) is closed.
+
 What closes a connection (and only that connection): a bad size prefix, a
 request that does not parse, an api key or version we do not implement (except
 ApiVersions, answered with a v0 body and UNSUPPORTED_VERSION so the client can
@@ -32,29 +38,45 @@ from broker.handlers import HANDLERS
 from broker.handlers.api_versions import fallback_response
 from broker.records_slice import RecordsSlice
 from broker.request_errors import CloseConnection
+from broker.request_reader import RequestReader
 from storage.log.log_dir_failure import KafkaStorageError
+from wire.connection_limits import ConnectionQuotas, RequestMemoryPool
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
-from wire.protocol import (
-    ApiKey, FrameReader, UnsupportedRequestError, decode_request, encode_response_parts,
-)
+from wire.protocol import ApiKey, UnsupportedRequestError, decode_request, encode_response_parts
 
 __all__ = ["KafkaServer"]
 
 log = logging.getLogger(__name__)
-RECEIVE_CHUNK = 256 * 1024
 _CONNECTION_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
 class KafkaServer:
     def __init__(self, broker):
         self.broker = broker
+        limits = broker.config.connection_limits
+        self.quotas = ConnectionQuotas(limits.max_connections, limits.max_connections_per_ip)
+        self.memory_pool = RequestMemoryPool(limits.queued_max_request_bytes)
         self.connections = 0  # open now
         self.closed_for_bad_input = 0  # connections closed because of what the client sent
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         cfg = self.broker.config
-        await self.broker.env.net.serve(cfg.host, cfg.port, self.handle_connection, task_status=task_status)
+        await self.broker.env.net.serve(cfg.host, cfg.port, self._admit, task_status=task_status)
+
+    async def _admit(self, stream) -> None:
+        """max.connections / max.connections.per.ip: a connection over a limit is closed at once."""
+        ip = peer_ip(stream)
+        refused = self.quotas.try_open(ip)
+        if refused is not None:
+            log.info("closing a new connection from %s: %s", ip, refused)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            return
+        try:
+            await self.handle_connection(stream)
+        finally:
+            self.quotas.close(ip)
 
     async def handle_connection(self, stream) -> None:
         self.connections += 1
@@ -74,31 +96,34 @@ class KafkaServer:
 
     async def _serve_requests(self, stream) -> None:
         """Read a frame, answer it, repeat; return when the peer closes or must be dropped."""
-        reader = FrameReader(self.broker.config.max_frame_size)
+        reader = RequestReader(stream, self.broker.env, max_frame_size=self.broker.config.max_frame_size,
+                               limits=self.broker.config.connection_limits, pool=self.memory_pool)
+        try:
+            await self._answer_frames(stream, reader)
+        finally:
+            reader.done()
+
+    async def _answer_frames(self, stream, reader: RequestReader) -> None:
         env, metrics = self.broker.env, self.broker.metrics
         while True:
             try:
-                frame = reader.next_frame()
+                frame = await reader.next_frame()
             except DecodeError as exc:  # the frames before it were answered
                 log.info("closing connection: %s", exc)
                 self.closed_for_bad_input += 1
                 return
             if frame is None:
-                data = await stream.receive_some(RECEIVE_CHUNK)
-                if not data:
-                    return
-                reader.feed(data)
-                continue
+                return
             started = env.now()
             parts = await self.respond(frame)
             if len(frame) >= 2:
                 metrics.request(int.from_bytes(frame[:2], "big", signed=True), env.now() - started)
-            if parts is None:
-                continue
             if parts is CLOSE:
                 self.closed_for_bad_input += 1
                 return
-            await send_parts(stream, parts)
+            if parts is not None:
+                await send_parts(stream, parts)
+            reader.done()
 
     async def respond(self, frame: bytes):
         """The response chunks for one request frame, None for no response, or CLOSE."""
@@ -144,6 +169,17 @@ class KafkaServer:
 
 
 CLOSE = object()
+
+
+def peer_ip(stream) -> str:
+    """The client's address, for the per-ip connection limit (under TLS, of the stream it
+    wraps; "peer" for a stream without a socket, like the simulated network's)."""
+    while getattr(stream, "socket", None) is None and hasattr(stream, "transport_stream"):
+        stream = stream.transport_stream
+    try:
+        return str(stream.socket.getpeername()[0])
+    except (AttributeError, OSError):
+        return "peer"
 
 
 async def send_parts(stream, parts: list) -> None:

@@ -15,6 +15,7 @@ from metadata.errors import ApiError
 from wire.error_codes import ErrorCode
 
 __all__ = [
+    "check_config_name", "MAX_CONFIG_NAME_LENGTH", "MAX_CONFIG_VALUE_BYTES",
     "ConfigType", "ConfigSource", "ConfigDef", "TOPIC_CONFIGS", "BROKER_CONFIGS",
     "TOPIC_SYNONYMS", "parse", "validate_topic_config", "validate_broker_config",
     "resolve_topic_config", "resolve_broker_config", "Resolved",
@@ -22,6 +23,10 @@ __all__ = [
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
+# Bounds on what a request may store as one config (Kafka has none of its own, but its
+# ConfigRecord must fit one 8 MiB metadata batch); refused with INVALID_CONFIG at once.
+MAX_CONFIG_NAME_LENGTH = 255
+MAX_CONFIG_VALUE_BYTES = 1024 * 1024
 
 
 class ConfigType(enum.IntEnum):  # Kafka's DescribeConfigs ConfigType ids
@@ -201,10 +206,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
 def parse(d: ConfigDef, value: str) -> Any:
     """The typed value of `value`, or ApiError(INVALID_CONFIG) naming the setting."""
     def bad(why: str) -> ApiError:
-        return ApiError(ErrorCode.INVALID_CONFIG, f"Invalid value {value!r} for configuration "
+        shown = value if len(value) <= 200 else value[:200] + "..."
+        return ApiError(ErrorCode.INVALID_CONFIG, f"Invalid value {shown!r} for configuration "
                                                 f"{d.name}: {why}")
     if not isinstance(value, str):
-        raise bad("not a string")
+        raise ApiError(ErrorCode.INVALID_CONFIG, f"Invalid value for configuration {d.name}: not a string")
+    if len(value) > MAX_CONFIG_VALUE_BYTES:
+        raise ApiError(ErrorCode.INVALID_CONFIG, f"Invalid value for configuration {d.name}: {len(value)} "
+                                              f"characters, more than the {MAX_CONFIG_VALUE_BYTES} allowed")
     text = value.strip()
     if d.type == ConfigType.BOOLEAN:
         if text.lower() not in ("true", "false"):
@@ -236,7 +245,14 @@ def parse(d: ConfigDef, value: str) -> Any:
     return parsed
 
 
+def check_config_name(name: str) -> None:
+    if len(name) > MAX_CONFIG_NAME_LENGTH:
+        raise ApiError(ErrorCode.INVALID_CONFIG, f"Config name of {len(name)} characters; at most "
+                                              f"{MAX_CONFIG_NAME_LENGTH} are allowed")
+
+
 def validate_topic_config(name: str, value: str) -> None:
+    check_config_name(name)
     d = TOPIC_CONFIGS.get(name)
     if d is None:
         raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
@@ -245,6 +261,7 @@ def validate_topic_config(name: str, value: str) -> None:
 
 def validate_broker_config(name: str, value: str) -> None:
     """Dynamic broker configs only: read-only ones are refused as Kafka does."""
+    check_config_name(name)
     d = BROKER_CONFIGS.get(name)
     if d is None:
         raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")

@@ -200,8 +200,22 @@ Message = (
 # --------------------------------------------------------------------------- #
 
 
+INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
+
+
 def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    """An int64, as every number in Kafka's Raft messages is at most."""
+    return isinstance(v, int) and not isinstance(v, bool) and -INT64_MAX - 1 <= v <= INT64_MAX
+
+
+def _is_id_or_epoch(v: object) -> bool:
+    """Node ids and epochs are int32 in Kafka (-1 = none): a larger one is never adopted."""
+    return isinstance(v, int) and not isinstance(v, bool) and -1 <= v <= INT32_MAX
+
+
+# Fields whose ints are ids or epochs (int32); every other int is an int64.
+_INT32_FIELDS = frozenset({"epoch", "last_epoch", "last_fetched_epoch", "candidate_id", "leader_id", "replica_id"})
 
 
 def _is_pair(v: object) -> bool:
@@ -224,7 +238,7 @@ _CHECKS = {
     "bool": lambda v: isinstance(v, bool),
     "str": lambda v: isinstance(v, str),
     "bytes": lambda v: isinstance(v, bytes),
-    "list[int]": lambda v: isinstance(v, list) and all(_is_int(x) for x in v),
+    "list[int]": lambda v: isinstance(v, list) and all(_is_id_or_epoch(x) for x in v),
     "list[Entry]": lambda v: isinstance(v, list) and all(_is_entry(x) for x in v),
     "tuple[int, int]": _is_pair,
     "tuple[int, int] | None": lambda v: v is None or _is_pair(v),
@@ -239,7 +253,10 @@ def well_formed(msg: object) -> bool:
     if fields is None:
         return False
     for name, f in fields.items():
+        value = getattr(msg, name, None)
         check = _CHECKS.get(f.type)
-        if check is None or not check(getattr(msg, name, None)):
+        if check is None or not check(value):
+            return False
+        if name in _INT32_FIELDS and value is not None and not _is_id_or_epoch(value):
             return False
     return True

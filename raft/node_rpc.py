@@ -1,5 +1,10 @@
 """Client RPCs a controller answers about its quorum: DescribeQuorum and the diagnostic append.
 
+The diagnostic append writes opaque entries into the log, so it is served only by a node
+that merely replicates (`diagnostic_append`: the recording state machine of Raft-only
+tests and benchmarks, `controller.state.machine=recording`); a node whose log is the
+cluster metadata refuses it with INVALID_REQUEST.
+
 Both are meant for the leader. A follower that knows the leader relays the
 request there once (the relayed form is never relayed again, so two nodes with
 stale views cannot bounce a request between them) and passes the answer back;
@@ -16,6 +21,7 @@ from raft.driver import ProposalFailed, RaftDriver
 from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
 from raft.node_client import ConnectionLost, RpcClient
 from storage.env import Env
+from storage.raft_log import MAX_ENTRY_BYTES
 from wire.error_codes import ErrorCode
 
 __all__ = ["QuorumService", "describe_from_status"]
@@ -46,8 +52,10 @@ def describe_from_status(status, cluster_id: str, now: float) -> DescribeQuorumR
 
 
 class QuorumService:
-    def __init__(self, env: Env, driver: RaftDriver, *, cluster_id: str, node_id: int, addresses: dict):
+    def __init__(self, env: Env, driver: RaftDriver, *, cluster_id: str, node_id: int, addresses: dict,
+                 diagnostic_append: bool = False):
         self.env = env
+        self.diagnostic_append = diagnostic_append
         self.driver = driver
         self.cluster_id = cluster_id
         self.node_id = node_id
@@ -69,7 +77,7 @@ class QuorumService:
             return self._describe(status)
         if isinstance(request, DescribeQuorumRequest):
             return await self._forward(status, codec.ForwardedDescribeQuorum(self.cluster_id), request)
-        if isinstance(request, codec.DiagAppendRequest):
+        if isinstance(request, codec.DiagAppendRequest) and self.diagnostic_append:
             return await self._append(status, request)
         return codec.ErrorResponse(ErrorCode.INVALID_REQUEST, f"{type(request).__name__} is not served here")
 
@@ -88,6 +96,8 @@ class QuorumService:
         payloads = request.payloads
         if not payloads or len(payloads) > MAX_APPEND_PAYLOADS:
             return fail(ErrorCode.INVALID_REQUEST, f"1..{MAX_APPEND_PAYLOADS} payloads per append")
+        if max(map(len, payloads)) > MAX_ENTRY_BYTES:
+            return fail(ErrorCode.INVALID_REQUEST, f"an entry holds at most {MAX_ENTRY_BYTES} bytes")
         if status.role != "Leader":
             if request.forwarded or status.leader_id is None or status.leader_id == self.node_id:
                 return fail(ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader")

@@ -15,9 +15,15 @@ Raft tolerates loss, so nothing here retries: a message for a peer that is down
 is dropped when its link reconnects, and the core resends on its own timers.
 
 Client RPCs (DescribeQuorum, the diagnostic append) are answered on the
-connection they came on by an async `client_handler`. Bad input never kills the
-node: a foreign cluster id gets INCONSISTENT_CLUSTER_ID, an undecodable frame
-gets an `ErrorResponse` (and the connection is closed when framing is lost).
+connection they came on by an async `client_handler`, at most
+MAX_INFLIGHT_PER_CONNECTION at a time (then the connection is not read until one
+is answered). The listener's bounds (wire.connection_limits: max.connections,
+max.connections.per.ip, connections.max.idle.ms, socket.request.read.timeout.ms)
+apply as on the Kafka listener. Bad input never kills the node: a foreign cluster id gets
+ErrorCode.INCONSISTENT_CLUSTER_ID, an undecodable frame gets an `ErrorResponse` (and the
+connection is closed when framing is lost). An inbound connection speaks for one
+peer: the first node id a peer request on it names; a request naming another id
+is refused (until connections are authenticated, the id still comes from the body).
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ import trio
 
 from raft import codec
 from storage.env import Env
+from wire.connection_limits import ConnectionLimits, ConnectionQuotas
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.rpc import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decode_payload, encode_frame
@@ -39,6 +46,7 @@ __all__ = ["Transport", "LINK_QUEUE", "BACKOFF_MIN", "BACKOFF_MAX"]
 log = logging.getLogger("raftkafka.raft.transport")
 
 LINK_QUEUE = 4096  # messages waiting for a peer link before new ones are dropped
+MAX_INFLIGHT_PER_CONNECTION = 1000  # client RPCs being answered for one connection (a broker forwards all its clients' admin requests and heartbeats on one)
 BACKOFF_MIN = 0.05
 BACKOFF_MAX = 1.0
 CONNECT_TIMEOUT = 1.0
@@ -58,6 +66,8 @@ class _Inbound:
         self.out_send, self.out_recv = trio.open_memory_channel[bytes](LINK_QUEUE)
         self.pending: dict[tuple[int, type], collections.deque[int]] = collections.defaultdict(collections.deque)
         self.closed = False
+        self.peer_id: int | None = None  # the node this connection speaks for, once it said so
+        self.inflight = trio.Semaphore(MAX_INFLIGHT_PER_CONNECTION)
 
     def queue(self, data: bytes) -> None:
         try:
@@ -187,6 +197,7 @@ class Transport:
         inbox: trio.MemorySendChannel,
         client_handler: ClientHandler | None = None,
         status: Callable[[], tuple[int, int | None]] = lambda: (0, None),
+        limits: ConnectionLimits = ConnectionLimits(),
     ):
         self.env = env
         self.node_id = node_id
@@ -198,6 +209,8 @@ class Transport:
             nid: _PeerLink(self, nid, host, port) for nid, (host, port) in sorted(peers.items()) if nid != node_id
         }
         self.routes: dict[int, _Inbound] = {}  # reply route per requesting node id
+        self.limits = limits
+        self.quotas = ConnectionQuotas(limits.max_connections, limits.max_connections_per_ip)
         self.bad_frames = 0
 
     # ----------------------------------------------------------------- running
@@ -236,7 +249,20 @@ class Transport:
 
     # ----------------------------------------------------------------- inbound
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
-        conn = _Inbound(stream, _peer_name(stream))
+        peer = _peer_name(stream)
+        ip = peer.rpartition(":")[0] or peer
+        refused = self.quotas.try_open(ip)
+        if refused is not None:
+            log.info("closing a new connection from %s: %s", peer, refused)
+            await trio.aclose_forcefully(stream)
+            return
+        try:
+            await self._serve_admitted(stream, peer)
+        finally:
+            self.quotas.close(ip)
+
+    async def _serve_admitted(self, stream: trio.abc.Stream, peer: str) -> None:
+        conn = _Inbound(stream, peer)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._reply_writer, conn, nursery.cancel_scope)
@@ -271,8 +297,21 @@ class Transport:
 
     async def _read_requests(self, conn: _Inbound, nursery) -> None:
         decoder = FrameDecoder(max_frame_size=DEFAULT_MAX_FRAME_SIZE)
+        partial_since: float | None = None  # when the frame being read began to arrive
         while True:
-            data = await conn.stream.receive_some(1 << 16)
+            if decoder.buffered:
+                partial_since = self.env.now() if partial_since is None else partial_since
+                deadline = partial_since + self.limits.request_read_timeout_s
+            else:
+                partial_since = None
+                deadline = self.env.now() + self.limits.idle_timeout_s
+            data = None
+            with trio.move_on_at(deadline):
+                data = await conn.stream.receive_some(1 << 16)
+            if data is None:
+                log.info("closing connection from %s: %s", conn.peer,
+                         "a frame did not arrive whole in time" if decoder.buffered else "idle")
+                return
             if not data:
                 return
             decoder.feed(data)
@@ -290,14 +329,14 @@ class Transport:
                 except DecodeError as e:
                     self._reject(conn, _correlation_of(payload), str(e))
                     continue
-                self._on_request(conn, frame, nursery)
+                await self._on_request(conn, frame, nursery)
 
     def _reject(self, conn: _Inbound, corr: int, why: str) -> None:
         self.bad_frames += 1
         log.warning("malformed frame from %s: %s", conn.peer, why)
         conn.queue(encode_frame(codec.ErrorResponse(ErrorCode.INVALID_REQUEST, why), corr))
 
-    def _on_request(self, conn: _Inbound, frame, nursery) -> None:
+    async def _on_request(self, conn: _Inbound, frame, nursery) -> None:
         msg = frame.message
         if codec.is_response(msg):
             log.warning("unsolicited %s from %s ignored", frame.type, conn.peer)
@@ -313,6 +352,12 @@ class Transport:
         src = codec.sender_of(msg)
         response_type = codec.PEER_RESPONSE_TYPE.get(type(msg))
         if response_type is not None and src is not None:
+            if conn.peer_id is None:
+                conn.peer_id = src
+            elif src != conn.peer_id:
+                self._reject(conn, frame.correlation_id, f"{frame.type} names node {src} on a connection "
+                                                         f"of node {conn.peer_id}")
+                return
             self.routes[src] = conn
             conn.pending[(src, response_type)].append(frame.correlation_id)
             self.deliver(src, msg)
@@ -320,6 +365,7 @@ class Transport:
         if self.client_handler is None:
             self._reject(conn, frame.correlation_id, f"{frame.type} is not served here")
             return
+        await conn.inflight.acquire()  # backpressure: the socket is not read meanwhile
         nursery.start_soon(self._answer_client, conn, frame)
 
     async def _answer_client(self, conn: _Inbound, frame) -> None:
@@ -328,6 +374,8 @@ class Transport:
         except Exception as e:  # a bug in a handler must not take the node down
             log.exception("handling %s from %s failed", frame.type, conn.peer)
             reply = codec.ErrorResponse(ErrorCode.INVALID_REQUEST, f"internal error: {type(e).__name__}")
+        finally:
+            conn.inflight.release()
         if reply is not None:
             conn.queue(encode_frame(reply, frame.correlation_id))
 

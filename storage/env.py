@@ -24,6 +24,7 @@ the calls that can block for long: `File.sync()`, `FileSystem.sync_dir()` and
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import random
 import time
@@ -31,6 +32,8 @@ import uuid as _uuid
 from typing import Awaitable, Callable, Protocol, runtime_checkable
 
 import trio
+
+log = logging.getLogger("raftkafka.env")
 
 __all__ = [
     "Env",
@@ -313,12 +316,48 @@ class RealFileSystem:
             return None
 
 
+# File descriptors kept free for the node's own files and peer links: an accepted connection
+# that would eat into them is closed at once, so clients can never starve the logs (EMFILE).
+# (accept itself failing with EMFILE/ENFILE is retried after a pause by trio.serve_listeners.)
+DESCRIPTOR_RESERVE_MIN = 64
+DESCRIPTOR_RESERVE_FRACTION = 0.1
+
+
+def descriptor_headroom_left(fd: int) -> bool:
+    """False when `fd`, a just-accepted socket, sits in the reserve below RLIMIT_NOFILE
+    (descriptors are handed out lowest first, so everything below it is in use)."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return True
+    reserve = max(DESCRIPTOR_RESERVE_MIN, int(soft * DESCRIPTOR_RESERVE_FRACTION))
+    return fd < soft - reserve
+
+
 class RealNetwork:
+    def __init__(self) -> None:
+        self.refused_for_descriptors = 0
+
     async def serve(self, host, port, handler, *, task_status=trio.TASK_STATUS_IGNORED):
         listeners = await trio.open_tcp_listeners(port, host=host)
         bound = listeners[0].socket.getsockname()[1]
         task_status.started(bound)
-        await trio.serve_listeners(_nodelay(handler), listeners)
+        await trio.serve_listeners(self._guarded(_nodelay(handler)), listeners)
+
+    def _guarded(self, handler: StreamHandler) -> StreamHandler:
+        async def guarded(stream):
+            if not descriptor_headroom_left(stream.socket.fileno()):
+                self.refused_for_descriptors += 1
+                if self.refused_for_descriptors % 100 == 1:
+                    log.warning("closing new connections: file descriptors are nearly exhausted "
+                                "(%d refused so far); raise the limit (ulimit -n) or lower max.connections",
+                                self.refused_for_descriptors)
+                await trio.aclose_forcefully(stream)
+                return
+            await handler(stream)
+
+        return guarded
 
     async def connect(self, host: str, port: int) -> trio.abc.Stream:
         stream = await trio.open_tcp_stream(host, port)

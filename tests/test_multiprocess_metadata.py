@@ -72,6 +72,9 @@ async def test_topics_survive_controller_kill_and_a_dead_broker_loses_leadership
                     if [b.broker_id for b in view.brokers if not b.fenced] == list(BROKERS):
                         break
                     await trio.sleep(0.1)
+            # Admin requests reach the controller only as forwarded by a registered broker.
+            forwarder = view.brokers[0]
+            client.forwarder = lambda: (forwarder.broker_id, forwarder.broker_epoch)
 
             acked: list[str] = []
             names = iter(f"topic-{i:03d}" for i in range(200))

@@ -9,9 +9,12 @@ the client refreshes metadata (Kafka's behaviour). acks=all refuses up front
 with NOT_ENOUGH_REPLICAS when the committed ISR is smaller than
 min.insync.replicas, then waits in broker.delayed_produce until the high
 watermark passes the batch.
+A partition named more than once in one request is appended nowhere: every entry
+for it is answered INVALID_REQUEST (the other partitions are served).
 """
 from __future__ import annotations
 
+import collections
 import logging
 import weakref
 
@@ -48,6 +51,7 @@ async def handle(broker, header, request):
     deadline = env.now() + max(0, request.timeout_ms) / 1000
     results: dict[str, list] = {}
     waits: list[PendingAck] = []  # acks=all: answered once the HW passes each batch
+    duplicates = _duplicate_partitions(request)
     for topic in request.topic_data:
         out = results.setdefault(topic.name, [])
         limits = _topic_limits(broker, topic.name)
@@ -62,6 +66,10 @@ async def handle(broker, header, request):
             if topic.name in INTERNAL_TOPICS:  # written by the group coordinator only
                 out.append(_partition_response(part.index, ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                f"Cannot append to internal topic {topic.name}"))
+                continue
+            if (topic.name, part.index) in duplicates:
+                out.append(_partition_response(part.index, ErrorCode.INVALID_REQUEST,
+                                               "Duplicate partition in the produce request"))
                 continue
             response, partition, last_offset, min_isr = await _append_one(
                 broker, topic.name, part, version, acks, deadline, limits)
@@ -80,6 +88,12 @@ async def handle(broker, header, request):
         return None
     return R(responses=[R.TopicProduceResponse(name=name, partition_responses=parts)
                         for name, parts in results.items()], throttle_time_ms=0)
+
+
+def _duplicate_partitions(request) -> set[tuple[str, int]]:
+    """(topic, partition) pairs the request names more than once."""
+    counts = collections.Counter((t.name, p.index) for t in request.topic_data for p in t.partition_data)
+    return {key for key, n in counts.items() if n > 1}
 
 
 class _TopicLimits:

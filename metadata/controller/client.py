@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Generic, Mapping, Sequence, TypeVar
+from typing import Callable, Generic, Mapping, Sequence, TypeVar
 
 import trio
 
@@ -123,10 +123,21 @@ class ControllerConnection:
 
 
 class ControllerClient:
-    """The broker's controller channel (broker.controller_channel.ControllerChannel)."""
+    """The broker's controller channel (broker.controller_channel.ControllerChannel).
 
-    def __init__(self, connection: ControllerConnection):
+    Admin requests carry `forwarder()`, this broker's (id, epoch) registration, which the
+    controller requires of them (metadata.controller.gate), and the client's timeout. A
+    request the controller refuses as a whole (top-level error) fails each of its items."""
+
+    def __init__(self, connection: ControllerConnection, *,
+                 forwarder: Callable[[], tuple[int, int]] | None = None):
         self.conn = connection
+        self.forwarder = forwarder
+
+    def _admin(self, timeout_s: float) -> dict:
+        """The fields every admin request carries."""
+        return {"forwarded_by": None if self.forwarder is None else self.forwarder(),
+                "timeout_ms": int(timeout_s * 1000)}
 
     @property
     def cluster_id(self) -> str:
@@ -138,8 +149,8 @@ class ControllerClient:
             t.name, t.num_partitions, t.replication_factor,
             {p: list(r) for p, r in t.assignments.items()} if t.assignments else None,
             dict(t.configs)) for t in topics]
-        reply = await self.conn.call(rpc.CreateTopicsRequest(self.cluster_id, infos, validate_only),
-                                     timeout=timeout_s)
+        reply = await self.conn.call(rpc.CreateTopicsRequest(self.cluster_id, infos, validate_only,
+                                                             **self._admin(timeout_s)), timeout=timeout_s)
         if failed := _request_error(reply):
             return ControllerReply([CreateTopicResult(t.name, *failed) for t in topics], reply.offset)
         return ControllerReply([CreateTopicResult(r.name, ErrorCode(r.error), r.message, r.topic_id,
@@ -148,8 +159,8 @@ class ControllerClient:
 
     async def delete_topics(self, names: Sequence[str], *,
                             timeout_s: float = 30.0) -> ControllerReply[list[DeleteTopicResult]]:
-        reply = await self.conn.call(rpc.DeleteTopicsRequest(self.cluster_id, list(names)),
-                                     timeout=timeout_s)
+        reply = await self.conn.call(rpc.DeleteTopicsRequest(self.cluster_id, list(names),
+                                                             **self._admin(timeout_s)), timeout=timeout_s)
         if failed := _request_error(reply):
             return ControllerReply([DeleteTopicResult(n, None, *failed) for n in names], reply.offset)
         return ControllerReply([DeleteTopicResult(r.name, r.topic_id, ErrorCode(r.error), r.message)
@@ -161,7 +172,8 @@ class ControllerClient:
         infos = [rpc.NewPartitionsInfo(r.name, r.count, None if r.assignments is None
                                        else [list(a) for a in r.assignments]) for r in requests]
         reply = await self.conn.call(
-            rpc.CreatePartitionsRequest(self.cluster_id, infos, validate_only), timeout=timeout_s)
+            rpc.CreatePartitionsRequest(self.cluster_id, infos, validate_only, **self._admin(timeout_s)),
+            timeout=timeout_s)
         if failed := _request_error(reply):
             return ControllerReply({r.name: failed for r in requests}, reply.offset)
         return ControllerReply({r.name: (ErrorCode(r.error), r.message) for r in reply.results},
@@ -173,8 +185,8 @@ class ControllerClient:
         infos = [rpc.ConfigResourceInfo(rt, rn, [rpc.ConfigEntryInfo(k, v)
                                                  for k, v in sorted(entries.items())])
                  for (rt, rn), entries in sorted(resources.items())]
-        reply = await self.conn.call(rpc.AlterConfigsRequest(self.cluster_id, infos, validate_only),
-                                     timeout=timeout_s)
+        reply = await self.conn.call(rpc.AlterConfigsRequest(self.cluster_id, infos, validate_only,
+                                                             **self._admin(timeout_s)), timeout=timeout_s)
         return self._config_reply(reply, resources)
 
     async def incremental_alter_configs(
@@ -184,7 +196,7 @@ class ControllerClient:
         infos = [rpc.ConfigResourceOps(rt, rn, [rpc.ConfigOpInfo(n, int(op), v) for n, op, v in ops])
                  for (rt, rn), ops in sorted(resources.items())]
         reply = await self.conn.call(
-            rpc.IncrementalAlterConfigsRequest(self.cluster_id, infos, validate_only),
+            rpc.IncrementalAlterConfigsRequest(self.cluster_id, infos, validate_only, **self._admin(timeout_s)),
             timeout=timeout_s)
         return self._config_reply(reply, resources)
 
@@ -200,8 +212,8 @@ class ControllerClient:
                             partitions: Sequence[tuple[str, int]] | None = None, *,
                             timeout_s: float = 30.0) -> ControllerReply[dict[tuple[str, int], ErrorCode]]:
         reply = await self.conn.call(rpc.ElectLeadersRequest(
-            self.cluster_id, election_type, None if partitions is None else list(partitions)),
-            timeout=timeout_s)
+            self.cluster_id, election_type, None if partitions is None else list(partitions),
+            **self._admin(timeout_s)), timeout=timeout_s)
         if (failed := _request_error(reply)) and partitions is not None:
             return ControllerReply({tp: failed[0] for tp in partitions}, reply.offset)
         return ControllerReply({(r.topic, r.partition): ErrorCode(r.error) for r in reply.results},

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from metadata.config_definitions import (
     BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigSource, ConfigType, Resolved, parse,
-    resolve_broker_config, resolve_topic_config, validate_broker_config, validate_topic_config,
+    check_config_name, resolve_broker_config, resolve_topic_config, validate_broker_config, validate_topic_config,
 )
 from metadata.errors import ApiError
 from metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, ConfigResource, MetadataImage
@@ -105,6 +105,7 @@ def incremental_alter_configs(
             new = dict(current)
             seen = set()
             for name, op, value in resources[resource]:
+                check_config_name(name)
                 if name in seen:
                     raise ApiError(ErrorCode.INVALID_REQUEST, f"Duplicate config key {name}")
                 seen.add(name)

@@ -10,6 +10,7 @@ requests, so the listener can offer them to another handler.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 from typing import Any
 
@@ -23,6 +24,7 @@ from metadata.controller.dynamic_configs import (
     AlterOp, alter_configs, describe_configs, incremental_alter_configs,
 )
 from metadata.controller.elect_leaders import ElectionType, elect_leaders
+from metadata.controller.gate import admit, check_forwarder
 from metadata.controller.producer_ids import allocate_producer_ids
 from metadata.controller.replication import batches as split_batches
 from metadata.controller.service import ControllerFault, ControllerService, NotControllerError
@@ -35,6 +37,8 @@ from wire.error_codes import ErrorCode
 
 __all__ = ["ControllerRequests"]
 
+log = logging.getLogger("raftkafka.metadata.controller")
+
 
 def _error_reply(request, code: ErrorCode, message: str | None):
     """The response to `request` carrying one top-level error (and its message where the
@@ -45,8 +49,9 @@ def _error_reply(request, code: ErrorCode, message: str | None):
 
 
 class ControllerRequests:
-    def __init__(self, service: ControllerService, *, rng: random.Random):
+    def __init__(self, service: ControllerService, *, rng: random.Random, cluster_id: str):
         self.service = service
+        self.cluster_id = cluster_id
         self.rng = rng
         self._handlers = {
             rpc.BrokerRegistrationRequest: self._register,
@@ -67,17 +72,32 @@ class ControllerRequests:
         handler = self._handlers.get(type(request))
         if handler is None:
             return None
+        response_type = rpc.CONTROLLER_REQUESTS[type(request)]
+        refused = admit(request, self.cluster_id)
+        if refused is not None:
+            log.warning("refused %s: %s", type(request).__name__, refused.message)
+            return _error_reply(request, refused.code, refused.message)
         try:
             return await handler(request)
         except NotControllerError as e:
-            return rpc.CONTROLLER_REQUESTS[type(request)](int(ErrorCode.NOT_CONTROLLER), e.leader_id)
-        except ApiError as e:
+            return response_type(int(ErrorCode.NOT_CONTROLLER), e.leader_id)
+        except ApiError as e:  # the whole request refused (too large, timed out, not a broker)
             return _error_reply(request, e.code, e.message)
         except ControllerFault as e:  # logged where it happened; the controller renounced
             return _error_reply(request, ErrorCode.UNKNOWN_SERVER_ERROR, f"controller fault: {e}")
 
-    async def _submit(self, name, fn):
-        return await self.service.submit(name, fn)
+    async def _submit(self, name, fn, request=None):
+        """Run `fn` on the controller; an admin `request` is checked and bounded there."""
+        if not isinstance(request, rpc.ADMIN_REQUESTS):
+            return await self.service.submit(name, fn)
+
+        def checked(image, next_offset, now):
+            check_forwarder(image, request)
+            return fn(image, next_offset, now)
+
+        timeout_ms = request.timeout_ms
+        deadline = self.service.env.now() + timeout_ms / 1000 if timeout_ms > 0 else None
+        return await self.service.submit(name, checked, admin=True, deadline=deadline)
 
     def _me(self) -> int:
         return self.service.node_id
@@ -152,7 +172,7 @@ class ControllerRequests:
                                              validate_only=req.validate_only, static=svc.static)
             return [records], results
 
-        results, offset = await self._submit("CreateTopics", op)
+        results, offset = await self._submit("CreateTopics", op, req)
         return rpc.CreateTopicsResponse(0, self._me(), offset, [
             rpc.CreateTopicResultInfo(r.name, int(r.error), r.message, r.topic_id,
                                       r.num_partitions, r.replication_factor) for r in results])
@@ -165,7 +185,7 @@ class ControllerRequests:
                                              static=static)
             return [records], results
 
-        results, offset = await self._submit("DeleteTopics", op)
+        results, offset = await self._submit("DeleteTopics", op, req)
         return rpc.DeleteTopicsResponse(0, self._me(), offset, [
             rpc.DeleteTopicResultInfo(r.name, r.topic_id, int(r.error), r.message)
             for r in results])
@@ -177,7 +197,7 @@ class ControllerRequests:
             records, results = create_partitions(image, wanted, validate_only=req.validate_only)
             return [records], results
 
-        results, offset = await self._submit("CreatePartitions", op)
+        results, offset = await self._submit("CreatePartitions", op, req)
         return rpc.CreatePartitionsResponse(0, self._me(), offset, [
             rpc.PartitionsResultInfo(name, int(code), msg)
             for name, (code, msg) in results.items()])
@@ -191,7 +211,7 @@ class ControllerRequests:
             records, results = alter_configs(image, resources, req.validate_only)
             return [records], results
 
-        return await self._configs_response("AlterConfigs", op)
+        return await self._configs_response("AlterConfigs", op, req)
 
     async def _incremental_alter_configs(self, req: rpc.IncrementalAlterConfigsRequest):
         resources, refused = {}, []
@@ -209,12 +229,12 @@ class ControllerRequests:
                                                          static)
             return [records], results
 
-        reply = await self._configs_response("IncrementalAlterConfigs", op)
+        reply = await self._configs_response("IncrementalAlterConfigs", op, req)
         results = sorted(reply.results + refused, key=lambda r: (r.resource_type, r.resource_name))
         return rpc.AlterConfigsResponse(reply.error, reply.leader_id, reply.offset, results)
 
-    async def _configs_response(self, name, op):
-        results, offset = await self._submit(name, op)
+    async def _configs_response(self, name, op, req):
+        results, offset = await self._submit(name, op, req)
         return rpc.AlterConfigsResponse(0, self._me(), offset, [
             rpc.ConfigResultInfo(rt, rn, int(e.code), e.message)
             for (rt, rn), e in sorted(results.items())])
@@ -242,7 +262,7 @@ class ControllerRequests:
             records, results = elect_leaders(image, kind, req.partitions, static=static)
             return split_batches(records), results
 
-        results, offset = await self._submit("ElectLeaders", op)
+        results, offset = await self._submit("ElectLeaders", op, req)
         return rpc.ElectLeadersResponse(0, self._me(), offset, [
             rpc.ElectionResultInfo(t, p, int(code)) for (t, p), code in sorted(results.items())])
 

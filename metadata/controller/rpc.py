@@ -9,7 +9,12 @@ with `leader_id` as a hint), and writes carry `offset`: the metadata log offset 
 committed at (-1 when nothing was written), so a broker can wait for its own metadata to
 reach it before answering its client.
 
-Every message is version 1; a later version may only append fields with defaults.
+Admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+IncrementalAlterConfigs, ElectLeaders) are version 2: they carry `forwarded_by`, the
+(broker id, broker epoch) of the broker that forwards them (metadata.controller.gate
+admits them only from a live registration), and `timeout_ms`, the client's timeout (an
+operation whose turn comes later is not carried out). Every other message is version 1;
+a later version may only append fields with defaults.
 """
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ __all__ = [
     "DescribedConfigInfo", "DescribeConfigsResponse", "AllocateProducerIdsRequest",
     "AllocateProducerIdsResponse", "ElectLeadersRequest", "ElectionResultInfo",
     "ElectLeadersResponse", "DescribeClusterRequest", "BrokerInfo", "PartitionInfo",
-    "DescribeClusterResponse", "CONTROLLER_REQUESTS",
+    "DescribeClusterResponse", "CONTROLLER_REQUESTS", "ADMIN_REQUESTS",
 ]
 
 
@@ -168,12 +173,14 @@ class CreateTopicResultInfo:
     replication_factor: int = -1
 
 
-@rpc_message("controller.CreateTopics", version=1)
+@rpc_message("controller.CreateTopics", version=2)
 @dataclass(slots=True, frozen=True)
 class CreateTopicsRequest:
     cluster_id: str
     topics: list[CreatableTopicInfo]
     validate_only: bool = False
+    forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
+    timeout_ms: int = -1
 
 
 @rpc_message("controller.CreateTopicsResponse", version=1)
@@ -186,12 +193,14 @@ class CreateTopicsResponse:
     message: str | None = None
 
 
-@rpc_message("controller.DeleteTopics", version=1)
+@rpc_message("controller.DeleteTopics", version=2)
 @dataclass(slots=True, frozen=True)
 class DeleteTopicsRequest:
     cluster_id: str
     names: list[str] = field(default_factory=list)
     topic_ids: list[uuid.UUID] = field(default_factory=list)
+    forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
+    timeout_ms: int = -1
 
 
 @dataclass(slots=True, frozen=True)
@@ -225,12 +234,14 @@ class PartitionsResultInfo:
     message: str | None = None
 
 
-@rpc_message("controller.CreatePartitions", version=1)
+@rpc_message("controller.CreatePartitions", version=2)
 @dataclass(slots=True, frozen=True)
 class CreatePartitionsRequest:
     cluster_id: str
     topics: list[NewPartitionsInfo]
     validate_only: bool = False
+    forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
+    timeout_ms: int = -1
 
 
 @rpc_message("controller.CreatePartitionsResponse", version=1)
@@ -280,20 +291,24 @@ class ConfigResultInfo:
     message: str | None = None
 
 
-@rpc_message("controller.AlterConfigs", version=1)
+@rpc_message("controller.AlterConfigs", version=2)
 @dataclass(slots=True, frozen=True)
 class AlterConfigsRequest:
     cluster_id: str
     resources: list[ConfigResourceInfo]
     validate_only: bool = False
+    forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
+    timeout_ms: int = -1
 
 
-@rpc_message("controller.IncrementalAlterConfigs", version=1)
+@rpc_message("controller.IncrementalAlterConfigs", version=2)
 @dataclass(slots=True, frozen=True)
 class IncrementalAlterConfigsRequest:
     cluster_id: str
     resources: list[ConfigResourceOps]
     validate_only: bool = False
+    forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
+    timeout_ms: int = -1
 
 
 @rpc_message("controller.AlterConfigsResponse", version=1)
@@ -337,12 +352,14 @@ class DescribeConfigsResponse:
 # --------------------------------------------------------------------------- elections
 
 
-@rpc_message("controller.ElectLeaders", version=1)
+@rpc_message("controller.ElectLeaders", version=2)
 @dataclass(slots=True, frozen=True)
 class ElectLeadersRequest:
     cluster_id: str
     election_type: int  # 0 PREFERRED, 1 UNCLEAN
     partitions: list[tuple[str, int]] | None = None  # None = every partition
+    forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
+    timeout_ms: int = -1
 
 
 @dataclass(slots=True, frozen=True)
@@ -417,3 +434,9 @@ CONTROLLER_REQUESTS: dict[type, type] = {
     ElectLeadersRequest: ElectLeadersResponse,
     DescribeClusterRequest: DescribeClusterResponse,
 }
+
+# Requests that change the cluster on a client's behalf: only ever forwarded by a broker.
+ADMIN_REQUESTS = (
+    CreateTopicsRequest, DeleteTopicsRequest, CreatePartitionsRequest, AlterConfigsRequest,
+    IncrementalAlterConfigsRequest, ElectLeadersRequest,
+)

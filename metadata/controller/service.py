@@ -60,6 +60,14 @@ DEFAULT_TICK = 0.25
 # Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES: one metadata record must fit in a Raft batch
 # (and far below what a Raft entry and a Fetch frame may carry).
 MAX_RECORD_BYTES = 8 * 1024 * 1024
+# Bounds on one admin operation, as Kafka's QuorumController has them: at most
+# MAX_RECORDS_PER_USER_OP records, at most one metadata batch's bytes.
+MAX_RECORDS_PER_USER_OP = 10_000
+MAX_USER_OP_BYTES = 8 * 1024 * 1024
+# Operations waiting for the controller's task; more are refused at once (REQUEST_TIMED_OUT,
+# retriable) instead of queueing without bound. The events queue itself stays unbounded so
+# the controller's own events (ticks, commits) are never dropped.
+MAX_QUEUED_OPERATIONS = 10_000
 
 
 class NotControllerError(Exception):
@@ -73,10 +81,12 @@ class ControllerFault(Exception):
 
 
 class _Op:
-    __slots__ = ("name", "fn", "done", "result", "offset", "wait_offset", "error")
+    __slots__ = ("name", "fn", "admin", "deadline", "done", "result", "offset", "wait_offset", "error")
 
-    def __init__(self, name: str, fn: Operation):
+    def __init__(self, name: str, fn: Operation, admin: bool, deadline: float | None):
         self.name, self.fn = name, fn
+        self.admin = admin  # bounded like a user operation
+        self.deadline = deadline  # not started after this (the client has given up)
         self.done = trio.Event()
         self.result: Any = None
         self.offset = -1  # last offset this op wrote (-1: nothing)
@@ -124,6 +134,7 @@ class ControllerService:
         self.heartbeats = BrokerHeartbeatManager(session_timeout)
         self.tick_interval = tick
         self._send, self._events = trio.open_memory_channel[object](math.inf)
+        self._queued_ops = 0  # submitted, not yet taken by the controller's task
         state_machine.on_leader_change = lambda epoch, leader: self._wake()
         self.active = False
         self.activations = 0  # how many terms this node has been the active controller
@@ -150,12 +161,19 @@ class ControllerService:
     def leader_hint(self) -> int | None:
         return self.driver.status().leader_id
 
-    async def submit(self, name: str, fn: Operation) -> tuple[Any, int]:
+    async def submit(self, name: str, fn: Operation, *, admin: bool = False,
+                     deadline: float | None = None) -> tuple[Any, int]:
         """Run `fn` as a controller write; (result, offset) once committed.
 
-        Raises NotControllerError if this node is not (or stops being) the active controller.
+        Raises NotControllerError if this node is not (or stops being) the active controller,
+        ApiError(POLICY_VIOLATION) if an `admin` operation would write more than a user
+        operation may, ApiError(REQUEST_TIMED_OUT) if its turn comes after `deadline` or
+        MAX_QUEUED_OPERATIONS are already waiting.
         """
-        op = _Op(name, fn)
+        if self._queued_ops >= MAX_QUEUED_OPERATIONS:
+            raise ApiError(ErrorCode.REQUEST_TIMED_OUT, f"{MAX_QUEUED_OPERATIONS} controller operations already queued")
+        op = _Op(name, fn, admin, deadline)
+        self._queued_ops += 1
         self._send.send_nowait(op)
         await op.done.wait()
         if op.error is not None:
@@ -180,6 +198,7 @@ class ControllerService:
     def _handle(self, event) -> None:
         self._check_leadership()
         if isinstance(event, _Op):
+            self._queued_ops -= 1
             self._execute(event)
         elif event is _TICK:
             self._tick()
@@ -264,10 +283,17 @@ class ControllerService:
             op.error = NotControllerError(None if hint == self.node_id else hint)
             op.done.set()
             return
+        now = self.env.now()
+        if op.deadline is not None and now > op.deadline:
+            op.error = ApiError(ErrorCode.REQUEST_TIMED_OUT, f"{op.name} waited past its deadline; nothing written")
+            op.done.set()
+            return
         try:
-            batches, op.result = op.fn(self._spec, self._next_offset, self.env.now())
-            written = self._write(batches)
+            batches, op.result = op.fn(self._spec, self._next_offset, now)
+            encoded = self._encode_bounded(op, batches)
+            written = self._write(batches, encoded)
         except ApiError as e:  # a refusal with a Kafka error code; nothing was written
+            log.warning("controller operation %s refused: %s", op.name, e.message)
             op.error = e
             op.done.set()
             return
@@ -284,17 +310,33 @@ class ControllerService:
         else:
             self._awaiting.append(op)
 
-    def _write(self, batches: list[list[Record]]) -> int:
+    @staticmethod
+    def _encode_bounded(op: _Op, batches: list[list[Record]]) -> list[list[bytes]]:
+        """Each batch's payloads, or ApiError before anything is applied if an admin operation
+        breaks a user operation's bounds (each record's own bound is checked in _write)."""
+        encoded = [encode_batch(batch) if batch else [] for batch in batches]
+        payloads = [p for batch in encoded for p in batch]
+        if op.admin:
+            size = sum(map(len, payloads))
+            if len(payloads) > MAX_RECORDS_PER_USER_OP or size > MAX_USER_OP_BYTES:
+                raise ApiError(ErrorCode.POLICY_VIOLATION,
+                               f"Unable to perform excessively large batch operation: {op.name} would write "
+                               f"{len(payloads)} records of {size} bytes (at most {MAX_RECORDS_PER_USER_OP} "
+                               f"records, {MAX_USER_OP_BYTES} bytes)")
+        return encoded
+
+    def _write(self, batches: list[list[Record]], encoded: list[list[bytes]] | None = None) -> int:
         """Apply batches to the speculative image and queue them for Raft; the last offset
         written (-1 if every batch was empty). All of them are prepared first: an error
-        leaves the speculative image and the Raft queue as they were."""
+        leaves the speculative image and the Raft queue as they were. `encoded`: the batches'
+        payloads if known."""
         spec, next_offset = self._spec, self._next_offset
         prepared: list[_Batch] = []
         fencings: list[tuple[int, int]] = []
-        for batch in batches:
+        for index, batch in enumerate(batches):
             if not batch:
                 continue
-            payloads = encode_batch(batch)
+            payloads = encoded[index] if encoded is not None else encode_batch(batch)
             largest = max(len(p) for p in payloads)
             if largest > MAX_RECORD_BYTES:
                 raise ApiError(ErrorCode.RECORD_LIST_TOO_LARGE,

@@ -6,6 +6,7 @@ succeed or fail independently, with Kafka's error codes.
 """
 from __future__ import annotations
 
+import collections
 import random
 import re
 import uuid
@@ -24,10 +25,14 @@ from wire.error_codes import ErrorCode
 __all__ = [
     "CreatableTopic", "CreateTopicResult", "create_topics", "validate_topic_name",
     "delete_topics", "DeleteTopicResult", "NewPartitions", "create_partitions",
-    "MAX_TOPIC_NAME_LENGTH",
+    "MAX_TOPIC_NAME_LENGTH", "MAX_PARTITIONS_PER_REQUEST",
 ]
 
 MAX_TOPIC_NAME_LENGTH = 249
+# Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: one request never creates more
+# partitions than this, so its records stay one bounded batch and it is answered at once.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+_TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -76,8 +81,10 @@ def create_topics(image: MetadataImage, topics: Sequence[CreatableTopic], *,
                   static: Mapping[str, str] | None = None,
                   ) -> tuple[list[Record], list[CreateTopicResult]]:
     static = static or {}
+    if _requested_partitions(image, topics, static) > MAX_PARTITIONS_PER_REQUEST:
+        return [], [CreateTopicResult(t.name, ErrorCode.POLICY_VIOLATION, _TOO_MANY_PARTITIONS) for t in topics]
     names = [t.name for t in topics]
-    duplicates = {n for n in names if names.count(n) > 1}
+    duplicates = {n for n, count in collections.Counter(names).items() if count > 1}
     taken = {_collision_key(n): n for n in image.topics_by_name}
     racks = {b: image.brokers[b].rack for b in image.active_brokers()}
     start = image.partition_count()  # rotates first leaders across successive creations
@@ -99,6 +106,22 @@ def create_topics(image: MetadataImage, topics: Sequence[CreatableTopic], *,
         if not validate_only:
             records += recs
     return records, results
+
+
+def _requested_partitions(image, topics: Sequence[CreatableTopic], static) -> int:
+    """How many partitions a CreateTopics asks for in all (Kafka's count, before validation)."""
+    default = None
+    total = 0
+    for t in topics:
+        if t.assignments:
+            total += len(t.assignments)
+        elif t.num_partitions == -1:
+            if default is None:
+                default = effective_broker_value(image, "num.partitions", static)
+            total += default
+        elif t.num_partitions > 0:
+            total += t.num_partitions
+    return total
 
 
 def _create_one(image, t: CreatableTopic, taken, racks, start, rng, static):
@@ -231,6 +254,8 @@ def create_partitions(image: MetadataImage, requests: Sequence[NewPartitions], *
     active = set(racks)
     records: list[Record] = []
     results: dict[str, tuple[ErrorCode, str | None]] = {}
+    if sum(_added_partitions(image, req) for req in requests) > MAX_PARTITIONS_PER_REQUEST:
+        return [], {req.name: (ErrorCode.POLICY_VIOLATION, _TOO_MANY_PARTITIONS) for req in requests}
     for req in requests:
         try:
             recs = _grow_topic(image, req, racks, active)
@@ -241,6 +266,11 @@ def create_partitions(image: MetadataImage, requests: Sequence[NewPartitions], *
         if not validate_only:
             records += recs
     return records, results
+
+
+def _added_partitions(image, req: NewPartitions) -> int:
+    topic = image.topic(req.name)
+    return 0 if topic is None else max(0, req.count - len(topic.partitions))
 
 
 def _grow_topic(image, req: NewPartitions, racks, active) -> list[Record]:

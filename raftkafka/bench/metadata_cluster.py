@@ -42,8 +42,14 @@ from storage.meta_properties import MetaProperties, VoterSpec, format_data_dir, 
 
 
 async def _wait_brokers(client: ControllerClient, n: int) -> None:
+    """Until n brokers are unfenced; the client then forwards admin requests as one of them
+    (the controller takes admin requests only from a registered broker)."""
     with trio.fail_after(60):
-        while sum(not b.fenced for b in (await client.describe_cluster()).brokers) < n:
+        while True:
+            live = [b for b in (await client.describe_cluster()).brokers if not b.fenced]
+            if len(live) >= n:
+                client.forwarder = lambda b=live[0]: (b.broker_id, b.broker_epoch)
+                return
             await trio.sleep(0.1)
 
 

@@ -110,8 +110,10 @@ class ControllerNode:
             append_linger=config.append_linger_ms / 1000,
             snapshot_interval_bytes=config.snapshot_interval_bytes,
         )
-        service = QuorumService(env, driver, cluster_id=meta.cluster_id, node_id=config.node_id, addresses=addresses)
         app = self.app
+        # Opaque appends only where the log is not the cluster's metadata (Raft-only runs).
+        service = QuorumService(env, driver, cluster_id=meta.cluster_id, node_id=config.node_id, addresses=addresses,
+                                diagnostic_append=app is None)
 
         async def client_handler(request):
             reply = None if app is None else await app.handle(request)
@@ -129,6 +131,7 @@ class ControllerNode:
             inbox=driver.inbox_send if app is None else app.wrap_inbox(driver.inbox_send),
             client_handler=client_handler,
             status=epoch_and_leader,
+            limits=config.connection_limits(),
         )
         listener = config.controller_listener
         try:

@@ -24,6 +24,7 @@ from metadata.config_definitions import parse as parse_broker_value
 from metadata.errors import ApiError
 from raft.config import RaftConfig
 from storage.meta_properties import VoterSpec
+from wire.connection_limits import ConnectionLimits
 
 __all__ = [
     "ConfigError",
@@ -170,6 +171,9 @@ EXTRA_BROKER_SETTINGS = frozenset({
     "offsets.retention.check.interval.ms", "offset.metadata.max.bytes",
     "offsets.topic.segment.bytes", "offsets.commit.timeout.ms",
     "log.retention.check.interval.ms", "socket.request.max.bytes",
+    # Listener resource bounds (wire.connection_limits); socket.request.read.timeout.ms is ours.
+    "queued.max.request.bytes", "connections.max.idle.ms", "max.connections", "max.connections.per.ip",
+    "socket.request.read.timeout.ms",
 })
 
 
@@ -258,6 +262,21 @@ class NodeConfig:
                 return listener
         return None
 
+    def connection_limits(self) -> ConnectionLimits:
+        """Every listener's bounds, from the static configs (Kafka's names; unset = Kafka's default)."""
+        default = ConnectionLimits()
+
+        def number(name: str, value):
+            return int(self.broker_static[name]) if name in self.broker_static else value
+
+        return ConnectionLimits(
+            max_connections=number("max.connections", default.max_connections),
+            max_connections_per_ip=number("max.connections.per.ip", default.max_connections_per_ip),
+            idle_timeout_s=number("connections.max.idle.ms", default.idle_timeout_s * 1000) / 1000,
+            request_read_timeout_s=number("socket.request.read.timeout.ms",
+                                          default.request_read_timeout_s * 1000) / 1000,
+            queued_max_request_bytes=number("queued.max.request.bytes", default.queued_max_request_bytes))
+
     def raft_config(self) -> RaftConfig:
         return RaftConfig(
             election_timeout=self.election_timeout_ms / 1000,
@@ -338,7 +357,23 @@ def load_config(values: dict[str, Any]) -> NodeConfig:
         config.raft_config()
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    _check_request_bounds(static)
     return config
+
+
+def _check_request_bounds(static: dict[str, str]) -> None:
+    """As Kafka: the request pool holds at least one largest request; counts are positive."""
+    frame = int(static.get("socket.request.max.bytes", 100 * 1024 * 1024))
+    pool = int(static.get("queued.max.request.bytes", -1))
+    if frame < 1:
+        raise ConfigError(f"socket.request.max.bytes: invalid value {frame} (must be >= 1)")
+    if pool != -1 and pool < frame:
+        raise ConfigError(f"queued.max.request.bytes: {pool} must be -1 (no bound) or at least "
+                          f"socket.request.max.bytes ({frame})")
+    for name in ("max.connections", "max.connections.per.ip", "connections.max.idle.ms",
+                 "socket.request.read.timeout.ms"):
+        if name in static and int(static[name]) < 1:
+            raise ConfigError(f"{name}: invalid value {static[name]} (must be >= 1)")
 
 
 # --------------------------------------------------------------------------- #

@@ -59,6 +59,7 @@ def broker_config(config: NodeConfig, cluster_id: str) -> BrokerConfig:
         extra["max_frame_size"] = int(static["socket.request.max.bytes"])
     if "log.retention.check.interval.ms" in static:
         extra["retention_check_interval_s"] = int(static["log.retention.check.interval.ms"]) / 1000
+    extra["connection_limits"] = config.connection_limits()
     return BrokerConfig(
         node_id=config.node_id, data_dirs=tuple(config.log_dirs), host=listener.host, port=listener.port,
         listener_name=listener.name, rack=config.broker_rack or None, cluster_id=cluster_id,
@@ -117,7 +118,9 @@ class BrokerRole:
         if self.follower.schedule is not None:  # broker-only: the follower is the state machine
             self.follower.schedule.attach(driver)
         self.connection = ControllerConnection(self.env, voters, cluster_id=cluster_id)
-        self.controller = ControllerClient(self.connection)
+        # Forwarded admin requests name this broker's registration (metadata.controller.gate).
+        self.controller = ControllerClient(
+            self.connection, forwarder=lambda: (config.node_id, self.lifecycle.broker_epoch))
         self.lifecycle = BrokerLifecycle(
             self.env, self.connection, broker_id=config.node_id,
             metadata_offset=lambda: self.follower.metadata_offset,
@@ -211,7 +214,7 @@ class ControllerRole:
         self.service: ControllerService | None = None
         self.requests: ControllerRequests | None = None
 
-    async def run(self, driver, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, driver, cluster_id: str, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self.schedule.attach(driver)
         if self.follower is not None:
             self.follower.is_leader = lambda: driver.status().role == "Leader"
@@ -219,7 +222,7 @@ class ControllerRole:
             self.env, node_id=self.config.node_id, driver=driver, state_machine=self.state_machine,
             static=self.config.broker_static,  # num.partitions, default.replication.factor, ...
             session_timeout=self.config.broker_session_timeout_ms / 1000)
-        self.requests = ControllerRequests(self.service, rng=self.env.rng)
+        self.requests = ControllerRequests(self.service, rng=self.env.rng, cluster_id=cluster_id)
         await self.service.run(task_status=task_status)
 
     async def handle(self, request):
@@ -250,7 +253,7 @@ class MetadataApp:
                   task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             if self.controller is not None:
-                await nursery.start(self.controller.run, driver)
+                await nursery.start(self.controller.run, driver, cluster_id)
             if self.broker is not None:
                 await nursery.start(self.broker.run, driver, cluster_id, voters)
             task_status.started()

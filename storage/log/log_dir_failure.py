@@ -13,22 +13,27 @@ logs an Env whose file system is `FailureReportingFileSystem`: every file and
 directory operation under a data dir that fails with a device error reports
 the dir to the channel and raises `KafkaStorageError` (keeping the errno).
 Namespace errors the code uses as control flow (a missing file, an existing
-one) pass through unchanged. What to do about an offline dir — answer
+one) pass through unchanged. Running out of file descriptors (EMFILE, ENFILE) is
+the process's limit, not the device's: it raises `DescriptorsExhaustedError` and
+the dir stays online (the caller answers a retriable error and tries again later). What to do about an offline dir — answer
 KAFKA_STORAGE_ERROR, stop fetching, halt without the clean-shutdown marker —
 is the broker's business (broker.log_dir_failure_handler); this module only records.
 """
 from __future__ import annotations
 
+import errno
 import posixpath
 
 import trio
 
 from storage.log.log_types import LogError
 
-__all__ = ["KafkaStorageError", "LogDirFailureChannel", "FailureReportingFileSystem", "LogDirEnv"]
+__all__ = ["KafkaStorageError", "DescriptorsExhaustedError", "LogDirFailureChannel", "FailureReportingFileSystem",
+           "LogDirEnv"]
 
 # Errors about names, not the device: the log code expects and handles these itself.
 _NAMESPACE_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError)
+_DESCRIPTOR_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
 
 
 class KafkaStorageError(LogError, OSError):
@@ -44,6 +49,19 @@ class KafkaStorageError(LogError, OSError):
 
     def __str__(self) -> str:
         return self.strerror  # "log dir D failed: ...": already names what failed
+
+
+class DescriptorsExhaustedError(LogError, OSError):
+    """A file could not be opened because the process (EMFILE) or the system (ENFILE) is out
+    of file descriptors. The log dir is fine: nothing is taken offline."""
+
+    def __init__(self, cause: OSError, operation: str = ""):
+        detail = cause.strerror or str(cause)
+        super().__init__(cause.errno, f"{operation}: {detail} (out of file descriptors, not a disk failure)")
+        self.__cause__ = cause
+
+    def __str__(self) -> str:
+        return self.strerror
 
 
 class LogDirFailureChannel:
@@ -94,8 +112,10 @@ class FailureReportingFileSystem:
     def failure(self, path: str, exc: OSError, operation: str) -> OSError:
         """What to raise for `exc` from `operation` on `path`: the error itself if it is
         about names (or already reported), else a KafkaStorageError with the dir offline."""
-        if isinstance(exc, (KafkaStorageError,) + _NAMESPACE_ERRORS):
+        if isinstance(exc, (KafkaStorageError, DescriptorsExhaustedError) + _NAMESPACE_ERRORS):
             return exc
+        if exc.errno in _DESCRIPTOR_ERRNOS:
+            return DescriptorsExhaustedError(exc, f"{operation} {path}")
         log_dir = self.data_dir_of(path)
         error = KafkaStorageError(log_dir, exc, f"{operation} {path}")
         self.channel.mark_offline(log_dir, error)

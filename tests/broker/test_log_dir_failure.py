@@ -29,6 +29,22 @@ def _view(*dirs: str) -> tuple[MemFileSystem, FailureReportingFileSystem, LogDir
 
 # -- the channel and the file-system view --------------------------------------------------
 
+@pytest.mark.parametrize("code", [errno.EMFILE, errno.ENFILE])
+def test_running_out_of_file_descriptors_is_not_a_disk_failure(code, monkeypatch):
+    from storage.log.log_dir_failure import DescriptorsExhaustedError
+
+    disk, fs, channel = _view("/data/a")
+
+    def out_of_descriptors(path, create=False):
+        raise OSError(code, "Too many open files")
+
+    monkeypatch.setattr(disk, "open", out_of_descriptors)
+    with pytest.raises(DescriptorsExhaustedError) as info:
+        fs.open("/data/a/t-0.log", create=True)
+    assert info.value.errno == code and isinstance(info.value, LogError)
+    assert not channel.any_offline and not channel.failed.is_set()
+
+
 def test_a_write_error_takes_its_dir_offline_and_raises_a_kafka_storage_error_with_the_errno():
     disk, fs, channel = _view("/data/a", "/data/b")
     f = fs.open("/data/a/t-0.log", create=True)

@@ -112,7 +112,15 @@ class MetadataCluster:
     def client(self, nursery) -> tuple[ControllerConnection, ControllerClient]:
         conn = ControllerConnection(self.env, {i: ("127.0.0.1", p) for i, p in self.ports.items()},
                                     cluster_id=CLUSTER)
-        return conn, ControllerClient(conn)
+        return conn, ControllerClient(conn, forwarder=self.broker_identity)
+
+    def broker_identity(self) -> tuple[int, int] | None:
+        """A live broker registration to forward admin requests as (metadata.controller.gate)."""
+        for i, node in sorted(self.nodes.items()):
+            broker = node.app.broker
+            if broker is not None and broker.lifecycle is not None and broker.lifecycle.broker_epoch >= 0:
+                return i, broker.lifecycle.broker_epoch
+        return None
 
 
 async def open_client(cluster: MetadataCluster, nursery) -> ControllerClient:

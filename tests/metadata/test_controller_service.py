@@ -93,7 +93,8 @@ async def test_followers_answer_not_controller_with_a_leader_hint(cluster, nurse
     follower = next(i for i in cluster.controller_ids if i != active)
     from raft.node_client import open_client as raw_client
     async with raw_client(cluster.env, "127.0.0.1", cluster.ports[follower]) as c:
-        reply = await c.call(rpc.CreateTopicsRequest(CLUSTER, [rpc.CreatableTopicInfo("x", 1, 1)]))
+        reply = await c.call(rpc.CreateTopicsRequest(CLUSTER, [rpc.CreatableTopicInfo("x", 1, 1)],
+                                                     forwarded_by=(101, 0)))
     assert reply.error == ErrorCode.NOT_CONTROLLER and reply.leader_id == active
 
 
@@ -131,3 +132,27 @@ async def test_unknown_config_operation_fails_only_its_resource(cluster, nursery
          (TOPIC_RESOURCE, "c2"): [("retention.ms", 0, "5")]})
     assert reply.results[(TOPIC_RESOURCE, "c1")].code == ErrorCode.INVALID_REQUEST
     assert reply.results[(TOPIC_RESOURCE, "c2")].code == ErrorCode.NONE
+
+
+async def test_operations_over_the_bounds_or_past_their_deadline_write_nothing(cluster, nursery):
+    from metadata.controller.service import MAX_RECORD_BYTES, MAX_RECORDS_PER_USER_OP
+    from metadata.errors import ApiError
+    from metadata.records import Config, NoOp
+
+    active = await cluster.wait_active()
+    service = cluster.nodes[active].app.controller.service
+
+    async def refused(fn, **kw):
+        with pytest.raises(ApiError) as e:
+            await service.submit("test", fn, **kw)
+        return e.value.code
+
+    huge = Config(4, "", "ssl.keystore.password", "x" * (MAX_RECORD_BYTES + 1))
+    assert await refused(lambda image, off, now: ([[huge]], None)) == ErrorCode.RECORD_LIST_TOO_LARGE
+    many = [NoOp() for _ in range(MAX_RECORDS_PER_USER_OP + 1)]
+    assert await refused(lambda image, off, now: ([many], None), admin=True) == ErrorCode.POLICY_VIOLATION
+    late = service.env.now() - 1
+    assert await refused(lambda image, off, now: ([[NoOp()]], None), deadline=late) == ErrorCode.REQUEST_TIMED_OUT
+    assert service.active and "ssl.keystore.password" not in service.image.configs.get((4, ""), {})
+    _, offset = await service.submit("fine", lambda image, off, now: ([[NoOp()]], None), admin=True)
+    assert offset >= 0 and service.active  # still in charge, and writing

@@ -117,15 +117,22 @@ class FrameReader:
     def feed(self, data) -> None:
         self._buf += data
 
-    def next_frame(self) -> bytes | None:
-        buf = self._buf
+    def pending_size(self) -> int | None:
+        """The size of the frame at the head of the buffer once its prefix is in (None
+        before); DecodeError if that size is negative or over the limit."""
         if self._need is None:
-            if len(buf) < 4:
+            if len(self._buf) < 4:
                 return None
-            (size,) = _SIZE.unpack_from(buf, 0)
+            (size,) = _SIZE.unpack_from(self._buf, 0)
             if size < 0 or size > self.max_frame_size:
                 raise DecodeError(f"frame size {size} outside [0, {self.max_frame_size}]")
             self._need = size
+        return self._need
+
+    def next_frame(self) -> bytes | None:
+        buf = self._buf
+        if self.pending_size() is None:
+            return None
         end = 4 + self._need
         if len(buf) < end:
             return None
