@@ -28,16 +28,20 @@ import logging
 
 import trio
 
+from broker.broker_config import BrokerListener
+from broker.connection_context import current_security, set_current_security
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import fallback_response
 from broker.records_slice import RecordsSlice
 from broker.request_errors import CloseConnection
+from storage.listener_security import ListenerSecurity
 from storage.log.log_dir_failure import KafkaStorageError
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.protocol import (
     ApiKey, FrameReader, UnsupportedRequestError, decode_request, encode_response_parts,
 )
+from wire.security.connection_security import is_member
 
 __all__ = ["KafkaServer"]
 
@@ -52,13 +56,24 @@ class KafkaServer:
         self.connections = 0  # open now
         self.closed_for_bad_input = 0  # connections closed because of what the client sent
 
-    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        cfg = self.broker.config
-        await self.broker.env.net.serve(cfg.host, cfg.port, self.handle_connection, task_status=task_status)
+    async def serve(self, listener: BrokerListener | None = None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Serve one listener (the config's first by default) until cancelled."""
+        listener = listener or self.broker.config.served_listeners()[0]
+        security = listener.security
 
-    async def handle_connection(self, stream) -> None:
+        async def handle(stream) -> None:
+            await self.handle_connection(stream, security)
+
+        await self.broker.env.net.serve(listener.host, listener.port, handle, tls=security.server_tls,
+                                        task_status=task_status)
+
+    async def handle_connection(self, stream, listener: ListenerSecurity | None = None) -> None:
         self.connections += 1
         try:
+            security = (listener or ListenerSecurity(self.broker.config.listener_name)).accept(stream)
+            if security is None:  # a certificate no mapping rule names
+                return
+            set_current_security(security)
             await self._serve_requests(stream)
         except _CONNECTION_ERRORS:
             pass  # the peer went away: nothing to answer
@@ -113,6 +128,8 @@ class KafkaServer:
             log.info("closing connection: malformed request: %s", exc)
             return CLOSE
         # The one place every request passes: authorization and quota checks belong here.
+        if not self._may_replicate(header, request):
+            return CLOSE
         handler = HANDLERS.get(header.api_key)
         if handler is None:
             log.info("closing connection: api key %d is not implemented", header.api_key)
@@ -143,7 +160,21 @@ class KafkaServer:
             return CLOSE
 
 
+    def _may_replicate(self, header, request) -> bool:
+        """A follower's requests (replica_id >= 0) read past the high watermark and move the
+        ISR: only a cluster member's connection may send them (Kafka's CLUSTER_ACTION)."""
+        if header.api_key not in _REPLICA_APIS or getattr(request, "replica_id", -1) < 0:
+            return True
+        security = current_security()
+        if security is None or is_member(security, self.broker.config.super_users):
+            return True
+        log.warning("closing connection from %s (%s): %s as replica %d, not a cluster member",
+                    security.peer_host, security.principal, ApiKey(header.api_key).name, request.replica_id)
+        return False
+
+
 CLOSE = object()
+_REPLICA_APIS = frozenset({ApiKey.FETCH, ApiKey.LIST_OFFSETS})
 
 
 async def send_parts(stream, parts: list) -> None:

@@ -22,6 +22,7 @@ gets an `ErrorResponse` (and the connection is closed when framing is lost).
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 from typing import Awaitable, Callable
 
@@ -31,6 +32,7 @@ import trio
 from raft import codec
 from raft.errors import INCONSISTENT_CLUSTER_ID, INVALID_REQUEST
 from storage.env import Env
+from storage.listener_security import ListenerSecurity
 from wire.errors import DecodeError
 from wire.rpc import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decode_payload, encode_frame
 
@@ -58,6 +60,7 @@ class _Inbound:
         self.out_send, self.out_recv = trio.open_memory_channel[bytes](LINK_QUEUE)
         self.pending: dict[tuple[int, type], collections.deque[int]] = collections.defaultdict(collections.deque)
         self.closed = False
+        self.sender: int | None = None  # the node id this connection speaks for (its first claim)
 
     def queue(self, data: bytes) -> None:
         try:
@@ -89,7 +92,7 @@ class _PeerLink:
         while True:
             try:
                 with trio.fail_after(CONNECT_TIMEOUT):
-                    stream = await self.t.env.net.connect(self.host, self.port)
+                    stream = await self.t.env.net.connect(self.host, self.port, tls=self.t.security.client_tls)
             except (OSError, trio.TooSlowError) as e:
                 self._drop_queued()
                 # Jitter keeps a restarted cluster's nodes from reconnecting in lockstep.
@@ -187,6 +190,7 @@ class Transport:
         inbox: trio.MemorySendChannel,
         client_handler: ClientHandler | None = None,
         status: Callable[[], tuple[int, int | None]] = lambda: (0, None),
+        security: ListenerSecurity | None = None,
     ):
         self.env = env
         self.node_id = node_id
@@ -199,6 +203,9 @@ class Transport:
         }
         self.routes: dict[int, _Inbound] = {}  # reply route per requesting node id
         self.bad_frames = 0
+        # The controller listener's security: TLS on both sides, and who may speak on it.
+        self.security = security or ListenerSecurity("CONTROLLER")
+        self.refused = 0  # connections closed before a frame: not a cluster member
 
     # ----------------------------------------------------------------- running
     async def run(self, host: str | None, port: int | None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -206,7 +213,10 @@ class Transport:
         async with trio.open_nursery() as nursery:
             bound = None
             if host is not None:
-                bound = await nursery.start(self.env.net.serve, host, port, self._serve_connection)
+                bound = await nursery.start(functools.partial(
+                    self.env.net.serve, host, port, self._serve_connection, tls=self.security.server_tls))
+            for tls in self.security.tls_contexts():
+                nursery.start_soon(tls.watch, self.env)
             for link in self.links.values():
                 nursery.start_soon(link.run)
             task_status.started(bound)
@@ -235,7 +245,22 @@ class Transport:
             log.warning("raft inbox full; dropping %s from %d", type(msg).__name__, src)
 
     # ----------------------------------------------------------------- inbound
+    def admit(self, stream: trio.abc.Stream) -> bool:
+        """The gate before any frame is read: only a cluster member's connection is served
+        (Raft votes and fetches, metadata appends, registrations, heartbeats, fencing)."""
+        security = self.security.accept(stream)
+        if security is not None and self.security.admits_member(security):
+            return True
+        self.refused += 1
+        who = "a certificate no mapping rule names" if security is None else str(security.principal)
+        log.warning("closing connection from %s: %s is not a cluster member", _peer_name(stream), who)
+        return False
+
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
+        if not self.admit(stream):
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            return
         conn = _Inbound(stream, _peer_name(stream))
         try:
             async with trio.open_nursery() as nursery:
@@ -313,6 +338,11 @@ class Transport:
         src = codec.sender_of(msg)
         response_type = codec.PEER_RESPONSE_TYPE.get(type(msg))
         if response_type is not None and src is not None:
+            # One connection speaks for one node: a member cannot pose as another mid-stream.
+            if conn.sender is not None and src != conn.sender:
+                self._reject(conn, frame.correlation_id, f"{frame.type} claims node {src} on node {conn.sender}'s connection")
+                return
+            conn.sender = src
             self.routes[src] = conn
             conn.pending[(src, response_type)].append(frame.correlation_id)
             self.deliver(src, msg)
@@ -344,7 +374,7 @@ def _correlation_of(payload: bytes) -> int:
 
 
 def _peer_name(stream) -> str:
-    sock = getattr(stream, "socket", None)
+    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
     try:
         host, port = sock.getpeername()[:2]
         return f"{host}:{port}"

@@ -576,12 +576,15 @@ class HostNetwork:
         if not self._alive():
             raise OSError(errno.ENETDOWN, f"host {self.host} is down")
 
-    async def serve(self, host: str, port: int, handler: StreamHandler, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    # TLS (`tls=`) is not modelled: simulated bytes are never encrypted and no simulated
+    # peer holds a certificate, so a TLS listener's principal is always ANONYMOUS here.
+    async def serve(self, host: str, port: int, handler: StreamHandler, *, tls=None,
+                    task_status=trio.TASK_STATUS_IGNORED) -> None:
         self._check_alive()
         if host not in LOCAL_ALIASES and host != self.host:
             raise OSError(errno.EADDRNOTAVAIL, f"{host} is not an address of {self.host}")
         await self._net._serve(self.host, port, handler, task_status)
 
-    async def connect(self, host: str, port: int) -> trio.abc.Stream:
+    async def connect(self, host: str, port: int, *, tls=None) -> trio.abc.Stream:
         self._check_alive()
         return await self._net._connect(self.host, host, port)
