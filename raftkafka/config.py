@@ -283,6 +283,7 @@ class NodeConfig:
     inter_broker_listener_name: str = ""  # "" = the first client listener
     super_users: frozenset = frozenset()  # of KafkaPrincipal: the cluster's members and admins
     security: dict[str, str] = field(default_factory=dict)  # ssl.*, sasl.*, listener.name.* as strings
+    protocol_map: dict[str, str] = field(default_factory=lambda: parse_protocol_map(DEFAULT_PROTOCOL_MAP))
 
     @property
     def metadata_log_dir(self) -> str:
@@ -332,6 +333,16 @@ class NodeConfig:
             if listener.name in self.controller_listener_names:
                 return listener
         return None
+
+    @property
+    def controller_connect_listener(self) -> Listener:
+        """The listener this node reaches controllers on: its own controller listener, or
+        on a broker-only node the first controller.listener.names entry (protocol from the map)."""
+        own = self.controller_listener
+        if own is not None:
+            return own
+        name = self.controller_listener_names[0]
+        return Listener(name, "", 0, self.protocol_map.get(name, "PLAINTEXT"))
 
     def raft_config(self) -> RaftConfig:
         return RaftConfig(
@@ -396,6 +407,7 @@ def load_config(values: dict[str, Any]) -> NodeConfig:
         raw = values.get(s.name)
         kwargs[s.attr] = convert_setting(s.name, s.default if raw is None else raw)
     protocol_map = parse_protocol_map(kwargs.pop("protocol_map_text"))
+    kwargs["protocol_map"] = protocol_map
     kwargs["listeners"] = parse_listeners(kwargs["listeners"], protocol_map=protocol_map)
     kwargs["voters"] = parse_voters(kwargs.pop("voters_text"))
     kwargs["advertised_listeners"] = parse_listeners(kwargs.pop("advertised_listeners_text"),
