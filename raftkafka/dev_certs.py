@@ -26,6 +26,8 @@ def require_cryptography():
 class Issued:
     keystore: str  # PEM: private key, then certificate, then the CA certificate
     subject: str  # RFC 2253, as the broker sees it
+    certificate: str  # the same certificate chain alone, and the key alone (librdkafka's two files)
+    key: str
 
 
 class CertificateAuthority:
@@ -94,10 +96,13 @@ class CertificateAuthority:
         )
         encryption = (serialization.BestAvailableEncryption(password.encode()) if password
                       else serialization.NoEncryption())
-        pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
-        pem += cert.public_bytes(serialization.Encoding.PEM) + self.ca_pem()
-        _write(path, pem)
-        return Issued(path, subject.rfc4514_string())
+        key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+        chain = cert.public_bytes(serialization.Encoding.PEM) + self.ca_pem()
+        base = path[:-4] if path.endswith(".pem") else path
+        _write(path, key_pem + chain)
+        _write(base + ".crt", chain)
+        _write(base + ".key", key_pem)
+        return Issued(path, subject.rfc4514_string(), base + ".crt", base + ".key")
 
 
 def _write(path: str, data: bytes) -> None:
