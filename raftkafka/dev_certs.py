@@ -31,8 +31,14 @@ class Issued:
 
 
 class CertificateAuthority:
-    def __init__(self, name: str = "raftkafka dev CA", *, valid_days: int = 30):
+    """A new CA (or, with `load`, one written before by `write`)."""
+
+    def __init__(self, name: str = "raftkafka dev CA", *, valid_days: int = 30, _loaded=None):
         require_cryptography()
+        if _loaded is not None:
+            self._key, self.cert = _loaded
+            self.name = self.cert.subject
+            return
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import ec
@@ -62,6 +68,26 @@ class CertificateAuthority:
     def write_truststore(self, path: str) -> str:
         _write(path, self.ca_pem())
         return path
+
+    def write_key(self, path: str) -> str:
+        """The CA's private key (unencrypted, mode 0600): lets `load` issue more certificates."""
+        from cryptography.hazmat.primitives import serialization
+
+        _write(path, self._key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                             serialization.NoEncryption()))
+        return path
+
+    @classmethod
+    def load(cls, cert_path: str, key_path: str) -> "CertificateAuthority":
+        require_cryptography()
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+
+        with open(cert_path, "rb") as f:
+            cert = x509.load_pem_x509_certificate(f.read())
+        with open(key_path, "rb") as f:
+            key = serialization.load_pem_private_key(f.read(), password=None)
+        return cls(_loaded=(key, cert))
 
     def issue(self, path: str, common_name: str, *, org_unit: str | None = None,
               hosts: tuple[str, ...] = ("localhost", "127.0.0.1"), password: str | None = None,

@@ -45,6 +45,7 @@ def prepare_security(mode: str, data_dir: str, node_ids: list[int], host: str) -
     if not all(os.path.exists(p) for p in [ca_path, admin_path, *paths.values()]):
         ca = CertificateAuthority()
         ca.write_truststore(ca_path)
+        ca.write_key(os.path.join(folder, "ca-key.pem"))  # to issue more (CertificateAuthority.load)
         for node_id, path in paths.items():
             ca.issue(path, f"node-{node_id}", hosts=("localhost", host))
         ca.issue(admin_path, "admin", hosts=("localhost", host))
