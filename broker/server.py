@@ -34,14 +34,14 @@ from broker.handlers import HANDLERS
 from broker.handlers.api_versions import fallback_response
 from broker.records_slice import RecordsSlice
 from broker.request_errors import CloseConnection
-from storage.listener_security import ListenerSecurity
+from storage.env import peer_host
 from storage.log.log_dir_failure import KafkaStorageError
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.protocol import (
     ApiKey, FrameReader, UnsupportedRequestError, decode_request, encode_response_parts,
 )
-from wire.security.connection_security import is_member
+from wire.security.connection_security import ConnectionSecurity, is_member
 
 __all__ = ["KafkaServer"]
 
@@ -62,17 +62,20 @@ class KafkaServer:
         security = listener.security
 
         async def handle(stream) -> None:
-            await self.handle_connection(stream, security)
+            accepted = security.accept(stream)
+            if accepted is None:  # a certificate no mapping rule names
+                await trio.aclose_forcefully(stream)
+                return
+            await self.handle_connection(stream, accepted)
 
         await self.broker.env.net.serve(listener.host, listener.port, handle, tls=security.server_tls,
                                         task_status=task_status)
 
-    async def handle_connection(self, stream, listener: ListenerSecurity | None = None) -> None:
+    async def handle_connection(self, stream, security: ConnectionSecurity | None = None) -> None:
         self.connections += 1
+        if security is None:  # a stream handed in directly (tests): the inter-broker listener's, plaintext
+            security = ConnectionSecurity.accepted(self.broker.config.listener_name, "PLAINTEXT", peer_host(stream))
         try:
-            security = (listener or ListenerSecurity(self.broker.config.listener_name)).accept(stream)
-            if security is None:  # a certificate no mapping rule names
-                return
             set_current_security(security)
             await self._serve_requests(stream)
         except _CONNECTION_ERRORS:

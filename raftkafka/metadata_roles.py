@@ -202,9 +202,9 @@ class BrokerRole:
         broker without its own registration in the metadata. Connections wait, not fail."""
         serve_connection = kafka.server.handle_connection
 
-        async def handle_connection(stream, listener=None) -> None:
+        async def handle_connection(stream, security=None) -> None:
             await self.lifecycle.unfenced.wait()
-            await serve_connection(stream, listener)
+            await serve_connection(stream, security)
 
         kafka.server.handle_connection = handle_connection
 
