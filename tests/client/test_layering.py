@@ -1,5 +1,6 @@
 """The client runs inside the simulation: apart from the blocking wrappers it reaches time,
-randomness and the network only through the Env, and imports only wire and storage.env."""
+randomness and the network only through the Env, and imports only wire, storage.env and
+storage.tls (the TLS contexts the Env's network takes)."""
 import ast
 import pathlib
 
@@ -9,8 +10,9 @@ from tests.test_determinism_scan import scan
 
 CLIENT = pathlib.Path(__file__).resolve().parents[2] / "raftkafka" / "client"
 SOURCES = sorted(p for p in CLIENT.glob("*.py") if p.name != "blocking.py")
-ALLOWED_PREFIXES = ("raftkafka.client", "wire", "storage.env", "trio", "__future__")
-STDLIB = {"collections", "dataclasses", "enum", "functools", "inspect", "itertools", "math", "random", "struct", "typing", "zlib"}
+ALLOWED_PREFIXES = ("raftkafka.client", "wire", "storage.env", "storage.tls", "trio", "__future__")
+STDLIB = {"collections", "dataclasses", "enum", "functools", "inspect", "itertools", "math", "random", "ssl", "struct",
+          "typing", "zlib"}
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
