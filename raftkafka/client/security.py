@@ -74,7 +74,10 @@ def _client_tls(p: dict[str, str]) -> TlsContext:
             # librdkafka's certificate and key in separate files.
             ctx.context.load_cert_chain(cert, key, password=p.get("ssl.key.password"))
     except TlsConfigError as e:
-        raise ValueError(str(e)) from None
+        text = str(e)
+        if p.get("ssl.ca.location"):  # name the setting as the user spelled it
+            text = text.replace("ssl.truststore.location", "ssl.ca.location")
+        raise ValueError(text) from None
     except (ssl.SSLError, OSError) as e:
         raise ValueError(f"ssl.certificate.location/ssl.key.location: cannot load ({e})") from None
     return ctx

@@ -353,3 +353,20 @@ def test_non_member_cannot_fetch_as_a_replica(cluster, outsiders):
     assert call(s, fetch, 11) is None
     s.close()
     wait_until(lambda: "not a cluster member" in cluster.log(1), 10, "the refusal logged")
+
+
+def test_spark_source_and_sink_client_over_ssl(cluster):
+    """The Spark source/sink's client (RemoteLogClient) with `kafka.security.protocol` / `kafka.ssl.*`."""
+    from spark_source.cluster_io import RemoteLogClient, scan
+    from spark_source.options import parse_sink_options
+    from wire.records import SimpleRecord
+
+    options = parse_sink_options({"kafka.bootstrap.servers": cluster.bootstrap, "topic": "spark-ssl",
+                                  **{f"kafka.{k}": v for k, v in cluster.properties().items()}})
+    client = RemoteLogClient(options.bootstrap_servers, request_timeout_ms=15_000, security=options.security)
+    try:
+        client.ensure_topic("spark-ssl", 1)
+        client.produce([(("spark-ssl", 0), SimpleRecord(None, b"s%d" % i, (), 1_000 + i)) for i in range(10)])
+        assert [r.value for r in scan(client, ("spark-ssl", 0), 0, 10)] == [b"s%d" % i for i in range(10)]
+    finally:
+        client.close()
