@@ -94,16 +94,16 @@ def main(argv=None) -> int:
                                                              None, None)
                         cpu = _cpu_seconds(proc.pid) - before
                         rows.append([round_, mode, kind, result.records, f"{result.records_per_s:,.0f}",
-                                     f"{result.mb_per_s:.1f}", f"{cpu * 1e6 / max(1, result.records):.1f}",
-                                     result.errors])
+                                     f"{result.mb_per_s:.1f}", f"{cpu:.2f}",
+                                     f"{cpu * 1e6 / max(1, result.records):.2f}", result.errors])
         finally:
             proc.terminate()
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    print(format_table(["round", "protocol", "workload", "records", "records/s", "MB/s", "broker CPU us/record",
-                        "errors"], rows))
+    print(format_table(["round", "protocol", "workload", "records", "records/s", "MB/s", "broker CPU s",
+                        "broker CPU us/record", "errors"], rows))
     return 0
 
 
