@@ -244,3 +244,26 @@ async def test_certificates_reload_when_their_files_change(pki, tmp_path):
     assert await server_subject()() == "CN=server-renewed"
     assert not server.check_reload(fs)
     os.remove(keystore)
+
+
+def test_broker_only_node_reaches_tls_controllers_with_its_certificate(pki):
+    config = load_config({"node.id": 4, "process.roles": "broker", "log.dirs": "/tmp/x",
+                          "controller.quorum.voters": "1@127.0.0.1:9093",
+                          "listeners": "SSL://127.0.0.1:0", "listener.security.protocol.map": "SSL:SSL,CONTROLLER:SSL",
+                          "ssl.keystore.location": pki["client"].keystore, "ssl.truststore.location": pki["ca"]})
+    security = all_listener_security(config)
+    controller = security["CONTROLLER"]
+    assert controller.protocol == "SSL" and controller.server_tls is None and controller.client_tls is not None
+    assert config.controller_connect_listener.name == "CONTROLLER"
+
+
+def test_dev_security_modes_not_built_fail_clearly(tmp_path):
+    from raftkafka.dev_security import prepare_security
+
+    assert prepare_security("plaintext", str(tmp_path), [1], "127.0.0.1") is None
+    with pytest.raises(ConfigError, match="--security sasl_ssl: SASL is not built yet"):
+        prepare_security("sasl_ssl", str(tmp_path), [1], "127.0.0.1")
+    made = prepare_security("ssl", str(tmp_path), [1, 2], "127.0.0.1")
+    assert made.client_properties["security.protocol"] == "SSL"
+    assert open(made.client_properties_path).read().count("ssl.") == 3
+    assert made.node_settings[2]["super.users"] == "User:node-1;User:node-2;User:admin"
