@@ -72,15 +72,6 @@ def cluster(tmp_path_factory):
         procs.kill_all()
 
 
-@pytest.fixture
-def processes():
-    procs = Processes()
-    try:
-        yield procs
-    finally:
-        procs.kill_all()
-
-
 @pytest.fixture(scope="module")
 def outsiders(cluster, tmp_path_factory):
     """Certificates of a foreign CA, and one of the cluster's CA for a principal outside super.users."""
