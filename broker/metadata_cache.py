@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import trio
 
 from broker.connection_context import current_security
-
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage, TopicImage
 from metadata.partition import PartitionRegistration

@@ -162,7 +162,6 @@ class KafkaServer:
             log.exception("cannot even build an error response; closing the connection")
             return CLOSE
 
-
     def _may_replicate(self, header, request) -> bool:
         """A follower's requests (replica_id >= 0) read past the high watermark and move the
         ISR: only a cluster member's connection may send them (Kafka's CLUSTER_ACTION)."""

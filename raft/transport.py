@@ -340,7 +340,8 @@ class Transport:
         if response_type is not None and src is not None:
             # One connection speaks for one node: a member cannot pose as another mid-stream.
             if conn.sender is not None and src != conn.sender:
-                self._reject(conn, frame.correlation_id, f"{frame.type} claims node {src} on node {conn.sender}'s connection")
+                self._reject(conn, frame.correlation_id,
+                             f"{frame.type} claims node {src} on node {conn.sender}'s connection")
                 return
             conn.sender = src
             self.routes[src] = conn

@@ -38,8 +38,8 @@ from metadata.metadata_follower import LeaderHighWatermarkTap, MetadataFollower
 from metadata.records import Endpoint
 from raftkafka.config import ConfigError, NodeConfig
 from raftkafka.security_setup import all_listener_security
-from storage.listener_security import ListenerSecurity
 from storage.env import Env
+from storage.listener_security import ListenerSecurity
 from storage.metrics import MetricsRegistry
 
 __all__ = ["ControllerRole", "BrokerRole", "MetadataApp"]
