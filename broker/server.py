@@ -131,7 +131,7 @@ class KafkaServer:
             log.info("closing connection: malformed request: %s", exc)
             return CLOSE
         # The one place every request passes: authorization and quota checks belong here.
-        if not self._may_replicate(header, request):
+        if not self._admitted(header, request):
             return CLOSE
         handler = HANDLERS.get(header.api_key)
         if handler is None:
@@ -162,12 +162,17 @@ class KafkaServer:
             log.exception("cannot even build an error response; closing the connection")
             return CLOSE
 
-    def _may_replicate(self, header, request) -> bool:
-        """A follower's requests (replica_id >= 0) read past the high watermark and move the
-        ISR: only a cluster member's connection may send them (Kafka's CLUSTER_ACTION)."""
+    def _admitted(self, header, request) -> bool:
+        """Nothing but ApiVersions (and the SASL exchange, which answers those itself) before a
+        SASL listener's login; and a follower's requests (replica_id >= 0: they read past the
+        high watermark and move the ISR) only from a cluster member (Kafka's CLUSTER_ACTION)."""
+        security = current_security()
+        if security is not None and not security.authenticated and header.api_key != ApiKey.API_VERSIONS:
+            log.info("closing connection from %s: %s before SASL authentication", security.peer_host,
+                     ApiKey(header.api_key).name)
+            return False
         if header.api_key not in _REPLICA_APIS or getattr(request, "replica_id", -1) < 0:
             return True
-        security = current_security()
         if security is None or is_member(security, self.broker.config.super_users):
             return True
         log.warning("closing connection from %s (%s): %s as replica %d, not a cluster member",

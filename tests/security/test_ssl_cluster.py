@@ -361,3 +361,27 @@ def test_spark_source_and_sink_client_over_ssl(cluster):
         assert [r.value for r in scan(client, ("spark-ssl", 0), 0, 10)] == [b"s%d" % i for i in range(10)]
     finally:
         client.close()
+
+
+def test_one_node_serves_plaintext_and_ssl_listeners_at_once(processes, tmp_path):
+    """Each client sees the brokers' endpoints on the listener it connected to."""
+    from confluent_kafka.admin import AdminClient
+
+    from raftkafka.dev_certs import CertificateAuthority
+    from tests.e2e.procs import write_single_node
+
+    ca = CertificateAuthority()
+    ca_path = ca.write_truststore(str(tmp_path / "ca.pem"))
+    node = ca.issue(str(tmp_path / "node.pem"), "node-1")
+    base = free_base_port(2)
+    config = write_single_node(
+        str(tmp_path / "data"), base,
+        ("listeners", f"PLAINTEXT://{HOST}:{base},CONTROLLER://{HOST}:{base + 1},SSL://{HOST}:{base + 2}"),
+        ("ssl.keystore.location", node.keystore), ("ssl.truststore.location", ca_path))
+    proc = processes.node(config)
+    proc.wait_line(rf"serving Kafka clients on PLAINTEXT://{HOST}:{base}, SSL://{HOST}:{base + 2}", 60)
+    plain = AdminClient({"bootstrap.servers": f"{HOST}:{base}"}).list_topics(timeout=10)
+    tls = AdminClient({"bootstrap.servers": f"{HOST}:{base + 2}", "security.protocol": "SSL",
+                       "ssl.ca.location": ca_path}).list_topics(timeout=10)
+    assert [(b.host, b.port) for b in plain.brokers.values()] == [(HOST, base)]
+    assert [(b.host, b.port) for b in tls.brokers.values()] == [(HOST, base + 2)]

@@ -267,3 +267,21 @@ def test_dev_security_modes_not_built_fail_clearly(tmp_path):
     assert made.client_properties["security.protocol"] == "SSL"
     assert open(made.client_properties_path).read().count("ssl.") == 3
     assert made.node_settings[2]["super.users"] == "User:node-1;User:node-2;User:admin"
+
+
+async def test_kafka_requests_before_sasl_login_close_the_connection():
+    from broker.connection_context import set_current_security
+    from broker.server import CLOSE, KafkaServer
+    from wire.protocol import MetadataRequest, decode_request, encode_request
+
+    class Broker:  # only what the admission check reads
+        class config:
+            super_users = frozenset()
+
+    server = KafkaServer(Broker())
+    frame = encode_request(MetadataRequest(topics=None), 1, 1, "c")[4:]
+    header, request = decode_request(frame)
+    set_current_security(ConnectionSecurity.accepted("SASL_SSL", "SASL_SSL"))
+    assert await server.respond(frame) is CLOSE
+    set_current_security(ConnectionSecurity.accepted("SSL", "SSL", tls_subject=None))
+    assert server._admitted(header, request)
