@@ -336,14 +336,10 @@ class Transport:
             conn.queue(encode_frame(reply, frame.correlation_id))
             return
         src = codec.sender_of(msg)
+        if not self._speaks_for(conn, frame, src if src is not None else _broker_id_of(msg)):
+            return
         response_type = codec.PEER_RESPONSE_TYPE.get(type(msg))
         if response_type is not None and src is not None:
-            # One connection speaks for one node: a member cannot pose as another mid-stream.
-            if conn.sender is not None and src != conn.sender:
-                self._reject(conn, frame.correlation_id,
-                             f"{frame.type} claims node {src} on node {conn.sender}'s connection")
-                return
-            conn.sender = src
             self.routes[src] = conn
             conn.pending[(src, response_type)].append(frame.correlation_id)
             self.deliver(src, msg)
@@ -352,6 +348,18 @@ class Transport:
             self._reject(conn, frame.correlation_id, f"{frame.type} is not served here")
             return
         nursery.start_soon(self._answer_client, conn, frame)
+
+    def _speaks_for(self, conn: _Inbound, frame, node_id: int | None) -> bool:
+        """One connection speaks for one node (the first it names): a member cannot pose as
+        another member mid-stream, in Raft or in a broker's controller requests."""
+        if node_id is None:
+            return True
+        if conn.sender is not None and node_id != conn.sender:
+            self._reject(conn, frame.correlation_id, f"{frame.type} claims node {node_id} on node "
+                                                     f"{conn.sender}'s connection")
+            return False
+        conn.sender = node_id
+        return True
 
     async def _answer_client(self, conn: _Inbound, frame) -> None:
         try:
@@ -372,6 +380,12 @@ def _correlation_of(payload: bytes) -> int:
     if type(value) is list and len(value) >= 3 and type(value[2]) is int:
         return value[2]
     return 0
+
+
+def _broker_id_of(msg) -> int | None:
+    """The broker a controller request speaks for (registration, heartbeat, AlterPartition...)."""
+    value = getattr(msg, "broker_id", None)
+    return value if type(value) is int else None
 
 
 def _peer_name(stream) -> str:

@@ -285,3 +285,41 @@ async def test_kafka_requests_before_sasl_login_close_the_connection():
     assert await server.respond(frame) is CLOSE
     set_current_security(ConnectionSecurity.accepted("SSL", "SSL", tls_subject=None))
     assert server._admitted(header, request)
+
+
+async def test_one_controller_connection_speaks_for_one_node():
+    """A member's connection that names node 2 cannot go on to speak for node 3 (Raft or controller RPC)."""
+    from metadata.controller_rpc import BrokerHeartbeatRequest
+    from raft.codec import ErrorResponse
+    from raft.messages import VoteRequest
+    from raft.transport import Transport
+    from wire.rpc import FrameDecoder, encode_frame
+
+    inbox_send, inbox_recv = trio.open_memory_channel(10)
+    handled = []
+
+    async def client_handler(request):
+        handled.append(request)
+        return None
+
+    transport = Transport(RealEnv(), node_id=1, cluster_id="c", peers={}, inbox=inbox_send,
+                          client_handler=client_handler)
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(transport.run, "127.0.0.1", 0)
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        await stream.send_all(encode_frame(VoteRequest("c", 5, 2, 0, 0), 1)
+                              + encode_frame(VoteRequest("c", 6, 3, 0, 0), 2)
+                              + encode_frame(BrokerHeartbeatRequest("c", 3, 1, 0, want_fence=True), 3))
+        decoder, answers = FrameDecoder(), []
+        with trio.fail_after(5):
+            while len(answers) < 2:
+                decoder.feed(await stream.receive_some(65536))
+                answers += list(decoder)
+        src, first = inbox_recv.receive_nowait()
+        assert (src, first.candidate_id) == (2, 2)
+        with pytest.raises(trio.WouldBlock):
+            inbox_recv.receive_nowait()
+        assert [a.correlation_id for a in answers] == [2, 3] and all(isinstance(a.message, ErrorResponse) for a in answers)
+        assert handled == []
+        await stream.aclose()
+        nursery.cancel_scope.cancel()
