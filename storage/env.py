@@ -383,12 +383,11 @@ def _tls_reason(e: BaseException) -> str:
 
 def peer_host(stream) -> str:
     """The remote address of a stream (TLS or not), or '' when it has none (in-memory)."""
-    inner = getattr(stream, "transport_stream", stream)
-    sock = getattr(inner, "socket", None)
+    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
     try:
         return str(sock.getpeername()[0])
     except Exception:  # no socket, or already closed
-        return str(getattr(inner, "peer_host", ""))
+        return ""
 
 
 def peer_certificate(stream) -> dict | None:
