@@ -13,7 +13,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 
-from storage.tls import TlsConfigError, TlsContext, TlsSettings
+from storage.tls import TlsConfigError, TlsContext, tls_settings
 from wire.security.connection_security import SECURITY_PROTOCOLS, uses_sasl, uses_tls
 
 __all__ = ["ClientSecurity", "SECURITY_PROPERTIES", "PLAINTEXT_CLIENT"]
@@ -53,23 +53,17 @@ PLAINTEXT_CLIENT = ClientSecurity()
 
 
 def _client_tls(p: dict[str, str]) -> TlsContext:
-    for kind in ("ssl.keystore.type", "ssl.truststore.type"):
-        if p.get(kind, "PEM").upper() != "PEM":
-            raise ValueError(f"{kind}: only PEM is supported")
     cert, key = p.get("ssl.certificate.location"), p.get("ssl.key.location")
     if bool(cert) != bool(key) and not p.get("ssl.keystore.location"):
         raise ValueError("ssl.certificate.location and ssl.key.location go together")
-    protocols = tuple(s.strip() for s in p.get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3").split(",") if s.strip())
-    settings = TlsSettings(
-        keystore_location=p.get("ssl.keystore.location"),
-        key_password=p.get("ssl.key.password"),
-        truststore_location=p.get("ssl.ca.location") or p.get("ssl.truststore.location"),
-        enabled_protocols=protocols,
-        cipher_suites=p.get("ssl.cipher.suites"),
-        endpoint_identification=p.get("ssl.endpoint.identification.algorithm", "https").lower() == "https",
-    )
+
+    def get(name: str, default: str | None = None) -> str | None:
+        if name == "ssl.truststore.location":  # librdkafka's name first
+            return p.get("ssl.ca.location") or p.get(name) or default
+        return p.get(name, default)
+
     try:
-        ctx = TlsContext(settings, server_side=False)
+        ctx = TlsContext(tls_settings(get), server_side=False)
         if cert and key and not p.get("ssl.keystore.location"):
             # librdkafka's certificate and key in separate files.
             ctx.context.load_cert_chain(cert, key, password=p.get("ssl.key.password"))
