@@ -86,7 +86,7 @@ class Broker:
             min_bytes=self._static_int("replica.fetch.min.bytes", 1),
             partition_max_bytes=self._static_int("replica.fetch.max.bytes", 1 << 20),
             response_max_bytes=self._static_int("replica.fetch.response.max.bytes", 10 << 20),
-            backoff_s=self._static_int("replica.fetch.backoff.ms", 1000) / 1000))
+            backoff_s=self._static_int("replica.fetch.backoff.ms", 1000) / 1000, tls=config.inter_broker_tls))
         replication = ReplicationSettings(
             clock=env.now, lag_time_s=self._static_int("replica.lag.time.max.ms", 30000) / 1000,
             alter_partitions=self.alter_partitions, is_isr_eligible=self._isr_eligible)
@@ -97,7 +97,8 @@ class Broker:
         self.producer_states = ProducerStates(self)  # idempotent producer ids and dedupe state
         self.advertised_versions = advertised_versions()
         self.server = KafkaServer(self)
-        self.port: int | None = None
+        self.port: int | None = None  # the first listener's bound port
+        self.ports: dict[str, int] = {}  # listener name → bound port
         self._nursery: trio.Nursery | None = None
         self._auto_creating: set[str] = set()
         self.halt_grace_s = HALT_GRACE_S  # after a log-dir failure, before the halt (tests hold it)
@@ -136,10 +137,14 @@ class Broker:
                 await nursery.start(self.groups.run)
                 nursery.start_soon(self._retention_and_cleaning)
                 nursery.start_soon(self._flusher)
-                try:
-                    self.port = await nursery.start(self.server.serve)
-                except OSError as e:
-                    raise ListenerError(e.errno, e.strerror or str(e)) from e
+                for listener in self.config.served_listeners():
+                    try:
+                        self.ports[listener.security.name] = await nursery.start(self.server.serve, listener)
+                    except OSError as e:
+                        raise ListenerError(e.errno, e.strerror or str(e)) from e
+                    for tls in listener.security.tls_contexts():
+                        nursery.start_soon(tls.watch, self.env)
+                self.port = next(iter(self.ports.values()))
                 task_status.started(self.port)
         finally:
             self._nursery = None

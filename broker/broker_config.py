@@ -11,9 +11,20 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from wire.connection_limits import ConnectionLimits
+from storage.listener_security import ListenerSecurity
+from storage.tls import TlsContext
 from wire.protocol import DEFAULT_MAX_FRAME_SIZE
 
-__all__ = ["BrokerConfig"]
+__all__ = ["BrokerConfig", "BrokerListener"]
+
+
+@dataclass(frozen=True)
+class BrokerListener:
+    """One listener the Kafka protocol is served on (a node may have several)."""
+
+    host: str
+    port: int
+    security: ListenerSecurity
 
 
 @dataclass(frozen=True)
@@ -22,7 +33,7 @@ class BrokerConfig:
     data_dirs: tuple[str, ...] = ()
     host: str = "127.0.0.1"  # where the Kafka listener binds
     port: int = 9092  # 0 = any free port (tests)
-    listener_name: str = "PLAINTEXT"  # the endpoint clients see in Metadata
+    listener_name: str = "PLAINTEXT"  # the inter-broker listener: replica fetches go to its endpoints
     rack: str | None = None
     cluster_id: str | None = None
     static: Mapping[str, str] = field(default_factory=dict)
@@ -31,6 +42,13 @@ class BrokerConfig:
     retention_check_interval_s: float = 300.0  # log.retention.check.interval.ms
     flush_check_interval_s: float = 1.0
     replica_apply_timeout_s: float = 5.0  # how long a request waits for a just-published partition
+    # Every client listener; empty = one PLAINTEXT listener `listener_name` on host:port.
+    listeners: tuple[BrokerListener, ...] = ()
+    super_users: frozenset = frozenset()  # of KafkaPrincipal (super.users)
+    inter_broker_tls: TlsContext | None = None  # client side of the inter-broker listener
+
+    def served_listeners(self) -> tuple[BrokerListener, ...]:
+        return self.listeners or (BrokerListener(self.host, self.port, ListenerSecurity(self.listener_name)),)
 
     def static_with_identity(self) -> dict[str, str]:
         """Static configs plus node.id (describe_configs uses it to pick per-broker overrides)."""

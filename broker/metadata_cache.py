@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import trio
 
+from broker.connection_context import current_security
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage, TopicImage
 from metadata.partition import PartitionRegistration
@@ -63,12 +64,15 @@ class MetadataCache:
         return None if t is None else t.partitions.get(partition)
 
     def alive_brokers(self) -> list[BrokerEndpoint]:
-        """Unfenced brokers with an endpoint on our listener, by id."""
+        """Unfenced brokers with an endpoint on the listener the request came in on (ours
+        outside a connection), by id: a client sees the endpoints it can reach, as in Kafka."""
+        security = current_security()
+        listener = security.listener if security is not None else self.listener_name
         out = []
         for broker_id in self.image.unfenced_brokers():
             reg = self.image.brokers[broker_id]
             for ep in reg.endpoints:
-                if ep.name == self.listener_name:
+                if ep.name == listener:
                     out.append(BrokerEndpoint(broker_id, ep.host, ep.port, reg.rack))
                     break
         return out

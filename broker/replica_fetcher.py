@@ -66,6 +66,7 @@ class FetcherSettings:
     backoff_s: float = 1.0  # replica.fetch.backoff.ms
     request_timeout_s: float = 30.0  # replica.socket.timeout.ms
     client_id: str = "replica-fetcher"
+    tls: object = None  # storage.tls.TlsContext for the inter-broker listener, if it is TLS
 
 
 class _Link:
@@ -190,7 +191,7 @@ class ReplicaFetcher:
         if address is None:
             raise OSError(f"no address for broker {self.source_id}")
         with trio.fail_after(self.settings.request_timeout_s):
-            stream = await self.env.net.connect(*address)
+            stream = await self.env.net.connect(*address, tls=self.settings.tls)
         self._link = _Link(stream, self.settings.client_id, self._timer)
         return self._link
 

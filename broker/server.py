@@ -34,16 +34,20 @@ import logging
 
 import trio
 
+from broker.broker_config import BrokerListener
+from broker.connection_context import current_security, set_current_security
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import fallback_response
 from broker.records_slice import RecordsSlice
 from broker.request_errors import CloseConnection
 from broker.request_reader import RequestReader
+from storage.env import peer_host
 from storage.log.log_dir_failure import KafkaStorageError
 from wire.connection_limits import ConnectionQuotas, RequestMemoryPool
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.protocol import ApiKey, UnsupportedRequestError, decode_request, encode_response_parts
+from wire.security.connection_security import ConnectionSecurity, is_member
 
 __all__ = ["KafkaServer"]
 
@@ -60,13 +64,24 @@ class KafkaServer:
         self.connections = 0  # open now
         self.closed_for_bad_input = 0  # connections closed because of what the client sent
 
-    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        cfg = self.broker.config
-        await self.broker.env.net.serve(cfg.host, cfg.port, self._admit, task_status=task_status)
+    async def serve(self, listener: BrokerListener | None = None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Serve one listener (the config's first by default) until cancelled."""
+        listener = listener or self.broker.config.served_listeners()[0]
+        security = listener.security
 
-    async def _admit(self, stream) -> None:
+        async def handle(stream) -> None:
+            accepted = security.accept(stream)
+            if accepted is None:  # a certificate no mapping rule names
+                await trio.aclose_forcefully(stream)
+                return
+            await self._admit(stream, accepted)
+
+        await self.broker.env.net.serve(listener.host, listener.port, handle, tls=security.server_tls,
+                                        task_status=task_status)
+
+    async def _admit(self, stream, security: ConnectionSecurity) -> None:
         """max.connections / max.connections.per.ip: a connection over a limit is closed at once."""
-        ip = peer_ip(stream)
+        ip = security.peer_host
         refused = self.quotas.try_open(ip)
         if refused is not None:
             log.info("closing a new connection from %s: %s", ip, refused)
@@ -74,13 +89,16 @@ class KafkaServer:
                 await trio.aclose_forcefully(stream)
             return
         try:
-            await self.handle_connection(stream)
+            await self.handle_connection(stream, security)
         finally:
             self.quotas.close(ip)
 
-    async def handle_connection(self, stream) -> None:
+    async def handle_connection(self, stream, security: ConnectionSecurity | None = None) -> None:
         self.connections += 1
+        if security is None:  # a stream handed in directly (tests): the inter-broker listener's, plaintext
+            security = ConnectionSecurity.accepted(self.broker.config.listener_name, "PLAINTEXT", peer_host(stream))
         try:
+            set_current_security(security)
             await self._serve_requests(stream)
         except _CONNECTION_ERRORS:
             pass  # the peer went away: nothing to answer
@@ -138,6 +156,8 @@ class KafkaServer:
             log.info("closing connection: malformed request: %s", exc)
             return CLOSE
         # The one place every request passes: authorization and quota checks belong here.
+        if not self._admitted(header, request):
+            return CLOSE
         handler = HANDLERS.get(header.api_key)
         if handler is None:
             log.info("closing connection: api key %d is not implemented", header.api_key)
@@ -167,19 +187,26 @@ class KafkaServer:
             log.exception("cannot even build an error response; closing the connection")
             return CLOSE
 
+    def _admitted(self, header, request) -> bool:
+        """Nothing but ApiVersions (and the SASL exchange, which answers those itself) before a
+        SASL listener's login; and a follower's requests (replica_id >= 0: they read past the
+        high watermark and move the ISR) only from a cluster member (Kafka's CLUSTER_ACTION)."""
+        security = current_security()
+        if security is not None and not security.authenticated and header.api_key != ApiKey.API_VERSIONS:
+            log.info("closing connection from %s: %s before SASL authentication", security.peer_host,
+                     ApiKey(header.api_key).name)
+            return False
+        if header.api_key not in _REPLICA_APIS or getattr(request, "replica_id", -1) < 0:
+            return True
+        if security is None or is_member(security, self.broker.config.super_users):
+            return True
+        log.warning("closing connection from %s (%s): %s as replica %d, not a cluster member",
+                    security.peer_host, security.principal, ApiKey(header.api_key).name, request.replica_id)
+        return False
+
 
 CLOSE = object()
-
-
-def peer_ip(stream) -> str:
-    """The client's address, for the per-ip connection limit (under TLS, of the stream it
-    wraps; "peer" for a stream without a socket, like the simulated network's)."""
-    while getattr(stream, "socket", None) is None and hasattr(stream, "transport_stream"):
-        stream = stream.transport_stream
-    try:
-        return str(stream.socket.getpeername()[0])
-    except (AttributeError, OSError):
-        return "peer"
+_REPLICA_APIS = frozenset({ApiKey.FETCH, ApiKey.LIST_OFFSETS})
 
 
 async def send_parts(stream, parts: list) -> None:

@@ -87,10 +87,12 @@ class RpcClient:
 
 
 @contextlib.asynccontextmanager
-async def open_client(env: Env, host: str, port: int, *, connect_timeout: float = 5.0) -> AsyncIterator[RpcClient]:
-    """Connect (OSError / TooSlowError on failure) and run the reader until the block ends."""
+async def open_client(env: Env, host: str, port: int, *, connect_timeout: float = 5.0,
+                      tls=None) -> AsyncIterator[RpcClient]:
+    """Connect (OSError / TooSlowError on failure; TLS with `tls`, a storage.tls.TlsContext)
+    and run the reader until the block ends."""
     with trio.fail_after(connect_timeout):
-        stream = await env.net.connect(host, port)
+        stream = await env.net.connect(host, port, tls=tls)
     client = RpcClient(stream)
     try:
         async with trio.open_nursery() as nursery:

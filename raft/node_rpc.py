@@ -53,13 +53,14 @@ def describe_from_status(status, cluster_id: str, now: float) -> DescribeQuorumR
 
 class QuorumService:
     def __init__(self, env: Env, driver: RaftDriver, *, cluster_id: str, node_id: int, addresses: dict,
-                 diagnostic_append: bool = False):
+                 diagnostic_append: bool = False, tls=None):
         self.env = env
         self.diagnostic_append = diagnostic_append
         self.driver = driver
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.addresses = addresses  # node id -> (host, port) of its controller listener
+        self.tls = tls  # storage.tls.TlsContext to reach them with, if the listener is TLS
         self._clients: dict[int, RpcClient] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -133,7 +134,7 @@ class QuorumService:
             return client
         host, port = self.addresses[node_id]
         with trio.fail_after(FORWARD_TIMEOUT):
-            stream = await self.env.net.connect(host, port)
+            stream = await self.env.net.connect(host, port, tls=self.tls)
         client = self._clients[node_id] = RpcClient(stream)
         self._nursery.start_soon(client.run)
         return client

@@ -28,6 +28,7 @@ is refused (until connections are authenticated, the id still comes from the bod
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 from typing import Awaitable, Callable
 
@@ -36,6 +37,7 @@ import trio
 
 from raft import codec
 from storage.env import Env
+from storage.listener_security import ListenerSecurity
 from wire.connection_limits import ConnectionLimits, ConnectionQuotas
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
@@ -66,7 +68,7 @@ class _Inbound:
         self.out_send, self.out_recv = trio.open_memory_channel[bytes](LINK_QUEUE)
         self.pending: dict[tuple[int, type], collections.deque[int]] = collections.defaultdict(collections.deque)
         self.closed = False
-        self.peer_id: int | None = None  # the node this connection speaks for, once it said so
+        self.sender: int | None = None  # the node id this connection speaks for (its first claim)
         self.inflight = trio.Semaphore(MAX_INFLIGHT_PER_CONNECTION)
 
     def queue(self, data: bytes) -> None:
@@ -99,7 +101,7 @@ class _PeerLink:
         while True:
             try:
                 with trio.fail_after(CONNECT_TIMEOUT):
-                    stream = await self.t.env.net.connect(self.host, self.port)
+                    stream = await self.t.env.net.connect(self.host, self.port, tls=self.t.security.client_tls)
             except (OSError, trio.TooSlowError) as e:
                 self._drop_queued()
                 # Jitter keeps a restarted cluster's nodes from reconnecting in lockstep.
@@ -198,6 +200,7 @@ class Transport:
         client_handler: ClientHandler | None = None,
         status: Callable[[], tuple[int, int | None]] = lambda: (0, None),
         limits: ConnectionLimits = ConnectionLimits(),
+        security: ListenerSecurity | None = None,
     ):
         self.env = env
         self.node_id = node_id
@@ -212,6 +215,9 @@ class Transport:
         self.limits = limits
         self.quotas = ConnectionQuotas(limits.max_connections, limits.max_connections_per_ip)
         self.bad_frames = 0
+        # The controller listener's security: TLS on both sides, and who may speak on it.
+        self.security = security or ListenerSecurity("CONTROLLER")
+        self.refused = 0  # connections closed before a frame: not a cluster member
 
     # ----------------------------------------------------------------- running
     async def run(self, host: str | None, port: int | None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -219,7 +225,10 @@ class Transport:
         async with trio.open_nursery() as nursery:
             bound = None
             if host is not None:
-                bound = await nursery.start(self.env.net.serve, host, port, self._serve_connection)
+                bound = await nursery.start(functools.partial(
+                    self.env.net.serve, host, port, self._serve_connection, tls=self.security.server_tls))
+            for tls in self.security.tls_contexts():
+                nursery.start_soon(tls.watch, self.env)
             for link in self.links.values():
                 nursery.start_soon(link.run)
             task_status.started(bound)
@@ -248,15 +257,31 @@ class Transport:
             log.warning("raft inbox full; dropping %s from %d", type(msg).__name__, src)
 
     # ----------------------------------------------------------------- inbound
+    def admit(self, stream: trio.abc.Stream) -> bool:
+        """The gate before any frame is read: only a cluster member's connection is served
+        (Raft votes and fetches, metadata appends, registrations, heartbeats, fencing)."""
+        security = self.security.accept(stream)
+        if security is not None and self.security.admits_member(security):
+            return True
+        self.refused += 1
+        who = "a certificate no mapping rule names" if security is None else str(security.principal)
+        log.warning("closing connection from %s: %s is not a cluster member", _peer_name(stream), who)
+        return False
+
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         peer = _peer_name(stream)
         ip = peer.rpartition(":")[0] or peer
         refused = self.quotas.try_open(ip)
         if refused is not None:
             log.info("closing a new connection from %s: %s", peer, refused)
-            await trio.aclose_forcefully(stream)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
             return
         try:
+            if not self.admit(stream):
+                with trio.CancelScope(shield=True):
+                    await trio.aclose_forcefully(stream)
+                return
             await self._serve_admitted(stream, peer)
         finally:
             self.quotas.close(ip)
@@ -350,14 +375,10 @@ class Transport:
             conn.queue(encode_frame(reply, frame.correlation_id))
             return
         src = codec.sender_of(msg)
+        if not self._speaks_for(conn, frame, src if src is not None else _broker_id_of(msg)):
+            return
         response_type = codec.PEER_RESPONSE_TYPE.get(type(msg))
         if response_type is not None and src is not None:
-            if conn.peer_id is None:
-                conn.peer_id = src
-            elif src != conn.peer_id:
-                self._reject(conn, frame.correlation_id, f"{frame.type} names node {src} on a connection "
-                                                         f"of node {conn.peer_id}")
-                return
             self.routes[src] = conn
             conn.pending[(src, response_type)].append(frame.correlation_id)
             self.deliver(src, msg)
@@ -367,6 +388,18 @@ class Transport:
             return
         await conn.inflight.acquire()  # backpressure: the socket is not read meanwhile
         nursery.start_soon(self._answer_client, conn, frame)
+
+    def _speaks_for(self, conn: _Inbound, frame, node_id: int | None) -> bool:
+        """One connection speaks for one node (the first it names): a member cannot pose as
+        another member mid-stream, in Raft or in a broker's controller requests."""
+        if node_id is None:
+            return True
+        if conn.sender is not None and node_id != conn.sender:
+            self._reject(conn, frame.correlation_id, f"{frame.type} claims node {node_id} on node "
+                                                     f"{conn.sender}'s connection")
+            return False
+        conn.sender = node_id
+        return True
 
     async def _answer_client(self, conn: _Inbound, frame) -> None:
         try:
@@ -391,8 +424,14 @@ def _correlation_of(payload: bytes) -> int:
     return 0
 
 
+def _broker_id_of(msg) -> int | None:
+    """The broker a controller request speaks for (registration, heartbeat, AlterPartition...)."""
+    value = getattr(msg, "broker_id", None)
+    return value if type(value) is int else None
+
+
 def _peer_name(stream) -> str:
-    sock = getattr(stream, "socket", None)
+    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
     try:
         host, port = sock.getpeername()[:2]
         return f"{host}:{port}"

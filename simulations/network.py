@@ -39,7 +39,8 @@ import trio
 
 from storage.env import StreamHandler
 from simulations.sim_stream import Connection, Pipe, SimStream
-from simulations.determinism import current_sim_clock
+from simulations.determinism import SimClock, current_sim_clock
+from simulations.tls_model import TlsRefused, model_handshake
 from simulations.trace import Trace
 
 __all__ = ["LinkProfile", "SimNetwork", "SimStream", "HostNetwork"]  # SimStream: simulations.sim_stream
@@ -91,6 +92,7 @@ class _Listener:
     port: int
     handler: StreamHandler
     nursery: trio.Nursery
+    tls: object = None  # storage.tls.TlsContext of a TLS listener
 
 
 class SimNetwork:
@@ -227,7 +229,7 @@ class SimNetwork:
             raise OSError(errno.EHOSTUNREACH, f"no route to host {host!r}")
         return host
 
-    async def _connect(self, src: str, host: str, port: int) -> SimStream:
+    async def _connect(self, src: str, host: str, port: int, tls=None) -> SimStream:
         dst = self._resolve(host, src)
         fwd, back = self.link(src, dst), self.link(dst, src)
         deadline = trio.current_time() + self.connect_timeout
@@ -251,6 +253,12 @@ class SimNetwork:
             await trio.sleep(back.profile.draw(self.rng))
             self.trace.record(src, "connect_refused", dst=dst, port=port)
             raise ConnectionRefusedError(errno.ECONNREFUSED, f"connection refused by {dst}:{port}")
+        try:
+            client_cert = model_handshake(tls and tls.context, listener.tls and listener.tls.context, host)
+        except TlsRefused as e:
+            await trio.sleep(back.profile.draw(self.rng))  # the refusal travels back
+            self.trace.record(src, "tls_refused", dst=dst, port=port)
+            raise TlsRefused(f"TLS handshake with {dst}:{port} failed: {e}") from None
         self._next_conn += 1
         cid = self._next_conn
         if self.clock is None:
@@ -260,6 +268,7 @@ class SimNetwork:
         self._connections[conn.id] = conn
         self.trace.record(src, "connect", conn=conn.id, dst=dst, port=port)
         server_end = SimStream(self, conn, dst, to_client, to_server)
+        server_end.peer_certificate = client_cert
         listener.nursery.start_soon(_run_handler, listener.handler, server_end)
         await trio.sleep(back.profile.draw(self.rng))  # the SYN-ACK travels back
         client_end = SimStream(self, conn, src, to_server, to_client)
@@ -267,7 +276,7 @@ class SimNetwork:
             raise ConnectionResetError(errno.ECONNRESET, f"connection to {dst}:{port} reset")
         return client_end
 
-    async def _serve(self, host: str, port: int, handler: StreamHandler, task_status) -> None:
+    async def _serve(self, host: str, port: int, handler: StreamHandler, task_status, tls=None) -> None:
         if port == 0:
             port = self._next_port[host]
             while (host, port) in self._listeners:
@@ -277,7 +286,7 @@ class SimNetwork:
         if key in self._listeners:
             raise OSError(errno.EADDRINUSE, f"address {host}:{port} already in use")
         async with trio.open_nursery() as nursery:
-            listener = _Listener(host, port, handler, nursery)
+            listener = _Listener(host, port, handler, nursery, tls)
             self._listeners[key] = listener
             self.trace.record(host, "listen", port=port)
             try:
@@ -305,12 +314,15 @@ class HostNetwork:
         if not self._alive():
             raise OSError(errno.ENETDOWN, f"host {self.host} is down")
 
-    async def serve(self, host: str, port: int, handler: StreamHandler, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    # TLS (`tls=`): the handshake's decision is modelled (simulations.tls_model), the
+    # encryption is not.
+    async def serve(self, host: str, port: int, handler: StreamHandler, *, tls=None,
+                    task_status=trio.TASK_STATUS_IGNORED) -> None:
         self._check_alive()
         if host not in LOCAL_ALIASES and host != self.host:
             raise OSError(errno.EADDRNOTAVAIL, f"{host} is not an address of {self.host}")
-        await self._net._serve(self.host, port, handler, task_status)
+        await self._net._serve(self.host, port, handler, task_status, tls)
 
-    async def connect(self, host: str, port: int) -> trio.abc.Stream:
+    async def connect(self, host: str, port: int, *, tls=None) -> trio.abc.Stream:
         self._check_alive()
-        return await self._net._connect(self.host, host, port)
+        return await self._net._connect(self.host, host, port, tls)

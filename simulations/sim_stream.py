@@ -157,6 +157,11 @@ class SimStream(trio.abc.HalfCloseableStream):
         self._eof_sent = False
         self._sending = False
         self._receiving = False
+        self.peer_certificate: dict | None = None  # what a TLS client proved (simulations.tls_model)
+
+    def getpeercert(self) -> dict | None:
+        """As `ssl.SSLSocket.getpeercert()` on the server end of a modelled TLS connection."""
+        return self.peer_certificate
 
     @property
     def connection_id(self) -> int:

@@ -27,6 +27,7 @@ from typing import Iterator, Protocol
 from raftkafka.client.admin import NewTopic
 from raftkafka.client.blocking import BlockingAdmin, BlockingConsumer, BlockingProducer
 from raftkafka.client.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
+from raftkafka.client.security import ClientSecurity
 from raftkafka.client.fetcher import ConsumerRecord
 from spark_source.offsets import PartitionOffsets, TopicPartition
 from wire.error_codes import ErrorCode
@@ -110,11 +111,14 @@ def scan(client: LogClient, tp: TopicPartition, start: int, end: int, *,
 
 class RemoteLogClient:
     def __init__(self, bootstrap_servers: str, *, client_id: str = "raftkafka-spark",
-                 request_timeout_ms: int = 30_000, retry_backoff_ms: int = 100):
+                 request_timeout_ms: int = 30_000, retry_backoff_ms: int = 100,
+                 security: tuple[tuple[str, str], ...] = ()):
         self.bootstrap_servers = bootstrap_servers
         self.client_id = client_id
         self._settings = dict(client_id=client_id, request_timeout_ms=request_timeout_ms,
                               retry_backoff_ms=retry_backoff_ms)
+        if security:  # built here, in the process that connects (an SSLContext does not pickle)
+            self._settings["security"] = ClientSecurity.from_properties(dict(security))
         self._admin = BlockingAdmin(bootstrap_servers, **self._settings)
         self._lock = threading.Lock()
         self._idle_consumers: list[BlockingConsumer] = []
@@ -238,16 +242,17 @@ async def _send_all(producer, rows):
         raise AmbiguousWriteError(f"{len(failed)} of {len(rows)} records not acknowledged: {failed[0]}")
 
 
-_clients: dict[tuple[str, str, int], RemoteLogClient] = {}
+_clients: dict[tuple, RemoteLogClient] = {}
 _clients_lock = threading.Lock()
 
 
-def shared_client(bootstrap_servers: str, client_id: str, request_timeout_ms: int) -> RemoteLogClient:
+def shared_client(bootstrap_servers: str, client_id: str, request_timeout_ms: int,
+                  security: tuple[tuple[str, str], ...] = ()) -> RemoteLogClient:
     """One client per process and settings (Spark reuses its Python workers across tasks)."""
-    key = (bootstrap_servers, client_id, request_timeout_ms)
+    key = (bootstrap_servers, client_id, request_timeout_ms, security)
     with _clients_lock:
         client = _clients.get(key)
         if client is None or client.closed:
             client = _clients[key] = RemoteLogClient(bootstrap_servers, client_id=client_id,
-                                                     request_timeout_ms=request_timeout_ms)
+                                                     request_timeout_ms=request_timeout_ms, security=security)
         return client

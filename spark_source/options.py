@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Union
 
+from raftkafka.client.security import SECURITY_PROPERTIES, ClientSecurity
 from spark_source.offsets import (
     EARLIEST,
     LATEST,
@@ -112,6 +113,7 @@ class SourceOptions:
     request_timeout_ms: int = 30_000
     client_id: str = "raftkafka-spark"
     source_id: str | None = None  # keys the stored initial offsets (initial_offsets.py)
+    security: tuple[tuple[str, str], ...] = ()  # Kafka client security properties (kafka.* prefix dropped)
 
 
 @dataclass(frozen=True)
@@ -121,12 +123,15 @@ class SinkOptions:
     sink_id: str | None = None
     request_timeout_ms: int = 30_000
     client_id: str = "raftkafka-spark-sink"
+    security: tuple[tuple[str, str], ...] = ()
 
 
 # ----------------------------------------------------------------------------- option names
 
 # lower-cased key -> documented spelling, per role.
-_COMMON = ["kafka.bootstrap.servers", "bootstrap.servers", "kafka.request.timeout.ms", "kafka.client.id"]
+# Security: `kafka.security.protocol`, `kafka.ssl.ca.location`, ... (Kafka client properties, prefixed).
+_SECURITY = ["kafka." + name for name in sorted(SECURITY_PROPERTIES)]
+_COMMON = ["kafka.bootstrap.servers", "bootstrap.servers", "kafka.request.timeout.ms", "kafka.client.id", *_SECURITY]
 # groupIdPrefix / kafka.group.id are accepted so Kafka-source jobs run unchanged; the source
 # commits no group offsets, so they have no effect (Spark's Kafka source uses them only to name its consumer).
 _SOURCE = _COMMON + [
@@ -211,6 +216,19 @@ def parse_duration_ms(value: str, name: str = "maxTriggerDelay") -> int:
         raise InvalidOptionError(f"option '{name}' must be a duration like 30s, 15m or 500ms, got '{value}'")
     unit = match.group(2).lower() if match.group(2) else None
     return int(match.group(1)) * _UNIT_MS[unit]
+
+
+def _security(opts: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The kafka.security.protocol / kafka.ssl.* / kafka.sasl.* options, checked now (files
+    readable, values valid) so a mistake fails at planning, not in a task."""
+    properties = {low[len("kafka."):]: value for low, value in opts.items() if low in _SECURITY}
+    if not properties:
+        return ()
+    try:
+        ClientSecurity.from_properties(properties)
+    except ValueError as e:
+        raise InvalidOptionError(f"Kafka security options (kafka.*): {e}") from None
+    return tuple(sorted(properties.items()))
 
 
 def _bootstrap(opts: dict[str, str]) -> str:
@@ -337,6 +355,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         include_headers=_bool(opts.get("includeheaders", "false"), "includeHeaders"),
         request_timeout_ms=_positive_int(opts.get("kafka.request.timeout.ms", "30000"), "kafka.request.timeout.ms"),
         client_id=opts.get("kafka.client.id", "raftkafka-spark"),
+        security=_security(opts),
         source_id=source_id,
     )
 
@@ -393,6 +412,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         sink_id=sink_id,
         request_timeout_ms=_positive_int(opts.get("kafka.request.timeout.ms", "30000"), "kafka.request.timeout.ms"),
         client_id=opts.get("kafka.client.id", "raftkafka-spark-sink"),
+        security=_security(opts),
     )
 
 

@@ -45,7 +45,7 @@ class _ReaderBase:
 
     def _client(self) -> LogClient:
         o = self.options
-        return shared_client(o.bootstrap_servers, o.client_id, o.request_timeout_ms)
+        return shared_client(o.bootstrap_servers, o.client_id, o.request_timeout_ms, o.security)
 
     def _to_partitions(self, ranges: list[OffsetRange]) -> list[RangePartition]:
         pieces = split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)

@@ -9,7 +9,7 @@ construction and uses:
     env.wall_ms()             wall-clock milliseconds (record timestamps, logs)
     env.rng                   a `random.Random` (seeded per node in simulation)
     env.uuid()                a random UUID drawn from env.rng
-    env.net                   `Network`: serve(host, port, handler) / connect(host, port)
+    env.net                   `Network`: serve(host, port, handler, tls=) / connect(host, port, tls=)
     env.fs                    `FileSystem`: files under the data dirs
 
 `RealEnv` is the production implementation. `storage.memfs.MemFileSystem` is an
@@ -45,7 +45,11 @@ __all__ = [
     "RealNetwork",
     "StreamHandler",
     "write_file_atomic",
+    "peer_host",
+    "peer_certificate",
 ]
+
+_log = logging.getLogger("raftkafka.net")
 
 StreamHandler = Callable[[trio.abc.Stream], Awaitable[None]]
 
@@ -131,16 +135,21 @@ class Network(Protocol):
         port: int,
         handler: StreamHandler,
         *,
+        tls=None,
         task_status=trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Accept connections forever, running `handler(stream)` for each in its own task.
 
         `task_status.started(bound_port)` is called once listening (port 0 picks one).
+        With `tls` (a `storage.tls.TlsContext`) each connection completes a TLS handshake
+        within `tls.handshake_timeout` before the handler sees it, or is closed;
+        `peer_certificate(stream)` then says who the client proved to be.
         """
         ...
 
-    async def connect(self, host: str, port: int) -> trio.abc.Stream:
-        """Open a stream; raises OSError (ConnectionRefusedError, ...) on failure."""
+    async def connect(self, host: str, port: int, *, tls=None) -> trio.abc.Stream:
+        """Open a stream (TLS with `tls`, checking `host` against the server's certificate
+        when the context asks); raises OSError (ConnectionRefusedError, ...) on failure."""
         ...
 
 
@@ -338,12 +347,14 @@ def descriptor_headroom_left(fd: int) -> bool:
 class RealNetwork:
     def __init__(self) -> None:
         self.refused_for_descriptors = 0
+        self._tls_failures_logged: dict[str, float] = {}  # peer host → when we last said so
 
-    async def serve(self, host, port, handler, *, task_status=trio.TASK_STATUS_IGNORED):
+    async def serve(self, host, port, handler, *, tls=None, task_status=trio.TASK_STATUS_IGNORED):
         listeners = await trio.open_tcp_listeners(port, host=host)
         bound = listeners[0].socket.getsockname()[1]
         task_status.started(bound)
-        await trio.serve_listeners(self._guarded(_nodelay(handler)), listeners)
+        wrapped = _nodelay(handler) if tls is None else self._tls_handler(handler, tls)
+        await trio.serve_listeners(self._guarded(wrapped), listeners)
 
     def _guarded(self, handler: StreamHandler) -> StreamHandler:
         async def guarded(stream):
@@ -359,10 +370,71 @@ class RealNetwork:
 
         return guarded
 
-    async def connect(self, host: str, port: int) -> trio.abc.Stream:
+    async def connect(self, host: str, port: int, *, tls=None) -> trio.abc.Stream:
         stream = await trio.open_tcp_stream(host, port)
         _set_nodelay(stream)
-        return stream
+        if tls is None:
+            return stream
+        ssl_stream = trio.SSLStream(stream, tls.context, server_hostname=host)
+        try:
+            with trio.fail_after(tls.handshake_timeout):
+                await ssl_stream.do_handshake()
+        except (trio.BrokenResourceError, trio.TooSlowError, OSError) as e:
+            await trio.aclose_forcefully(stream)
+            raise ConnectionError(f"TLS handshake with {host}:{port} failed: {_tls_reason(e)}") from None
+        return ssl_stream
+
+    def _tls_handler(self, handler: StreamHandler, tls) -> StreamHandler:
+        async def handshake_then_serve(stream):
+            _set_nodelay(stream)
+            ssl_stream = trio.SSLStream(stream, tls.context, server_side=True)
+            try:
+                with trio.fail_after(tls.handshake_timeout):
+                    await ssl_stream.do_handshake()
+            except (trio.BrokenResourceError, trio.TooSlowError, OSError) as e:
+                self._log_tls_failure(peer_host(stream), e)
+                await trio.aclose_forcefully(stream)
+                return
+            await handler(ssl_stream)
+
+        return handshake_then_serve
+
+    def _log_tls_failure(self, peer: str, e: BaseException) -> None:
+        """Once per peer host a minute: a misconfigured client retrying must not flood the log."""
+        now = time.monotonic()
+        if now - self._tls_failures_logged.get(peer, -1e9) < 60.0:
+            return
+        if len(self._tls_failures_logged) > 10_000:
+            self._tls_failures_logged.clear()
+        self._tls_failures_logged[peer] = now
+        _log.warning("TLS handshake from %s failed: %s", peer, _tls_reason(e))
+
+
+def _tls_reason(e: BaseException) -> str:
+    if isinstance(e, trio.TooSlowError):
+        return "no handshake within the deadline"
+    cause = e.__cause__ or e.__context__ or e
+    return getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or str(cause) or type(cause).__name__
+
+
+def peer_host(stream) -> str:
+    """The remote address of a stream (TLS or not), or '' when it has none (in-memory)."""
+    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
+    try:
+        return str(sock.getpeername()[0])
+    except Exception:  # no socket, or already closed
+        return ""
+
+
+def peer_certificate(stream) -> dict | None:
+    """The certificate a TLS client proved it holds (`ssl.SSLSocket.getpeercert()`), or None."""
+    getpeercert = getattr(stream, "getpeercert", None)
+    if getpeercert is None:
+        return None
+    try:
+        return getpeercert() or None
+    except (ValueError, AttributeError):  # no handshake yet
+        return None
 
 
 def _set_nodelay(stream) -> None:

@@ -50,12 +50,13 @@ class ControllerUnavailableError(Exception):
 
 
 class ControllerConnection:
-    def __init__(self, env: Env, voters: Mapping[int, tuple[str, int]], *, cluster_id: str = ""):
+    def __init__(self, env: Env, voters: Mapping[int, tuple[str, int]], *, cluster_id: str = "", tls=None):
         if not voters:
             raise ValueError("no controller addresses")
         self.env = env
         self.voters = dict(sorted(voters.items()))
         self.cluster_id = cluster_id
+        self.tls = tls  # storage.tls.TlsContext for the controller listener, if it is TLS
         self.leader: int | None = None
         self._client: RpcClient | None = None
         self._client_node: int | None = None
@@ -110,7 +111,7 @@ class ControllerConnection:
         self._drop(self._client_node)
         host, port = self.voters[node]
         with trio.fail_after(CALL_TIMEOUT):
-            stream = await self.env.net.connect(host, port)
+            stream = await self.env.net.connect(host, port, tls=self.tls)
         client = RpcClient(stream)
         self._client, self._client_node = client, node
         self._nursery.start_soon(client.run)

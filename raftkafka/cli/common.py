@@ -17,6 +17,7 @@ import trio
 
 from raftkafka.client import Admin, KafkaError
 from raftkafka.client.cluster import parse_bootstrap
+from raftkafka.client.security import SECURITY_PROPERTIES, ClientSecurity
 from storage.env import RealEnv
 
 __all__ = [
@@ -53,8 +54,10 @@ def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def add_bootstrap(parser: argparse.ArgumentParser, *, config_flag: str = "--command-config") -> None:
     parser.add_argument("--bootstrap-server", "--bootstrap-servers", dest="bootstrap", required=True,
                         metavar="HOST:PORT", help="a broker's listener (comma-separated list allowed)")
-    parser.add_argument(config_flag, dest="command_config", metavar="FILE",
-                        help="client properties file (k=v lines, Kafka names such as request.timeout.ms)")
+    flags = (config_flag,) if config_flag == "--command-config" else (config_flag, "--command-config")
+    parser.add_argument(*flags, dest="command_config", metavar="FILE",
+                        help="client properties file (k=v lines, Kafka names such as request.timeout.ms, "
+                             "security.protocol, ssl.ca.location)")
 
 
 def bootstrap_of(args) -> str:
@@ -138,7 +141,7 @@ _RENAMED = {"compression.type": "compression", "partitioner.class": "partitioner
             "allow.auto.create.topics": "allow_auto_topic_creation"}
 # Accepted for compatibility; they change nothing for our client.
 _IGNORED = {"bootstrap.servers", "key.serializer", "value.serializer", "key.deserializer",
-            "value.deserializer", "security.protocol"}
+            "value.deserializer"}
 _ASSIGNORS = {"org.apache.kafka.clients.consumer.RangeAssignor": "range",
               "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin"}
 
@@ -146,11 +149,15 @@ _ASSIGNORS = {"org.apache.kafka.clients.consumer.RangeAssignor": "range",
 def client_kwargs(client_class, properties: dict[str, str], what: str) -> dict:
     """Kafka property names → keyword arguments of `client_class`, typed like their defaults."""
     params = inspect.signature(client_class.__init__).parameters
+    security = {k: v for k, v in properties.items() if k in SECURITY_PROPERTIES}
     out = {}
+    if security:
+        try:
+            out["security"] = ClientSecurity.from_properties(security)
+        except ValueError as e:
+            raise CommandError(f"{what} properties: {e}") from None
     for name, text in sorted(properties.items()):
-        if name in _IGNORED:
-            if name == "security.protocol" and text.upper() != "PLAINTEXT":
-                raise CommandError(f"{what} property security.protocol={text}: only PLAINTEXT is supported")
+        if name in _IGNORED or name in SECURITY_PROPERTIES:
             continue
         key = _RENAMED.get(name, name.replace(".", "_"))
         param = params.get(key)

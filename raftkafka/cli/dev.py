@@ -28,6 +28,8 @@ from functools import partial
 import trio
 
 from metadata.controller.client import ControllerClient, ControllerConnection, ControllerUnavailableError
+from raftkafka.client.security import ClientSecurity
+from raftkafka.cli.dev_security import SECURITY_MODES, prepare_security
 from raftkafka.cli.format_storage import random_cluster_id
 from raftkafka.node.config import ConfigError
 from storage.env import RealEnv
@@ -54,7 +56,8 @@ class NodeLayout:
         return os.path.join(self.data_dir, "node.toml")
 
 
-def node_layout(node_id: int, nodes: int, base_port: int, data_dir: str, extra: dict | None = None) -> NodeLayout:
+def node_layout(node_id: int, nodes: int, base_port: int, data_dir: str, extra: dict | None = None,
+                client_listener: str = "PLAINTEXT") -> NodeLayout:
     """Node `node_id` of `nodes` combined nodes on loopback with predictable ports."""
     def ports(i: int) -> tuple[int, int]:
         return base_port + 2 * (i - 1), base_port + 2 * (i - 1) + 1
@@ -68,7 +71,7 @@ def node_layout(node_id: int, nodes: int, base_port: int, data_dir: str, extra: 
         "node.id": node_id,
         "process.roles": "broker,controller",
         "log.dirs": data_dir,
-        "listeners": f"PLAINTEXT://{HOST}:{client},CONTROLLER://{HOST}:{controller}",
+        "listeners": f"{client_listener}://{HOST}:{client},CONTROLLER://{HOST}:{controller}",
         "controller.listener.names": "CONTROLLER",
         "controller.quorum.voters": voters,
         **(extra or {}),
@@ -133,9 +136,10 @@ def check_ports_free(layouts: list[NodeLayout], flag: str = "--base-port") -> No
 
 
 async def wait_ready(controller_ports: dict[int, int], cluster_id: str, brokers: list[int], *,
-                     still_running=lambda: True, poll_s: float = 0.2) -> None:
+                     still_running=lambda: True, poll_s: float = 0.2, tls=None) -> None:
     """Until the quorum has an active controller and every broker is registered and unfenced."""
-    conn = ControllerConnection(RealEnv(), {i: (HOST, p) for i, p in controller_ports.items()}, cluster_id=cluster_id)
+    conn = ControllerConnection(RealEnv(), {i: (HOST, p) for i, p in controller_ports.items()}, cluster_id=cluster_id,
+                                tls=tls)
     client = ControllerClient(conn)
     async with trio.open_nursery() as nursery:
         await nursery.start(conn.run)
@@ -161,6 +165,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--data-dir", default="raftkafka-data", help="holds node-i/ per node (default ./raftkafka-data)")
     p.add_argument("--set", metavar="NAME=VALUE", action="append", default=[],
                    help="a setting for every node (repeatable), e.g. --set num.partitions=3")
+    p.add_argument("--security", choices=SECURITY_MODES, default="plaintext", type=str.lower,
+                   help="client and inter-node security: ssl makes a throwaway CA, node and admin certificates "
+                        "and writes <data-dir>/client.properties (default plaintext)")
     p.set_defaults(run=run)
 
 
@@ -178,8 +185,11 @@ def run(args) -> int:
     if not 1 <= args.nodes <= 9:
         raise ConfigError(f"--nodes {args.nodes}: choose 1 to 9")
     extra = _extra_settings(args.set)
-    layouts = [node_layout(i, args.nodes, args.base_port, os.path.join(args.data_dir, f"node-{i}"), extra)
-               for i in range(1, args.nodes + 1)]
+    ids = list(range(1, args.nodes + 1))
+    security = prepare_security(getattr(args, "security", "plaintext"), args.data_dir, ids, HOST)
+    listener = "PLAINTEXT" if security is None else args.security.upper()
+    layouts = [node_layout(i, args.nodes, args.base_port, os.path.join(args.data_dir, f"node-{i}"),
+                           {**(security.node_settings[i] if security else {}), **extra}, listener) for i in ids]
     from raftkafka.node.config import load_config
 
     for layout in layouts:
@@ -189,7 +199,11 @@ def run(args) -> int:
     voters = voters_of(layouts)
     for layout in layouts:
         prepare_node(layout, voters, cluster_id)
-    return trio.run(_supervise, layouts, cluster_id)
+    tls = None
+    if security is not None:
+        print(f"client properties: {security.client_properties_path}", flush=True)
+        tls = ClientSecurity.from_properties(security.client_properties).tls
+    return trio.run(_supervise, layouts, cluster_id, tls)
 
 
 def _spawn(layout: NodeLayout) -> subprocess.Popen:
@@ -205,7 +219,7 @@ def _spawn(layout: NodeLayout) -> subprocess.Popen:
     return proc
 
 
-async def _supervise(layouts: list[NodeLayout], cluster_id: str) -> int:
+async def _supervise(layouts: list[NodeLayout], cluster_id: str, tls=None) -> int:
     procs: dict[int, subprocess.Popen] = {}
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         try:
@@ -214,7 +228,7 @@ async def _supervise(layouts: list[NodeLayout], cluster_id: str) -> int:
                 print(f"node {layout.node_id}  pid {proc.pid}  kafka {HOST}:{layout.client_port}  "
                       f"controller {HOST}:{layout.controller_port}  data {layout.data_dir}", flush=True)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_announce_ready, layouts, cluster_id, procs)
+                nursery.start_soon(_announce_ready, layouts, cluster_id, procs, tls)
                 nursery.start_soon(_watch_children, procs)
                 async for signum in signals:
                     print(f"{signal.Signals(signum).name}: stopping {len(procs)} nodes", flush=True)
@@ -227,10 +241,10 @@ async def _supervise(layouts: list[NodeLayout], cluster_id: str) -> int:
     return 0
 
 
-async def _announce_ready(layouts, cluster_id, procs) -> None:
+async def _announce_ready(layouts, cluster_id, procs, tls=None) -> None:
     with trio.move_on_after(120) as scope:
         await wait_ready({l.node_id: l.controller_port for l in layouts}, cluster_id,
-                         [l.node_id for l in layouts], still_running=lambda: bool(procs))
+                         [l.node_id for l in layouts], still_running=lambda: bool(procs), tls=tls)
     if scope.cancelled_caught:
         print("not ready after 120 s; see the node.log files", flush=True)
         return

@@ -32,6 +32,8 @@ def add_parser(subparsers) -> None:
     d = sub.add_parser("describe", help="leader, epoch, high watermark and replication lag")
     d.add_argument("--bootstrap-controller", "--bootstrap-controllers", dest="bootstrap", required=True,
                    metavar="HOST:PORT", help="a controller's listener (comma-separated list allowed)")
+    d.add_argument("--command-config", dest="command_config", metavar="FILE",
+                   help="client properties (security.protocol=SSL, ssl.ca.location, ssl.certificate.location, ...)")
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a leader (default 10)")
     d.add_argument("--status", action="store_true", help="accepted for kafka-metadata-quorum compatibility")
@@ -51,7 +53,7 @@ def _addresses(text: str) -> list[tuple[str, int]]:
     return out
 
 
-async def describe(addresses: list[tuple[str, int]], timeout: float) -> DescribeQuorumResponse:
+async def describe(addresses: list[tuple[str, int]], timeout: float, tls=None) -> DescribeQuorumResponse:
     """Ask the controllers until one answers with a leader's view, or time out."""
     env = RealEnv()
     last_problem = "no answer"
@@ -59,7 +61,7 @@ async def describe(addresses: list[tuple[str, int]], timeout: float) -> Describe
         while True:
             for host, port in addresses:
                 try:
-                    async with open_client(env, host, port, connect_timeout=2.0) as client:
+                    async with open_client(env, host, port, connect_timeout=2.0, tls=tls) as client:
                         reply = await client.call(DescribeQuorumRequest(""), timeout=5.0)
                 except (OSError, ConnectionLost, trio.TooSlowError) as e:
                     last_problem = f"cannot reach {host}:{port}: {e or type(e).__name__}"
@@ -69,6 +71,18 @@ async def describe(addresses: list[tuple[str, int]], timeout: float) -> Describe
                 last_problem = f"{host}:{port} answered {ErrorCode.of(getattr(reply, 'error', -1)).name}"
             await trio.sleep(0.2)
     raise QuorumCommandError(f"could not describe the quorum within {timeout:g}s ({last_problem})")
+
+
+def _controller_tls(args):
+    """The TLS context for a controller listener, from --command-config (None for PLAINTEXT)."""
+    from raftkafka.cli.common import read_properties
+    from raftkafka.client.security import ClientSecurity
+
+    try:
+        security = ClientSecurity.from_properties(read_properties(args.command_config))
+    except ValueError as e:
+        raise QuorumCommandError(f"--command-config: {e}") from None
+    return security.tls
 
 
 def summarize(reply: DescribeQuorumResponse) -> dict:
@@ -111,7 +125,7 @@ def render(summary: dict) -> str:
 
 def run(args) -> int:
     addresses = _addresses(args.bootstrap)
-    reply = trio.run(describe, addresses, args.timeout)
+    reply = trio.run(describe, addresses, args.timeout, _controller_tls(args))
     summary = summarize(reply)
     print(json.dumps(summary, sort_keys=True) if args.json else render(summary))
     return 0

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
 from raftkafka.client.cluster import BrokerInfo, Cluster, TopicInfo
 from raftkafka.client.errors import KafkaError, KafkaTimeoutError, error_for
 from raftkafka.client.group import GroupMembership
@@ -88,11 +89,12 @@ class ClusterDescription:
 
 class Admin:
     def __init__(self, env: Env, bootstrap_servers, *, client_id: str = "raftkafka-admin",
-                 request_timeout_ms: float = 30_000, retry_backoff_ms: float = 100):
+                 request_timeout_ms: float = 30_000, retry_backoff_ms: float = 100,
+                 security: ClientSecurity = PLAINTEXT_CLIENT):
         self.env = env
         self._bootstrap = bootstrap_servers
         self._options = dict(client_id=client_id, request_timeout=request_timeout_ms / 1000,
-                             retry_backoff=retry_backoff_ms / 1000)
+                             retry_backoff=retry_backoff_ms / 1000, security=security)
         self.cluster: Cluster | None = None
         self._nursery_manager = None
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
 from raftkafka.client.connection import BrokerConnection
 from raftkafka.client.errors import ClientClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
 from storage.env import Env
@@ -78,8 +79,9 @@ class TopicInfo:
 class Cluster:
     def __init__(self, env: Env, nursery: trio.Nursery, bootstrap_servers, *, client_id: str = "raftkafka",
                  request_timeout: float = 30.0, retry_backoff: float = 0.1, metadata_max_age: float = 300.0,
-                 allow_auto_topic_creation: bool = False):
+                 allow_auto_topic_creation: bool = False, security: ClientSecurity = PLAINTEXT_CLIENT):
         self.env = env
+        self.security = security
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.retry_backoff = retry_backoff
@@ -120,7 +122,8 @@ class Cluster:
         done = self._connecting[key] = trio.Event()
         try:
             conn = await BrokerConnection.open(self.env, self._nursery, host, port, node_id=node_id,
-                                               client_id=self.client_id, request_timeout=self.request_timeout)
+                                               client_id=self.client_id, request_timeout=self.request_timeout,
+                                               security=self.security)
             self._connections[key] = conn
             return conn
         finally:

@@ -28,6 +28,7 @@ from collections import deque
 
 import trio
 
+from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
 from raftkafka.client.errors import (
     ClientClosedError,
     KafkaConnectionError,
@@ -96,8 +97,9 @@ class BrokerConnection:
     """Use `await BrokerConnection.open(env, nursery, host, port, ...)`."""
 
     def __init__(self, env: Env, host: str, port: int, *, node_id: int = -1, client_id: str = "raftkafka",
-                 request_timeout: float = 30.0):
+                 request_timeout: float = 30.0, security: ClientSecurity = PLAINTEXT_CLIENT):
         self.env = env
+        self.security = security
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -120,7 +122,7 @@ class BrokerConnection:
         conn = cls(env, host, port, **kwargs)
         try:
             with trio.fail_after(conn.request_timeout):
-                conn._stream = await env.net.connect(host, port)
+                conn._stream = await env.net.connect(host, port, tls=conn.security.tls)
         except trio.TooSlowError:
             raise KafkaConnectionError(f"connect to {host}:{port} timed out") from None
         except OSError as exc:

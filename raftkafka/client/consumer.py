@@ -19,6 +19,7 @@ import math
 
 import trio
 
+from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
 from raftkafka.client.alarm import Alarm
 from raftkafka.client.cluster import Cluster
 from raftkafka.client.errors import ClientClosedError, KafkaConnectionError, KafkaError, error_for
@@ -43,7 +44,7 @@ class Consumer:
                  heartbeat_interval_ms: int = 3000, rebalance_timeout_ms: int = 300_000,
                  partition_assignment_strategy=("range", "roundrobin"), group_instance_id: str | None = None,
                  request_timeout_ms: float = 30_000, retry_backoff_ms: float = 100,
-                 metadata_max_age_ms: float = 300_000):
+                 metadata_max_age_ms: float = 300_000, security: ClientSecurity = PLAINTEXT_CLIENT):
         if auto_offset_reset not in _RESETS:
             raise ValueError(f"auto_offset_reset must be one of {_RESETS}")
         if isolation_level not in ("read_uncommitted", "read_committed"):
@@ -62,7 +63,8 @@ class Consumer:
                                 isolation_level=1 if isolation_level == "read_committed" else 0)
         self._bootstrap = bootstrap_servers
         self._cluster_options = dict(client_id=client_id, request_timeout=request_timeout_ms / 1000,
-                                     retry_backoff=self.retry_backoff, metadata_max_age=metadata_max_age_ms / 1000)
+                                     retry_backoff=self.retry_backoff, metadata_max_age=metadata_max_age_ms / 1000,
+                                     security=security)
         self._group_options = dict(session_timeout=session_timeout_ms / 1000,
                                    rebalance_timeout=rebalance_timeout_ms / 1000,
                                    heartbeat_interval=heartbeat_interval_ms / 1000,

@@ -23,6 +23,7 @@ from collections import deque
 
 import trio
 
+from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
 from raftkafka.client.accumulator import ProducerBatch, RecordAccumulator, record_size
 from raftkafka.client.cluster import Cluster
 from raftkafka.client.errors import (
@@ -53,7 +54,8 @@ class Producer:
                  retry_backoff_ms: float = 100, max_request_size: int = 1_048_576,
                  buffer_memory: int = 32 * 1024 * 1024, max_block_ms: float = 60_000,
                  partitioner: str = "murmur2_random", metadata_max_age_ms: float = 300_000,
-                 allow_auto_topic_creation: bool = True, max_in_flight_requests_per_connection: int = 5):
+                 allow_auto_topic_creation: bool = True, max_in_flight_requests_per_connection: int = 5,
+                 security: ClientSecurity = PLAINTEXT_CLIENT):
         if acks not in _ACKS:
             raise ValueError(f"acks must be all, -1, 0 or 1, not {acks!r}")
         if compression not in _COMPRESSION:
@@ -81,7 +83,7 @@ class Producer:
         self._bootstrap = bootstrap_servers
         self._cluster_options = dict(client_id=client_id, request_timeout=self.request_timeout,
                                      retry_backoff=self.retry_backoff, metadata_max_age=metadata_max_age_ms / 1000,
-                                     allow_auto_topic_creation=allow_auto_topic_creation)
+                                     allow_auto_topic_creation=allow_auto_topic_creation, security=security)
         if max_in_flight_requests_per_connection < 1:
             raise ValueError("max_in_flight_requests_per_connection must be at least 1")
         # Batches of one partition in flight at once: one for the idempotent producer (its

@@ -23,6 +23,7 @@ from raft.node_rpc import QuorumService
 from raft.node_storage import NodeStorage
 from raft.transport import Transport
 from raftkafka.node.config import ConfigError, NodeConfig
+from raftkafka.node.security_setup import all_listener_security
 from storage.env import Env
 from storage.meta_properties import VoterSpec, check_data_dir
 
@@ -74,6 +75,8 @@ class ControllerNode:
     def __init__(self, env: Env, config: NodeConfig, *, state_machine=None, app=None):
         self.env = env
         self.config = config
+        # Each listener's security (TLS contexts, principal mapping): the app's if it has one.
+        self.security = app.security if app is not None else all_listener_security(config)
         # `app` (raftkafka.node.metadata_roles.MetadataApp) brings its own state machine, RPCs
         # and tasks; without one the node only replicates (tests, benchmarks).
         self.app = app
@@ -110,10 +113,11 @@ class ControllerNode:
             append_linger=config.append_linger_ms / 1000,
             snapshot_interval_bytes=config.snapshot_interval_bytes,
         )
+        controller_security = self.security[config.controller_connect_listener.name]
         app = self.app
         # Opaque appends only where the log is not the cluster's metadata (Raft-only runs).
         service = QuorumService(env, driver, cluster_id=meta.cluster_id, node_id=config.node_id, addresses=addresses,
-                                diagnostic_append=app is None)
+                                diagnostic_append=app is None, tls=controller_security.client_tls)
 
         async def client_handler(request):
             reply = None if app is None else await app.handle(request)
@@ -132,6 +136,7 @@ class ControllerNode:
             client_handler=client_handler,
             status=epoch_and_leader,
             limits=config.connection_limits(),
+            security=controller_security,
         )
         listener = config.controller_listener
         try:
@@ -164,8 +169,8 @@ def describe_addresses(config: NodeConfig, node: "ControllerNode") -> str:
     app = node.app
     kafka = app.broker.kafka if app is not None and app.broker is not None else None
     if kafka is not None:
-        listener = config.broker_listener
-        parts.append(f"Kafka clients on {listener.name}://{listener.host}:{kafka.port}")
+        served = ", ".join(f"{l.name}://{l.host}:{kafka.ports.get(l.name, l.port)}" for l in config.client_listeners)
+        parts.append(f"Kafka clients on {served}")
     listener = config.controller_listener
     if listener is not None:
         parts.append(f"controllers on {listener.name}://{listener.host}:{node.bound_port}")

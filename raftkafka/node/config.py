@@ -25,6 +25,8 @@ from metadata.errors import ApiError
 from raft.config import RaftConfig
 from storage.meta_properties import VoterSpec
 from wire.connection_limits import ConnectionLimits
+from wire.security.connection_security import SECURITY_PROTOCOLS, uses_tls
+from wire.security.principal import parse_principals
 
 __all__ = [
     "ConfigError",
@@ -49,6 +51,47 @@ class Listener:
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"  # from listener.security.protocol.map
+
+
+# Kafka's default map, plus CONTROLLER (the controller listener's usual name) in plaintext.
+DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
+
+# Security settings kept as strings (Kafka's names); each may also be given for one listener
+# as `listener.name.<listener, lower case>.<name>`, which wins for that listener.
+SECURITY_SETTINGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+    "ssl.client.auth", "ssl.enabled.protocols", "ssl.protocol", "ssl.cipher.suites",
+    "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
+    "ssl.handshake.timeout.ms", "ssl.reload.check.interval.ms",  # raftkafka's own (Kafka has none)
+    "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
+    "sasl.jaas.config", "connections.max.reauth.ms",
+})
+
+
+def is_security_setting(name: str) -> bool:
+    if name in SECURITY_SETTINGS:
+        return True
+    if name.startswith("listener.name."):
+        rest = name[len("listener.name."):].partition(".")[2]
+        # `listener.name.sasl_ssl.plain.sasl.jaas.config`: a mechanism-scoped JAAS config.
+        return rest in SECURITY_SETTINGS or rest.endswith(".sasl.jaas.config")
+    return False
+
+
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """`listener.security.protocol.map`: `NAME:PROTOCOL,...`."""
+    out = {}
+    for item in [s.strip() for s in text.split(",") if s.strip()]:
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL "
+                              f"(PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)})")
+        out[name] = protocol
+    return out
 
 
 def parse_voters(text: str, setting: str = "controller.quorum.voters") -> list[VoterSpec]:
@@ -73,8 +116,11 @@ def parse_voters(text: str, setting: str = "controller.quorum.voters") -> list[V
     return voters
 
 
-def parse_listeners(text: str, setting: str = "listeners") -> list[Listener]:
-    """`NAME://host:port,...`; an empty host means all interfaces."""
+def parse_listeners(text: str, setting: str = "listeners",
+                    protocol_map: dict[str, str] | None = None) -> list[Listener]:
+    """`NAME://host:port,...`; an empty host means all interfaces. Each name must be in
+    `protocol_map` (Kafka's default map when None)."""
+    protocols = parse_protocol_map(DEFAULT_PROTOCOL_MAP) if protocol_map is None else protocol_map
     out = []
     for item in [s.strip() for s in text.split(",") if s.strip()]:
         name, sep, addr = item.partition("://")
@@ -82,11 +128,15 @@ def parse_listeners(text: str, setting: str = "listeners") -> list[Listener]:
         try:
             if not sep or not colon or not name:
                 raise ValueError
-            out.append(Listener(name.upper(), host.strip("[]") or "0.0.0.0", int(port)))
+            out.append(Listener(name.upper(), host.strip("[]") or "0.0.0.0", int(port),
+                                protocols.get(name.upper(), "")))
             if not 0 <= int(port) < 65536:
                 raise ValueError
         except ValueError:
             raise ConfigError(f"{setting}: {item!r} is not NAME://host:port") from None
+        if not out[-1].security_protocol:
+            raise ConfigError(f"{setting}: listener {name.upper()} has no security protocol in "
+                              f"listener.security.protocol.map")
     if len({l.name for l in out}) != len(out):
         raise ConfigError(f"{setting}: a listener name appears twice")
     return out
@@ -158,6 +208,9 @@ SETTINGS = [
     Setting("advertised.listeners", "advertised_listeners_text", str, ""),
     Setting("metrics.port", "metrics_port", _int(-1), -1),
     Setting("metrics.host", "metrics_host", str, "0.0.0.0"),
+    Setting("listener.security.protocol.map", "protocol_map_text", str, DEFAULT_PROTOCOL_MAP),
+    Setting("inter.broker.listener.name", "inter_broker_listener_name", lambda v: str(v).strip().upper(), ""),
+    Setting("super.users", "super_users_text", str, ""),
 ]
 _BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -181,14 +234,17 @@ def is_broker_setting(name: str) -> bool:
     return name in BROKER_CONFIGS or name in EXTRA_BROKER_SETTINGS
 
 
+def _plain_text(raw: Any) -> str:
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, (list, tuple)):
+        return ",".join(str(v) for v in raw)
+    return str(raw).strip()
+
+
 def _broker_value(name: str, raw: Any) -> str:
     """A static broker setting as the string Kafka's config layers hold."""
-    if isinstance(raw, bool):
-        text = "true" if raw else "false"
-    elif isinstance(raw, (list, tuple)):
-        text = ",".join(str(v) for v in raw)
-    else:
-        text = str(raw).strip()
+    text = _plain_text(raw)
     d = BROKER_CONFIGS.get(name)
     try:
         if d is not None:
@@ -228,18 +284,38 @@ class NodeConfig:
     metrics_port: int = -1  # -1 = no metrics endpoint
     metrics_host: str = "0.0.0.0"
     broker_static: dict[str, str] = field(default_factory=dict)  # Kafka-named, as strings
+    inter_broker_listener_name: str = ""  # "" = the first client listener
+    super_users: frozenset = frozenset()  # of KafkaPrincipal: the cluster's members and admins
+    security: dict[str, str] = field(default_factory=dict)  # ssl.*, sasl.*, listener.name.* as strings
+    protocol_map: dict[str, str] = field(default_factory=lambda: parse_protocol_map(DEFAULT_PROTOCOL_MAP))
 
     @property
     def metadata_log_dir(self) -> str:
         return self.log_dirs[0]
 
     @property
+    def client_listeners(self) -> list[Listener]:
+        """Every listener the Kafka protocol is served on: all but the controller ones."""
+        return [l for l in self.listeners if l.name not in self.controller_listener_names]
+
+    @property
     def broker_listener(self) -> Listener | None:
-        """The listener Kafka clients (and follower replicas) use: the first non-controller one."""
-        for listener in self.listeners:
-            if listener.name not in self.controller_listener_names:
+        """The first client listener (the one the node's startup line names first)."""
+        listeners = self.client_listeners
+        return listeners[0] if listeners else None
+
+    @property
+    def inter_broker_listener(self) -> Listener | None:
+        """The listener follower replicas fetch over (inter.broker.listener.name)."""
+        for listener in self.client_listeners:
+            if listener.name == (self.inter_broker_listener_name or listener.name):
                 return listener
         return None
+
+    def listener_setting(self, listener: str, name: str, default: str | None = None) -> str | None:
+        """A security setting for one listener: `listener.name.<listener>.<name>` first, as Kafka."""
+        scoped = self.security.get(f"listener.name.{listener.lower()}.{name}")
+        return scoped if scoped is not None else self.security.get(name, default)
 
     def advertised(self, listener: Listener, bound_port: int | None = None) -> Listener:
         """What brokers register for `listener`: advertised.listeners if it names it, else
@@ -276,6 +352,16 @@ class NodeConfig:
             request_read_timeout_s=number("socket.request.read.timeout.ms",
                                           default.request_read_timeout_s * 1000) / 1000,
             queued_max_request_bytes=number("queued.max.request.bytes", default.queued_max_request_bytes))
+
+    @property
+    def controller_connect_listener(self) -> Listener:
+        """The listener this node reaches controllers on: its own controller listener, or
+        on a broker-only node the first controller.listener.names entry (protocol from the map)."""
+        own = self.controller_listener
+        if own is not None:
+            return own
+        name = self.controller_listener_names[0]
+        return Listener(name, "", 0, self.protocol_map.get(name, "PLAINTEXT"))
 
     def raft_config(self) -> RaftConfig:
         return RaftConfig(
@@ -326,19 +412,30 @@ def load_config(values: dict[str, Any]) -> NodeConfig:
     """Validate raw settings (file values overridden by flags) into a NodeConfig."""
     kwargs: dict[str, Any] = {}
     static: dict[str, str] = {}
+    security: dict[str, str] = {}
     for name in sorted(values):
         if name in _BY_NAME:
             continue  # a node setting (some, like node.id, are also broker configs: added below)
+        if is_security_setting(name):
+            security[name] = _plain_text(values[name])
+            continue
         if not is_broker_setting(name):
             raise ConfigError(f"unknown setting {name!r}")
         static[name] = _broker_value(name, values[name])
     for s in SETTINGS:
         raw = values.get(s.name)
         kwargs[s.attr] = convert_setting(s.name, s.default if raw is None else raw)
-    kwargs["listeners"] = parse_listeners(kwargs["listeners"])
+    protocol_map = parse_protocol_map(kwargs.pop("protocol_map_text"))
+    kwargs["protocol_map"] = protocol_map
+    kwargs["listeners"] = parse_listeners(kwargs["listeners"], protocol_map=protocol_map)
     kwargs["voters"] = parse_voters(kwargs.pop("voters_text"))
     kwargs["advertised_listeners"] = parse_listeners(kwargs.pop("advertised_listeners_text"),
-                                                     "advertised.listeners")
+                                                     "advertised.listeners", protocol_map)
+    try:
+        kwargs["super_users"] = parse_principals(kwargs.pop("super_users_text"))
+    except ValueError as e:
+        raise ConfigError(f"super.users: {e}") from None
+    kwargs["security"] = security
     for s in SETTINGS:
         if s.name in BROKER_CONFIGS and s.name in values:
             static[s.name] = _broker_value(s.name, values[s.name])
@@ -350,9 +447,19 @@ def load_config(values: dict[str, Any]) -> NodeConfig:
         )
     if "broker" in config.roles and config.broker_listener is None:
         raise ConfigError("listeners: a broker needs a client listener, e.g. PLAINTEXT://127.0.0.1:9092")
-    if config.broker_listener is not None and config.broker_listener.port == 0:
-        if any(a.name == config.broker_listener.name for a in config.advertised_listeners):
+    for listener in config.client_listeners:
+        if listener.port == 0 and any(a.name == listener.name for a in config.advertised_listeners):
             raise ConfigError("advertised.listeners: cannot advertise a listener bound to port 0")
+    if config.inter_broker_listener_name and "broker" in config.roles and config.inter_broker_listener is None:
+        raise ConfigError(f"inter.broker.listener.name: {config.inter_broker_listener_name} is not a client "
+                          f"listener in listeners")
+    for listener in config.listeners:
+        if uses_tls(listener.security_protocol) and not (
+                config.listener_setting(listener.name, "ssl.keystore.location")
+                or config.listener_setting(listener.name, "ssl.keystore.certificate.chain")):
+            raise ConfigError(f"listeners: {listener.name} is {listener.security_protocol} but has no certificate "
+                              f"(set ssl.keystore.location, or listener.name.{listener.name.lower()}."
+                              f"ssl.keystore.location)")
     try:
         config.raft_config()
     except ValueError as e:

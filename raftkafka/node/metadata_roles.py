@@ -24,7 +24,7 @@ import logging
 import trio
 
 from broker.broker import Broker, ListenerError
-from broker.broker_config import BrokerConfig
+from broker.broker_config import BrokerConfig, BrokerListener
 from metadata.broker_lifecycle import AfterOwnRegistration, BrokerLifecycle
 from metadata.controller.client import ControllerClient, ControllerConnection
 from metadata.controller.requests import ControllerRequests
@@ -38,7 +38,9 @@ from metadata.metadata_follower import LeaderHighWatermarkTap, MetadataFollower
 from metadata.records import Endpoint
 from metrics.registry import MetricsRegistry
 from raftkafka.node.config import ConfigError, NodeConfig
+from raftkafka.node.security_setup import all_listener_security
 from storage.env import Env
+from storage.listener_security import ListenerSecurity
 
 __all__ = ["ControllerRole", "BrokerRole", "MetadataApp"]
 
@@ -50,9 +52,12 @@ def _schedule(env: Env, config: NodeConfig) -> SnapshotSchedule:
                             max_interval=config.snapshot_interval_ms / 1000)
 
 
-def broker_config(config: NodeConfig, cluster_id: str) -> BrokerConfig:
-    """The Kafka broker's settings from the node's: its client listener and static configs."""
+def broker_config(config: NodeConfig, cluster_id: str,
+                  security: dict[str, ListenerSecurity] | None = None) -> BrokerConfig:
+    """The Kafka broker's settings from the node's: its client listeners and static configs."""
+    security = security or all_listener_security(config)
     listener = config.broker_listener
+    inter_broker = config.inter_broker_listener or listener
     static = config.broker_static
     extra = {}
     if "socket.request.max.bytes" in static:
@@ -62,8 +67,14 @@ def broker_config(config: NodeConfig, cluster_id: str) -> BrokerConfig:
     extra["connection_limits"] = config.connection_limits()
     return BrokerConfig(
         node_id=config.node_id, data_dirs=tuple(config.log_dirs), host=listener.host, port=listener.port,
-        listener_name=listener.name, rack=config.broker_rack or None, cluster_id=cluster_id,
-        static=dict(static), **extra)
+        listener_name=inter_broker.name, rack=config.broker_rack or None, cluster_id=cluster_id,
+        static=dict(static),
+        listeners=tuple(BrokerListener(l.host, l.port, security[l.name]) for l in config.client_listeners),
+        super_users=config.super_users, inter_broker_tls=security[inter_broker.name].client_tls, **extra)
+
+
+# Kafka's SecurityProtocol ids, as registered endpoints carry them.
+_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 def describe_recovery(log_manager) -> str:
@@ -83,9 +94,10 @@ def describe_recovery(log_manager) -> str:
 
 class BrokerRole:
     def __init__(self, env: Env, config: NodeConfig, *, kafka_broker: bool = False,
-                 metrics: MetricsRegistry | None = None):
+                 metrics: MetricsRegistry | None = None, security: dict[str, ListenerSecurity] | None = None):
         self.env = env
         self.config = config
+        self.security = security or all_listener_security(config)
         self.kafka_broker = kafka_broker
         self.metrics = metrics
         self.loader = MetadataLoader()
@@ -102,14 +114,11 @@ class BrokerRole:
 
     def endpoints(self) -> list[Endpoint]:
         """What we register: each client listener as advertised (with its bound port)."""
-        names = self.config.controller_listener_names
         out = []
-        for listener in self.config.listeners:
-            if listener.name in names:
-                continue
-            bound = self.kafka.port if self.kafka is not None and listener == self.config.broker_listener else None
+        for listener in self.config.client_listeners:
+            bound = self.kafka.ports.get(listener.name) if self.kafka is not None else None
             adv = self.config.advertised(listener, bound)
-            out.append(Endpoint(adv.name, adv.host, adv.port))
+            out.append(Endpoint(adv.name, adv.host, adv.port, _PROTOCOL_IDS[listener.security_protocol]))
         return out
 
     async def run(self, driver, cluster_id: str, voters: dict[int, tuple[str, int]], *,
@@ -117,7 +126,8 @@ class BrokerRole:
         config = self.config
         if self.follower.schedule is not None:  # broker-only: the follower is the state machine
             self.follower.schedule.attach(driver)
-        self.connection = ControllerConnection(self.env, voters, cluster_id=cluster_id)
+        controller_tls = self.security[config.controller_connect_listener.name].client_tls
+        self.connection = ControllerConnection(self.env, voters, cluster_id=cluster_id, tls=controller_tls)
         # Forwarded admin requests name this broker's registration (metadata.controller.gate).
         self.controller = ControllerClient(
             self.connection, forwarder=lambda: (config.node_id, self.lifecycle.broker_epoch))
@@ -130,7 +140,7 @@ class BrokerRole:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.connection.run)
             if self.kafka_broker:
-                kafka = Broker(self.env, broker_config(config, cluster_id), self.controller,
+                kafka = Broker(self.env, broker_config(config, cluster_id, self.security), self.controller,
                                metrics=self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch,
                                session_lease=self.lifecycle.holds_session_lease)
                 self._hold_clients_until_unfenced(kafka)
@@ -195,9 +205,9 @@ class BrokerRole:
         broker without its own registration in the metadata. Connections wait, not fail."""
         serve_connection = kafka.server.handle_connection
 
-        async def handle_connection(stream) -> None:
+        async def handle_connection(stream, security=None) -> None:
             await self.lifecycle.unfenced.wait()
-            await serve_connection(stream)
+            await serve_connection(stream, security)
 
         kafka.server.handle_connection = handle_connection
 
@@ -234,7 +244,8 @@ class MetadataApp:
 
     def __init__(self, env: Env, config: NodeConfig, *, kafka_broker: bool = False,
                  metrics: MetricsRegistry | None = None):
-        self.broker = (BrokerRole(env, config, kafka_broker=kafka_broker, metrics=metrics)
+        self.security = all_listener_security(config)  # ConfigError (one line) if a TLS file is unusable
+        self.broker = (BrokerRole(env, config, kafka_broker=kafka_broker, metrics=metrics, security=self.security)
                        if "broker" in config.roles else None)
         self.controller = (ControllerRole(env, config, follower=self.broker and self.broker.follower)
                            if "controller" in config.roles else None)

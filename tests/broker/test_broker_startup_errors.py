@@ -20,7 +20,7 @@ from tests.broker.harness import InProcessController
 class _Net:
     """A network whose listeners cannot bind (the port is taken)."""
 
-    async def serve(self, host, port, handler, *, task_status=trio.TASK_STATUS_IGNORED):
+    async def serve(self, host, port, handler, *, tls=None, task_status=trio.TASK_STATUS_IGNORED):
         raise OSError(errno.EADDRINUSE, "Address already in use")
 
 

@@ -46,7 +46,7 @@ class SilentSource:
         self.connects = []
         self.peers = []
 
-    async def connect(self, host, port):
+    async def connect(self, host, port, *, tls=None):
         self.connects.append(trio.current_time())
         ours, theirs = trio.testing.memory_stream_pair()
         self.peers.append(theirs)  # kept open: the requests are read by nobody

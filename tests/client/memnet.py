@@ -19,7 +19,7 @@ class MemNetwork:
         self.server_streams: dict[tuple[str, int], list] = {}
         self.connects = 0
 
-    async def serve(self, host, port, handler, *, task_status=trio.TASK_STATUS_IGNORED):
+    async def serve(self, host, port, handler, *, tls=None, task_status=trio.TASK_STATUS_IGNORED):
         async with trio.open_nursery() as nursery:
             self._listeners[(host, port)] = (nursery, handler)
             task_status.started(port)
@@ -28,7 +28,7 @@ class MemNetwork:
             finally:
                 del self._listeners[(host, port)]
 
-    async def connect(self, host, port):
+    async def connect(self, host, port, *, tls=None):
         await trio.lowlevel.checkpoint()
         entry = self._listeners.get((host, port))
         if entry is None:

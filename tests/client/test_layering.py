@@ -1,7 +1,8 @@
 """The client runs inside the simulation: apart from the blocking wrappers it reaches time,
 randomness and the network only through the Env, and of the standard library and third-party
-packages imports only trio and a few pure modules. (That of ours it imports only wire and
-storage.env is checked with every other layer in tests/test_import_direction.py.)"""
+packages imports only trio and a few pure modules (ssl: the TLS contexts the Env's network
+takes). That of ours it imports only wire, storage.env and storage.tls is checked with every
+other layer in tests/test_import_direction.py."""
 import ast
 import pathlib
 
@@ -13,7 +14,8 @@ from tests.test_import_direction import layer_of_module
 CLIENT = pathlib.Path(__file__).resolve().parents[2] / "raftkafka" / "client"
 SOURCES = sorted(p for p in CLIENT.glob("*.py") if p.name != "blocking.py")
 ALLOWED_PREFIXES = ("trio", "__future__")
-STDLIB = {"collections", "dataclasses", "enum", "functools", "inspect", "itertools", "math", "random", "struct", "typing", "zlib"}
+STDLIB = {"collections", "dataclasses", "enum", "functools", "inspect", "itertools", "math", "random", "ssl", "struct",
+          "typing", "zlib"}
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)

@@ -173,3 +173,18 @@ def test_explicit_end_beyond_the_committed_log_fails_while_planning():
     with pytest.raises(InvalidOptionError, match="option 'endingOffsets': t-0 ends at 6, beyond its latest "
                                                  "committed offset 5"):
         resolve(log, SpecificOffsets({("t", 0): 6}), tps, ending=True, option="endingOffsets")
+
+
+def test_security_options_are_kafka_client_properties(tmp_path):
+    from raftkafka.cli.dev_certs import CertificateAuthority
+
+    ca = CertificateAuthority().write_truststore(str(tmp_path / "ca.pem"))
+    base = {"kafka.bootstrap.servers": "h:9092", "subscribe": "t"}
+    opts = parse_source_options({**base, "kafka.security.protocol": "SSL", "kafka.ssl.ca.location": ca},
+                                streaming=False)
+    assert opts.security == (("security.protocol", "SSL"), ("ssl.ca.location", ca))
+    with pytest.raises(InvalidOptionError, match="ssl.ca.location"):
+        parse_source_options({**base, "kafka.security.protocol": "SSL", "kafka.ssl.ca.location": "/nope.pem"},
+                             streaming=False)
+    with pytest.raises(InvalidOptionError, match="security.protocol"):
+        parse_sink_options({"kafka.bootstrap.servers": "h:9092", "kafka.security.protocol": "TLS"})

@@ -1,0 +1,1 @@
+"""Security without I/O: principals, certificate-subject mapping, per-connection security state."""
