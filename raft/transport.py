@@ -25,14 +25,13 @@ import collections
 import logging
 from typing import Awaitable, Callable
 
-import msgpack
 import trio
 
 from raft import codec
 from raft.errors import INCONSISTENT_CLUSTER_ID, INVALID_REQUEST
 from storage.env import Env
 from wire.errors import DecodeError
-from wire.rpc import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decode_payload, encode_frame
+from wire.rpc import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decode_payload, encode_frame, unpack_payload
 
 __all__ = ["Transport", "LINK_QUEUE", "BACKOFF_MIN", "BACKOFF_MAX"]
 
@@ -335,8 +334,8 @@ class Transport:
 def _correlation_of(payload: bytes) -> int:
     """Best effort: the correlation id of a frame whose body did not decode."""
     try:
-        value = msgpack.unpackb(payload, raw=False)
-    except Exception:  # any garbage: there is no id to echo
+        value = unpack_payload(payload)
+    except DecodeError:  # any garbage: there is no id to echo
         return 0
     if type(value) is list and len(value) >= 3 and type(value[2]) is int:
         return value[2]
