@@ -36,7 +36,8 @@ from wire.errors import DecodeError
 from wire.protocol import ApiVersionsRequest, Struct, decode_request, decode_response, encode_request
 from wire.rpc import FrameDecoder, encode_frame
 
-__all__ = ["FuzzConfig", "Finding", "FuzzReport", "run_fuzz", "case_bytes", "replay_corpus_files"]
+__all__ = ["FuzzConfig", "Finding", "FuzzReport", "run_fuzz", "case_bytes", "replay_corpus_files",
+           "find_tracebacks", "traceback_class"]
 
 MAX_ANSWER = 128 << 20
 _PARKING_APIS = {0, 1, 11, 14, 19, 20, 37}  # Produce, Fetch, JoinGroup, SyncGroup, Create/DeleteTopics, CreatePartitions
@@ -196,6 +197,8 @@ def _judge_kafka(data: bytes, outcome: str, answer: bytes) -> tuple[str, str | N
     if len(answer) < 4:
         return outcome, f"answer of {len(answer)} bytes"
     (size,) = struct.unpack_from(">i", answer)
+    if len(answer) < 4 + size:  # the node hung up mid-answer (a record slice that shrank under it)
+        return "cut", None
     frame = answer[4:4 + size]
     version = header.api_version
     try:
@@ -248,11 +251,11 @@ class _LogWatch:
                 text = f.read().decode("utf-8", "replace")
             cut = text.rfind("\n") + 1  # an unfinished line is read again next time
             self.offsets[path] = offset + len(text[:cut].encode("utf-8", "replace"))
-            found += _tracebacks(text[:cut])
+            found += find_tracebacks(text[:cut])
         return found
 
 
-def _tracebacks(text: str) -> list[str]:
+def find_tracebacks(text: str) -> list[str]:
     out = []
     lines = text.splitlines()
     for i, line in enumerate(lines):
