@@ -64,7 +64,8 @@ def _produce_and_consume(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic = f"after-fuzz-{random.randrange(1 << 30)}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 1)])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     errors = []
     for i in range(100):
