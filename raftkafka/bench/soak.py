@@ -180,7 +180,7 @@ class Soak:
                 if len(self.fuzz_examples) < 10:
                     self.fuzz_examples.append(f"{finding.kind} against node {layout.node_id}: [{finding.label}] "
                                               f"{finding.detail[:200]}")
-            time.sleep(0.5)  # leave the clients most of the CPU
+            time.sleep(2.0)  # leave the clients most of the CPU
 
     # ------------------------------------------------------------------ clients
 
