@@ -31,7 +31,6 @@ import random
 import resource
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -40,6 +39,7 @@ import time
 import trio
 
 from raftkafka.bench.fuzz.runner import FuzzConfig, find_tracebacks, run_fuzz, traceback_class
+from raftkafka.bench.processes import ports_free
 from raftkafka.dev_cmd import HOST, node_layout, prepare_node, spawn_node, voters_of, wait_ready
 from raftkafka.format_cmd import random_cluster_id
 from storage.env import RealEnv
@@ -426,19 +426,8 @@ def _free_base() -> int:
     rng = random.Random()
     while True:
         base = rng.randrange(20000, 32760, 2)
-        if _all_free(range(base, base + 6)):
+        if ports_free(range(base, base + 6), HOST):
             return base
-
-
-def _all_free(ports) -> bool:
-    for port in ports:
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind((HOST, port))
-            except OSError:
-                return False
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

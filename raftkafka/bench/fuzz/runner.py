@@ -31,6 +31,7 @@ import trio
 
 from raftkafka.bench.fuzz.kafka_cases import kafka_case, load_seeds
 from raftkafka.bench.fuzz.rpc_cases import FOREIGN_CLUSTER_ID, rpc_case, rpc_seeds
+from raftkafka.bench.processes import pid_alive
 from raft.messages import DescribeQuorumRequest
 from wire.errors import DecodeError
 from wire.protocol import ApiVersionsRequest, Struct, decode_request, decode_response, encode_request
@@ -335,7 +336,7 @@ class _Run:
 
     async def probe(self, index: int) -> None:
         for pid in self.config.pids:
-            if not _alive(pid):
+            if not pid_alive(pid):
                 self.finding("process_exited", index, "probe", f"node process {pid} is gone")
                 self.stop = True
                 return
@@ -384,20 +385,6 @@ class _Run:
             else:
                 target, data, label = self.gen.case(culprit)
                 self.finding("traceback", culprit, label, self.samples[cls], data, target)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 async def run_fuzz(config: FuzzConfig) -> FuzzReport:
