@@ -314,7 +314,7 @@ def encode_frame(message, correlation_id: int, *, registry: Registry = DEFAULT_R
 # msgpack can be an empty array. Without a bound, a 3 MB frame of them costs seconds of CPU
 # (the event loop stalls) and hundreds of MB; with it, unpacking stops early.
 CONTAINER_BUDGET_BASE = 10_000
-BYTES_PER_CONTAINER = 16  # a Raft Entry, the smallest real container, takes more
+BYTES_PER_CONTAINER = 8  # half the smallest real container: a Raft Entry with a tiny payload
 
 
 class _ContainerBudget:
