@@ -31,6 +31,7 @@ import random
 import resource
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -129,6 +130,7 @@ class Soak:
                 self._sleep(self.rng.uniform(5, 10), always=True)
                 self.spawn(node_id)
                 self.event(f"restarted node {node_id} (pid {self.procs[node_id].pid})")
+                self._wait_listening(node_id)  # the fuzzer leaves it alone until then
             else:
                 self.stops += 1
                 self.event(f"SIGSTOP node {node_id} (pid {proc.pid})")
@@ -138,6 +140,16 @@ class Soak:
                 self.event(f"SIGCONT node {node_id}")
             with self.lock:
                 self.disturbed.discard(node_id)
+
+    def _wait_listening(self, node_id: int, timeout: float = 60.0) -> None:
+        port = self.layouts[node_id].client_port
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((HOST, port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.2)
 
     def monitor(self) -> None:
         while not self.stopping.is_set():

@@ -41,7 +41,10 @@ __all__ = ["FuzzConfig", "Finding", "FuzzReport", "run_fuzz", "case_bytes", "rep
            "find_tracebacks", "traceback_class"]
 
 MAX_ANSWER = 128 << 20
-_PARKING_APIS = {0, 1, 11, 14, 19, 20, 37}  # Produce, Fetch, JoinGroup, SyncGroup, Create/DeleteTopics, CreatePartitions
+# Requests Kafka lets wait: on a long poll or a rebalance (Fetch, JoinGroup, SyncGroup), on
+# replication of what they write (Produce; OffsetCommit, DeleteGroups and OffsetDelete append to
+# __consumer_offsets), or on the controller (CreateTopics, DeleteTopics, CreatePartitions, InitProducerId).
+_PARKING_APIS = {0, 1, 8, 11, 14, 19, 20, 22, 37, 42, 47}
 _TRACEBACK = "Traceback (most recent call last):"
 
 
