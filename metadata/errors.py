@@ -6,10 +6,16 @@ from wire.error_codes import ErrorCode
 __all__ = ["ApiError", "InvalidRecordError"]
 
 
+# Error messages travel in int16-length strings (older request versions): at most 32767 bytes.
+MAX_MESSAGE_CHARS = 1000
+
+
 class ApiError(Exception):
     """A request the controller refuses: carries the Kafka error code and a readable message."""
 
     def __init__(self, code: ErrorCode, message: str = ""):
+        if len(message) > MAX_MESSAGE_CHARS:  # it quotes client input; the answer's string must fit
+            message = message[:MAX_MESSAGE_CHARS] + "..."
         super().__init__(f"{code.name}: {message}" if message else code.name)
         self.code = code
         self.message = message or None

@@ -32,7 +32,6 @@ import functools
 import logging
 from typing import Awaitable, Callable
 
-import msgpack
 import trio
 
 from raft import codec
@@ -41,7 +40,7 @@ from storage.listener_security import ListenerSecurity
 from wire.connection_limits import ConnectionLimits, ConnectionQuotas
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
-from wire.rpc import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decode_payload, encode_frame
+from wire.rpc import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decode_payload, encode_frame, unpack_payload
 
 __all__ = ["Transport", "LINK_QUEUE", "BACKOFF_MIN", "BACKOFF_MAX"]
 
@@ -416,8 +415,8 @@ class Transport:
 def _correlation_of(payload: bytes) -> int:
     """Best effort: the correlation id of a frame whose body did not decode."""
     try:
-        value = msgpack.unpackb(payload, raw=False)
-    except Exception:  # any garbage: there is no id to echo
+        value = unpack_payload(payload)
+    except DecodeError:  # any garbage: there is no id to echo
         return 0
     if type(value) is list and len(value) >= 3 and type(value[2]) is int:
         return value[2]

@@ -50,6 +50,7 @@ __all__ = [
     "Frame",
     "encode_frame",
     "decode_payload",
+    "unpack_payload",
     "FrameDecoder",
     "RpcConnection",
     "DEFAULT_MAX_FRAME_SIZE",
@@ -262,6 +263,9 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self._by_name)
 
+    def message_class(self, name: str) -> type:
+        return self._by_name[name].cls
+
     def encode_body(self, message) -> tuple[str, int, list]:
         entry = self._by_class.get(type(message))
         if entry is None:
@@ -306,12 +310,41 @@ def encode_frame(message, correlation_id: int, *, registry: Registry = DEFAULT_R
     return _LENGTH.pack(len(payload)) + payload
 
 
-def decode_payload(payload, *, registry: Registry = DEFAULT_REGISTRY) -> Frame:
-    """Decode one frame's payload (without its length prefix)."""
+# Arrays and maps a payload may hold: a few per field of real messages, while one byte of
+# msgpack can be an empty array. Without a bound, a 3 MB frame of them costs seconds of CPU
+# (the event loop stalls) and hundreds of MB; with it, unpacking stops early.
+CONTAINER_BUDGET_BASE = 10_000
+BYTES_PER_CONTAINER = 8  # half the smallest real container: a Raft Entry with a tiny payload
+
+
+class _ContainerBudget:
+    __slots__ = ("left",)
+
+    def __init__(self, size: int):
+        self.left = CONTAINER_BUDGET_BASE + size // BYTES_PER_CONTAINER
+
+    def take(self, value):
+        self.left -= 1
+        if self.left < 0:
+            raise DecodeError("too many arrays and maps for the frame's size")
+        return value
+
+
+def unpack_payload(payload) -> Any:
+    """The msgpack value of a frame's payload, with a bounded number of arrays and maps."""
+    budget = _ContainerBudget(len(payload))
     try:
-        value = msgpack.unpackb(payload, raw=False, use_list=True, strict_map_key=False)
+        return msgpack.unpackb(payload, raw=False, use_list=True, strict_map_key=False,
+                               list_hook=budget.take, object_hook=budget.take)
+    except DecodeError as exc:
+        raise DecodeError(f"malformed rpc frame: {exc}") from None
     except Exception as exc:  # msgpack raises ValueError, TypeError, ExtraData, StackError...
         raise DecodeError(f"malformed rpc frame: {type(exc).__name__}: {exc}") from None
+
+
+def decode_payload(payload, *, registry: Registry = DEFAULT_REGISTRY) -> Frame:
+    """Decode one frame's payload (without its length prefix)."""
+    value = unpack_payload(payload)
     if type(value) is not list or len(value) != 4:
         raise DecodeError("rpc frame must be an array [type, version, correlation_id, body]")
     name, version, correlation_id, body = value

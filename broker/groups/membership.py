@@ -23,6 +23,7 @@ __all__ = ["MembershipOps"]
 
 S = GroupState
 E = ErrorCode
+MEMBER_ID_PREFIX_MAX = 1000  # characters of the client (or instance) id a member id starts with
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +89,9 @@ class MembershipOps:
         return E.NONE
 
     def _join_new_member(self, group: ClassicGroup, req: _Join, out: Output, now: int) -> None:
-        new_id = f"{req.instance_id if req.instance_id is not None else req.client_id}-{self.new_uuid()}"
+        prefix = req.instance_id if req.instance_id is not None else req.client_id
+        # Member ids go back in int16-length strings: a 32 KB client id must not make them unsendable.
+        new_id = f"{prefix[:MEMBER_ID_PREFIX_MAX]}-{self.new_uuid()}"
         if req.instance_id is not None:
             old_id = group.static_members.get(req.instance_id)
             if old_id is not None:

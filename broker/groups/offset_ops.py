@@ -20,6 +20,7 @@ __all__ = ["OffsetOps", "OffsetCommit"]
 
 S = GroupState
 E = ErrorCode
+_INT64_MAX = (1 << 63) - 1
 OffsetCommit = tuple[str, int, int, int, str | None]  # topic, partition, offset, leader_epoch, metadata
 
 
@@ -50,7 +51,8 @@ class OffsetOps:
             if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
                 results[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
                 continue
-            expire = now + retention_ms if retention_ms >= 0 else -1
+            # An int64 on disk: a retention near the maximum means "never" rather than an overflow.
+            expire = min(now + retention_ms, _INT64_MAX) if retention_ms >= 0 else -1
             accepted[(topic, partition)] = OffsetAndMetadata(offset, leader_epoch, metadata, now, expire)
             results[(topic, partition)] = E.NONE
 
@@ -132,7 +134,7 @@ class OffsetOps:
             return out
         subscribed = (group.subscribed_topics() or set()) if group.state != S.EMPTY else set()
         results = {k: (E.GROUP_SUBSCRIBED_TO_TOPIC if k[0] in subscribed else E.NONE) for k in requested}
-        removed = [k for k in requested if results[k] == E.NONE and k in group.offsets]
+        removed = [k for k in dict.fromkeys(requested) if results[k] == E.NONE and k in group.offsets]
         for key in removed:
             del group.offsets[key]
 

@@ -37,7 +37,8 @@ from storage.meta_properties import (
     META_PROPERTIES, MetaProperties, VoterSpec, format_data_dir, read_meta_properties, uuid_to_str,
 )
 
-__all__ = ["add_parser", "run", "NodeLayout", "node_layout", "prepare_node", "write_node_toml", "wait_ready"]
+__all__ = ["add_parser", "run", "NodeLayout", "node_layout", "prepare_node", "write_node_toml", "wait_ready",
+           "spawn_node", "voters_of"]
 
 HOST = "127.0.0.1"
 STOP_GRACE_S = 30.0  # SIGTERM → SIGKILL
@@ -206,11 +207,13 @@ def run(args) -> int:
     return trio.run(_supervise, layouts, cluster_id, tls)
 
 
-def _spawn(layout: NodeLayout) -> subprocess.Popen:
+def spawn_node(layout: NodeLayout, *, preexec_fn=None) -> subprocess.Popen:
+    """`python -m raftkafka node` for the layout, its output appended to D/node-i/node.log."""
     log = open(os.path.join(layout.data_dir, "node.log"), "ab")
     try:
         proc = subprocess.Popen([sys.executable, "-m", "raftkafka", "node", "--config", layout.config_path],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                preexec_fn=preexec_fn)
     finally:
         log.close()
     # D/node-i/pid lets scripts (and the README's quickstart) signal one node: kill -9 "$(cat ...)".
@@ -224,7 +227,7 @@ async def _supervise(layouts: list[NodeLayout], cluster_id: str, tls=None) -> in
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         try:
             for layout in layouts:
-                proc = procs[layout.node_id] = _spawn(layout)
+                proc = procs[layout.node_id] = spawn_node(layout)
                 print(f"node {layout.node_id}  pid {proc.pid}  kafka {HOST}:{layout.client_port}  "
                       f"controller {HOST}:{layout.controller_port}  data {layout.data_dir}", flush=True)
             async with trio.open_nursery() as nursery:

@@ -11,12 +11,13 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from raftkafka.bench.processes import pid_alive, ports_free  # noqa: F401  (tests import them from here)
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -31,17 +32,6 @@ def wait_until(predicate, timeout: float = 60.0, what: str = "condition", interv
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
-
-
-def ports_free(ports) -> bool:
-    for port in ports:
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind((HOST, port))
-            except OSError:
-                return False
-    return True
 
 
 def free_base_port(nodes: int = 1) -> int:
@@ -149,21 +139,6 @@ class Processes:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 pass
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by its parent) counts as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def kill_pid(pid: int) -> None:

@@ -361,3 +361,9 @@ def test_random_messages_round_trip_through_any_chunking(messages, chunk):
         decoder.feed(stream[start : start + chunk])
         frames.extend(decoder)
     assert [(f.correlation_id, f.message) for f in frames] == list(enumerate(messages))
+
+
+def test_a_frame_of_millions_of_empty_arrays_is_refused_early():
+    payload = payload_of("Fetch", 1, 7, []) [:-1] + b"\xdd" + struct.pack(">I", 2_000_000) + b"\x90" * 2_000_000
+    with pytest.raises(DecodeError, match="too many arrays and maps"):
+        decode_payload(payload, registry=REGISTRY)

@@ -259,3 +259,10 @@ def test_leaving_while_a_join_is_held_answers_it():
     assert h.answer(a_join).error == E.UNKNOWN_MEMBER_ID
     h.advance(3_000)
     assert state(h) == GroupState.EMPTY
+
+
+def test_a_huge_client_id_still_gives_a_member_id_that_fits_an_int16_string():
+    h = Harness()
+    first = h.answer(h.join("g", client_id="c" * 32767))
+    assert first.error == E.MEMBER_ID_REQUIRED
+    assert first.member_id.startswith("c" * 1000 + "-") and len(first.member_id.encode()) < 0x7FFF

@@ -184,3 +184,21 @@ def test_empty_group_reloads_as_empty_with_its_generation():
     fresh = _reloaded(h)
     group = fresh.groups[G]
     assert group.state == GroupState.EMPTY and group.generation == gen + 1 and group.protocol_type == "consumer"
+
+
+def test_commit_with_the_largest_retention_never_expires_instead_of_overflowing():
+    h = Harness()
+    token = h.token()
+    h.run(h.coord.commit_offsets(token, "simple", [("t", 0, 5, -1, "")], generation_id=-1, member_id="",
+                                 retention_ms=(1 << 63) - 1, now=h.now))
+    assert errors(h, token) == [E.NONE]
+    assert h.coord.groups["simple"].offsets[("t", 0)].expire_timestamp == (1 << 63) - 1
+
+
+def test_offset_delete_naming_a_partition_twice_deletes_it_once():
+    h = Harness()
+    h.commit("simple", [("t", 0, 5, -1, "")])
+    token = h.token()
+    h.run(h.coord.delete_offsets(token, "simple", [("t", [0, 0])], now=h.now))
+    assert h.answer(token).error == E.NONE
+    assert ("t", 0) not in h.coord.groups["simple"].offsets

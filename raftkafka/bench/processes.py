@@ -1,0 +1,33 @@
+"""Helpers for tools that run node processes on loopback: is a pid alive, are ports free."""
+from __future__ import annotations
+
+import os
+import socket
+
+__all__ = ["pid_alive", "ports_free"]
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its parent) counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def ports_free(ports, host: str = "127.0.0.1") -> bool:
+    for port in ports:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError:
+                return False
+    return True
