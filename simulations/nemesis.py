@@ -104,7 +104,7 @@ def draw_profile(rng: random.Random, selection: str) -> FaultProfile:
         loss=rng.choice([0.0, 0.0, 0.01, 0.05]) if "network" in selection or selection == "all" else 0.0,
     )
     mean_gap = rng.uniform(0.3, 3.0)
-    # Drawn after everything above, so the draws above are what they were before these kinds.
+    # Drawn after everything above, so the draws above do not depend on whether these kinds exist.
     late = [k for k in selected if k in LATE_KINDS]
     late_kinds = [k for k in late if rng.random() < 0.5] or ([rng.choice(late)] if late and not kinds else [])
     return FaultProfile(kinds=kinds + late_kinds, mean_gap=mean_gap, link=link,
