@@ -16,6 +16,7 @@ from raft import errors as E
 from raft.driver import ProposalFailed, RaftDriver
 from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
 from raft.node_client import ConnectionLost, RpcClient
+from raft.quorum_state import Role
 from storage.env import Env
 
 __all__ = ["QuorumService", "describe_from_status"]
@@ -74,7 +75,7 @@ class QuorumService:
         return codec.ErrorResponse(E.INVALID_REQUEST, f"{type(request).__name__} is not served here")
 
     def _describe(self, status):
-        if status.role != "Leader":
+        if status.role is not Role.LEADER:
             return codec.error_response_for(
                 DescribeQuorumRequest(self.cluster_id), E.NOT_LEADER,
                 cluster_id=self.cluster_id, epoch=status.epoch, leader_id=status.leader_id,
@@ -88,7 +89,7 @@ class QuorumService:
         payloads = request.payloads
         if not payloads or len(payloads) > MAX_APPEND_PAYLOADS:
             return fail(E.INVALID_REQUEST, f"1..{MAX_APPEND_PAYLOADS} payloads per append")
-        if status.role != "Leader":
+        if status.role is not Role.LEADER:
             if request.forwarded or status.leader_id is None or status.leader_id == self.node_id:
                 return fail(E.NOT_LEADER, "not the leader")
             relayed = codec.DiagAppendRequest(self.cluster_id, payloads, forwarded=True)

@@ -36,6 +36,7 @@ from metadata.incarnation_record import (
 from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.metadata_follower import LeaderHighWatermarkTap, MetadataFollower
 from metadata.records import Endpoint
+from raft.quorum_state import Role
 from raftkafka.config import ConfigError, NodeConfig
 from storage.env import Env
 from storage.metrics import MetricsRegistry
@@ -214,7 +215,7 @@ class ControllerRole:
     async def run(self, driver, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self.schedule.attach(driver)
         if self.follower is not None:
-            self.follower.is_leader = lambda: driver.status().role == "Leader"
+            self.follower.is_leader = lambda: driver.status().role is Role.LEADER
         self.service = ControllerService(
             self.env, node_id=self.config.node_id, driver=driver, state_machine=self.state_machine,
             static=self.config.broker_static,  # num.partitions, default.replication.factor, ...
