@@ -1,7 +1,8 @@
 """Every shell block in README.md, docs/*.md and ops/*.md is run by a test or says why not.
 
 The README's Quickstart is run by tests/e2e/test_readme_quickstart.py; every other `bash` block
-runs here, page by page, in an empty directory, in the order of the page (fence info strings:
+runs here, page by page, in an empty directory (holding only a link to the checkout's tests/,
+for the files the pages name), in the order of the page (fence info strings:
 tests/docs/doc_blocks.py). `bash background` blocks keep running until the page is done. The
 pages use fixed ports below the ephemeral range (19092-19093, 19192-19193, 19464, 29092-29097),
 which must be free.
@@ -72,6 +73,7 @@ def test_readme_opens_with_the_commands_ci_runs():
 def test_page_commands_run(page, tmp_path):
     assert ports_free(PAGE_PORTS), f"the docs' commands need ports {PAGE_PORTS} free"
     env = shell_env()
+    (tmp_path / "tests").symlink_to(REPO / "tests")
     background: list[Background] = []
     try:
         last_stdout = None
