@@ -123,8 +123,8 @@ class QuorumService:
         if client is not None and not client.lost:
             return client
         host, port = self.addresses[node_id]
-        with trio.fail_after(FORWARD_TIMEOUT):
+        with self.env.fail_after(FORWARD_TIMEOUT):
             stream = await self.env.net.connect(host, port)
-        client = self._clients[node_id] = RpcClient(stream)
+        client = self._clients[node_id] = RpcClient(self.env, stream)
         self._nursery.start_soon(client.run)
         return client

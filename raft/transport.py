@@ -88,7 +88,7 @@ class _PeerLink:
         backoff = BACKOFF_MIN
         while True:
             try:
-                with trio.fail_after(CONNECT_TIMEOUT):
+                with self.t.env.fail_after(CONNECT_TIMEOUT):
                     stream = await self.t.env.net.connect(self.host, self.port)
             except (OSError, trio.TooSlowError) as e:
                 self._drop_queued()

@@ -1,5 +1,6 @@
 """The client runs inside the simulation: apart from the blocking wrappers it reaches time,
-randomness and the network only through the Env, and imports only wire and storage.env."""
+randomness and the network only through the Env, and imports only wire, storage.env and the
+Env's timers (storage.deadline_reaper)."""
 import ast
 import pathlib
 
@@ -9,7 +10,7 @@ from tests.test_determinism_scan import scan
 
 CLIENT = pathlib.Path(__file__).resolve().parents[2] / "raftkafka" / "client"
 SOURCES = sorted(p for p in CLIENT.glob("*.py") if p.name != "blocking.py")
-ALLOWED_PREFIXES = ("raftkafka.client", "wire", "storage.env", "trio", "__future__")
+ALLOWED_PREFIXES = ("raftkafka.client", "wire", "storage.env", "storage.deadline_reaper", "trio", "__future__")
 STDLIB = {"collections", "dataclasses", "enum", "functools", "inspect", "itertools", "math", "random", "struct", "typing", "zlib"}
 
 
