@@ -77,7 +77,13 @@ class FaultSchedule:
             raise ValueError(f"{path}: {e}") from None
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        """JSON, one fault per line."""
+        data = self.to_dict()
+        events = data.pop("events")
+        head = json.dumps(data, indent=1)[:-2]  # without the closing "\n}"
+        lines = ",\n  ".join(json.dumps(e) for e in events)
+        Path(path).write_text(f'{head},\n "events": [\n  {lines}\n ]\n}}\n' if events else
+                              f'{head},\n "events": []\n}}\n')
 
 
 def profile_for(options, rng) -> FaultProfile:
