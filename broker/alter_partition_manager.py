@@ -21,7 +21,7 @@ from typing import Callable
 import trio
 
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
-from metadata.errors import Errors
+from wire.error_codes import ErrorCode
 
 __all__ = ["AlterPartitionManager", "Callback"]
 
@@ -91,15 +91,15 @@ class AlterPartitionManager:
             log.info("AlterPartition for %d partitions failed: %s; retrying", len(items), exc)
             return False
         error, results = reply.results
-        if error != Errors.NONE:
-            log.info("AlterPartition refused: %s; retrying", Errors(error).name)
+        if error != ErrorCode.NONE:
+            log.info("AlterPartition refused: %s; retrying", ErrorCode(error).name)
             return False
         answered = {(r.topic_id, r.partition_id): r for r in results}
         self._inflight = {}
         for key in sorted(batch):
             item, callback = batch[key]
             result = answered.get(key) or AlterPartitionResult(
-                item.topic_id, item.partition_id, Errors.UNKNOWN_SERVER_ERROR)
+                item.topic_id, item.partition_id, ErrorCode.UNKNOWN_SERVER_ERROR)
             try:
                 callback(result)
             except Exception:  # one partition's bug must not stop ISR changes for the others

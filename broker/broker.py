@@ -9,7 +9,7 @@ manager's apply task, replication (the replica fetchers, the AlterPartition
 sender, the ISR expiration task), the log manager's retention/compaction and
 flush tasks, and the listener; `task_status.started(port)` reports the bound port.
 
-A log-dir failure halts the broker (broker.log_dir_failure): `run` raises
+A log-dir failure halts the broker (broker.log_dir_failure_handler): `run` raises
 LogDirHalt and, unlike a cancellation (a controlled shutdown), leaves the logs
 as they are — no flush, no checkpoints, no clean-shutdown marker.
 """
@@ -28,21 +28,22 @@ from broker.fetch_session import FetchSessionCache
 from broker.group_driver import GroupDriver
 from broker.handlers import advertised_versions
 from broker.handlers.metadata import topic_name_error
-from broker.log_dir_failure import HALT_GRACE_S, LogDirHalt, halt_on_log_dir_failure
+from broker.log_dir_failure_handler import HALT_GRACE_S, LogDirHalt, halt_on_log_dir_failure
 from broker.metadata_cache import MetadataCache
+from broker.metrics import BrokerMetrics
 from broker.partition import Partition, ReplicationSettings
 from broker.producer_state_hooks import ProducerStates
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.server import KafkaServer
 from broker.topic_log_config import log_config_for
-from metadata.controller.configs import effective_broker_value
+from metadata.controller.dynamic_configs import effective_broker_value
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
+from metrics.registry import MetricsRegistry
 from storage.env import Env
 from storage.log import LogManager
 from storage.log.log_dir_failure import KafkaStorageError
-from storage.metrics import BrokerMetrics, MetricsRegistry
 from wire.error_codes import ErrorCode
 
 __all__ = ["Broker", "ListenerError", "LogDirHalt"]

@@ -3,7 +3,7 @@
 `static` holds the node file's Kafka-named settings (`num.partitions`,
 `auto.create.topics.enable`, `log.retention.ms`, ...) as strings; they are the
 lowest layer under the dynamic configs in the metadata image, exactly as in
-Kafka's config resolution (metadata.configs).
+Kafka's config resolution (metadata.config_definitions).
 """
 from __future__ import annotations
 

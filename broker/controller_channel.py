@@ -19,14 +19,14 @@ from __future__ import annotations
 from typing import Mapping, Protocol, Sequence
 
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
-from metadata.controller.configs import AlterOp, ConfigError
+from metadata.controller.dynamic_configs import AlterOp, ConfigError
 from metadata.controller.topics import CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions
-# The real channel (metadata.controller_client.ControllerClient) lives below the broker
+# The real channel (metadata.controller.client.ControllerClient) lives below the broker
 # layer, so the reply and error types are defined there and shared, not duplicated:
 # handlers must catch exactly the error the real client raises.
-from metadata.controller_client import ControllerReply, ControllerUnavailableError
-from metadata.errors import Errors
+from metadata.controller.client import ControllerReply, ControllerUnavailableError
 from metadata.image import ConfigResource
+from wire.error_codes import ErrorCode
 
 __all__ = [
     "ControllerChannel", "ControllerReply", "ControllerUnavailableError",
@@ -44,7 +44,7 @@ class ControllerChannel(Protocol):
 
     async def create_partitions(self, requests: Sequence[NewPartitions], *, validate_only: bool = False,
                                 timeout_s: float = 30.0,
-                                ) -> ControllerReply[dict[str, tuple[Errors, str | None]]]: ...
+                                ) -> ControllerReply[dict[str, tuple[ErrorCode, str | None]]]: ...
 
     async def alter_configs(self, resources: Mapping[ConfigResource, Mapping[str, str | None]], *,
                             validate_only: bool = False, timeout_s: float = 30.0,
@@ -57,12 +57,12 @@ class ControllerChannel(Protocol):
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem], *,
                               timeout_s: float = 30.0,
-                              ) -> ControllerReply[tuple[Errors, list[AlterPartitionResult]]]:
+                              ) -> ControllerReply[tuple[ErrorCode, list[AlterPartitionResult]]]:
         """ISR changes from a partition leader (broker.alter_partition_manager): the
         top-level error (STALE_BROKER_EPOCH, ...) and one result per item."""
         ...
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int, *,
-                                    timeout_s: float = 30.0) -> tuple[Errors, int, int]:
+                                    timeout_s: float = 30.0) -> tuple[ErrorCode, int, int]:
         """A block of producer ids for InitProducerId: (error, first id, block size)."""
         ...

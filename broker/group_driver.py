@@ -39,9 +39,8 @@ from broker.controller_channel import CreatableTopic
 from broker.group_settings import OFFSETS_TOPIC, group_settings
 from broker.groups import GroupCoordinator, Output, PartitionStatus, PendingAppend
 from broker.log_scan import iter_log_batches
-from metadata.controller.configs import effective_topic_value
+from metadata.controller.dynamic_configs import effective_topic_value
 from metadata.delta import MetadataDelta
-from metadata.errors import Errors
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from storage.log import LogError, RecordTooLargeError
 from wire.batch_header import HEADER_SIZE
@@ -179,8 +178,8 @@ class GroupDriver:
         try:
             reply = await self.broker.controller.create_topics([topic])
             for result in reply.results:
-                if result.error not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
-                    log.warning("cannot create %s: %s %s", OFFSETS_TOPIC, Errors(result.error).name,
+                if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                    log.warning("cannot create %s: %s %s", OFFSETS_TOPIC, ErrorCode(result.error).name,
                                 result.message or "")
         except Exception as exc:  # the controller is away: the next FindCoordinator retries
             log.info("creating %s failed: %s", OFFSETS_TOPIC, exc)
@@ -336,11 +335,20 @@ class GroupDriver:
                 return
             await self.env.sleep(_NOT_READY_RETRY_S)  # the replica manager has not opened it yet
         records = []
+        offsets = []  # of each record, for the log line about one that does not decode
         end = partition.log_end_offset
         try:
             for n, (header, batch) in enumerate(iter_log_batches(partition.log, 0, end)):
                 if not header.is_control:
-                    records.extend((r.key, r.value) for r in decode_records(header, bytes(batch[HEADER_SIZE:])))
+                    try:
+                        decoded = decode_records(header, bytes(batch[HEADER_SIZE:]))
+                    except DecodeError as exc:
+                        # Skipped, never retried for ever: every group here would wait on it.
+                        log.error("%s-%d: skipping the undecodable batch at offsets %d-%d: %s",
+                                  OFFSETS_TOPIC, index, header.base_offset, header.last_offset, exc)
+                        continue
+                    records.extend((r.key, r.value) for r in decoded)
+                    offsets.extend(r.offset for r in decoded)
                 if n % self.settings.load_yield_batches == self.settings.load_yield_batches - 1:
                     await trio.lowlevel.checkpoint()  # a big partition must not stall every other request
             if self._leader_replica(index) is not partition or partition.log_end_offset != end:
@@ -349,9 +357,15 @@ class GroupDriver:
             if partition.high_watermark < end:
                 self._await_high_watermark(index, partition, end)  # stays LOADING meanwhile
                 return
-            self.coordinator.load_partition(index, records, self.now())
+
+            def skipped(position: int, reason: str) -> None:
+                log.error("%s-%d: skipping the undecodable record at offset %d: %s",
+                          OFFSETS_TOPIC, index, offsets[position], reason)
+
+            self.coordinator.load_partition(index, records, self.now(), skipped)
         except (DecodeError, LogError) as exc:
-            # The partition stays LOADING (clients retry); an operator must look at the log.
+            # A batch failing its CRC or an unreadable log: the partition stays LOADING
+            # (clients retry); an operator must look at the log.
             log.error("cannot load %s-%d: %s", OFFSETS_TOPIC, index, exc)
             self._retry_later()
             return

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from broker.groups import GroupConfig
-from metadata.controller.configs import effective_broker_value
+from metadata.controller.dynamic_configs import effective_broker_value
 from metadata.image import MetadataImage
 
 __all__ = ["GroupSettings", "group_settings", "OFFSETS_TOPIC"]

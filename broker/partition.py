@@ -24,7 +24,6 @@ from typing import Callable
 from broker.isr import (DEFAULT_LAG_TIME_S, FollowerState, IsrState, high_watermark, may_join_isr,
                         out_of_sync_replicas)
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
-from metadata.errors import Errors
 from metadata.partition import RECOVERED, RECOVERING, PartitionRegistration
 from storage.log import AppendInfo, FetchData, PartitionLog
 from wire.error_codes import ErrorCode
@@ -53,7 +52,7 @@ class ReplicationSettings:
 
 # AlterPartition answers that say the request was not applied, checked against the current
 # partition epoch (Kafka: OPERATION_NOT_ATTEMPTED, INELIGIBLE_REPLICA; ours also INVALID_REQUEST).
-_NOT_APPLIED = frozenset({Errors.OPERATION_NOT_ATTEMPTED, Errors.INELIGIBLE_REPLICA, Errors.INVALID_REQUEST})
+_NOT_APPLIED = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA, ErrorCode.INVALID_REQUEST})
 
 
 class Partition:
@@ -277,9 +276,9 @@ class Partition:
             # The controller checked our partition epoch and refused: no controller, past or
             # future, applies this request, so the committed ISR is safe to fall back to.
             log.info("%s-%d: ISR change %s refused: %s", self.topic, self.index, list(sent.proposed),
-                     Errors(result.error).name)
+                     ErrorCode(result.error).name)
             self.isr_state = IsrState(reg.isr)
-        elif (result.error != Errors.NONE or result.leader_epoch != reg.leader_epoch
+        elif (result.error != ErrorCode.NONE or result.leader_epoch != reg.leader_epoch
                 or result.partition_epoch < reg.partition_epoch):
             # Outcome unknown (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, ...): an earlier
             # attempt may have committed it before leadership moved on. Keep the pending state —
@@ -288,7 +287,7 @@ class Partition:
             # leader acknowledge acks=all writes without a member the controller had added
             # (simulation seed 115, 30 s: a lost write).
             log.info("%s-%d: ISR change %s not confirmed: %s; waiting for metadata", self.topic, self.index,
-                     list(sent.proposed), Errors(result.error).name)
+                     list(sent.proposed), ErrorCode(result.error).name)
             return
         else:
             self.registration = dataclasses.replace(

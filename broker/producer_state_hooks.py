@@ -28,9 +28,9 @@ from broker.producer_state import (
     ProducerStateManager,
 )
 from broker.controller_channel import ControllerUnavailableError
-from metadata.errors import Errors
 from storage.log import AppendInfo, LogError, PartitionLog
 from wire.batch_header import BatchHeader
+from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 
 __all__ = ["ProducerStates"]
@@ -68,8 +68,8 @@ class ProducerStates:
             error, first, size = await broker.controller.allocate_producer_ids(broker.node_id, epoch)
         except ControllerUnavailableError as exc:
             raise ProducerIdsUnavailable(str(exc)) from None
-        if Errors(error) != Errors.NONE:
-            raise ProducerIdsUnavailable(f"AllocateProducerIds answered {Errors(error).name}")
+        if ErrorCode(error) != ErrorCode.NONE:
+            raise ProducerIdsUnavailable(f"AllocateProducerIds answered {ErrorCode(error).name}")
         return first, size
 
     # -- dedupe state -------------------------------------------------------------------

@@ -7,16 +7,22 @@ Requests that race a just-published change wait with `wait_applied`.
 
 Per delta, in order: deleted partitions (logs removed, fetchers woken), topic
 config changes (pushed into the logs' LogConfig), then new and changed replicas
-— opened as leader or follower with the registration's leader epoch. On the
-first delta, logs on disk that the image does not place here are strays from
-a topic deleted while this broker was down, and are deleted (as Kafka does).
+— opened as leader or follower with the registration's leader epoch. A log is
+opened under the image's topic id (storage.log.partition_metadata): a directory
+left by an older topic of the same name (deleted and re-created while this
+broker was down or fenced) is set aside and an empty log re-fetches the new
+topic. On the first delta, logs on disk that the image does not place here, or
+whose recorded topic id is not the image's, are strays (Kafka's
+findStrayReplicas): they are set aside as `...-stray`, never deleted, so an
+image that lacks them by mistake costs no data. Logs are deleted only on a
+deletion or reassignment away that this broker applies from the metadata log.
 
 Replication hangs off this: after each applied delta the replica fetchers are
 told the full set of partitions this broker follows (`fetchers.sync`), and
 `run_isr_expiration` periodically asks every leader partition to drop
 followers that fell behind (ISR/HW logic lives in broker.partition/isr).
 
-A failed log dir (broker.log_dir_failure) takes its partitions offline for
+A failed log dir (broker.log_dir_failure_handler) takes its partitions offline for
 good: `handle_log_dir_failure` drops them (requests get KAFKA_STORAGE_ERROR,
 their fetchers stop) and later metadata never reopens them.
 """
@@ -29,7 +35,7 @@ import trio
 
 from broker.partition import Partition, ReplicationSettings
 from broker.topic_log_config import log_config_for
-from metadata.controller.configs import effective_topic_value
+from metadata.controller.dynamic_configs import effective_topic_value
 from metadata.delta import LocalReplicaChanges, MetadataDelta
 from metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from storage.log import LogManager
@@ -154,6 +160,8 @@ class ReplicaManager:
         for topic in topics:
             if topic in image.topics_by_name:
                 self.log_manager.set_topic_config(topic, log_config_for(image, topic, self.static, self.node_id))
+        if p.first:
+            await self._set_aside_strays(image)
         replicas = {**changes.followers, **changes.leaders, **changes.elected_leaders}
         await self._create_new_logs(sorted(replicas), image)
         for key in sorted(replicas):
@@ -163,8 +171,6 @@ class ReplicaManager:
             if key[0] in changed_topics and key not in replicas:
                 partition = self.partitions[key]
                 partition.hw_min_isr = self._hw_min_isr(image, key[0], partition.registration.replicas)
-        if p.first:
-            await self._delete_strays(image)
 
     async def _create_new_logs(self, keys: list[Key], image: MetadataImage) -> None:
         """Open the logs of brand-new replicas in one concurrent batch (a new 1000-partition topic
@@ -179,7 +185,7 @@ class ReplicaManager:
                 continue
             if topic not in configs:
                 configs[topic] = log_config_for(image, topic, self.static, self.node_id)
-            wanted.append((topic, index, configs[topic]))
+            wanted.append((topic, index, configs[topic], image.topics_by_name[topic].topic_id))
         if len(wanted) > 1:
             try:
                 await self.log_manager.create_logs(wanted)
@@ -203,7 +209,7 @@ class ReplicaManager:
             return  # its log dir failed: offline until the broker restarts
         try:
             config = log_config_for(image, topic, self.static, self.node_id)
-            plog = await self.log_manager.get_or_create_log(topic, index, config)
+            plog = await self.log_manager.get_or_create_log(topic, index, config, topic_image.topic_id)
         except Exception as exc:  # a storage failure takes this partition offline, not the broker
             log.exception("cannot open log for %s-%d", topic, index)
             self.offline[key] = f"{type(exc).__name__}: {exc}"
@@ -231,13 +237,16 @@ class ReplicaManager:
             log.exception("cannot delete log for %s-%d", *key)
         self._changed(key)
 
-    async def _delete_strays(self, image: MetadataImage) -> None:
+    async def _set_aside_strays(self, image: MetadataImage) -> None:
         for (topic, index), _ in self.log_manager.all_logs():
             topic_image = image.topics_by_name.get(topic)
             reg = None if topic_image is None else topic_image.partitions.get(index)
-            if reg is None or self.node_id not in reg.replicas:
-                log.info("deleting stray log %s-%d", topic, index)
-                await self._delete((topic, index))
+            on_disk = self.log_manager.topic_id_of(topic, index)
+            if reg is None or self.node_id not in reg.replicas or on_disk not in (None, topic_image.topic_id):
+                try:
+                    await self.log_manager.set_aside_stray(topic, index)
+                except Exception:  # a storage failure takes the dir offline, not the broker
+                    log.exception("cannot set aside stray log %s-%d", topic, index)
 
     def _changed(self, key: Key) -> None:
         if self.on_change is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Mapping
 
-from metadata.configs import TOPIC_CONFIGS, resolve_topic_config
+from metadata.config_definitions import TOPIC_CONFIGS, resolve_topic_config
 from metadata.image import MetadataImage
 from storage.log import LogConfig, LogConfigError
 

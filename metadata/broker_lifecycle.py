@@ -40,13 +40,13 @@ from typing import Awaitable, Callable, Sequence
 
 import trio
 
-from metadata import controller_rpc as rpc
-from metadata.controller_client import ControllerConnection, ControllerUnavailableError
-from metadata.errors import Errors
+from metadata.controller import rpc
+from metadata.controller.client import ControllerConnection, ControllerUnavailableError
 from metadata.image import MetadataImage
 from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.records import Endpoint
 from storage.env import Env
+from wire.error_codes import ErrorCode
 
 __all__ = ["BrokerLifecycle", "AfterOwnRegistration", "DEFAULT_HEARTBEAT_INTERVAL", "LEASE_FRACTION"]
 
@@ -138,9 +138,9 @@ class BrokerLifecycle:
         except ControllerUnavailableError as e:
             log.info("broker %d: registration failed (%s); retrying", self.broker_id, e)
             return
-        if reply.error != Errors.NONE:
+        if reply.error != ErrorCode.NONE:
             log.warning("broker %d: registration refused: %s %s", self.broker_id,
-                        Errors(reply.error).name, reply.message or "")
+                        ErrorCode(reply.error).name, reply.message or "")
             await self.env.sleep(self.heartbeat_interval)
             return
         log.info("broker %d registered with epoch %d%s", self.broker_id, reply.broker_epoch,
@@ -165,13 +165,13 @@ class BrokerLifecycle:
         except ControllerUnavailableError as e:
             log.info("broker %d: heartbeat failed (%s)", self.broker_id, e)
             return False
-        if reply.error in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
+        if reply.error in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
             log.warning("broker %d: heartbeat answered %s; registering again", self.broker_id,
-                        Errors(reply.error).name)
+                        ErrorCode(reply.error).name)
             self.broker_epoch = -1
             self.lease_until = -math.inf
             return False
-        if reply.error != Errors.NONE:
+        if reply.error != ErrorCode.NONE:
             await self.env.sleep(self.heartbeat_interval)
             return False
         if self.is_fenced != reply.is_fenced:

@@ -1,20 +1,15 @@
-"""Kafka error codes the metadata layer answers with, and the typed errors it raises."""
+"""The typed errors the metadata layer raises (its error codes are wire.error_codes.ErrorCode)."""
 from __future__ import annotations
 
 from wire.error_codes import ErrorCode
 
-__all__ = ["Errors", "ApiError", "InvalidRecordError"]
-
-
-# One table of Kafka's error codes for every layer: the metadata layer answers with the same
-# enum the wire codecs carry.
-Errors = ErrorCode
+__all__ = ["ApiError", "InvalidRecordError"]
 
 
 class ApiError(Exception):
     """A request the controller refuses: carries the Kafka error code and a readable message."""
 
-    def __init__(self, code: Errors, message: str = ""):
+    def __init__(self, code: ErrorCode, message: str = ""):
         super().__init__(f"{code.name}: {message}" if message else code.name)
         self.code = code
         self.message = message or None

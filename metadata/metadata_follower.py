@@ -18,7 +18,7 @@ from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.log_format import (
     BatchAssembler, CommittedBatch, ControlEntry, decode_snapshot, encode_snapshot,
 )
-from metadata.controller_state_machine import SnapshotSchedule
+from metadata.controller.state_machine import SnapshotSchedule
 from raft.entry import Entry
 from raft.messages import FetchResponse
 

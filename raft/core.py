@@ -18,7 +18,6 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from raft import errors
 from raft.actions import Actions
 from raft.config import RaftConfig
 from raft.election import (
@@ -54,6 +53,7 @@ from raft.roles import (
 )
 from raft.state import ElectionState
 from raft.status import QuorumStatus, ReplicaStatus, RoleSummary
+from wire.error_codes import ErrorCode
 
 __all__ = ["RaftCore"]
 
@@ -313,11 +313,11 @@ class RaftCore(Replication):
 
         bad_epoch = req.last_epoch > req.epoch or (not req.pre_vote and req.last_epoch >= req.epoch)
         if req.last_offset < 0 or req.last_epoch < 0 or bad_epoch:
-            return reply(errors.INVALID_REQUEST)
+            return reply(ErrorCode.INVALID_REQUEST)
         if req.epoch < self.quorum.epoch:
-            return reply(errors.FENCED_LEADER_EPOCH)
+            return reply(ErrorCode.FENCED_LEADER_EPOCH)
         if not self.is_voter or req.candidate_id not in self.voters or req.candidate_id == self.node_id:
-            return reply(errors.INCONSISTENT_VOTER_SET)
+            return reply(ErrorCode.INCONSISTENT_VOTER_SET)
         if not req.pre_vote and req.epoch > self.quorum.epoch:
             self._become_unattached(req.epoch, now)
         st = self.quorum.role_state
@@ -335,20 +335,20 @@ class RaftCore(Replication):
         if grant and not req.pre_vote and self.quorum.voted_id is None:
             # Durable before the reply leaves (persist_state precedes send in Actions).
             self._become_unattached(self.quorum.epoch, now, voted_id=req.candidate_id)
-        reply(errors.NONE, grant)
+        reply(ErrorCode.NONE, grant)
 
     def _on_vote_response(self, src: int, resp: VoteResponse, now: float) -> None:
         if self._handle_common_response(resp, now):
             return
         role, st = self.quorum.role, self.quorum.role_state
         if resp.pre_vote and role is Role.PROSPECTIVE:
-            st.tally.record(src, resp.granted and resp.error == errors.NONE)
+            st.tally.record(src, resp.granted and resp.error == ErrorCode.NONE)
             if st.tally.won():
                 self._become_candidate(now)
             elif st.tally.lost():
                 self._prospective_lost(now)
         elif not resp.pre_vote and role is Role.CANDIDATE and st.backoff_until is None:
-            st.tally.record(src, resp.granted and resp.error == errors.NONE)
+            st.tally.record(src, resp.granted and resp.error == ErrorCode.NONE)
             if st.tally.won():
                 self._become_leader(now)
             elif st.tally.lost():
@@ -364,16 +364,16 @@ class RaftCore(Replication):
     def _leader_claim_error(self, epoch: int, leader_id: int) -> int:
         """Begin/EndQuorumEpoch come from a leader of `epoch`: refuse stale, foreign or rival claims."""
         if epoch < self.quorum.epoch:
-            return errors.FENCED_LEADER_EPOCH
+            return ErrorCode.FENCED_LEADER_EPOCH
         if leader_id == self.node_id or leader_id not in self.voters:
-            return errors.INVALID_REQUEST
+            return ErrorCode.INVALID_REQUEST
         if epoch == self.quorum.epoch and self.quorum.leader_id not in (None, leader_id):
-            return errors.INVALID_REQUEST  # a second leader for one epoch: refuse, never follow
-        return errors.NONE
+            return ErrorCode.INVALID_REQUEST  # a second leader for one epoch: refuse, never follow
+        return ErrorCode.NONE
 
     def _on_begin_quorum_epoch(self, src: int, req: BeginQuorumEpochRequest, now: float) -> None:
         error = self._leader_claim_error(req.epoch, req.leader_id)
-        if error == errors.NONE and not (self.quorum.role is Role.FOLLOWER and req.epoch == self.quorum.epoch):
+        if error == ErrorCode.NONE and not (self.quorum.role is Role.FOLLOWER and req.epoch == self.quorum.epoch):
             self._become_follower(req.epoch, req.leader_id, now)
         self._send(
             src,
@@ -383,7 +383,7 @@ class RaftCore(Replication):
     def _on_begin_quorum_epoch_response(self, src: int, resp: BeginQuorumEpochResponse, now: float) -> None:
         if self._handle_common_response(resp, now):
             return
-        if self.quorum.role is Role.LEADER and resp.error == errors.NONE:
+        if self.quorum.role is Role.LEADER and resp.error == ErrorCode.NONE:
             self.quorum.role_state.begin_unacked.discard(src)
 
     def _send_end_quorum_epoch(self, now: float) -> None:
@@ -397,7 +397,7 @@ class RaftCore(Replication):
 
     def _on_end_quorum_epoch(self, src: int, req: EndQuorumEpochRequest, now: float) -> None:
         error = self._leader_claim_error(req.epoch, req.leader_id)
-        if error == errors.NONE:
+        if error == ErrorCode.NONE:
             if req.epoch > self.quorum.epoch or self.quorum.leader_id is None:
                 self._become_follower(req.epoch, req.leader_id, now)
             st = self.quorum.role_state
@@ -458,7 +458,7 @@ class RaftCore(Replication):
         return None if self.quorum.role is Role.RESIGNED else self.quorum.leader_id
 
     def _reject_foreign_cluster(self, src: int, msg: object) -> None:
-        response = self._error_response_for(msg, errors.INCONSISTENT_CLUSTER_ID)
+        response = self._error_response_for(msg, ErrorCode.INCONSISTENT_CLUSTER_ID)
         if response is not None:
             self._send(src, response)
 

@@ -34,12 +34,13 @@ from typing import Protocol
 
 import trio
 
+from process.halt import DirectoryHalt
 from raft.actions import Actions
 from raft.entry import Entry
 from raft.errors import NotLeaderError
 from raft.node_storage import NodeStorage
 from storage.env import Env
-from storage.halt import DirectoryHalt
+from storage.raft_log import MAX_ENTRY_BYTES
 
 __all__ = ["RaftDriver", "StateMachine", "ProposalFailed", "MetadataLogHalt"]
 
@@ -120,11 +121,15 @@ class RaftDriver:
     async def propose(self, payloads: list[bytes]) -> tuple[int, int]:
         """Append payloads as consecutive entries; return (first, last) offset once committed.
 
-        Raises ProposalFailed if this node is not the leader or loses the entries.
+        Raises ProposalFailed if this node is not the leader or loses the entries, ValueError
+        (before anything is appended) for an entry the log cannot hold.
         """
         proposal = _Proposal(list(payloads))
         if not proposal.payloads:
             raise ValueError("nothing to propose")
+        largest = max(len(p) for p in proposal.payloads)
+        if largest > MAX_ENTRY_BYTES:  # refused here: the log store would refuse it mid-append and halt
+            raise ValueError(f"an entry of {largest} bytes exceeds {MAX_ENTRY_BYTES}")
         self._proposed.append(proposal)
         if len(self._proposed) == 1:
             self._linger_deadline = self.env.now() + self.append_linger

@@ -1,47 +1,12 @@
-"""Error codes carried in Raft responses, and the exceptions the core raises.
+"""The exceptions the Raft core raises to its caller.
 
-Codes reuse Apache Kafka's numbers so logs and tools read the same way.
+Error codes in Raft responses are Kafka's, from the one table every layer uses
+(wire.error_codes.ErrorCode): NOT_LEADER_OR_FOLLOWER is how observers find the
+leader, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH order epochs, and so on.
 """
 from __future__ import annotations
 
-__all__ = [
-    "NONE",
-    "NOT_LEADER",
-    "BROKER_NOT_AVAILABLE",
-    "INVALID_REQUEST",
-    "FENCED_LEADER_EPOCH",
-    "UNKNOWN_LEADER_EPOCH",
-    "SNAPSHOT_NOT_FOUND",
-    "POSITION_OUT_OF_RANGE",
-    "INCONSISTENT_CLUSTER_ID",
-    "INCONSISTENT_VOTER_SET",
-    "error_name",
-    "RaftError",
-    "NotLeaderError",
-    "InvalidTransitionError",
-    "LogInvariantError",
-]
-
-NONE = 0
-NOT_LEADER = 6  # Kafka's NOT_LEADER_OR_FOLLOWER: how observers discover the leader
-BROKER_NOT_AVAILABLE = 8
-INVALID_REQUEST = 42
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-SNAPSHOT_NOT_FOUND = 98
-POSITION_OUT_OF_RANGE = 99
-INCONSISTENT_CLUSTER_ID = 104
-INCONSISTENT_VOTER_SET = 78
-
-_NAMES = {
-    value: name
-    for name, value in dict(globals()).items()
-    if name.isupper() and isinstance(value, int)
-}
-
-
-def error_name(code: int) -> str:
-    return _NAMES.get(code, f"UNKNOWN_ERROR_{code}")
+__all__ = ["RaftError", "NotLeaderError", "InvalidTransitionError", "LogInvariantError"]
 
 
 class RaftError(Exception):

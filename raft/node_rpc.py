@@ -12,12 +12,12 @@ import logging
 import trio
 
 from raft import codec
-from raft import errors as E
 from raft.driver import ProposalFailed, RaftDriver
 from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
 from raft.node_client import ConnectionLost, RpcClient
 from raft.quorum_state import Role
 from storage.env import Env
+from wire.error_codes import ErrorCode
 
 __all__ = ["QuorumService", "describe_from_status"]
 
@@ -37,7 +37,7 @@ def describe_from_status(status, cluster_id: str, now: float) -> DescribeQuorumR
 
     return DescribeQuorumResponse(
         cluster_id,
-        E.NONE,
+        ErrorCode.NONE,
         status.epoch,
         status.leader_id,
         status.high_watermark,
@@ -72,12 +72,12 @@ class QuorumService:
             return await self._forward(status, codec.ForwardedDescribeQuorum(self.cluster_id), request)
         if isinstance(request, codec.DiagAppendRequest):
             return await self._append(status, request)
-        return codec.ErrorResponse(E.INVALID_REQUEST, f"{type(request).__name__} is not served here")
+        return codec.ErrorResponse(ErrorCode.INVALID_REQUEST, f"{type(request).__name__} is not served here")
 
     def _describe(self, status):
         if status.role is not Role.LEADER:
             return codec.error_response_for(
-                DescribeQuorumRequest(self.cluster_id), E.NOT_LEADER,
+                DescribeQuorumRequest(self.cluster_id), ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 cluster_id=self.cluster_id, epoch=status.epoch, leader_id=status.leader_id,
             )
         return describe_from_status(status, self.cluster_id, self.env.now())
@@ -88,22 +88,22 @@ class QuorumService:
 
         payloads = request.payloads
         if not payloads or len(payloads) > MAX_APPEND_PAYLOADS:
-            return fail(E.INVALID_REQUEST, f"1..{MAX_APPEND_PAYLOADS} payloads per append")
+            return fail(ErrorCode.INVALID_REQUEST, f"1..{MAX_APPEND_PAYLOADS} payloads per append")
         if status.role is not Role.LEADER:
             if request.forwarded or status.leader_id is None or status.leader_id == self.node_id:
-                return fail(E.NOT_LEADER, "not the leader")
+                return fail(ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader")
             relayed = codec.DiagAppendRequest(self.cluster_id, payloads, forwarded=True)
             return await self._forward(status, relayed, request)
         try:
             _, last = await self.driver.propose(payloads)
         except ProposalFailed as e:
-            return fail(E.NOT_LEADER, str(e), e.epoch, e.leader_id)
-        return codec.DiagAppendResponse(self.cluster_id, E.NONE, status.epoch, self.node_id, last)
+            return fail(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(e), e.epoch, e.leader_id)
+        return codec.DiagAppendResponse(self.cluster_id, ErrorCode.NONE, status.epoch, self.node_id, last)
 
     async def _forward(self, status, relayed, original):
         leader = status.leader_id
         not_leader = codec.error_response_for(
-            original, E.NOT_LEADER, cluster_id=self.cluster_id, epoch=status.epoch, leader_id=leader
+            original, ErrorCode.NOT_LEADER_OR_FOLLOWER, cluster_id=self.cluster_id, epoch=status.epoch, leader_id=leader
         )
         if leader not in self.addresses:
             return not_leader

@@ -28,6 +28,7 @@ from raft.messages import (
 )
 from raft.quorum_state import Role
 from raft.roles import FollowerState, SnapshotDownload
+from wire.error_codes import ErrorCode
 
 __all__ = ["Replication"]
 
@@ -86,7 +87,7 @@ class Replication:
         st = self.quorum.role_state
         if self.quorum.role is not Role.FOLLOWER or src != st.leader_id or st.download is not None:
             return
-        if resp.error != errors.NONE:
+        if resp.error != ErrorCode.NONE:
             st.in_flight = None
             st.resend_at = min(st.resend_at, now + self.config.request_timeout)
             return
@@ -142,7 +143,7 @@ class Replication:
         if self.quorum.role is not Role.FOLLOWER or src != st.leader_id or st.download is None:
             return
         download = st.download
-        if resp.error != errors.NONE or resp.snapshot_id is None:
+        if resp.error != ErrorCode.NONE or resp.snapshot_id is None:
             # The leader has moved on to a newer snapshot (or lost ours): start over.
             st.download = None
             self._send_fetch(st, now)
@@ -191,7 +192,7 @@ class Replication:
         if self.quorum.role is not Role.LEADER:
             return self._send(src, self._fetch_error_response(req))
         if req.fetch_offset < 0 or req.last_fetched_epoch < 0 or req.last_fetched_epoch > req.epoch:
-            return self._send(src, self._fetch_error_response(req, errors.INVALID_REQUEST))
+            return self._send(src, self._fetch_error_response(req, ErrorCode.INVALID_REQUEST))
         if req.epoch != self.quorum.epoch or req.replica_id == self.node_id:
             return self._send(src, self._fetch_error_response(req))
         st: LeaderState = self.quorum.role_state
@@ -219,7 +220,7 @@ class Replication:
     def _leader_fetch_response(self, req: FetchRequest) -> FetchResponse:
         log = self.log
         response = FetchResponse(
-            self.cluster_id, errors.NONE, self.quorum.epoch, self.node_id,
+            self.cluster_id, ErrorCode.NONE, self.quorum.epoch, self.node_id,
             self.high_watermark, log.start_offset,
         )
         snap_end, snap_epoch = log.snapshot_id
@@ -241,27 +242,27 @@ class Replication:
     def _fetch_error_response(self, req: FetchRequest, error: int | None = None) -> FetchResponse:
         if error is None:
             if req.epoch < self.quorum.epoch:
-                error = errors.FENCED_LEADER_EPOCH
+                error = ErrorCode.FENCED_LEADER_EPOCH
             elif req.epoch > self.quorum.epoch:
-                error = errors.UNKNOWN_LEADER_EPOCH
+                error = ErrorCode.UNKNOWN_LEADER_EPOCH
             else:
-                error = errors.NOT_LEADER
+                error = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return FetchResponse(
             self.cluster_id, error, self.quorum.epoch, self._visible_leader(),
             self.high_watermark, self.log.start_offset,
         )
 
     def _on_fetch_snapshot_request(self, src: int, req: FetchSnapshotRequest, now: float) -> None:
-        error, chunk, size = errors.NONE, b"", 0
+        error, chunk, size = ErrorCode.NONE, b"", 0
         snapshot_id = tuple(req.snapshot_id)
         if self.quorum.role is not Role.LEADER or req.epoch != self.quorum.epoch:
             error = self._fetch_error_response(
                 FetchRequest(req.cluster_id, req.replica_id, req.epoch, 0, 0, 0, 0)
             ).error
         elif snapshot_id != self.log.snapshot_id or self.log.snapshot is None:
-            error = errors.SNAPSHOT_NOT_FOUND
+            error = ErrorCode.SNAPSHOT_NOT_FOUND
         elif not 0 <= req.position <= len(self.log.snapshot):
-            error = errors.POSITION_OUT_OF_RANGE
+            error = ErrorCode.POSITION_OUT_OF_RANGE
         else:
             self.quorum.role_state.record_fetch_time(req.replica_id, now)
             data = self.log.snapshot
@@ -272,7 +273,7 @@ class Replication:
             src,
             FetchSnapshotResponse(
                 self.cluster_id, error, self.quorum.epoch, self._visible_leader(),
-                snapshot_id if error == errors.NONE else None, req.position, size, chunk,
+                snapshot_id if error == ErrorCode.NONE else None, req.position, size, chunk,
             ),
         )
 
@@ -282,7 +283,7 @@ class Replication:
         """The leader's view of every replica (Kafka's DescribeQuorum); NOT_LEADER elsewhere."""
         if self.quorum.role is not Role.LEADER:
             return DescribeQuorumResponse(
-                self.cluster_id, errors.NOT_LEADER, self.quorum.epoch, self._visible_leader(),
+                self.cluster_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, self.quorum.epoch, self._visible_leader(),
                 self.high_watermark,
             )
         st: LeaderState = self.quorum.role_state
@@ -292,7 +293,7 @@ class Replication:
             return ReplicaState(replica, progress.end_offset, age)
 
         return DescribeQuorumResponse(
-            self.cluster_id, errors.NONE, self.quorum.epoch, self.node_id, self.high_watermark,
+            self.cluster_id, ErrorCode.NONE, self.quorum.epoch, self.node_id, self.high_watermark,
             [row(v, st.progress[v]) for v in self.voters],
             [row(o, p) for o, p in sorted(st.observers.items())],
         )

@@ -29,8 +29,8 @@ import msgpack
 import trio
 
 from raft import codec
-from raft.errors import INCONSISTENT_CLUSTER_ID, INVALID_REQUEST
 from storage.env import Env
+from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.rpc import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decode_payload, encode_frame
 
@@ -295,7 +295,7 @@ class Transport:
     def _reject(self, conn: _Inbound, corr: int, why: str) -> None:
         self.bad_frames += 1
         log.warning("malformed frame from %s: %s", conn.peer, why)
-        conn.queue(encode_frame(codec.ErrorResponse(INVALID_REQUEST, why), corr))
+        conn.queue(encode_frame(codec.ErrorResponse(ErrorCode.INVALID_REQUEST, why), corr))
 
     def _on_request(self, conn: _Inbound, frame, nursery) -> None:
         msg = frame.message
@@ -306,7 +306,7 @@ class Transport:
             epoch, leader = self.status()
             log.warning("%s from %s names cluster %r, not ours (%s)", frame.type, conn.peer, msg.cluster_id, self.cluster_id)
             reply = codec.error_response_for(
-                msg, INCONSISTENT_CLUSTER_ID, cluster_id=self.cluster_id, epoch=epoch, leader_id=leader
+                msg, ErrorCode.INCONSISTENT_CLUSTER_ID, cluster_id=self.cluster_id, epoch=epoch, leader_id=leader
             )
             conn.queue(encode_frame(reply, frame.correlation_id))
             return
@@ -327,7 +327,7 @@ class Transport:
             reply = await self.client_handler(frame.message)
         except Exception as e:  # a bug in a handler must not take the node down
             log.exception("handling %s from %s failed", frame.type, conn.peer)
-            reply = codec.ErrorResponse(INVALID_REQUEST, f"internal error: {type(e).__name__}")
+            reply = codec.ErrorResponse(ErrorCode.INVALID_REQUEST, f"internal error: {type(e).__name__}")
         if reply is not None:
             conn.queue(encode_frame(reply, frame.correlation_id))
 

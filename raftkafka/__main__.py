@@ -1,5 +1,5 @@
 """`python -m raftkafka`: the command-line entry point."""
-from raftkafka.cli import main
+from raftkafka.cli.main import main
 
 if __name__ == "__main__":
     main()

@@ -36,15 +36,15 @@ import trio
 from raft.entry import Entry
 from raft.node_storage import METADATA_DIR, NodeStorage
 from raft.quorum_state import Role
-from raftkafka.config import load_config
-from raftkafka.metadata_roles import MetadataApp
 from raftkafka.node import ControllerNode
+from raftkafka.node.config import load_config
+from raftkafka.node.metadata_roles import MetadataApp
 from simulations.checkers.raft import GENESIS_DIGEST, DurableLog, RaftChecker, entry_digest
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.network import SimNetwork
 from simulations.trace import Trace
 from storage.memfs import MemFileSystem
-from storage.meta_properties import MetaProperties, VoterSpec, format_data_dir, uuid_to_str
+from storage.meta_properties import DataDirError, MetaProperties, VoterSpec, format_data_dir, uuid_to_str
 from storage.quorum_state_file import QuorumStateFile
 
 __all__ = ["SimCluster", "NodeHost", "ControllerHost", "DATA_DIR", "CONTROLLER_PORT", "BROKER_PORT", "CLUSTER_ID"]
@@ -422,7 +422,7 @@ class SimCluster:
         try:
             stored = QuorumStateFile(copy, directory).read()
             _, raft_log = await storage.load()
-        except (ValueError, OSError) as e:  # the storage layer's corruption errors
+        except (ValueError, OSError, DataDirError) as e:  # the storage layer's corruption errors
             self.checker.violate("DurableState", f"n{node_id}: a crash now would leave unreadable Raft state: "
                                  f"{type(e).__name__}: {str(e)[:160]}")
             return None

@@ -45,6 +45,8 @@ import trio
 
 __all__ = ["MemFileSystem", "MemFile", "ReadCorruption", "StaleHandleError"]
 
+NAME_MAX = 255  # bytes in one directory entry
+
 
 class StaleHandleError(OSError):
     """A handle opened before a crash was used after it."""
@@ -270,6 +272,12 @@ class MemFileSystem:
         return max(0, self.capacity - self._used())
 
     # -- namespace ----------------------------------------------------------
+    @staticmethod
+    def _name_must_fit(path: str) -> None:
+        """As on ext4/xfs: one directory entry holds at most NAME_MAX (255) bytes."""
+        if len(posixpath.basename(path).encode()) > NAME_MAX:
+            raise OSError(errno.ENAMETOOLONG, "File name too long", path)
+
     def _parent_must_exist(self, path: str) -> None:
         parent = posixpath.dirname(path)
         if parent not in self._live.dirs:
@@ -284,6 +292,7 @@ class MemFileSystem:
                 raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
             if not create:
                 raise FileNotFoundError(errno.ENOENT, "No such file", path)
+            self._name_must_fit(path)
             self._parent_must_exist(path)
             inode = _Inode()
             live.add_file(path, inode)
@@ -307,6 +316,7 @@ class MemFileSystem:
         if path in self._live.files:
             raise FileExistsError(errno.EEXIST, "File exists", path)
         while path not in self._live.dirs:
+            self._name_must_fit(path)
             self._live.add_dir(path)
             path = posixpath.dirname(path)
 
@@ -330,6 +340,7 @@ class MemFileSystem:
     def rename(self, src: str, dst: str) -> None:
         src, dst = _norm(src), _norm(dst)
         live = self._live
+        self._name_must_fit(dst)
         if src in live.files:
             self._parent_must_exist(dst)
             live.add_file(dst, live.pop_file(src))

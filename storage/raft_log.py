@@ -8,9 +8,13 @@ entry is one self-checking frame:
 
 Why not RecordBatch v2 as Kafka does: the Raft core ships single opaque entries,
 never client batches, so a flat frame keeps recovery to one loop and needs no
-record codec. Kafka's guarantees are kept: every frame is checked on open and the
-log is cut at the first torn or corrupt byte (a frame whose CRC, length, offset
-or epoch does not follow from its predecessor ends the log).
+record codec. Every frame is checked on open. A torn tail — bad bytes after the
+last good frame, with nothing valid behind them: a write a crash cut short, never
+fsynced, so never acknowledged — is cut. Bad bytes with a valid frame somewhere
+after them are damage to entries that were durable and may be committed: the
+store refuses to open (DataDirError, one line naming the file and offset) unless
+the caller allows cutting there (`cut_damage`, for an observer, which re-fetches
+what it lost from the leader and has no vote to give on the strength of it).
 
 Segments roll at `segment_bytes`; a new segment file is made durable with a
 directory fsync at the next `flush()`. Appends are buffered in the page cache
@@ -20,6 +24,7 @@ its predecessor ends (left over from a truncation interrupted by a crash).
 """
 from __future__ import annotations
 
+import logging
 import posixpath
 import struct
 from dataclasses import dataclass, field
@@ -28,8 +33,11 @@ from typing import Iterable, NamedTuple, Sequence
 from crc32c import crc32c
 
 from storage.env import File, FileSystem
+from storage.meta_properties import DataDirError
 
 __all__ = ["LogRecord", "RaftLogStore", "segment_name", "DEFAULT_SEGMENT_BYTES", "MAX_ENTRY_BYTES"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SEGMENT_BYTES = 16 * 1024 * 1024
 MAX_ENTRY_BYTES = 32 * 1024 * 1024
@@ -91,20 +99,22 @@ class RaftLogStore:
         *,
         start_offset: int = 0,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        cut_damage: bool = False,
     ) -> tuple["RaftLogStore", list[LogRecord]]:
         """Open (creating if needed) and recover the log; return it and every entry it holds.
 
         `start_offset` is where an empty log starts (the latest snapshot's end offset).
+        Raises DataDirError for damage that is not a torn tail, unless `cut_damage`.
         """
         fs.makedirs(directory)
         store = cls(fs, directory, segment_bytes)
-        records = store._recover()
+        records = store._recover(cut_damage)
         if not store._segments:
             store._new_segment(start_offset)
         await store.flush()
         return store, records
 
-    def _recover(self) -> list[LogRecord]:
+    def _recover(self, cut_damage: bool) -> list[LogRecord]:
         records: list[LogRecord] = []
         bases = sorted(
             int(name[: -len(SUFFIX)])
@@ -124,6 +134,15 @@ class RaftLogStore:
             self._segments.append(seg)
             good = self._scan(seg, records)
             if good < seg.file.size():
+                later = bases[i + 1:]
+                if self._frame_after(seg.file, good, seg.end_offset) or any(
+                        self._starts_with_frame(b) for b in later):
+                    where = f"{path} at byte {good} (offset {seg.end_offset})"
+                    if not cut_damage:
+                        raise DataDirError(f"metadata log segment {where} is damaged and valid entries follow: "
+                                           "refusing to start rather than drop entries that may be committed")
+                    log.warning("metadata log segment %s is damaged; cutting the log there, the entries "
+                                "after it are fetched again from the leader", where)
                 self.recovered_bytes_cut += seg.file.size() - good
                 seg.file.truncate(good)
                 self._mark(seg.file)
@@ -159,6 +178,32 @@ class RaftLogStore:
             expected += 1
             pos = end
         return pos
+
+    def _starts_with_frame(self, base: int) -> bool:
+        f = self.fs.open(self._path(base))
+        try:
+            return self._frame_at(f.read(0, min(f.size(), MAX_ENTRY_BYTES + HEADER_SIZE)), 0, base)
+        finally:
+            f.close()
+
+    def _frame_after(self, f: File, bad: int, offset: int) -> bool:
+        """Whether a valid frame (of `offset` or later) starts anywhere after position `bad`."""
+        data = f.read(bad, f.size() - bad)
+        return any(self._frame_at(data, pos, offset, exact=False) for pos in range(1, len(data) - HEADER_SIZE + 1))
+
+    @staticmethod
+    def _frame_at(data: bytes, pos: int, offset: int, *, exact: bool = True) -> bool:
+        """Whether a frame with a good CRC for `offset` (or, not `exact`, a plausible later
+        one) starts at `pos` in `data`."""
+        if pos + HEADER_SIZE > len(data):
+            return False
+        length, crc = _PREFIX.unpack_from(data, pos)
+        if length < _BODY.size + 4 or pos + 4 + length > len(data):
+            return False
+        found, _, _ = _BODY.unpack_from(data, pos + _PREFIX.size)
+        if found != offset if exact else not offset <= found < offset + len(data):
+            return False
+        return crc32c(data[pos + _PREFIX.size: pos + 4 + length]) == crc
 
     # ------------------------------------------------------------ accessors
     @property

@@ -79,7 +79,7 @@ class SnapshotStore:
         return sorted(out)
 
     def read(self, snapshot_id: tuple[int, int]) -> bytes:
-        f = self.fs.open(self._path(snapshot_id))
+        f = self.fs.open(self.path(snapshot_id))
         try:
             return decode_snapshot(f.read(0, f.size()))
         finally:
@@ -97,7 +97,7 @@ class SnapshotStore:
     async def write(self, snapshot_id: tuple[int, int], data: bytes) -> SnapshotId:
         self.fs.makedirs(self.directory)
         sid = SnapshotId(*snapshot_id)
-        await write_file_atomic(self.fs, self._path(sid), encode_snapshot(bytes(data)))
+        await write_file_atomic(self.fs, self.path(sid), encode_snapshot(bytes(data)))
         return sid
 
     async def delete_older_than(self, snapshot_id: tuple[int, int]) -> None:
@@ -112,5 +112,5 @@ class SnapshotStore:
         if removed:
             await self.fs.sync_dir(self.directory)
 
-    def _path(self, snapshot_id: tuple[int, int]) -> str:
+    def path(self, snapshot_id: tuple[int, int]) -> str:
         return posixpath.join(self.directory, snapshot_name(snapshot_id))

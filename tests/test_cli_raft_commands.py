@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from raftkafka.bench.raft_quorum import LocalCluster, free_ports
-from raftkafka.config import ConfigError, load_config, parse_listeners, parse_voters
+from raftkafka.node.config import ConfigError, load_config, parse_listeners, parse_voters
 
 
 def cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
@@ -54,7 +54,7 @@ def test_voter_and_listener_parsing():
 
 
 def test_toml_file_with_nested_and_dotted_keys(tmp_path):
-    from raftkafka.config import read_toml
+    from raftkafka.node.config import read_toml
 
     path = tmp_path / "node.toml"
     path.write_text('"node.id" = 3\n[process]\nroles = ["controller"]\n[log]\ndirs = "/x"\n')

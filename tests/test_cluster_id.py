@@ -1,5 +1,5 @@
 """Cluster ids made by `format --random-uuid`, `dev` and the bare command never look like a flag."""
-from raftkafka.format_cmd import random_cluster_id
+from raftkafka.cli.format_storage import random_cluster_id
 from storage.meta_properties import is_valid_uuid
 
 

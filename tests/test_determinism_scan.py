@@ -14,7 +14,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-NODE_PACKAGES = ["wire", "storage", "raft", "metadata", "broker"]
+NODE_PACKAGES = ["wire", "metrics", "process", "storage", "raft", "metadata", "broker"]
 # storage/memfs.py is the Env's in-memory filesystem for tests and simulations: its slow fsync
 # sleeps on trio's clock, which is the simulation's.
 ALLOWED_FILES = {"storage/env.py", "storage/memfs.py"}

@@ -1,4 +1,4 @@
-"""storage.metrics: exposition format 0.0.4 exactly, checked by a strict parser written here."""
+"""metrics.registry: exposition format 0.0.4 exactly, checked by a strict parser written here."""
 from __future__ import annotations
 
 import math
@@ -7,9 +7,8 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from storage.metrics import (
-    CATALOGUE, LATENCY_BUCKETS, BrokerMetrics, MetricDef, MetricsError, MetricsRegistry, api_name, format_value,
-)
+from broker.metrics import BrokerMetrics, api_name
+from metrics.registry import CATALOGUE, LATENCY_BUCKETS, MetricDef, MetricsError, MetricsRegistry, format_value
 
 NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 LABEL_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")

@@ -1,4 +1,4 @@
-"""raftkafka.metrics_http: real HTTP over loopback (RealEnv); bad requests cost only their connection."""
+"""raftkafka.node.metrics_http: real HTTP over loopback (RealEnv); bad requests cost only their connection."""
 from __future__ import annotations
 
 import urllib.request
@@ -6,9 +6,9 @@ import urllib.request
 import pytest
 import trio
 
-from raftkafka.metrics_http import CONTENT_TYPE, BadRequest, MetricsServer, parse_request_head
+from metrics.registry import MetricsRegistry
+from raftkafka.node.metrics_http import CONTENT_TYPE, BadRequest, MetricsServer, parse_request_head
 from storage.env import RealEnv
-from storage.metrics import MetricsRegistry
 from tests.test_metrics import parse_exposition, samples_of
 
 

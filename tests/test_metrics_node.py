@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import trio
 
-from raftkafka.metrics_http import MetricsServer
-from raftkafka.metrics_wiring import register_node_gauges
-from storage.metrics import MetricsRegistry
+from metrics.registry import MetricsRegistry
+from raftkafka.node.metrics_http import MetricsServer
+from raftkafka.node.metrics_wiring import register_node_gauges
 from tests.metadata.metadata_cluster import MetadataCluster
 from tests.test_metrics import parse_exposition
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import pytest
 import trio
 
-from raftkafka.metrics_http import MetricsServer
-from raftkafka.metrics_wiring import register_broker_gauges
-from storage.metrics import BrokerMetrics, MetricsRegistry
+from broker.metrics import BrokerMetrics
+from metrics.registry import MetricsRegistry
+from raftkafka.node.metrics_http import MetricsServer
+from raftkafka.node.metrics_wiring import register_broker_gauges
 from tests.broker.harness import RawClient, running_cluster
 from tests.test_metrics import parse_exposition
 from wire.batch_header import iter_batches
@@ -84,6 +85,7 @@ async def test_scraped_counters_match_what_was_produced_and_consumed():
             before = await _scrape(metrics_port)  # mid-run scrape: nothing produced yet
             assert "raftkafka_broker_topic_bytes_in_total" not in before or not _samples(before)
             assert _value(before, "raftkafka_leader_partitions") == 2
+            assert _value(before, "raftkafka_uncleanable_partitions") == 0
 
             produced_bytes = produced_records = produce_calls = 0
             for i in range(12):

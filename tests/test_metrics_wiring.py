@@ -1,4 +1,4 @@
-"""raftkafka.metrics_wiring: the scrape-time gauges, against real Raft cores and real metadata images."""
+"""raftkafka.node.metrics_wiring: the scrape-time gauges, against real Raft cores and real metadata images."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -6,13 +6,13 @@ from types import SimpleNamespace
 from metadata.controller.topics import CreatableTopic
 from metadata.image import EMPTY_IMAGE
 from metadata.records import PartitionChange, NO_LEADER
+from metrics.registry import MetricsRegistry
 from raft.config import RaftConfig
 from raft.quorum_state import Role
-from raftkafka.metrics_wiring import (
+from raftkafka.node.metrics_wiring import (
     RAFT_ROLES, consumer_group_lag, controller_samples, raft_samples, register_controller_gauges,
     register_group_lag, register_raft_gauges, under_replicated,
 )
-from storage.metrics import MetricsRegistry
 from tests.metadata.helpers import apply, cluster, with_topic
 from tests.raft.cluster import Network, SimNode
 from tests.test_metrics import samples_of

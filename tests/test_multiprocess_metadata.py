@@ -12,11 +12,10 @@ import os
 import pytest
 import trio
 
-from metadata.controller.topics import CreatableTopic
-from metadata.controller_client import (
+from metadata.controller.client import (
     ControllerClient, ControllerConnection, ControllerUnavailableError,
 )
-from metadata.errors import Errors
+from metadata.controller.topics import CreatableTopic
 from metadata.metadata_follower import MetadataFollower
 from raft.entry import Entry
 from raft.node_storage import METADATA_DIR
@@ -24,6 +23,7 @@ from raftkafka.bench.metadata_cluster import BROKERS, CONTROLLERS, MetadataProce
 from storage.env import RealEnv, RealFileSystem
 from storage.raft_log import RaftLogStore
 from storage.raft_snapshots import SnapshotStore
+from wire.error_codes import ErrorCode
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -85,7 +85,7 @@ async def test_topics_survive_controller_kill_and_a_dead_broker_loses_leadership
                         except ControllerUnavailableError:
                             continue
                         code = reply.results[0].error
-                        if code in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
+                        if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                             acked.append(name)
                             break
 

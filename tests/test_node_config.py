@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from raftkafka.config import ConfigError, Listener, load_config
-from raftkafka.dev_cmd import node_layout
-from raftkafka.metadata_roles import broker_config
+from raftkafka.cli.dev import node_layout
+from raftkafka.node.config import ConfigError, Listener, load_config
+from raftkafka.node.metadata_roles import broker_config
 
 BASE = {"node.id": 1, "process.roles": "broker,controller", "log.dirs": "/d",
         "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"}

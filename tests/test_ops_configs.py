@@ -1,5 +1,5 @@
 """ops/: the example configs parse and agree with each other, the documented commands work, and every
-metric named in the dashboard, the alerts and the docs exists in storage.metrics.CATALOGUE."""
+metric named in the dashboard, the alerts and the docs exists in metrics.registry.CATALOGUE."""
 from __future__ import annotations
 
 import configparser
@@ -10,11 +10,11 @@ import shlex
 
 import pytest
 
-from raftkafka.cli import build_parser, main
-from raftkafka.config import load_config, read_toml
+from raftkafka.cli.main import build_parser, main
+from raftkafka.node.config import load_config, read_toml
 from storage.meta_properties import check_data_dir
 from storage.env import RealFileSystem
-from storage.metrics import CATALOGUE
+from metrics.registry import CATALOGUE
 
 OPS = pathlib.Path(__file__).resolve().parents[1] / "ops"
 CONFIGS = sorted((OPS / "config").rglob("*.toml"))

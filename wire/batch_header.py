@@ -166,8 +166,10 @@ def set_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     _INT32.pack_into(buf, pos + 12, epoch)
 
 
-def set_max_timestamp(buf: bytearray | memoryview, pos: int, header: BatchHeader, timestamp: int) -> None:
-    """LogAppendTime: set the timestamp type bit and maxTimestamp, then recompute the CRC."""
-    struct.pack_into(">h", buf, pos + 21, header.attributes | ATTR_TIMESTAMP_TYPE)
+def set_max_timestamp(buf: bytearray | memoryview, pos: int, header: BatchHeader, timestamp: int, *,
+                      log_append_time: bool = True) -> None:
+    """Set maxTimestamp (and, for LogAppendTime, the timestamp type bit), then recompute the CRC."""
+    if log_append_time:
+        struct.pack_into(">h", buf, pos + 21, header.attributes | ATTR_TIMESTAMP_TYPE)
     _INT64.pack_into(buf, pos + 35, timestamp)
     _UINT32.pack_into(buf, pos + 17, crc32c(memoryview(buf)[pos + CRC_START : pos + header.size]))

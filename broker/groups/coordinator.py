@@ -95,13 +95,14 @@ class GroupCoordinator(MembershipOps, MemberRequestOps, OffsetOps, GroupAdminOps
         """This broker now leads `partition`; requests for its groups wait for the load."""
         self.partitions[partition] = PartitionStatus.LOADING
 
-    def load_partition(self, partition: int, records: Iterable[Record], now: int) -> None:
+    def load_partition(self, partition: int, records: Iterable[Record], now: int,
+                       on_skip: Callable[[int, str], None] | None = None) -> None:
         """Rebuild the partition's groups and offsets from its records (key, value), oldest first.
 
-        Raises wire.errors.DecodeError on a malformed record (the partition stays loading).
+        A record that does not decode is left out and reported to `on_skip(position, reason)`.
         """
         self.partitions[partition] = PartitionStatus.LOADING
-        loaded = replay(records, now)
+        loaded = replay(records, now, on_skip)
         for group_id in sorted(loaded):
             if self.partition_for(group_id) != partition:
                 continue  # a record in the wrong partition: not ours to serve

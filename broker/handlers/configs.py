@@ -8,8 +8,8 @@ default) with the metadata layer's pure `describe_configs`.
 from __future__ import annotations
 
 from broker.controller_channel import AlterOp, ControllerUnavailableError
-from metadata.configs import ConfigSource
-from metadata.controller.configs import describe_configs
+from metadata.config_definitions import ConfigSource
+from metadata.controller.dynamic_configs import describe_configs
 from wire.error_codes import ErrorCode
 from wire.protocol import AlterConfigsResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse
 

@@ -1,12 +1,14 @@
 """Produce v3-8 (v0-2 are parsed and refused per partition with UNSUPPORTED_VERSION).
 
-Per partition: find the local leader, validate the one batch's header
-(broker.produce), append (the log checks the CRC, assigns offsets by patching
-baseOffset, stamps the leader epoch and LogAppendTime). acks=0 gets no
-response at all; if anything failed the connection is closed instead so the
-client refreshes metadata (Kafka's behaviour). acks=all refuses up front with
-NOT_ENOUGH_REPLICAS when the committed ISR is smaller than min.insync.replicas,
-then waits in broker.delayed_produce until the high watermark passes the batch.
+Per partition: refuse internal topics (only the group coordinator writes
+them), find the local leader, validate the one batch's header (broker.produce_validation)
+and its records (broker.record_validation), append (the log assigns offsets by
+patching baseOffset, stamps the leader epoch and LogAppendTime). acks=0 gets
+no response at all; if anything failed the connection is closed instead so
+the client refreshes metadata (Kafka's behaviour). acks=all refuses up front
+with NOT_ENOUGH_REPLICAS when the committed ISR is smaller than
+min.insync.replicas, then waits in broker.delayed_produce until the high
+watermark passes the batch.
 """
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ import logging
 import weakref
 
 from broker.delayed_produce import PendingAck, await_acks
-from broker.produce import MIN_PRODUCE_VERSION, ProduceError, validate_produce_records
+from broker.handlers.metadata import INTERNAL_TOPICS
+from broker.produce_validation import MIN_PRODUCE_VERSION, ProduceError, validate_produce_records
+from broker.record_validation import validate_records
 from broker.request_errors import CloseConnection
-from metadata.controller.configs import effective_topic_value
+from metadata.controller.dynamic_configs import effective_topic_value
 from storage.log import LogError, RecordTooLargeError
 from wire.error_codes import ErrorCode
 from wire.errors import CorruptRecordError
@@ -29,10 +33,12 @@ R = ProduceResponse
 
 
 def _partition_response(index: int, code: int, message: str | None = None, *, base_offset: int = -1,
-                        append_time: int = -1, log_start: int = -1) -> R.PartitionProduceResponse:
+                        append_time: int = -1, log_start: int = -1,
+                        record_errors=()) -> R.PartitionProduceResponse:
+    errors = [R.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m) for i, m in record_errors]
     return R.PartitionProduceResponse(index=index, error_code=code, base_offset=base_offset,
                                       log_append_time_ms=append_time, log_start_offset=log_start,
-                                      record_errors=[], error_message=message)
+                                      record_errors=errors, error_message=message)
 
 
 async def handle(broker, header, request):
@@ -52,6 +58,10 @@ async def handle(broker, header, request):
                 continue
             if acks not in (-1, 0, 1):
                 out.append(_partition_response(part.index, ErrorCode.INVALID_REQUIRED_ACKS))
+                continue
+            if topic.name in INTERNAL_TOPICS:  # written by the group coordinator only
+                out.append(_partition_response(part.index, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                               f"Cannot append to internal topic {topic.name}"))
                 continue
             response, partition, last_offset, min_isr = await _append_one(
                 broker, topic.name, part, version, acks, deadline, limits)
@@ -118,8 +128,9 @@ async def _append_one(broker, topic: str, part, version: int, acks: int, deadlin
                                    f"insufficient to satisfy the min.isr requirement of {min_isr}")
         config = partition.log.config
         now_ms = broker.env.wall_ms()
-        batch = validate_produce_records(
-            part.records, version, max_message_bytes=config.max_message_bytes,
+        batch = validate_produce_records(part.records, version, max_message_bytes=config.max_message_bytes)
+        records, batch = validate_records(
+            part.records, batch, f"{topic}-{part.index}", compacted=config.compact,
             log_append_time=config.log_append_time, now_ms=now_ms,
             before_max_ms=limits["message.timestamp.before.max.ms"],
             after_max_ms=limits["message.timestamp.after.max.ms"])
@@ -132,13 +143,14 @@ async def _append_one(broker, topic: str, part, version: int, acks: int, deadlin
                     partition, verdict.duplicate.last_offset, min_isr)
         if verdict.error != ErrorCode.NONE:
             raise ProduceError(verdict.error, verdict.message)
-        info = partition.append_as_leader(part.records, now_ms)
+        info = partition.append_as_leader(records, now_ms)
         broker.metrics.produced(topic, info.size, info.last_offset - info.first_offset + 1)
         broker.producer_states.record(partition, batch, info, now_ms)
         if batch.producer_id >= 0:
             await broker.producer_states.maybe_snapshot(partition)
     except ProduceError as exc:
-        return _partition_response(part.index, exc.code, exc.message), partition, -1, min_isr
+        return (_partition_response(part.index, exc.code, exc.message, record_errors=exc.record_errors),
+                partition, -1, min_isr)
     except RecordTooLargeError as exc:
         return _partition_response(part.index, ErrorCode.MESSAGE_TOO_LARGE, str(exc)), partition, -1, min_isr
     except CorruptRecordError as exc:

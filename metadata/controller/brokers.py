@@ -15,11 +15,11 @@ from typing import Mapping
 
 from metadata.controller.heartbeats import BrokerHeartbeatManager
 from metadata.controller.replication import batches, elect_leaderless, remove_broker_from_isrs
-from metadata.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import (
     BrokerRegistrationChange, Endpoint, Record, RegisterBroker, UnregisterBroker,
 )
+from wire.error_codes import ErrorCode
 
 __all__ = [
     "BrokerRegistrationRequest", "RegistrationResult", "register_broker",
@@ -42,7 +42,7 @@ class BrokerRegistrationRequest:
 
 @dataclass(frozen=True, slots=True)
 class RegistrationResult:
-    error: Errors
+    error: ErrorCode
     broker_epoch: int = -1
     message: str | None = None
 
@@ -55,10 +55,10 @@ def register_broker(image: MetadataImage, req: BrokerRegistrationRequest, *, nex
     if existing is not None and existing.incarnation_id == req.incarnation_id:
         # A retry of a registration we already accepted: same epoch, nothing to write.
         heartbeats.touch(req.broker_id, now)
-        return [], RegistrationResult(Errors.NONE, existing.epoch)
+        return [], RegistrationResult(ErrorCode.NONE, existing.epoch)
     if existing is not None and heartbeats.has_live_session(req.broker_id, now):
         return [], RegistrationResult(
-            Errors.DUPLICATE_BROKER_REGISTRATION, -1,
+            ErrorCode.DUPLICATE_BROKER_REGISTRATION, -1,
             f"Another broker is registered with that broker id {req.broker_id}.")
     changes: list = []
     if existing is not None:
@@ -76,20 +76,20 @@ def register_broker(image: MetadataImage, req: BrokerRegistrationRequest, *, nex
     heartbeats.register(req.broker_id, now)
     out = batches(changes)
     out.append([register])
-    return out, RegistrationResult(Errors.NONE, epoch)
+    return out, RegistrationResult(ErrorCode.NONE, epoch)
 
 
 def unregister_broker(image: MetadataImage, broker_id: int,
                       heartbeats: BrokerHeartbeatManager,
-                      static: Mapping[str, str] | None = None) -> tuple[Batches, Errors]:
+                      static: Mapping[str, str] | None = None) -> tuple[Batches, ErrorCode]:
     reg = image.brokers.get(broker_id)
     if reg is None:
-        return [], Errors.BROKER_ID_NOT_REGISTERED
+        return [], ErrorCode.BROKER_ID_NOT_REGISTERED
     changes = [] if reg.fenced else remove_broker_from_isrs(image, broker_id, static=static)
     heartbeats.remove(broker_id)
     out = batches(changes)
     out.append([UnregisterBroker(broker_id, reg.epoch)])
-    return out, Errors.NONE
+    return out, ErrorCode.NONE
 
 
 def fence_broker(image: MetadataImage, broker_id: int, heartbeats: BrokerHeartbeatManager,
@@ -134,7 +134,7 @@ class HeartbeatRequest:
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatResult:
-    error: Errors
+    error: ErrorCode
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shutdown: bool = False
@@ -147,9 +147,9 @@ def broker_heartbeat(image: MetadataImage, req: HeartbeatRequest, *,
     """Kafka's heartbeat state machine (BrokerHeartbeatManager.calculateNextBrokerState)."""
     reg = image.brokers.get(req.broker_id)
     if reg is None:
-        return [], HeartbeatResult(Errors.BROKER_ID_NOT_REGISTERED)
+        return [], HeartbeatResult(ErrorCode.BROKER_ID_NOT_REGISTERED)
     if reg.epoch != req.broker_epoch:
-        return [], HeartbeatResult(Errors.STALE_BROKER_EPOCH)
+        return [], HeartbeatResult(ErrorCode.STALE_BROKER_EPOCH)
     heartbeats.touch(req.broker_id, now, req.current_metadata_offset)
     # Saw its own registration, and its last fencing (heartbeats.py says why).
     caught_up = req.current_metadata_offset >= max(reg.epoch, heartbeats.fenced_at(req.broker_id))
@@ -174,7 +174,7 @@ def broker_heartbeat(image: MetadataImage, req: HeartbeatRequest, *,
         out = [first] + batches(changes)
         heartbeats.set_controlled_shutdown_offset(req.broker_id, next_offset + len(changes))
     return out, HeartbeatResult(
-        Errors.NONE, is_caught_up=caught_up,
+        ErrorCode.NONE, is_caught_up=caught_up,
         is_fenced=nxt in (BrokerState.FENCED, BrokerState.SHUTDOWN_NOW),
         should_shutdown=nxt == BrokerState.SHUTDOWN_NOW)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import random
 from typing import Mapping, Sequence
 
-from metadata.errors import ApiError, Errors
+from metadata.errors import ApiError
+from wire.error_codes import ErrorCode
 
 __all__ = ["place_replicas", "rack_alternated"]
 
@@ -38,11 +39,11 @@ def place_replicas(racks: Mapping[int, str | None], num_partitions: int,
     """
     n = len(racks)
     if replication_factor <= 0:
-        raise ApiError(Errors.INVALID_REPLICATION_FACTOR, "Replication factor must be > 0")
+        raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be > 0")
     if num_partitions <= 0:
-        raise ApiError(Errors.INVALID_PARTITIONS, "Number of partitions must be > 0")
+        raise ApiError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be > 0")
     if replication_factor > n:
-        raise ApiError(Errors.INVALID_REPLICATION_FACTOR,
+        raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
                        f"Unable to replicate the partition {replication_factor} time(s): "
                        f"The target replication factor of {replication_factor} cannot be "
                        f"reached because only {n} broker(s) are registered.")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from metadata.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import ProducerIds
+from wire.error_codes import ErrorCode
 
 __all__ = ["PRODUCER_ID_BLOCK_SIZE", "ProducerIdBlock", "allocate_producer_ids"]
 
@@ -15,7 +15,7 @@ _MAX_PRODUCER_ID = (1 << 63) - 1
 
 @dataclass(frozen=True, slots=True)
 class ProducerIdBlock:
-    error: Errors
+    error: ErrorCode
     first_id: int = -1
     size: int = 0
 
@@ -24,12 +24,12 @@ def allocate_producer_ids(image: MetadataImage, broker_id: int, broker_epoch: in
                           ) -> tuple[list[ProducerIds], ProducerIdBlock]:
     reg = image.brokers.get(broker_id)
     if reg is None:
-        return [], ProducerIdBlock(Errors.BROKER_ID_NOT_REGISTERED)
+        return [], ProducerIdBlock(ErrorCode.BROKER_ID_NOT_REGISTERED)
     if reg.epoch != broker_epoch:
-        return [], ProducerIdBlock(Errors.STALE_BROKER_EPOCH)
+        return [], ProducerIdBlock(ErrorCode.STALE_BROKER_EPOCH)
     first = image.next_producer_id
     if first > _MAX_PRODUCER_ID - PRODUCER_ID_BLOCK_SIZE:
-        return [], ProducerIdBlock(Errors.UNKNOWN_SERVER_ERROR)  # id space exhausted
+        return [], ProducerIdBlock(ErrorCode.UNKNOWN_SERVER_ERROR)  # id space exhausted
     nxt = first + PRODUCER_ID_BLOCK_SIZE
     return ([ProducerIds(broker_id, broker_epoch, nxt)],
-            ProducerIdBlock(Errors.NONE, first, PRODUCER_ID_BLOCK_SIZE))
+            ProducerIdBlock(ErrorCode.NONE, first, PRODUCER_ID_BLOCK_SIZE))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import AbstractSet, Callable, Iterable, Mapping, Sequence, TypeVar
 
-from metadata.controller.configs import effective_topic_value
+from metadata.controller.dynamic_configs import effective_topic_value
 from metadata.controller.election import Election, build_change
 from metadata.image import MetadataImage, TopicImage
 from metadata.partition import PartitionRegistration

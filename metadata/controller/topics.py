@@ -12,13 +12,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from metadata.configs import validate_topic_config
-from metadata.controller.configs import effective_broker_value
+from metadata.config_definitions import validate_topic_config
+from metadata.controller.dynamic_configs import effective_broker_value
 from metadata.controller.placement import place_replicas
-from metadata.errors import ApiError, Errors
+from metadata.errors import ApiError
 from metadata.image import TOPIC_RESOURCE, MetadataImage
 from metadata.records import NO_LEADER, Config, Partition, Record, RemoveTopic, Topic
 from storage.env import uuid_from_rng
+from wire.error_codes import ErrorCode
 
 __all__ = [
     "CreatableTopic", "CreateTopicResult", "create_topics", "validate_topic_name",
@@ -33,16 +34,16 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 def validate_topic_name(name: str) -> None:
     """Kafka's Topic.validate: raises ApiError(INVALID_TOPIC_EXCEPTION)."""
     if not name:
-        raise ApiError(Errors.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+        raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise ApiError(Errors.INVALID_TOPIC_EXCEPTION,
+        raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                        "Topic name cannot be \".\" or \"..\"")
     if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise ApiError(Errors.INVALID_TOPIC_EXCEPTION,
+        raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                        f"Topic name is illegal, it can't be longer than "
                        f"{MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}")
     if not _LEGAL.fullmatch(name):
-        raise ApiError(Errors.INVALID_TOPIC_EXCEPTION,
+        raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                        f"Topic name \"{name}\" is illegal, it contains a character other "
                        f"than ASCII alphanumerics, '.', '_' and '-'")
 
@@ -63,7 +64,7 @@ class CreatableTopic:
 @dataclass(frozen=True, slots=True)
 class CreateTopicResult:
     name: str
-    error: Errors
+    error: ErrorCode
     message: str | None = None
     topic_id: uuid.UUID | None = None
     num_partitions: int = -1
@@ -84,7 +85,7 @@ def create_topics(image: MetadataImage, topics: Sequence[CreatableTopic], *,
     results = []
     for t in topics:
         if t.name in duplicates:
-            results.append(CreateTopicResult(t.name, Errors.INVALID_REQUEST,
+            results.append(CreateTopicResult(t.name, ErrorCode.INVALID_REQUEST,
                                              "Duplicate topic name."))
             continue
         try:
@@ -103,18 +104,18 @@ def create_topics(image: MetadataImage, topics: Sequence[CreatableTopic], *,
 def _create_one(image, t: CreatableTopic, taken, racks, start, rng, static):
     validate_topic_name(t.name)
     if t.name in image.topics_by_name:
-        raise ApiError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+        raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
     other = taken.get(_collision_key(t.name))
     if other is not None:
-        raise ApiError(Errors.INVALID_TOPIC_EXCEPTION,
+        raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                        f"Topic '{t.name}' collides with existing topic: {other}")
     for key in sorted(t.configs):
         if t.configs[key] is None:
-            raise ApiError(Errors.INVALID_CONFIG, f"Null value not supported for {key}")
+            raise ApiError(ErrorCode.INVALID_CONFIG, f"Null value not supported for {key}")
         validate_topic_config(key, t.configs[key])
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
-            raise ApiError(Errors.INVALID_REQUEST, "A manual partition assignment was given, "
+            raise ApiError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was given, "
                            "so numPartitions and replicationFactor must both be -1.")
         assignment = _manual_assignment(image, t.assignments)
     else:
@@ -122,13 +123,13 @@ def _create_one(image, t: CreatableTopic, taken, racks, start, rng, static):
         if partitions == -1:
             partitions = effective_broker_value(image, "num.partitions", static)
         if partitions <= 0:
-            raise ApiError(Errors.INVALID_PARTITIONS, "Number of partitions was set to an "
+            raise ApiError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an "
                            "invalid non-positive value.")
         rf = t.replication_factor
         if rf == -1:
             rf = effective_broker_value(image, "default.replication.factor", static)
         if rf <= 0:
-            raise ApiError(Errors.INVALID_REPLICATION_FACTOR, "Replication factor must be "
+            raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be "
                            "larger than 0, or -1 to use the default value.")
         n = len(racks)
         assignment = place_replicas(racks, partitions, rf,
@@ -144,7 +145,7 @@ def _create_one(image, t: CreatableTopic, taken, racks, start, rng, static):
         isr = tuple(r for r in replicas if r in active)
         records.append(Partition(partition_id=pid, topic_id=topic_id, replicas=tuple(replicas),
                                  isr=isr, leader=isr[0] if isr else NO_LEADER))
-    return records, CreateTopicResult(t.name, Errors.NONE, None, topic_id, len(assignment),
+    return records, CreateTopicResult(t.name, ErrorCode.NONE, None, topic_id, len(assignment),
                                       len(assignment[0]))
 
 
@@ -152,30 +153,30 @@ def _manual_assignment(image, assignments, *, first_partition: int = 0,
                        expected_rf: int | None = None) -> list[tuple[int, ...]]:
     ids = sorted(assignments)
     if ids != list(range(first_partition, first_partition + len(ids))):
-        raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT,
+        raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                        "Partitions must be numbered consecutively from "
                        f"{first_partition}, got {ids}")
     out = []
     for pid in ids:
         replicas = tuple(assignments[pid])
         if not replicas:
-            raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT,
+            raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                            f"The manual partition assignment for partition {pid} is empty.")
         if len(set(replicas)) != len(replicas):
-            raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
+            raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
                            f"for partition {pid} contains duplicate replicas: {list(replicas)}")
         if expected_rf is None:
             expected_rf = len(replicas)
         if len(replicas) != expected_rf:
-            raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
+            raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
                            f"includes a partition with {len(replicas)} replica(s), but this is "
                            f"not consistent with other partitions, which have {expected_rf}.")
         unknown = [r for r in replicas if r not in image.brokers]
         if unknown:
-            raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
+            raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
                            f"includes broker(s) {unknown}, but no such broker is registered.")
         if not any(image.is_active(r) for r in replicas):
-            raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT, "All brokers specified in the "
+            raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All brokers specified in the "
                            f"manual partition assignment for partition {pid} are fenced or "
                            "in controlled shutdown.")
         out.append(replicas)
@@ -186,7 +187,7 @@ def _manual_assignment(image, assignments, *, first_partition: int = 0,
 class DeleteTopicResult:
     name: str | None
     topic_id: uuid.UUID | None
-    error: Errors
+    error: ErrorCode
     message: str | None = None
 
 
@@ -198,17 +199,17 @@ def delete_topics(image: MetadataImage, *, names: Sequence[str] = (),
     records: list[Record] = []
     results = []
     removed: set[uuid.UUID] = set()
-    wanted = [(n, None, image.topic(n), Errors.UNKNOWN_TOPIC_OR_PARTITION) for n in names]
-    wanted += [(None, i, image.topics_by_id.get(i), Errors.UNKNOWN_TOPIC_ID) for i in topic_ids]
+    wanted = [(n, None, image.topic(n), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for n in names]
+    wanted += [(None, i, image.topics_by_id.get(i), ErrorCode.UNKNOWN_TOPIC_ID) for i in topic_ids]
     for name, tid, topic, missing in wanted:
         if topic is None:
             results.append(DeleteTopicResult(name, tid, missing,
                                              "This server does not host this topic."))
         elif not enabled:
             results.append(DeleteTopicResult(topic.name, topic.topic_id,
-                                             Errors.TOPIC_DELETION_DISABLED))
+                                             ErrorCode.TOPIC_DELETION_DISABLED))
         else:
-            results.append(DeleteTopicResult(topic.name, topic.topic_id, Errors.NONE))
+            results.append(DeleteTopicResult(topic.name, topic.topic_id, ErrorCode.NONE))
             if topic.topic_id not in removed:
                 removed.add(topic.topic_id)
                 records.append(RemoveTopic(topic.topic_id))
@@ -224,19 +225,19 @@ class NewPartitions:
 
 def create_partitions(image: MetadataImage, requests: Sequence[NewPartitions], *,
                       validate_only: bool = False,
-                      ) -> tuple[list[Record], dict[str, tuple[Errors, str | None]]]:
+                      ) -> tuple[list[Record], dict[str, tuple[ErrorCode, str | None]]]:
     """CreatePartitions: only ever increases a topic's partition count."""
     racks = {b: image.brokers[b].rack for b in image.active_brokers()}
     active = set(racks)
     records: list[Record] = []
-    results: dict[str, tuple[Errors, str | None]] = {}
+    results: dict[str, tuple[ErrorCode, str | None]] = {}
     for req in requests:
         try:
             recs = _grow_topic(image, req, racks, active)
         except ApiError as e:
             results[req.name] = (e.code, e.message)
             continue
-        results[req.name] = (Errors.NONE, None)
+        results[req.name] = (ErrorCode.NONE, None)
         if not validate_only:
             records += recs
     return records, results
@@ -245,18 +246,18 @@ def create_partitions(image: MetadataImage, requests: Sequence[NewPartitions], *
 def _grow_topic(image, req: NewPartitions, racks, active) -> list[Record]:
     topic = image.topic(req.name)
     if topic is None:
-        raise ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{req.name}' does not exist.")
+        raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{req.name}' does not exist.")
     current = len(topic.partitions)
     if req.count < current:
-        raise ApiError(Errors.INVALID_PARTITIONS, f"The topic {req.name} currently has "
+        raise ApiError(ErrorCode.INVALID_PARTITIONS, f"The topic {req.name} currently has "
                        f"{current} partition(s); {req.count} would not be an increase.")
     if req.count == current:
-        raise ApiError(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        raise ApiError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
     rf = len(topic.partitions[0].replicas) if topic.partitions else 1
     extra = req.count - current
     if req.assignments is not None:
         if len(req.assignments) != extra:
-            raise ApiError(Errors.INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {extra} "
+            raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {extra} "
                            f"additional partition(s), but only {len(req.assignments)} "
                            "assignment(s) were specified.")
         assignment = _manual_assignment(

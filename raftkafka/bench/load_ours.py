@@ -10,7 +10,7 @@ from __future__ import annotations
 import trio
 
 from raftkafka.bench.perf import Progress, Result, Stats, Throttle, clock, payload
-from raftkafka.cli_common import TOPIC_WAIT_S, client_kwargs, wait_reachable
+from raftkafka.cli.common import TOPIC_WAIT_S, client_kwargs, wait_reachable
 from raftkafka.client import Consumer, KafkaError, Producer
 from storage.env import RealEnv
 

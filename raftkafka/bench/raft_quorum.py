@@ -26,11 +26,11 @@ import time
 
 import trio
 
-from raft import errors as E
 from raft.codec import DiagAppendRequest, DiagAppendResponse
 from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse
 from raft.node_client import ConnectionLost, RpcClient, open_client
 from storage.env import RealEnv
+from wire.error_codes import ErrorCode
 
 __all__ = ["LocalCluster", "free_ports"]
 
@@ -142,7 +142,7 @@ class LocalCluster:
                         reply = await self.call(i, DescribeQuorumRequest(self.cluster_id), timeout=2.0)
                     except (OSError, ConnectionLost, trio.TooSlowError):
                         continue
-                    if isinstance(reply, DescribeQuorumResponse) and reply.error == E.NONE:
+                    if isinstance(reply, DescribeQuorumResponse) and reply.error == ErrorCode.NONE:
                         return reply
                 await trio.sleep(0.1)
 
@@ -155,7 +155,7 @@ class LocalCluster:
                         reply = await self.call(i, DiagAppendRequest(self.cluster_id, payloads), timeout=3.0)
                     except (OSError, ConnectionLost, trio.TooSlowError):
                         continue
-                    if isinstance(reply, DiagAppendResponse) and reply.error == E.NONE:
+                    if isinstance(reply, DiagAppendResponse) and reply.error == ErrorCode.NONE:
                         return reply
                 await trio.sleep(0.05)
 
@@ -170,7 +170,7 @@ async def _throughput(cluster: LocalCluster, leader: int, seconds: float, batch:
         nonlocal committed
         while trio.current_time() < deadline:
             reply = await client.call(DiagAppendRequest(cluster.cluster_id, [payload] * batch), timeout=10)
-            if reply.error == E.NONE:
+            if reply.error == ErrorCode.NONE:
                 committed += batch
 
     start = trio.current_time()
@@ -187,7 +187,7 @@ async def _latency(cluster: LocalCluster, leader: int, seconds: float, rate: int
         async def one(i: int):
             t0 = trio.current_time()
             reply = await client.call(DiagAppendRequest(cluster.cluster_id, [b"l%09d" % i]), timeout=10)
-            if reply.error == E.NONE:
+            if reply.error == ErrorCode.NONE:
                 latencies.append(trio.current_time() - t0)
 
         async with trio.open_nursery() as nursery:

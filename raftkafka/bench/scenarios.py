@@ -15,7 +15,7 @@ import trio
 
 from raftkafka.bench import load_librdkafka, load_ours
 from raftkafka.bench.perf import Progress, Result
-from raftkafka.cli_common import format_table, open_admin, run_client
+from raftkafka.cli.common import format_table, open_admin, run_client
 from raftkafka.client import Producer
 from storage.env import RealEnv
 

@@ -117,7 +117,8 @@ class FetchState:
                     try:
                         count += self._buffer(tp, state, p.records)
                     except DecodeError as exc:
-                        errors.append(KafkaError(f"{tp[0]}-{tp[1]}: corrupt fetch data: {exc}",
+                        errors.append(KafkaError(f"{tp[0]}-{tp[1]}: cannot decode the record batch at or after "
+                                                 f"offset {state.position}: {exc}; seek past it to continue",
                                                  ErrorCode.CORRUPT_MESSAGE))
                 elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     state.position, state.reset = None, "default"
@@ -133,18 +134,23 @@ class FetchState:
         buf = bytes(records)
         position = state.position
         end = position
-        for pos, header in iter_batches(buf):
-            next_offset = header.base_offset + header.last_offset_delta + 1
-            if next_offset <= position:
-                continue
-            end = max(end, next_offset)
-            if header.is_control:
-                continue
-            timestamp_type = 1 if header.log_append_time else 0
-            for r in decode_records(header, buf[pos + HEADER_SIZE:pos + header.size]):
-                if r.offset >= position:
-                    state.buffered.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, timestamp_type,
-                                                         r.key, r.value, r.headers))
+        try:
+            for pos, header in iter_batches(buf):
+                next_offset = header.base_offset + header.last_offset_delta + 1
+                if next_offset <= position:
+                    continue
+                if not header.is_control:
+                    timestamp_type = 1 if header.log_append_time else 0
+                    for r in decode_records(header, buf[pos + HEADER_SIZE:pos + header.size]):
+                        if r.offset >= position:
+                            state.buffered.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp,
+                                                                 timestamp_type, r.key, r.value, r.headers))
+                end = max(end, next_offset)
+        except DecodeError:
+            # Hand out the records before the bad batch (decoded whole or not at all); the next
+            # fetch starts at that batch and raises. Nothing before it: raise now.
+            if not state.buffered:
+                raise
         state.buffered_end = end
         if not state.buffered:
             state.position = end  # only control or compacted-away records: move past them

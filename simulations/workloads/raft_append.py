@@ -13,12 +13,12 @@ import random
 
 import trio
 
-from raft import errors as E
 from raft.codec import DiagAppendRequest
 from raft.node_client import ConnectionLost, open_client
 from simulations.checkers.raft import RaftChecker
 from simulations.cluster import CLUSTER_ID
 from simulations.trace import Trace
+from wire.error_codes import ErrorCode
 
 __all__ = ["AppendWorkload"]
 
@@ -90,8 +90,8 @@ class AppendWorkload:
             self.trace.record("client", "append_unknown", first=self._seq - count + 1, count=count)
             self._rotate(None)
             return "unknown", -1
-        error = getattr(reply, "error", E.INVALID_REQUEST)
-        if error == E.NONE:
+        error = getattr(reply, "error", ErrorCode.INVALID_REQUEST)
+        if error == ErrorCode.NONE:
             first = reply.last_offset - count + 1
             for i, payload in enumerate(payloads):
                 self.checker.on_ack(payload, first + i)

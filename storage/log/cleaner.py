@@ -24,6 +24,9 @@ A pass over a log with cleanup.policy=compact:
    reading the old segments meanwhile; the pass yields to the event loop
    between batches and gives up a group if the log was truncated or
    retention removed its segments underneath it.
+
+A record that does not decode raises CorruptRecordError out of the pass (no
+`.cleaned` file is left behind); the log manager then skips that log.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from storage.log.log import PartitionLog
 from storage.log.batch_scan import iter_batch_bytes
 from storage.log.segment import CLEANED_SUFFIX, LogSegment
 from wire.batch_header import ATTR_DELETE_HORIZON, HEADER_SIZE, BatchHeader, parse_header
+from wire.errors import CorruptRecordError
 from wire.records import Compression, SimpleRecord, build_batch, decode_records
 
 __all__ = ["CleanResult", "clean_log", "cleanable_range", "dirty_ratio", "OffsetMap"]
@@ -176,13 +180,18 @@ async def _clean_group(env: Env, log: PartitionLog, group: list[LogSegment], off
     last_segment = group[-1]
     last_batch_offset = _last_batch_offset(last_segment)
     for segment in group:
-        for header, data in _batches(segment):
-            result.bytes_read += len(data)
-            keep_empty = header.base_offset == last_batch_offset
-            out = _clean_batch(header, data, offset_map, now_ms, cfg.delete_retention_ms, keep_empty, result)
-            if out is not None:
-                cleaned.append(out, [(0, parse_header(out))])
-                result.bytes_written += len(out)
+        try:
+            for header, data in _batches(segment):
+                result.bytes_read += len(data)
+                keep_empty = header.base_offset == last_batch_offset
+                out = _clean_batch(header, data, offset_map, now_ms, cfg.delete_retention_ms, keep_empty, result)
+                if out is not None:
+                    cleaned.append(out, [(0, parse_header(out))])
+                    result.bytes_written += len(out)
+        except CorruptRecordError:
+            cleaned.close()  # the log is left as it was; the caller decides what to do with it
+            cleaned.remove_files()
+            raise
         await env.sleep(0)
         if log.structure_version != version:
             cleaned.close()

@@ -12,6 +12,11 @@ Durability: data is durable up to `recovery_point` (advanced by `flush`).
 The directory is only made durable after every rolled segment is fsynced
 (`_sync_dir`), which is what lets recovery assume only the last segment can
 be torn.
+
+One class of ~500 lines on purpose: it is the single owner of the segment map and of
+the offsets every mutation here must keep consistent (log start, end, recovery point,
+high watermark); the pieces with a concept of their own already live beside it
+(recovery, segments, epoch cache, producer snapshots, cleaner, retention policy).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ the dir to the channel and raises `KafkaStorageError` (keeping the errno).
 Namespace errors the code uses as control flow (a missing file, an existing
 one) pass through unchanged. What to do about an offline dir — answer
 KAFKA_STORAGE_ERROR, stop fetching, halt without the clean-shutdown marker —
-is the broker's business (broker.log_dir_failure); this module only records.
+is the broker's business (broker.log_dir_failure_handler); this module only records.
 """
 from __future__ import annotations
 

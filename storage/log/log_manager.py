@@ -9,6 +9,11 @@ Kafka's LogManager. Each data dir holds one directory per partition
     replication-offset-checkpoint      high watermark per log (restored, clamped, at startup)
     .kafka_cleanshutdown               present only after a clean shutdown
 
+and each partition directory holds `partition.metadata`, the id of the topic it
+belongs to (storage.log.partition_metadata): a log whose id differs from the one
+metadata gives is never handed out under that name (`get_or_create_log` sets the
+old directory aside as a stray and starts an empty one).
+
 On startup the marker decides between trusting the indexes (clean) and
 scanning every log from its recovery point (unclean); it is removed once the
 logs are loaded so a later crash is seen as unclean. The marker is never
@@ -16,17 +21,28 @@ written once a data dir has failed in this process lifetime (`failures`, Kafka's
 LogDirFailureChannel: every I/O error under a data dir is reported there by the
 file-system view the logs get): a broker that dies of a disk error must recover
 at its next start, not trust files it could not write. Deleted logs are renamed
-to `<name>.<uuid>-delete` (durably) before their files go, so a crash
-mid-delete never resurrects a half-deleted partition.
+to `<topic>-<partition>.<uuid>-delete` (durably) before their files go, so a crash
+mid-delete never resurrects a half-deleted partition. Stray logs (metadata does not
+place them here, or they belong to an older topic of the same name) are renamed to
+`...-stray` and kept, as Kafka does: no data goes on the word of metadata alone; an
+operator removes them. Every directory name stays within NAME_MAX (255 bytes): the
+topic name is cut short in the `-delete`/`-stray` names as in Kafka's
+LocalLog.logDeleteDirName, and a partition whose own directory name would not fit
+is refused (a ValueError for that partition, not a failure of the data dir).
 
 Background work (`run_retention_and_cleaning`, `run_flusher`) runs as trio
 tasks the node starts; each pass is bounded (one log cleaned per pass, at
-most `cleaner_max_bytes_per_pass` dirty bytes).
+most `cleaner_max_bytes_per_pass` dirty bytes). A log holding a record the
+cleaner cannot decode is marked uncleanable (`uncleanable`, with the reason)
+and skipped until restart, with one logged error: the others keep being
+cleaned.
 """
 from __future__ import annotations
 
 import errno
+import logging
 import posixpath
+import uuid
 
 import trio
 
@@ -45,19 +61,40 @@ from storage.log.log import PartitionLog
 from storage.log.log_config import LogConfig
 from storage.log.log_dir_failure import (FailureReportingFileSystem, KafkaStorageError, LogDirEnv,
                                          LogDirFailureChannel)
+from storage.log.partition_metadata import read_topic_id, write_topic_id
+from wire.errors import CorruptRecordError
 
 __all__ = ["LogManager", "CLEAN_SHUTDOWN_FILE", "TopicPartition", "parse_log_dir_name", "log_dir_name"]
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
+STRAY_SUFFIX = "-stray"
+NAME_MAX = 255  # bytes in one directory entry (ext4, xfs, ...)
 RESERVED_TOPICS = frozenset({"__cluster_metadata"})  # the Raft log store's own directory
 _CONCURRENT_CREATES = 16  # new logs opened at once (each waits on fsyncs in worker threads)
 
 TopicPartition = tuple[str, int]
+logger = logging.getLogger(__name__)
 
 
 def log_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+def retired_dir_name(topic: str, partition: int, unique: uuid.UUID, suffix: str) -> str:
+    """`<topic>-<partition>.<uuid><suffix>`, the topic cut short so the name fits NAME_MAX
+    (Kafka's logDirNameWithSuffixCappedLength): a legal 249-byte topic name must not make
+    a delete fail."""
+    tail = f"-{partition}.{unique.hex}{suffix}"
+    return topic.encode()[: NAME_MAX - len(tail)].decode("utf-8", "ignore") + tail
+
+
+def _check_log_dir_name(topic: str, partition: int) -> None:
+    if parse_log_dir_name(log_dir_name(topic, partition)) != (topic, partition):
+        raise ValueError(f"invalid topic-partition {topic!r} {partition}")
+    if len(log_dir_name(topic, partition).encode()) > NAME_MAX:
+        raise ValueError(f"the directory name of partition {partition} of topic {topic!r} "
+                         f"would exceed {NAME_MAX} bytes")
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -82,13 +119,18 @@ class LogManager:
         self.topic_configs: dict[str, LogConfig] = {}
         self.cleaner_max_bytes_per_pass = cleaner_max_bytes_per_pass
         # Called (synchronously) when recovery at startup cuts whole batches from a log: the
-        # broker withdraws its clean-restart claim then (raftkafka.metadata_roles).
+        # broker withdraws its clean-restart claim then (raftkafka.node.metadata_roles).
         self.on_data_loss = None
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._sorted_logs: list[tuple[TopicPartition, PartitionLog]] | None = None  # all_logs(), until a change
         self._dir_of: dict[TopicPartition, str] = {}
+        self._topic_ids: dict[TopicPartition, uuid.UUID] = {}  # from partition.metadata
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._delete_horizons: dict[TopicPartition, int] = {}
+        # Logs the cleaner failed on (a record it cannot decode), with the reason: skipped until
+        # this process restarts, so one damaged log cannot stop compaction of all the others
+        # (Kafka's uncleanable partitions). Keyed by the log object: a re-created log is cleaned.
+        self.uncleanable: dict[TopicPartition, tuple[PartitionLog, str]] = {}
         # One checkpoint writer per data dir at a time: two interleaved write_file_atomic calls
         # on the same file rename each other's temporary away, and that I/O error would take
         # the dir offline (the flusher and the retention task both checkpoint).
@@ -114,17 +156,23 @@ class LogManager:
                 if name.endswith(DELETE_SUFFIX):
                     self.fs.rmtree(path)
                     continue
+                if name.endswith(STRAY_SUFFIX):
+                    logger.warning("stray log %s is kept: remove it once its data is not needed", path)
+                    continue
                 tp = parse_log_dir_name(name)
                 if tp is None:
                     continue
                 if tp in self._logs:
                     raise RuntimeError(f"partition {name} found in two data dirs ({self._dir_of[tp]} and {data_dir})")
-                log = await PartitionLog.open(self.env, path, self.config_for(tp[0]),
-                                              recovery_point=recovery_points.get(tp, 0),
-                                              log_start_offset=log_starts.get(tp, 0), clean_shutdown=clean,
-                                              on_data_loss=self.on_data_loss)
-                self._register(tp, data_dir, log)
-                log.update_high_watermark(high_watermarks.get(tp, 0))
+                plog = await PartitionLog.open(self.env, path, self.config_for(tp[0]),
+                                               recovery_point=recovery_points.get(tp, 0),
+                                               log_start_offset=log_starts.get(tp, 0), clean_shutdown=clean,
+                                               on_data_loss=self.on_data_loss)
+                self._register(tp, data_dir, plog)
+                plog.update_high_watermark(high_watermarks.get(tp, 0))
+                topic_id = read_topic_id(self.fs, path)
+                if topic_id is not None:
+                    self._topic_ids[tp] = topic_id
                 if tp in cleaner:
                     self._cleaner_offsets[tp] = cleaner[tp]
             if clean:
@@ -157,6 +205,7 @@ class LogManager:
         self._logs.clear()
         self._sorted_logs = None
         self._dir_of.clear()
+        self._topic_ids.clear()
         self.started = False
 
     # -- offline dirs ---------------------------------------------------------
@@ -195,23 +244,40 @@ class LogManager:
     def data_dir_of(self, topic: str, partition: int) -> str | None:
         return self._dir_of.get((topic, partition))
 
-    async def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+    def topic_id_of(self, topic: str, partition: int) -> uuid.UUID | None:
+        """The topic id recorded in the partition's directory (None: no log, or no id yet)."""
+        return self._topic_ids.get((topic, partition))
+
+    async def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
+                                topic_id: uuid.UUID | None = None) -> PartitionLog:
+        """The log of `topic`-`partition`, created if missing. With a `topic_id`, a log recorded
+        under another id (an older topic of the same name) is set aside as a stray and an empty
+        one takes its place; a log with no id yet adopts this one."""
         tp = (topic, partition)
-        if tp in self._logs:
-            return self._logs[tp]
-        if parse_log_dir_name(log_dir_name(topic, partition)) != tp:
-            raise ValueError(f"invalid topic-partition {topic!r} {partition}")
+        existing = self._logs.get(tp)
+        if existing is not None:
+            on_disk = self._topic_ids.get(tp)
+            if topic_id is None or on_disk == topic_id:
+                return existing
+            if on_disk is None:
+                await self._record_topic_id(tp, topic_id)
+                return existing
+            logger.warning("log %s holds topic id %s, metadata says %s: an older topic of that name",
+                           existing.dir, on_disk, topic_id)
+            await self.set_aside_stray(topic, partition)
+        _check_log_dir_name(topic, partition)
         if config is not None:
             self.topic_configs[topic] = config
         data_dir = _emptiest(self._online_counts())
-        path = posixpath.join(data_dir, log_dir_name(topic, partition))
-        log = await PartitionLog.open(self.env, path, self.config_for(topic))
+        plog = await self._open_new(tp, data_dir, topic_id)
         await self.fs.sync_dir(data_dir)  # the partition directory itself must survive a crash
-        self._register(tp, data_dir, log)
-        return log
+        self._register(tp, data_dir, plog, topic_id)
+        return plog
 
-    async def create_logs(self, wanted: list[tuple[str, int, LogConfig | None]]) -> dict[TopicPartition, Exception]:
-        """Create the logs in `wanted` that do not exist yet, concurrently; returns the failures.
+    async def create_logs(self, wanted: list[tuple[str, int, LogConfig | None, uuid.UUID | None]]
+                          ) -> dict[TopicPartition, Exception]:
+        """Create the logs in `wanted` (topic, partition, config, topic id) that do not exist yet,
+        concurrently; returns the failures.
 
         A new log costs several fsyncs (its files, its directory, the data dir);
         done one after the other, a broker given 1000 new partitions spent seconds
@@ -219,44 +285,56 @@ class LogManager:
         each data dir is synced once for all its new partition directories, before
         any of them is registered.
         """
-        plans: list[tuple[TopicPartition, str]] = []
+        plans: list[tuple[TopicPartition, str, uuid.UUID | None]] = []
         counts = self._online_counts()
         failures: dict[TopicPartition, Exception] = {}
         planned: set[TopicPartition] = set()
-        for topic, partition, config in wanted:
+        for topic, partition, config, topic_id in wanted:
             tp = (topic, partition)
             if tp in self._logs or tp in planned:
                 continue
-            if parse_log_dir_name(log_dir_name(topic, partition)) != tp:
-                failures[tp] = ValueError(f"invalid topic-partition {topic!r} {partition}")
+            try:
+                _check_log_dir_name(topic, partition)
+            except ValueError as e:
+                failures[tp] = e
                 continue
             if config is not None:
                 self.topic_configs[topic] = config
             data_dir = _emptiest(counts)
             counts[data_dir] += 1
-            plans.append((tp, data_dir))
+            plans.append((tp, data_dir, topic_id))
             planned.add(tp)
         opened: dict[TopicPartition, PartitionLog] = {}
         limiter = trio.CapacityLimiter(_CONCURRENT_CREATES)
 
-        async def open_one(tp: TopicPartition, data_dir: str) -> None:
+        async def open_one(tp: TopicPartition, data_dir: str, topic_id: uuid.UUID | None) -> None:
             async with limiter:
                 try:
-                    opened[tp] = await PartitionLog.open(self.env, posixpath.join(data_dir, log_dir_name(*tp)),
-                                                         self.config_for(tp[0]))
+                    opened[tp] = await self._open_new(tp, data_dir, topic_id)
                 except Exception as exc:  # one bad partition must not sink the others
                     failures[tp] = exc
 
         async with trio.open_nursery() as nursery:
-            for tp, data_dir in plans:
-                nursery.start_soon(open_one, tp, data_dir)
-        for data_dir in sorted({d for tp, d in plans if tp in opened}):
+            for tp, data_dir, topic_id in plans:
+                nursery.start_soon(open_one, tp, data_dir, topic_id)
+        for data_dir in sorted({d for tp, d, _ in plans if tp in opened}):
             # The partition directories themselves must survive a crash.
             await self.fs.sync_dir(data_dir)
-        for tp, data_dir in plans:  # in request order, not completion order
+        for tp, data_dir, topic_id in plans:  # in request order, not completion order
             if tp in opened:
-                self._register(tp, data_dir, opened[tp])
+                self._register(tp, data_dir, opened[tp], topic_id)
         return failures
+
+    async def _open_new(self, tp: TopicPartition, data_dir: str, topic_id: uuid.UUID | None) -> PartitionLog:
+        path = posixpath.join(data_dir, log_dir_name(*tp))
+        plog = await PartitionLog.open(self.env, path, self.config_for(tp[0]))
+        if topic_id is not None:
+            await write_topic_id(self.fs, path, topic_id)
+        return plog
+
+    async def _record_topic_id(self, tp: TopicPartition, topic_id: uuid.UUID) -> None:
+        await write_topic_id(self.fs, self._logs[tp].dir, topic_id)
+        self._topic_ids[tp] = topic_id
 
     def _partition_counts(self) -> dict[str, int]:
         counts = {d: 0 for d in self.data_dirs}
@@ -264,10 +342,13 @@ class LogManager:
             counts[d] += 1
         return counts
 
-    def _register(self, tp: TopicPartition, data_dir: str, log: PartitionLog) -> None:
+    def _register(self, tp: TopicPartition, data_dir: str, log: PartitionLog,
+                  topic_id: uuid.UUID | None = None) -> None:
         self._logs[tp] = log
         self._sorted_logs = None
         self._dir_of[tp] = data_dir
+        if topic_id is not None:
+            self._topic_ids[tp] = topic_id
         log.on_recovery_point_lowered = self._recovery_point_lowered
 
     async def _recovery_point_lowered(self, log: PartitionLog) -> None:
@@ -280,22 +361,36 @@ class LogManager:
                 return
 
     async def delete_log(self, topic: str, partition: int) -> bool:
-        tp = (topic, partition)
-        log = self._logs.pop(tp, None)
-        self._sorted_logs = None
-        if log is None:
+        plog = await self._retire((topic, partition), DELETE_SUFFIX)
+        if plog is None:
             return False
+        await plog.delete()
+        return True
+
+    async def set_aside_stray(self, topic: str, partition: int) -> bool:
+        """Stop serving a log metadata does not place here, keeping its files (`...-stray`)."""
+        plog = await self._retire((topic, partition), STRAY_SUFFIX)
+        if plog is not None:
+            logger.warning("stray log of %s-%d set aside as %s", topic, partition, plog.dir)
+        return plog is not None
+
+    async def _retire(self, tp: TopicPartition, suffix: str) -> PartitionLog | None:
+        """Forget a log and rename its directory (durably) to a name ending in `suffix`."""
+        plog = self._logs.pop(tp, None)
+        self._sorted_logs = None
+        if plog is None:
+            return None
         data_dir = self._dir_of.pop(tp)
         self._cleaner_offsets.pop(tp, None)
         self._delete_horizons.pop(tp, None)
-        doomed = posixpath.join(data_dir, f"{log_dir_name(topic, partition)}.{self.env.uuid().hex}{DELETE_SUFFIX}")
-        await log.close()
-        self.fs.rename(log.dir, doomed)
+        self._topic_ids.pop(tp, None)
+        target = posixpath.join(data_dir, retired_dir_name(*tp, self.env.uuid(), suffix))
+        await plog.close()
+        self.fs.rename(plog.dir, target)
         await self.fs.sync_dir(data_dir)
-        log.dir = doomed
+        plog.dir = target
         await self._write_dir_checkpoints(data_dir)
-        await log.delete()
-        return True
+        return plog
 
     # -- checkpoints ----------------------------------------------------------
     async def checkpoint(self) -> None:
@@ -339,7 +434,7 @@ class LogManager:
         """The compacted log most in need of cleaning, as Kafka's LogCleanerManager chooses."""
         best, best_ratio = None, -1.0
         for tp, log in self.all_logs():
-            if log.closed or not log.config.compact:
+            if log.closed or not log.config.compact or self.is_uncleanable(tp, log):
                 continue
             first_dirty, uncleanable = cleanable_range(log, self._cleaner_offsets.get(tp, 0), now_ms)
             ratio = dirty_ratio(log, first_dirty, uncleanable)
@@ -360,8 +455,14 @@ class LogManager:
         if candidate is None:
             return None
         tp, log, first_dirty = candidate
-        result = await clean_log(self.env, log, first_dirty, now_ms=now_ms,
-                                 max_dirty_bytes=self.cleaner_max_bytes_per_pass)
+        try:
+            result = await clean_log(self.env, log, first_dirty, now_ms=now_ms,
+                                     max_dirty_bytes=self.cleaner_max_bytes_per_pass)
+        except CorruptRecordError as exc:
+            self.uncleanable[tp] = (log, str(exc))
+            logger.error("log cleaner: %s-%d is uncleanable until restart (other logs are still cleaned): %s",
+                       tp[0], tp[1], exc)
+            return CleanResult(first_dirty=first_dirty, aborted=True)
         if not result.aborted and self._logs.get(tp) is log:
             self._cleaner_offsets[tp] = result.first_dirty
             if result.earliest_delete_horizon is None:
@@ -370,6 +471,10 @@ class LogManager:
                 self._delete_horizons[tp] = result.earliest_delete_horizon
             await self._write_dir_checkpoints(self._dir_of[tp])
         return result
+
+    def is_uncleanable(self, tp: TopicPartition, log: PartitionLog) -> bool:
+        entry = self.uncleanable.get(tp)
+        return entry is not None and entry[0] is log
 
     async def run_retention_and_cleaning(self, interval: float = 5.0, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Forever: retention, one cleaning pass, then checkpoints; every `interval` seconds."""

@@ -24,7 +24,7 @@ import trio
 from broker import Broker, BrokerConfig, ControllerReply
 from metadata.controller.alter_partition import alter_partition
 from metadata.controller.brokers import fence_broker
-from metadata.controller.configs import alter_configs, incremental_alter_configs
+from metadata.controller.dynamic_configs import alter_configs, incremental_alter_configs
 from metadata.controller.heartbeats import BrokerHeartbeatManager
 from metadata.controller.replication import elect_leaderless, remove_broker_from_isrs
 from metadata.controller.topics import create_partitions, create_topics, delete_topics

@@ -240,7 +240,7 @@ async def test_metadata_shows_offline_replicas_and_no_leader_for_a_fenced_leader
 
 
 async def test_an_unreachable_controller_answers_request_timed_out():
-    from metadata.controller_client import ControllerUnavailableError  # what the real channel raises
+    from metadata.controller.client import ControllerUnavailableError  # what the real channel raises
 
     async with running_cluster() as c:
         async def unreachable(*args, **kwargs):

@@ -9,7 +9,7 @@ import posixpath
 import pytest
 import trio
 
-from broker.log_dir_failure import HALT_GRACE_S, LogDirHalt, halt_on_log_dir_failure
+from broker.log_dir_failure_handler import HALT_GRACE_S, LogDirHalt, halt_on_log_dir_failure
 from storage.log import LogError, LogManager
 from storage.log.log_dir_failure import FailureReportingFileSystem, KafkaStorageError, LogDirFailureChannel
 from storage.log.log_manager import CLEAN_SHUTDOWN_FILE
@@ -160,7 +160,7 @@ async def test_new_logs_avoid_an_offline_dir_and_none_are_created_when_all_faile
     with pytest.raises(KafkaStorageError, match="every log dir is offline"):
         await manager.get_or_create_log("u", 0)
     with pytest.raises(KafkaStorageError, match="every log dir is offline"):
-        await manager.create_logs([("u", 1, None), ("u", 2, None)])
+        await manager.create_logs([("u", 1, None, None), ("u", 2, None, None)])
     assert manager.get_log("u", 1) is None and manager.get_log("u", 0) is None
 
 

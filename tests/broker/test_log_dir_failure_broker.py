@@ -13,7 +13,7 @@ import posixpath
 import trio
 
 from broker import Broker, BrokerConfig
-from broker.log_dir_failure import LogDirHalt
+from broker.log_dir_failure_handler import LogDirHalt
 from storage.log.log_manager import CLEAN_SHUTDOWN_FILE
 from storage.memfs import MemFileSystem
 from tests.broker import builders as B

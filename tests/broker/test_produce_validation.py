@@ -1,14 +1,13 @@
-"""broker.produce: header-level validation of one partition's produce records."""
+"""broker.produce_validation: header-level validation of one partition's produce records."""
 import pytest
 
-from broker.produce import ProduceError, validate_produce_records
+from broker.produce_validation import ProduceError, validate_produce_records
 from tests.broker.builders import batch
 from wire.error_codes import ErrorCode
 from wire.records import Compression, SimpleRecord, build_batch
 
 NOW = 1_700_000_000_000
-LIMITS = dict(max_message_bytes=1 << 20, log_append_time=False, now_ms=NOW,
-              before_max_ms=(1 << 63) - 1, after_max_ms=3_600_000)
+LIMITS = dict(max_message_bytes=1 << 20)
 
 
 def check(records, version=8, **kw):
@@ -71,14 +70,6 @@ def test_batch_over_max_message_bytes_is_too_large():
     raw = batch(10, value_size=200)
     assert code_of(raw, max_message_bytes=len(raw) - 1) == ErrorCode.MESSAGE_TOO_LARGE
     check(raw, max_message_bytes=len(raw))
-
-
-def test_timestamps_outside_the_configured_window_are_invalid():
-    assert code_of(batch(1, timestamp=NOW + 3_600_001)) == ErrorCode.INVALID_TIMESTAMP
-    assert code_of(batch(1, timestamp=NOW - 1001), before_max_ms=1000) == ErrorCode.INVALID_TIMESTAMP
-    check(batch(1, timestamp=NOW - 1000), before_max_ms=1000)
-    # LogAppendTime topics overwrite the timestamps, so they are not bounded.
-    check(batch(1, timestamp=NOW + 10**9), log_append_time=True)
 
 
 def test_idempotent_batch_needs_a_sequence():

@@ -1,4 +1,6 @@
 """Partitions open, change role and close as metadata changes; leader epochs stamp batches."""
+import uuid
+
 import trio
 
 from broker import Broker, BrokerConfig, Role
@@ -69,21 +71,35 @@ async def test_a_parked_fetch_is_released_when_leadership_moves_away():
         assert B.one_partition(result["resp"]).error_code == E.NOT_LEADER_OR_FOLLOWER
 
 
-async def test_stray_logs_are_deleted_on_the_first_metadata_update():
+async def test_stray_logs_are_set_aside_on_the_first_metadata_update():
+    """Logs the image does not place here, or that belong to an older topic of the same name
+    (deleted and re-created while this broker was away), are renamed `...-stray` and kept;
+    the new topic's replica starts empty. A log without a recorded id adopts the image's."""
     env = mem_env()
     cfg = BrokerConfig(node_id=1, data_dirs=("/data",), port=0, cluster_id="c")
     controller = InProcessController()
     async with trio.open_nursery() as nursery:
         broker = Broker(env, cfg, controller)
-        await broker.log_manager.startup()
-        await broker.log_manager.get_or_create_log("gone", 0)  # a topic deleted while we were down
+        logs = broker.log_manager
+        await logs.startup()
+        await logs.get_or_create_log("gone", 0)  # a topic deleted while we were down
+        old = await logs.get_or_create_log("recreated", 0, topic_id=uuid.UUID(int=99))
+        old.append_as_leader(B.batch(3), leader_epoch=0)
+        legacy = await logs.get_or_create_log("legacy", 0)  # written before partition.metadata
+        legacy.append_as_leader(B.batch(2), leader_epoch=0)
+        controller.register(1, "127.0.0.1", 9)
+        await controller.create_topics([CreatableTopic(name, 1, 1) for name in ("kept", "recreated", "legacy")])
         await nursery.start(broker.run)
-        controller.attach(broker)
-        controller.register(1, "127.0.0.1", broker.port)
-        await controller.create_topics([CreatableTopic("kept", 1, 1)])
+        controller.attach(broker)  # its first metadata holds every topic, as after a restart
         await broker.replicas.wait_applied(controller.image.offset, trio.current_time() + 10)
-        assert broker.log_manager.get_log("gone", 0) is None
-        assert broker.log_manager.get_log("kept", 0) is not None
+        assert logs.get_log("gone", 0) is None
+        assert logs.get_log("kept", 0) is not None
+        assert logs.get_log("recreated", 0).log_end_offset == 0
+        assert logs.topic_id_of("recreated", 0) == controller.image.topic("recreated").topic_id
+        assert logs.get_log("legacy", 0).log_end_offset == 2
+        assert logs.topic_id_of("legacy", 0) == controller.image.topic("legacy").topic_id
+        strays = sorted(n.split(".")[0] for n in env.fs.listdir("/data") if n.endswith("-stray"))
+        assert strays == ["gone-0", "recreated-0"]
         nursery.cancel_scope.cancel()
 
 

@@ -9,8 +9,8 @@ from broker.alter_partition_manager import AlterPartitionManager
 from broker.controller_channel import ControllerReply, ControllerUnavailableError
 from broker.isr import FollowerState, IsrState, high_watermark, may_join_isr, out_of_sync_replicas
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
-from metadata.errors import Errors
 from tests.broker.harness import mem_env
+from wire.error_codes import ErrorCode
 
 LAG = 10.0
 
@@ -81,9 +81,9 @@ class FlakyChannel:
         if outcome == "down":
             raise ControllerUnavailableError("no controller")
         if outcome == "stale":
-            return ControllerReply((Errors.STALE_BROKER_EPOCH, []))
-        return ControllerReply((Errors.NONE, [
-            AlterPartitionResult(i.topic_id, i.partition_id, Errors.NONE, leader=broker_id, leader_epoch=i.leader_epoch,
+            return ControllerReply((ErrorCode.STALE_BROKER_EPOCH, []))
+        return ControllerReply((ErrorCode.NONE, [
+            AlterPartitionResult(i.topic_id, i.partition_id, ErrorCode.NONE, leader=broker_id, leader_epoch=i.leader_epoch,
                                  isr=tuple(i.new_isr), partition_epoch=i.partition_epoch + 1) for i in items]), 5)
 
 
@@ -105,5 +105,5 @@ async def test_manager_batches_retries_and_keeps_one_change_per_partition():
         nursery.cancel_scope.cancel()
     assert [c[2] for c in channel.calls] == [[0, 1]] * 3  # the same batch, retried
     assert [c[1] for c in channel.calls] == [41, 42, 43]  # the broker epoch is re-read per attempt
-    assert [(r.partition_id, r.error, r.partition_epoch) for r in results] == [(0, Errors.NONE, 4), (1, Errors.NONE, 4)]
+    assert [(r.partition_id, r.error, r.partition_epoch) for r in results] == [(0, ErrorCode.NONE, 4), (1, ErrorCode.NONE, 4)]
     assert not manager.pending(tid, 0)

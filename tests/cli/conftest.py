@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from raftkafka.cli import main
+from raftkafka.cli.main import main
 from tests.broker.harness import ThreadedCluster
 from tests.client.served import ServedMiniCluster
 

@@ -1,7 +1,7 @@
 """`configs` against real brokers."""
 from __future__ import annotations
 
-from raftkafka.cli_common import parse_key_values
+from raftkafka.cli.common import parse_key_values
 
 
 def dynamic(out: str) -> dict[str, str]:

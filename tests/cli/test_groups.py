@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from raftkafka.cli_common import CommandError
+from raftkafka.cli.common import CommandError
+from raftkafka.cli.consumer_groups import parse_datetime, plan_reset
 from raftkafka.client.blocking import BlockingConsumer
-from raftkafka.groups_cmd import parse_datetime, plan_reset
 
 
 def table(out: str) -> list[dict[str, str]]:

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from raftkafka.cli_common import CommandError
+from raftkafka.cli.common import CommandError
+from raftkafka.cli.console_consumer import RecordFormatter
+from raftkafka.cli.console_producer import LineReader
 from raftkafka.client.fetcher import ConsumerRecord
-from raftkafka.consume_cmd import RecordFormatter
-from raftkafka.produce_cmd import LineReader
 
 
 def make_topic(cli, brokers, name, partitions=1):

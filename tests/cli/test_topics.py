@@ -1,8 +1,8 @@
 """`topics` against three real brokers."""
 from __future__ import annotations
 
+from raftkafka.cli.topics import format_describe
 from raftkafka.client.cluster import PartitionInfo, TopicInfo
-from raftkafka.topics_cmd import format_describe
 
 
 def partition_lines(out: str, topic: str) -> list[str]:

@@ -6,6 +6,7 @@ from raftkafka.client.errors import BrokerResponseError, KafkaError
 from raftkafka.client.producer import Producer
 from tests.client.memnet import MemEnv
 from tests.client.mini_broker import MiniCluster
+from tests.wire.raw_batches import batch_around
 from wire.error_codes import ErrorCode
 from wire.protocol import ApiKey
 
@@ -182,6 +183,24 @@ async def test_corrupt_fetch_data_is_a_typed_error(nursery, autojump_clock):
         with pytest.raises(KafkaError) as info:
             await consumer.poll(1.0)
         assert info.value.code == ErrorCode.CORRUPT_MESSAGE
+
+
+async def test_records_before_an_undecodable_batch_are_handed_out_then_it_raises(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    await produce(env, "t", [b"a"])
+    await produce(env, "t", [b"b"])
+    await produce(env, "t", [b"c"])
+    base, nxt, ts, data = mini.topics["t"][0].batches[1]
+    garbage = batch_around(b"\x07" * 12, count=1, base_timestamp=ts)  # valid CRC, records that do not decode
+    mini.topics["t"][0].batches[1] = (base, nxt, ts, bytes(data[:8]) + garbage[8:])
+    async with Consumer(env, "b1:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        assert [r.value for r in await drain(consumer, 1)] == [b"a"]
+        with trio.fail_after(5), pytest.raises(KafkaError) as info:
+            while True:  # never a silent stall at the bad batch
+                assert await consumer.poll(0.5) == []
+        assert info.value.code == ErrorCode.CORRUPT_MESSAGE and "offset 1" in str(info.value)
 
 
 async def test_partitions_taken_away_before_the_fetch_is_sent(nursery, autojump_clock):

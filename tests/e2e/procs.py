@@ -180,7 +180,7 @@ def dev_config_path(data_dir: str, node_id: int) -> str:
 
 def write_single_node(data_dir: str, base_port: int, *settings: tuple[str, object]) -> str:
     """Format a one-node data dir like the bare command does; the path of its node.toml."""
-    from raftkafka.dev_cmd import node_layout, prepare_node, voters_of
+    from raftkafka.cli.dev import node_layout, prepare_node, voters_of
 
     layout = node_layout(1, 1, base_port, data_dir, dict(settings))
     prepare_node(layout, voters_of([layout]), "MkU3OEVBNTcwNTJENDM2Qg")

@@ -7,7 +7,7 @@ import signal
 import pytest
 import trio
 
-from raftkafka.dev_cmd import wait_ready
+from raftkafka.cli.dev import wait_ready
 from tests.e2e.procs import dev_config_path, free_base_port, pid_alive, wait_until
 
 pytestmark = pytest.mark.e2e

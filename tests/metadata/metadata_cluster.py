@@ -7,11 +7,11 @@ import uuid
 
 import trio
 
-from metadata.controller_client import ControllerClient, ControllerConnection
+from metadata.controller.client import ControllerClient, ControllerConnection
 from raftkafka.bench.raft_quorum import free_ports
-from raftkafka.config import load_config
-from raftkafka.metadata_roles import MetadataApp
 from raftkafka.node import ControllerNode
+from raftkafka.node.config import load_config
+from raftkafka.node.metadata_roles import MetadataApp
 from storage.env import RealEnv
 from storage.memfs import MemFileSystem
 from storage.meta_properties import MetaProperties, VoterSpec, format_data_dir, uuid_to_str

@@ -13,13 +13,12 @@ import uuid
 
 import pytest
 
-from metadata import controller_rpc as rpc
 from metadata.broker_lifecycle import AfterOwnRegistration, BrokerLifecycle
+from metadata.controller import rpc
 from metadata.controller.brokers import (
     BrokerRegistrationRequest, HeartbeatRequest, broker_heartbeat, register_broker,
 )
 from metadata.controller.heartbeats import BrokerHeartbeatManager
-from metadata.errors import Errors
 from metadata.incarnation_record import (
     INCARNATION_FILE, forget_incarnation, previous_broker_epoch, record_incarnation,
 )
@@ -29,6 +28,7 @@ from storage.env import RealEnv
 from storage.memfs import MemFileSystem
 from tests.metadata.boot_disk import DIRS, disk_with_incarnation
 from tests.metadata.helpers import apply, cluster, with_topic
+from wire.error_codes import ErrorCode
 
 T1 = uuid.UUID(int=1)
 OLD, NEW = uuid.UUID(int=60), uuid.UUID(int=61)
@@ -168,7 +168,7 @@ class _Controller:
 
     async def call(self, request, *, timeout):
         self.requests.append(request)
-        return rpc.BrokerRegistrationResponse(Errors.NONE, 1, 70)
+        return rpc.BrokerRegistrationResponse(ErrorCode.NONE, 1, 70)
 
 
 async def test_the_lifecycle_claims_the_previous_epoch_and_records_the_new_one():

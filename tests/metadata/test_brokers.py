@@ -6,9 +6,9 @@ from metadata.controller.brokers import (
 )
 from metadata.controller.heartbeats import BrokerHeartbeatManager
 from metadata.controller.replication import MAX_PARTITION_CHANGES_PER_BATCH
-from metadata.errors import Errors
 from metadata.records import NO_LEADER, BrokerRegistrationChange, PartitionChange
 from tests.metadata.helpers import apply, cluster, with_topic
+from wire.error_codes import ErrorCode
 
 
 def manager(img, now=0.0):
@@ -22,19 +22,19 @@ def test_registration_epochs_and_duplicates():
     hb = BrokerHeartbeatManager()
     req = BrokerRegistrationRequest(1, uuid.UUID(int=5), rack="r1")
     batches, res = register_broker(img, req, next_offset=40, heartbeats=hb, now=0.0)
-    assert res.error == Errors.NONE and res.broker_epoch == 40
+    assert res.error == ErrorCode.NONE and res.broker_epoch == 40
     img = apply(img, batches)
     assert img.brokers[1].fenced and img.brokers[1].epoch == 40
     # a retry of the same incarnation: same epoch, no records
     assert register_broker(img, req, next_offset=50, heartbeats=hb, now=1.0) == \
-        ([], type(res)(Errors.NONE, 40))
+        ([], type(res)(ErrorCode.NONE, 40))
     other = BrokerRegistrationRequest(1, uuid.UUID(int=6))
     hb.set_fenced(1, False)  # a live (unfenced) session blocks another incarnation...
     _, res = register_broker(img, other, next_offset=50, heartbeats=hb, now=2.0)
-    assert res.error == Errors.DUPLICATE_BROKER_REGISTRATION
+    assert res.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION
     hb.set_fenced(1, True)  # ...a fenced one (e.g. after controlled shutdown) does not, as in Kafka
     _, res = register_broker(img, other, next_offset=55, heartbeats=hb, now=2.0)
-    assert res.error == Errors.NONE and res.broker_epoch == 55
+    assert res.error == ErrorCode.NONE and res.broker_epoch == 55
     batches, res = register_broker(img, other, next_offset=60, heartbeats=hb, now=20.0)
     assert res.broker_epoch == 60 and apply(img, batches).brokers[1].epoch == 60
 
@@ -71,10 +71,10 @@ def test_stale_epoch_and_unknown_broker():
     hb = manager(img)
     _, res = broker_heartbeat(img, HeartbeatRequest(1, 5, 0), heartbeats=hb, now=0,
                               next_offset=0)
-    assert res.error == Errors.STALE_BROKER_EPOCH
+    assert res.error == ErrorCode.STALE_BROKER_EPOCH
     _, res = broker_heartbeat(img, HeartbeatRequest(9, 5, 0), heartbeats=hb, now=0,
                               next_offset=0)
-    assert res.error == Errors.BROKER_ID_NOT_REGISTERED
+    assert res.error == ErrorCode.BROKER_ID_NOT_REGISTERED
 
 
 def test_fencing_moves_leaders_in_bounded_batches_with_single_epoch_bumps():
@@ -138,9 +138,9 @@ def test_unregister():
     hb = manager(img)
     batches, err = unregister_broker(img, 2, hb)
     new = apply(img, batches)
-    assert err == Errors.NONE and 2 not in new.brokers
+    assert err == ErrorCode.NONE and 2 not in new.brokers
     assert all(2 not in p.isr for p in new.topic("t").partitions.values())
-    assert unregister_broker(new, 2, hb)[1] == Errors.BROKER_ID_NOT_REGISTERED
+    assert unregister_broker(new, 2, hb)[1] == ErrorCode.BROKER_ID_NOT_REGISTERED
 
 
 def test_a_fenced_broker_is_unfenced_only_once_its_metadata_has_its_fencing():

@@ -1,12 +1,12 @@
 import pytest
 
-from metadata.configs import ConfigSource
-from metadata.controller.configs import (
+from metadata.config_definitions import ConfigSource
+from metadata.controller.dynamic_configs import (
     AlterOp, alter_configs, describe_configs, effective_topic_value, incremental_alter_configs,
 )
-from metadata.errors import Errors
 from metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from tests.metadata.helpers import apply, cluster, with_topic
+from wire.error_codes import ErrorCode
 
 T = (TOPIC_RESOURCE, "t")
 DEFAULT_BROKER = (BROKER_RESOURCE, "")
@@ -19,30 +19,30 @@ def img():
 
 
 @pytest.mark.parametrize("name,value,code", [
-    ("retention.ms", "abc", Errors.INVALID_CONFIG),
-    ("retention.ms", "-2", Errors.INVALID_CONFIG),
-    ("segment.bytes", "1000", Errors.INVALID_CONFIG),
-    ("cleanup.policy", "delete,shred", Errors.INVALID_CONFIG),
-    ("min.cleanable.dirty.ratio", "1.5", Errors.INVALID_CONFIG),
-    ("message.timestamp.type", "Now", Errors.INVALID_CONFIG),
-    ("compression.type", "brotli", Errors.INVALID_CONFIG),
-    ("unclean.leader.election.enable", "yes", Errors.INVALID_CONFIG),
-    ("min.insync.replicas", "0", Errors.INVALID_CONFIG),
-    ("max.message.bytes", "99999999999", Errors.INVALID_CONFIG),
-    ("no.such", "1", Errors.INVALID_CONFIG),
-    ("retention.ms", "-1", Errors.NONE),
-    ("cleanup.policy", "compact,delete", Errors.NONE),
+    ("retention.ms", "abc", ErrorCode.INVALID_CONFIG),
+    ("retention.ms", "-2", ErrorCode.INVALID_CONFIG),
+    ("segment.bytes", "1000", ErrorCode.INVALID_CONFIG),
+    ("cleanup.policy", "delete,shred", ErrorCode.INVALID_CONFIG),
+    ("min.cleanable.dirty.ratio", "1.5", ErrorCode.INVALID_CONFIG),
+    ("message.timestamp.type", "Now", ErrorCode.INVALID_CONFIG),
+    ("compression.type", "brotli", ErrorCode.INVALID_CONFIG),
+    ("unclean.leader.election.enable", "yes", ErrorCode.INVALID_CONFIG),
+    ("min.insync.replicas", "0", ErrorCode.INVALID_CONFIG),
+    ("max.message.bytes", "99999999999", ErrorCode.INVALID_CONFIG),
+    ("no.such", "1", ErrorCode.INVALID_CONFIG),
+    ("retention.ms", "-1", ErrorCode.NONE),
+    ("cleanup.policy", "compact,delete", ErrorCode.NONE),
 ])
 def test_topic_config_validation(img, name, value, code):
     records, res = incremental_alter_configs(img, {T: [(name, AlterOp.SET, value)]})
     assert res[T].code == code
-    assert (records == []) == (code != Errors.NONE)
+    assert (records == []) == (code != ErrorCode.NONE)
 
 
 def test_alter_replaces_all_and_incremental_edits(img):
     records, res = alter_configs(img, {T: {"segment.ms": "5000"}})
     new = apply(img, records)
-    assert res[T].code == Errors.NONE and new.topic_config("t") == {"segment.ms": "5000"}
+    assert res[T].code == ErrorCode.NONE and new.topic_config("t") == {"segment.ms": "5000"}
     records, _ = incremental_alter_configs(img, {T: [("retention.ms", AlterOp.DELETE, None),
                                                      ("cleanup.policy", AlterOp.APPEND, "delete")]})
     new = apply(img, records)
@@ -51,22 +51,22 @@ def test_alter_replaces_all_and_incremental_edits(img):
                                                       "compact")]})
     assert apply(new, records).topic_config("t") == {"cleanup.policy": "delete"}
     _, res = incremental_alter_configs(img, {T: [("retention.ms", AlterOp.APPEND, "5")]})
-    assert res[T].code == Errors.INVALID_CONFIG  # APPEND only for lists
+    assert res[T].code == ErrorCode.INVALID_CONFIG  # APPEND only for lists
     _, res = incremental_alter_configs(img, {(TOPIC_RESOURCE, "nope"): []})
-    assert res[(TOPIC_RESOURCE, "nope")].code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert res[(TOPIC_RESOURCE, "nope")].code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     records, res = alter_configs(img, {T: {}}, validate_only=True)
-    assert records == [] and res[T].code == Errors.NONE
+    assert records == [] and res[T].code == ErrorCode.NONE
 
 
 def test_broker_configs_dynamic_vs_read_only(img):
     records, res = incremental_alter_configs(
         img, {DEFAULT_BROKER: [("log.retention.ms", AlterOp.SET, "777")]})
-    assert res[DEFAULT_BROKER].code == Errors.NONE
+    assert res[DEFAULT_BROKER].code == ErrorCode.NONE
     _, res = incremental_alter_configs(
         img, {(BROKER_RESOURCE, "1"): [("num.partitions", AlterOp.SET, "3")]})
-    assert res[(BROKER_RESOURCE, "1")].code == Errors.INVALID_REQUEST
+    assert res[(BROKER_RESOURCE, "1")].code == ErrorCode.INVALID_REQUEST
     _, res = incremental_alter_configs(img, {(BROKER_RESOURCE, "x"): []})
-    assert res[(BROKER_RESOURCE, "x")].code == Errors.INVALID_REQUEST
+    assert res[(BROKER_RESOURCE, "x")].code == ErrorCode.INVALID_REQUEST
 
 
 def test_describe_sources_and_synonyms(img):
@@ -76,7 +76,7 @@ def test_describe_sources_and_synonyms(img):
     img = apply(img, records)
     err, entries = describe_configs(img, T, include_synonyms=True, static=static)
     by = {e.name: e for e in entries}
-    assert err.code == Errors.NONE
+    assert err.code == ErrorCode.NONE
     assert (by["retention.ms"].value, by["retention.ms"].source) == (
         "1000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
     assert [s.name for s in by["retention.ms"].synonyms] == [
@@ -94,7 +94,7 @@ def test_describe_sources_and_synonyms(img):
     assert entries[0].read_only and pw.sensitive and pw.value is None
     assert pw.source == ConfigSource.STATIC_BROKER_CONFIG
     err, _ = describe_configs(img, (TOPIC_RESOURCE, "missing"))
-    assert err.code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert err.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_effective_topic_values_for_the_controller(img):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import trio
 
-from metadata import controller_rpc as rpc
+from metadata.controller import rpc
 from metadata.controller.topics import CreatableTopic
-from metadata.errors import Errors
 from metadata.image import TOPIC_RESOURCE
 from metadata.snapshot import image_to_records
 
 from tests.metadata.metadata_cluster import CLUSTER, MetadataCluster, open_client
+from wire.error_codes import ErrorCode
 
 BROKERS = (101, 102, 103)
 
@@ -40,7 +40,7 @@ async def test_create_topics_commit_answer_and_reach_every_broker(cluster, nurse
     await unfenced(cluster)
     client = await open_client(cluster, nursery)
     reply = await client.create_topics([CreatableTopic(f"t{i}", 3, 3) for i in range(10)])
-    assert [r.error for r in reply.results] == [Errors.NONE] * 10
+    assert [r.error for r in reply.results] == [ErrorCode.NONE] * 10
     assert reply.offset > 0
     active = cluster.active_controller()
     # Answered at commit: the committed image already holds every topic.
@@ -71,18 +71,18 @@ async def test_bad_requests_get_kafka_errors(cluster, nursery):
         CreatableTopic("fine", 2, 2, configs={"cleanup.policy": "compact"}),
     ])
     codes = {r.name: r.error for r in reply.results}
-    assert codes["bad name!"] == Errors.INVALID_TOPIC_EXCEPTION
-    assert codes["too-many-replicas"] == Errors.INVALID_REPLICATION_FACTOR
-    assert codes["dup"] == Errors.INVALID_REQUEST
-    assert codes["bad-config"] == Errors.INVALID_CONFIG
-    assert codes["unknown-config"] == Errors.INVALID_CONFIG
-    assert codes["fine"] == Errors.NONE
-    assert all(r.message for r in reply.results if r.error != Errors.NONE)
+    assert codes["bad name!"] == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert codes["too-many-replicas"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert codes["dup"] == ErrorCode.INVALID_REQUEST
+    assert codes["bad-config"] == ErrorCode.INVALID_CONFIG
+    assert codes["unknown-config"] == ErrorCode.INVALID_CONFIG
+    assert codes["fine"] == ErrorCode.NONE
+    assert all(r.message for r in reply.results if r.error != ErrorCode.NONE)
     again = await client.create_topics([CreatableTopic("fine", 1, 1)])
-    assert again.results[0].error == Errors.TOPIC_ALREADY_EXISTS
+    assert again.results[0].error == ErrorCode.TOPIC_ALREADY_EXISTS
     # validate-only writes nothing.
     dry = await client.create_topics([CreatableTopic("dry", 1, 1)], validate_only=True)
-    assert dry.results[0].error == Errors.NONE and dry.offset == -1
+    assert dry.results[0].error == ErrorCode.NONE and dry.offset == -1
     image = cluster.committed_image(cluster.active_controller())
     assert "dry" not in image.topics_by_name
     assert image.topic_config("fine") == {"cleanup.policy": "compact"}
@@ -94,7 +94,7 @@ async def test_followers_answer_not_controller_with_a_leader_hint(cluster, nurse
     from raft.node_client import open_client as raw_client
     async with raw_client(cluster.env, "127.0.0.1", cluster.ports[follower]) as c:
         reply = await c.call(rpc.CreateTopicsRequest(CLUSTER, [rpc.CreatableTopicInfo("x", 1, 1)]))
-    assert reply.error == Errors.NOT_CONTROLLER and reply.leader_id == active
+    assert reply.error == ErrorCode.NOT_CONTROLLER and reply.leader_id == active
 
 
 async def test_delete_partitions_configs_and_producer_ids(cluster, nursery):
@@ -103,23 +103,23 @@ async def test_delete_partitions_configs_and_producer_ids(cluster, nursery):
     await client.create_topics([CreatableTopic("a", 1, 3), CreatableTopic("b", 1, 1)])
     grown = await client.create_partitions([__import__("metadata.controller.topics", fromlist=["x"])
                                             .NewPartitions("a", 4)])
-    assert grown.results["a"][0] == Errors.NONE
+    assert grown.results["a"][0] == ErrorCode.NONE
     changed = await client.incremental_alter_configs(
         {(TOPIC_RESOURCE, "a"): [("retention.ms", 0, "1000")],
          (TOPIC_RESOURCE, "nope"): [("retention.ms", 0, "1000")]})
-    assert changed.results[(TOPIC_RESOURCE, "a")].code == Errors.NONE
-    assert changed.results[(TOPIC_RESOURCE, "nope")].code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert changed.results[(TOPIC_RESOURCE, "a")].code == ErrorCode.NONE
+    assert changed.results[(TOPIC_RESOURCE, "nope")].code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     deleted = await client.delete_topics(["b", "missing"])
-    assert [r.error for r in deleted.results] == [Errors.NONE, Errors.UNKNOWN_TOPIC_OR_PARTITION]
+    assert [r.error for r in deleted.results] == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     image = cluster.committed_image(cluster.active_controller())
     assert len(image.topic("a").partitions) == 4 and image.topic("b") is None
     assert image.topic_config("a")["retention.ms"] == "1000"
     b = cluster.nodes[101].app.broker.lifecycle
     e1, first1, n1 = await client.allocate_producer_ids(101, b.broker_epoch)
     e2, first2, _ = await client.allocate_producer_ids(101, b.broker_epoch)
-    assert e1 == e2 == Errors.NONE and first2 == first1 + n1
+    assert e1 == e2 == ErrorCode.NONE and first2 == first1 + n1
     stale, _, _ = await client.allocate_producer_ids(101, b.broker_epoch + 12345)
-    assert stale == Errors.STALE_BROKER_EPOCH
+    assert stale == ErrorCode.STALE_BROKER_EPOCH
 
 
 async def test_unknown_config_operation_fails_only_its_resource(cluster, nursery):
@@ -129,5 +129,5 @@ async def test_unknown_config_operation_fails_only_its_resource(cluster, nursery
     reply = await client.incremental_alter_configs(
         {(TOPIC_RESOURCE, "c1"): [("retention.ms", 9, "5")],
          (TOPIC_RESOURCE, "c2"): [("retention.ms", 0, "5")]})
-    assert reply.results[(TOPIC_RESOURCE, "c1")].code == Errors.INVALID_REQUEST
-    assert reply.results[(TOPIC_RESOURCE, "c2")].code == Errors.NONE
+    assert reply.results[(TOPIC_RESOURCE, "c1")].code == ErrorCode.INVALID_REQUEST
+    assert reply.results[(TOPIC_RESOURCE, "c2")].code == ErrorCode.NONE

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import trio
 
-from metadata import controller_rpc as rpc
+from metadata.controller import rpc
 from metadata.controller.topics import CreatableTopic
-from metadata.errors import Errors
 from raft.node_client import open_client as raw_client
 
 from tests.metadata.metadata_cluster import CLUSTER, MetadataCluster, open_client
+from wire.error_codes import ErrorCode
 
 BROKERS = (101, 102, 103)
 
@@ -85,19 +85,19 @@ async def test_alter_partition_is_fenced_by_broker_and_partition_epochs(cluster,
     item = rpc.AlterPartitionItemInfo(topic.topic_id, 0, part.leader_epoch, part.partition_epoch,
                                       shrunk)
     stale_broker = await call_active(cluster, rpc.AlterPartitionRequest(CLUSTER, leader, epoch - 1, [item]))
-    assert stale_broker.error == Errors.STALE_BROKER_EPOCH
+    assert stale_broker.error == ErrorCode.STALE_BROKER_EPOCH
     stale_part = rpc.AlterPartitionItemInfo(topic.topic_id, 0, part.leader_epoch,
                                             part.partition_epoch - 1, shrunk)
     reply = await call_active(cluster, rpc.AlterPartitionRequest(CLUSTER, leader, epoch, [stale_part]))
-    assert reply.error == Errors.NONE and reply.results[0].error == Errors.INVALID_UPDATE_VERSION
+    assert reply.error == ErrorCode.NONE and reply.results[0].error == ErrorCode.INVALID_UPDATE_VERSION
     reply = await call_active(cluster, rpc.AlterPartitionRequest(CLUSTER, leader, epoch, [item]))
-    assert reply.results[0].error == Errors.NONE
+    assert reply.results[0].error == ErrorCode.NONE
     assert reply.results[0].partition_epoch == part.partition_epoch + 1
     assert reply.results[0].isr == shrunk and reply.offset >= 0
     assert image(cluster).topic("ap").partitions[0].isr == tuple(shrunk)
     # The same (now stale) request again is refused.
     again = await call_active(cluster, rpc.AlterPartitionRequest(CLUSTER, leader, epoch, [item]))
-    assert again.results[0].error == Errors.INVALID_UPDATE_VERSION
+    assert again.results[0].error == ErrorCode.INVALID_UPDATE_VERSION
 
 
 async def test_controlled_shutdown_moves_leadership_first(cluster, nursery):
@@ -122,7 +122,7 @@ async def test_killing_the_active_controller_keeps_every_acknowledged_topic(clus
                 reply = await client.create_topics([CreatableTopic(name, 3, 3)], timeout_s=30)
             except Exception:
                 continue
-            if reply.results[0].error in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
+            if reply.results[0].error in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                 acked.append(name)
 
     async with trio.open_nursery() as inner:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import pytest
 import trio
 
+from metadata.controller.service import ControllerService, NotControllerError
+from metadata.controller.state_machine import ControllerStateMachine
 from metadata.controller.topics import CreatableTopic, create_topics
-from metadata.controller_service import ControllerService, NotControllerError
-from metadata.controller_state_machine import ControllerStateMachine
 from metadata.image import METADATA_VERSION
 from metadata.log_format import BatchAssembler
 from raft.driver import ProposalFailed

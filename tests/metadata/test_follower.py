@@ -127,3 +127,38 @@ async def test_restarted_broker_loads_a_snapshot_and_converges(cluster, nursery)
     target = cluster.committed_image(cluster.active_controller())
     await cluster.wait_for(lambda: follower.image.offset == target.offset)
     assert list(image_to_records(follower.image)) == list(image_to_records(target))
+
+
+async def test_a_broker_whose_snapshot_is_damaged_fetches_the_metadata_again(nursery, caplog):
+    """Broker-only nodes have no vote: a damaged newest snapshot the trimmed metadata log no
+    longer covers is fetched again from the leader (never an empty image published)."""
+    cluster = MetadataCluster(nursery, controllers=1, brokers=(101,), settings={
+        "metadata.log.max.records.between.snapshots": 100, "metadata.log.segment.bytes": 2048})
+    await cluster.start_all()
+    await cluster.wait_active()
+    await cluster.wait_for(lambda: cluster.nodes[101].app.broker.lifecycle is not None
+                           and cluster.nodes[101].app.broker.lifecycle.unfenced.is_set())
+    client = await open_client(cluster, nursery)
+    for i in range(4):
+        reply = await client.create_topics([CreatableTopic(f"d{i}-{j:02d}", 2, 1) for j in range(40)])
+        assert all(r.error == 0 for r in reply.results)
+    storage_dir = "/data/__cluster_metadata-0"
+    fs = cluster.fs[101]
+
+    def trimmed():
+        names = fs.listdir(storage_dir)
+        return any(n.endswith(".checkpoint") for n in names) and min(n for n in names if n.endswith(".log")) > "0" * 20
+    await cluster.wait_for(trimmed)
+    cluster.crash(101)
+    newest = max(n for n in fs.listdir(storage_dir) if n.endswith(".checkpoint"))
+    f = fs.open(f"{storage_dir}/{newest}")
+    f.write_at(f.size() - 2, bytes([f.read(f.size() - 2, 1)[0] ^ 1]))
+    published = []
+    await cluster.start(101)
+    follower = cluster.nodes[101].app.broker.follower
+    follower.add_publisher(type("Seen", (), {"name": "seen", "publish": lambda self, d, image: published.append(image)})())
+    target = cluster.committed_image(cluster.active_controller())
+    await cluster.wait_for(lambda: follower.caught_up and follower.image.offset >= target.offset)
+    assert f"{storage_dir}/{newest} is damaged" in caplog.text and "again from the leader" in caplog.text
+    assert set(follower.image.topics_by_name) == set(target.topics_by_name) and len(target.topics_by_name) == 160
+    assert published and all(set(image.topics_by_name) >= set(target.topics_by_name) for image in published)

@@ -8,8 +8,9 @@ from metadata.controller.placement import place_replicas
 from metadata.controller.topics import (
     CreatableTopic, NewPartitions, create_partitions, create_topics, delete_topics,
 )
-from metadata.errors import ApiError, Errors
+from metadata.errors import ApiError
 from tests.metadata.helpers import apply, cluster, with_topic
+from wire.error_codes import ErrorCode
 
 
 @pytest.mark.parametrize("n,rf", [(3, 3), (5, 2), (6, 3), (7, 1)])
@@ -39,7 +40,7 @@ def test_placement_is_deterministic_and_validates():
         place_replicas(racks, 9, 2, rng=random.Random(5))
     with pytest.raises(ApiError) as e:
         place_replicas(racks, 3, 5)
-    assert e.value.code == Errors.INVALID_REPLICATION_FACTOR
+    assert e.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
 
 
 def test_successive_single_partition_topics_rotate_leaders():
@@ -55,10 +56,10 @@ def create(img, *topics, **kw):
 
 
 @pytest.mark.parametrize("name,code", [
-    ("", Errors.INVALID_TOPIC_EXCEPTION), (".", Errors.INVALID_TOPIC_EXCEPTION),
-    ("..", Errors.INVALID_TOPIC_EXCEPTION), ("a" * 250, Errors.INVALID_TOPIC_EXCEPTION),
-    ("bad name", Errors.INVALID_TOPIC_EXCEPTION), ("ünï", Errors.INVALID_TOPIC_EXCEPTION),
-    ("a" * 249, Errors.NONE), ("ok.name_-1", Errors.NONE),
+    ("", ErrorCode.INVALID_TOPIC_EXCEPTION), (".", ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ("..", ErrorCode.INVALID_TOPIC_EXCEPTION), ("a" * 250, ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ("bad name", ErrorCode.INVALID_TOPIC_EXCEPTION), ("ünï", ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ("a" * 249, ErrorCode.NONE), ("ok.name_-1", ErrorCode.NONE),
 ])
 def test_topic_name_rules(name, code):
     _, [res] = create(cluster(3), CreatableTopic(name, 1, 1))
@@ -81,11 +82,11 @@ def test_create_topic_errors():
         CreatableTopic("fine", 2, 3, configs={"cleanup.policy": "compact"}),
     )
     codes = [r.error for r in res]
-    assert codes == [Errors.TOPIC_ALREADY_EXISTS, Errors.INVALID_TOPIC_EXCEPTION,
-                     Errors.INVALID_REQUEST, Errors.INVALID_REQUEST,
-                     Errors.INVALID_REPLICATION_FACTOR, Errors.INVALID_PARTITIONS,
-                     Errors.INVALID_CONFIG, Errors.INVALID_CONFIG, Errors.INVALID_REQUEST,
-                     Errors.INVALID_REPLICA_ASSIGNMENT, Errors.NONE]
+    assert codes == [ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                     ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST,
+                     ErrorCode.INVALID_REPLICATION_FACTOR, ErrorCode.INVALID_PARTITIONS,
+                     ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_REQUEST,
+                     ErrorCode.INVALID_REPLICA_ASSIGNMENT, ErrorCode.NONE]
     new = apply(img, records)
     assert sorted(new.topics_by_name) == ["a.b", "fine"]
     assert new.topic_config("fine") == {"cleanup.policy": "compact"}
@@ -94,7 +95,7 @@ def test_create_topic_errors():
 def test_rf_counts_only_unfenced_brokers_and_defaults_come_from_config():
     img = cluster(3, fenced=(3,))
     _, [res] = create(img, CreatableTopic("t", 1, 3))
-    assert res.error == Errors.INVALID_REPLICATION_FACTOR
+    assert res.error == ErrorCode.INVALID_REPLICATION_FACTOR
     records, [res] = create(img, CreatableTopic("t"), static={"num.partitions": "4",
                                                              "default.replication.factor": "2"})
     assert (res.num_partitions, res.replication_factor) == (4, 2)
@@ -105,40 +106,40 @@ def test_rf_counts_only_unfenced_brokers_and_defaults_come_from_config():
 def test_validate_only_and_manual_assignment():
     img = cluster(3, fenced=(2,))
     records, [res] = create(img, CreatableTopic("t", 3, 2), validate_only=True)
-    assert res.error == Errors.NONE and records == []
+    assert res.error == ErrorCode.NONE and records == []
     records, [res] = create(img, CreatableTopic("m", assignments={0: [2, 3], 1: [1, 2]}))
-    assert res.error == Errors.NONE
+    assert res.error == ErrorCode.NONE
     t = apply(img, records).topic("m")
     assert t.partitions[0].replicas == (2, 3) and t.partitions[0].isr == (3,)
     assert t.partitions[0].leader == 3 and t.partitions[1].leader == 1
     for bad in ({0: [1, 1]}, {0: [9]}, {0: []}, {0: [2]}, {0: [1], 1: [1, 3]}):
         _, [res] = create(img, CreatableTopic("m2", assignments=bad))
-        assert res.error == Errors.INVALID_REPLICA_ASSIGNMENT, bad
+        assert res.error == ErrorCode.INVALID_REPLICA_ASSIGNMENT, bad
 
 
 def test_delete_topics_by_name_and_id():
     img = with_topic(with_topic(cluster(3), "a", 2, 1), "b", 1, 1)
     tid = img.topic("b").topic_id
     records, res = delete_topics(img, names=["a", "nope"], topic_ids=[tid, uuid.UUID(int=7)])
-    assert [r.error for r in res] == [Errors.NONE, Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                      Errors.NONE, Errors.UNKNOWN_TOPIC_ID]
+    assert [r.error for r in res] == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                      ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_ID]
     assert apply(img, records).topics_by_name == {}
     _, res = delete_topics(img, names=["a"], static={"delete.topic.enable": "false"})
-    assert res[0].error == Errors.TOPIC_DELETION_DISABLED
+    assert res[0].error == ErrorCode.TOPIC_DELETION_DISABLED
 
 
 def test_create_partitions_only_increases():
     img = with_topic(cluster(3), "t", 2, 2)
     records, res = create_partitions(img, [NewPartitions("t", 5), NewPartitions("x", 3)])
-    assert res == {"t": (Errors.NONE, None), "x": (Errors.UNKNOWN_TOPIC_OR_PARTITION, res["x"][1])}
+    assert res == {"t": (ErrorCode.NONE, None), "x": (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, res["x"][1])}
     t = apply(img, records).topic("t")
     assert sorted(t.partitions) == [0, 1, 2, 3, 4]
     assert all(len(p.replicas) == 2 for p in t.partitions.values())
     _, res = create_partitions(img, [NewPartitions("t", 2), NewPartitions("t", 1)])
-    assert res["t"][0] == Errors.INVALID_PARTITIONS
+    assert res["t"][0] == ErrorCode.INVALID_PARTITIONS
     _, res = create_partitions(img, [NewPartitions("t", 4, [[1, 2]])])
-    assert res["t"][0] == Errors.INVALID_REPLICA_ASSIGNMENT
+    assert res["t"][0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
     _, res = create_partitions(img, [NewPartitions("t", 3, [[1]])])
-    assert res["t"][0] == Errors.INVALID_REPLICA_ASSIGNMENT
+    assert res["t"][0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
     records, res = create_partitions(img, [NewPartitions("t", 3, [[3, 1]])])
     assert apply(img, records).topic("t").partitions[2].replicas == (3, 1)

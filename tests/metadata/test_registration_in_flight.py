@@ -20,7 +20,7 @@ from metadata.incarnation_record import (
     INCARNATION_FILE, pending_incarnation, previous_broker_epoch,
 )
 from metadata.records import PartitionChange
-from raftkafka.metadata_roles import BrokerRole
+from raftkafka.node.metadata_roles import BrokerRole
 from tests.metadata.boot_disk import DIRS, disk_with_incarnation
 from tests.metadata.helpers import apply, cluster, with_topic
 

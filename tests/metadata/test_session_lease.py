@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 import trio
 
-from metadata import controller_rpc as rpc
 from metadata.broker_lifecycle import LEASE_FRACTION, BrokerLifecycle
-from metadata.controller_client import ControllerUnavailableError
-from metadata.errors import Errors
+from metadata.controller import rpc
+from metadata.controller.client import ControllerUnavailableError
 from storage.env import RealEnv
+from wire.error_codes import ErrorCode
 
 SESSION = 3.0
 
@@ -35,7 +35,7 @@ def _lifecycle(reply, delay: float = 0.4) -> BrokerLifecycle:
 
 
 async def test_the_lease_runs_from_when_the_heartbeat_was_sent(autojump_clock):
-    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(Errors.NONE, is_fenced=False), delay=0.4)
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=False), delay=0.4)
     assert not lifecycle.holds_session_lease()  # never heard from the controller
     sent = trio.current_time()
     assert await lifecycle._heartbeat()
@@ -49,7 +49,7 @@ async def test_the_lease_runs_from_when_the_heartbeat_was_sent(autojump_clock):
 
 
 async def test_a_late_answer_to_an_older_heartbeat_never_shortens_the_lease(autojump_clock):
-    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(Errors.NONE, is_fenced=False), delay=0.1)
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=False), delay=0.1)
     await lifecycle._heartbeat()
     longest = lifecycle.lease_until
     lifecycle.lease_until = longest + 1.0  # as if a newer heartbeat had been answered meanwhile
@@ -58,11 +58,11 @@ async def test_a_late_answer_to_an_older_heartbeat_never_shortens_the_lease(auto
 
 
 @pytest.mark.parametrize("reply", [
-    rpc.BrokerHeartbeatResponse(Errors.NONE, is_fenced=True),  # fenced: leaderships gone
-    rpc.BrokerHeartbeatResponse(Errors.STALE_BROKER_EPOCH),  # replaced: registering again
+    rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=True),  # fenced: leaderships gone
+    rpc.BrokerHeartbeatResponse(ErrorCode.STALE_BROKER_EPOCH),  # replaced: registering again
 ])
 async def test_a_fenced_or_forgotten_broker_loses_its_lease_at_once(autojump_clock, reply):
-    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(Errors.NONE, is_fenced=False))
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=False))
     await lifecycle._heartbeat()
     assert lifecycle.holds_session_lease()
     lifecycle.conn.reply = reply
@@ -71,7 +71,7 @@ async def test_a_fenced_or_forgotten_broker_loses_its_lease_at_once(autojump_clo
 
 
 async def test_an_unanswered_heartbeat_leaves_the_lease_to_lapse(autojump_clock):
-    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(Errors.NONE, is_fenced=False), delay=0.1)
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=False), delay=0.1)
     await lifecycle._heartbeat()
     lease = lifecycle.lease_until
 

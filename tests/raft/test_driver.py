@@ -1,6 +1,7 @@
 """The Raft driver: Actions carried out in order, proposals batched and resolved."""
 from __future__ import annotations
 
+import pytest
 import trio
 
 from raft.actions import Actions
@@ -14,6 +15,7 @@ from raft.state import ElectionState
 from raft.status import QuorumStatus
 from storage.env import RealEnv
 from storage.memfs import MemFileSystem
+from storage.raft_log import MAX_ENTRY_BYTES
 
 
 class Recorder:
@@ -214,6 +216,18 @@ async def test_proposal_fails_when_not_leader_or_truncated():
                 await trio.sleep(0.01)
         nursery.cancel_scope.cancel()
     assert failed == ["entries truncated"]
+
+
+async def test_an_entry_too_large_for_the_log_is_refused_before_anything_is_appended():
+    """The log store refuses an entry over MAX_ENTRY_BYTES mid-append, which halted the node:
+    the driver refuses it to the proposer first and keeps running."""
+    driver, core, rec, storage = await make_driver()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(driver.run)
+        with pytest.raises(ValueError, match="exceeds"):
+            await driver.propose([b"x", bytes(MAX_ENTRY_BYTES + 1)])
+        assert not any(ev[0] == "core.append" for ev in rec.events if isinstance(ev, tuple))
+        nursery.cancel_scope.cancel()
 
 
 async def test_snapshot_taken_after_enough_committed_bytes():

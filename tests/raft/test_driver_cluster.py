@@ -9,16 +9,16 @@ import msgpack
 import pytest
 import trio
 
-from raft import errors as E
 from raft.codec import DiagAppendRequest, ErrorResponse
 from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, VoteRequest, VoteResponse
 from raft.node_client import open_client
 from raftkafka.bench.raft_quorum import free_ports
-from raftkafka.config import load_config
 from raftkafka.node import ControllerNode
+from raftkafka.node.config import load_config
 from storage.env import RealEnv
 from storage.memfs import MemFileSystem
 from storage.meta_properties import MetaProperties, VoterSpec, format_data_dir, parse_properties, uuid_to_str
+from wire.error_codes import ErrorCode
 from wire.rpc import FrameDecoder, encode_frame
 
 CLUSTER = uuid_to_str(uuid.UUID(int=7))
@@ -70,7 +70,7 @@ class Cluster:
             while True:
                 for i in nodes or sorted(self.scopes):
                     reply = await self.call(i, DescribeQuorumRequest(CLUSTER))
-                    if reply.error == E.NONE:
+                    if reply.error == ErrorCode.NONE:
                         return reply
                 await trio.sleep(0.05)
 
@@ -79,7 +79,7 @@ class Cluster:
             while True:
                 for i in nodes or sorted(self.scopes):
                     reply = await self.call(i, DiagAppendRequest(CLUSTER, payloads))
-                    if reply.error == E.NONE:
+                    if reply.error == ErrorCode.NONE:
                         return reply
                 await trio.sleep(0.05)
 
@@ -100,7 +100,7 @@ async def test_commit_crash_restart_and_catch_up(cluster):
     for i in range(20):
         batch = [b"p%03d-%d" % (i, j) * 10 for j in range(3)]
         reply = await cluster.append(batch, nodes=[1 + i % 3])  # followers forward
-        assert reply.error == E.NONE
+        assert reply.error == ErrorCode.NONE
         acked += batch
     # Crash a follower's machine (its unsynced writes are lost), write more, bring it back.
     follower = next(i for i in (1, 2, 3) if i != view.leader_id)
@@ -144,7 +144,7 @@ async def test_bad_input_gets_error_answers_and_the_node_lives_on(cluster):
     # Not msgpack at all: an error answer, and the connection stays usable.
     await stream.send_all(struct.pack(">I", 3) + b"\xc1\xc1\xc1")
     frame = await next_frame()
-    assert isinstance(frame.message, ErrorResponse) and frame.message.error == E.INVALID_REQUEST
+    assert isinstance(frame.message, ErrorResponse) and frame.message.error == ErrorCode.INVALID_REQUEST
     # Unknown type, with its correlation id echoed.
     payload = msgpack.packb(["NoSuchThing", 1, 77, []])
     await stream.send_all(struct.pack(">I", len(payload)) + payload)
@@ -157,7 +157,7 @@ async def test_bad_input_gets_error_answers_and_the_node_lives_on(cluster):
     # A foreign cluster id: Kafka's INCONSISTENT_CLUSTER_ID, never passed to the core.
     await stream.send_all(encode_frame(VoteRequest("other-cluster", 99, 5, 10, 9, False), 79))
     frame = await next_frame()
-    assert isinstance(frame.message, VoteResponse) and frame.message.error == E.INCONSISTENT_CLUSTER_ID
+    assert isinstance(frame.message, VoteResponse) and frame.message.error == ErrorCode.INCONSISTENT_CLUSTER_ID
     assert frame.message.granted is False
     # Same connection, a good request still works.
     await stream.send_all(encode_frame(DescribeQuorumRequest(CLUSTER), 80))
@@ -177,7 +177,7 @@ async def test_bad_input_gets_error_answers_and_the_node_lives_on(cluster):
     await s2.aclose()
     # The node is still serving and the quorum still commits.
     reply = await cluster.append([b"still-alive"], nodes=[1])
-    assert reply.error == E.NONE
+    assert reply.error == ErrorCode.NONE
     assert cluster.nodes[1].transport.bad_frames >= 4
 
 
@@ -189,10 +189,10 @@ async def test_stale_epoch_vote_is_refused(cluster):
         reply = await client.call(stale, timeout=5)
     assert isinstance(reply, VoteResponse) and not reply.granted
     # FENCED_LEADER_EPOCH, or INVALID_REQUEST when the stale epoch is 0 (its last_epoch is not below it).
-    assert reply.epoch >= view.epoch and reply.error in (E.FENCED_LEADER_EPOCH, E.INVALID_REQUEST)
+    assert reply.epoch >= view.epoch and reply.error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_REQUEST)
     after = await cluster.leader_view()
     assert after.epoch >= view.epoch
-    assert (await cluster.append([b"x"])).error == E.NONE
+    assert (await cluster.append([b"x"])).error == ErrorCode.NONE
 
 
 def test_parse_properties_ignores_comments():

@@ -5,7 +5,9 @@ import random
 
 import pytest
 
+from storage.env import RealFileSystem
 from storage.memfs import MemFileSystem
+from storage.meta_properties import DataDirError
 from storage.raft_log import HEADER_SIZE, LogRecord, RaftLogStore, segment_name
 
 DIR = "/data/__cluster_metadata-0"
@@ -84,18 +86,48 @@ async def test_unflushed_tail_is_cut_cleanly_on_crash():
         assert again == loaded + recs(len(loaded), 2, epoch=5)
 
 
-async def test_corrupt_byte_cuts_the_log_at_that_frame():
-    fs = MemFileSystem()
-    store, _ = await open_store(fs)
+async def test_damage_followed_by_valid_entries_is_refused_with_one_line_on_real_files(tmp_path):
+    """A flipped byte mid-log is damage to durable (maybe committed) entries, not a torn tail:
+    the store refuses to open, naming the file, rather than silently cut offsets 6..9. An
+    observer (cut_damage) cuts there and re-fetches. Real files, as a node has them."""
+    fs = RealFileSystem()
+    directory = str(tmp_path / "__cluster_metadata-0")
+    store, _ = await RaftLogStore.open(fs, directory)
     store.append(recs(0, 10))
     await store.flush()
-    frame = HEADER_SIZE + 10
-    f = fs.open(f"{DIR}/{segment_name(0)}")
-    f.write_at(frame * 6 + HEADER_SIZE + 3, b"\xff")  # damage the payload of offset 6
     store.close()
-    store2, loaded = await open_store(fs)
+    frame = HEADER_SIZE + 10
+    path = tmp_path / "__cluster_metadata-0" / segment_name(0)
+    raw = bytearray(path.read_bytes())
+    raw[frame * 6 + HEADER_SIZE + 3] ^= 0xFF  # the payload of offset 6
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataDirError) as refused:
+        await RaftLogStore.open(fs, directory)
+    assert str(path) in str(refused.value) and "\n" not in str(refused.value)
+    assert path.read_bytes() == bytes(raw)  # nothing was cut
+    store2, loaded = await RaftLogStore.open(fs, directory, cut_damage=True)
     assert loaded == recs(0, 6)
     assert store2.end_offset == 6 and store2.recovered_bytes_cut == 4 * frame
+    store2.close()
+
+
+async def test_damage_in_an_earlier_segment_is_refused_and_a_torn_last_frame_is_cut():
+    fs = MemFileSystem()
+    store, _ = await open_store(fs, segment_bytes=150)
+    store.append(recs(0, 30, size=20))
+    await store.flush()
+    bases = store.segment_bases()
+    f = fs.open(f"{DIR}/{segment_name(bases[0])}")
+    size = f.size()
+    f.write_at(size - 5, b"\xff")  # the last frame of the first segment; later segments are valid
+    store.close()
+    with pytest.raises(DataDirError, match=segment_name(bases[0])):
+        await open_store(fs, segment_bytes=150)
+    f.write_at(size - 5, bytes(recs(0, 30, size=20)[bases[1] - 1].payload[:1]))  # repaired
+    last = fs.open(f"{DIR}/{segment_name(bases[-1])}")
+    last.truncate(last.size() - 3)  # a torn final write
+    store2, loaded = await open_store(fs, segment_bytes=150)
+    assert loaded == recs(0, 29, size=20)
 
 
 async def test_appended_garbage_is_cut():

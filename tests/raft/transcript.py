@@ -31,7 +31,7 @@ import shlex
 
 from raft.config import RaftConfig
 from raft.entry import decode_leader_change
-from raft.errors import NotLeaderError, error_name
+from raft.errors import NotLeaderError
 from raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -47,6 +47,7 @@ from raft.messages import (
 )
 
 from tests.raft.cluster import Network, SimNode
+from wire.error_codes import ErrorCode
 
 CONFIG = RaftConfig()
 
@@ -87,7 +88,7 @@ def render(blocks: list[tuple[str, str, str]]) -> str:
 
 
 def _err(code: int) -> str:
-    return f" err={error_name(code)}" if code else ""
+    return f" err={ErrorCode.of(code).name}" if code else ""
 
 
 def describe(msg: object) -> str:

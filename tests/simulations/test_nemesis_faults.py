@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import trio
 
-from raftkafka.metadata_roles import BrokerRole
+from raftkafka.node.metadata_roles import BrokerRole
 from simulations.cluster import PausableEnv
 from simulations.env import SkewedClock
 from simulations.nemesis import FAULT_GROUPS, LATE_KINDS, draw_profile, fault_kinds

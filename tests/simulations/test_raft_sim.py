@@ -10,7 +10,7 @@ import argparse
 
 import pytest
 
-from raftkafka import simulate_cmd
+from raftkafka.cli import simulate
 from simulations.runner import SimOptions, run_simulation
 from tests.simulations.mutations import MUTATIONS
 
@@ -79,7 +79,7 @@ def cli_args(**kw) -> argparse.Namespace:
 def test_cli_reports_a_violation_with_seed_invariant_and_trace(monkeypatch, capsys, tmp_path):
     MUTATIONS["high_watermark_from_leader_alone"](monkeypatch)
     trace_file = tmp_path / "trace.log"
-    code = simulate_cmd.run(cli_args(seed=2, duration="10s", trace=str(trace_file)))
+    code = simulate.run(cli_args(seed=2, duration="10s", trace=str(trace_file)))
     out = capsys.readouterr().out
     assert code == 1
     assert "seed 2:" in out and "VIOLATION MajorityReachedHighWatermark" in out
@@ -89,14 +89,14 @@ def test_cli_reports_a_violation_with_seed_invariant_and_trace(monkeypatch, caps
 
 
 def test_cli_clean_run_and_fuzz_range(capsys):
-    assert simulate_cmd.run(cli_args(seed=2)) == 0
+    assert simulate.run(cli_args(seed=2)) == 0
     assert "seed 2: OK  hash=" in capsys.readouterr().out
-    assert simulate_cmd.run(cli_args(seeds="0..2", json=True)) == 0
+    assert simulate.run(cli_args(seeds="0..2", json=True)) == 0
     out = capsys.readouterr().out
     assert '"failing": []' in out and '"seeds": 3' in out
 
 
 def test_cli_rejects_bad_arguments(capsys):
-    assert simulate_cmd.run(cli_args(seeds="5")) == 2
-    assert simulate_cmd.run(cli_args(seed=1, faults="bogus")) == 2
+    assert simulate.run(cli_args(seeds="5")) == 2
+    assert simulate.run(cli_args(seed=1, faults="bogus")) == 2
     assert "error:" in capsys.readouterr().err

@@ -1,9 +1,13 @@
 """LogManager: data dirs, checkpoints, clean-shutdown marker, create/delete, background passes."""
+import uuid
+
 import trio
 
 from storage.log import LogConfig, LogManager
 from storage.log.checkpoints import read_offsets
-from storage.log.log_manager import CLEAN_SHUTDOWN_FILE, parse_log_dir_name
+import pytest
+
+from storage.log.log_manager import CLEAN_SHUTDOWN_FILE, NAME_MAX, parse_log_dir_name
 
 from .log_helpers import FakeEnv, all_batches, all_records, batch, value_batch
 
@@ -160,7 +164,8 @@ async def test_create_logs_in_one_batch_spreads_registers_and_is_durable():
     manager = LogManager(env, ["/d1", "/d2"], CONFIG)
     await manager.startup()
     existing = await manager.get_or_create_log("t", 0)
-    wanted = [("t", p, None) for p in range(6)] + [("bad", -1, None), ("t", 3, None)]
+    topic_id = uuid.UUID(int=7)
+    wanted = [("t", p, None, topic_id) for p in range(6)] + [("bad", -1, None, None), ("t", 3, None, topic_id)]
     failures = await manager.create_logs(wanted)
     assert list(failures) == [("bad", -1)] and isinstance(failures[("bad", -1)], ValueError)
     assert manager.get_log("t", 0) is existing  # already there: left alone
@@ -174,6 +179,7 @@ async def test_create_logs_in_one_batch_spreads_registers_and_is_durable():
     await manager.startup()
     assert [tp for tp, _ in manager.all_logs()] == [("t", p) for p in range(6)]
     assert [manager.get_log("t", p).log_end_offset for p in range(6)] == [0, 1, 1, 1, 1, 1]
+    assert [manager.topic_id_of("t", p) for p in range(6)] == [None] + [topic_id] * 5
 
 
 async def test_concurrent_checkpoints_of_one_dir_do_not_collide():
@@ -192,3 +198,58 @@ async def test_concurrent_checkpoints_of_one_dir_do_not_collide():
             nursery.start_soon(manager.checkpoint)
     assert not manager.failures.is_offline("/d")
     assert read_offsets(env.fs, "/d/recovery-point-offset-checkpoint") == {("t", 0): 2}
+
+
+async def test_a_legal_249_byte_topic_name_is_deleted_and_set_aside_within_name_max():
+    """The `-delete` and `-stray` names cut the topic short (Kafka's logDeleteDirName): the
+    plain `<topic>-<p>.<uuid>-delete` of a long name exceeds NAME_MAX and the rename fails."""
+    env = FakeEnv()
+    manager = LogManager(env, ["/d"], CONFIG)
+    await manager.startup()
+    topic = "t" * 249
+    for p in range(3):
+        (await manager.get_or_create_log(topic, p)).append_as_leader(value_batch(1), leader_epoch=0)
+    assert await manager.delete_log(topic, 0)
+    assert await manager.set_aside_stray(topic, 1)
+    names = env.fs.listdir("/d")
+    stray = [n for n in names if n.endswith("-stray")]
+    assert len(stray) == 1 and len(stray[0]) == NAME_MAX and stray[0].startswith("t" * 200)
+    assert not any(n.endswith("-delete") for n in names)
+    assert manager.failures.offline == {}
+    with pytest.raises(ValueError, match="exceed 255 bytes"):
+        await manager.get_or_create_log(topic, 100_000)  # "<249 bytes>-100000" is 256 bytes
+    failures = await manager.create_logs([(topic, 100_000, None, None)])
+    assert isinstance(failures[(topic, 100_000)], ValueError)
+    assert manager.failures.offline == {}
+
+    await manager.shutdown()
+    manager = LogManager(env, ["/d"], CONFIG)
+    await manager.startup()  # the stray is kept, not loaded
+    assert [tp for tp, _ in manager.all_logs()] == [(topic, 2)]
+    assert stray[0] in env.fs.listdir("/d")
+
+
+async def test_a_log_of_an_older_topic_id_is_set_aside_and_one_without_an_id_adopts_it():
+    env = FakeEnv()
+    manager = LogManager(env, ["/d"], CONFIG)
+    await manager.startup()
+    old_id, new_id = uuid.UUID(int=1), uuid.UUID(int=2)
+    old = await manager.get_or_create_log("t", 0, topic_id=old_id)
+    old.append_as_leader(value_batch(3), leader_epoch=0)
+    legacy = await manager.get_or_create_log("t", 1)  # a directory from before partition.metadata
+    legacy.append_as_leader(value_batch(2), leader_epoch=0)
+    await manager.shutdown()
+
+    manager = LogManager(env, ["/d"], CONFIG)
+    await manager.startup()
+    assert manager.topic_id_of("t", 0) == old_id and manager.topic_id_of("t", 1) is None
+    fresh = await manager.get_or_create_log("t", 0, topic_id=new_id)
+    assert fresh.log_end_offset == 0 and manager.topic_id_of("t", 0) == new_id
+    adopted = await manager.get_or_create_log("t", 1, topic_id=new_id)
+    assert adopted.log_end_offset == 2 and manager.topic_id_of("t", 1) == new_id
+    assert len([n for n in env.fs.listdir("/d") if n.startswith("t-0.") and n.endswith("-stray")]) == 1
+    env.fs.crash()
+    manager = LogManager(env, ["/d"], CONFIG)
+    await manager.startup()
+    assert (manager.topic_id_of("t", 0), manager.topic_id_of("t", 1)) == (new_id, new_id)
+    assert manager.get_log("t", 0).log_end_offset == 0 and manager.get_log("t", 1).log_end_offset == 2

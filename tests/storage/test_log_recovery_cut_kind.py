@@ -47,7 +47,7 @@ async def test_a_flipped_bit_inside_a_whole_batch_loses_it_and_everything_after(
 
 
 async def test_only_a_cut_whole_batch_is_reported_to_on_data_loss():
-    # The broker forgets its clean-restart claim in this callback (raftkafka.metadata_roles).
+    # The broker forgets its clean-restart claim in this callback (raftkafka.node.metadata_roles).
     calls = []
 
     def rot(f, size):

@@ -1,0 +1,168 @@
+"""`python -m raftkafka produce`: the console producer, like kafka-console-producer.
+
+    produce --bootstrap-server H:P --topic T [--property parse.key=true --property key.separator=:]
+            [--producer-property acks=1 ...] [--producer.config FILE] [--sync]
+
+Each line of stdin is one record (the line without its newline, UTF-8 bytes as
+given). With `parse.key=true` the text before the first `key.separator`
+(default a tab) is the key. `null.marker=X` sends a null key or value where
+the text equals X (a tombstone, for compacted topics). A delivery error is
+reported per record; the command then exits 1 after sending the rest.
+"""
+from __future__ import annotations
+
+import sys
+from contextlib import aclosing
+
+import trio
+
+from raftkafka.cli.common import (
+    TOPIC_WAIT_S,
+    CommandError,
+    add_bootstrap,
+    add_command,
+    bootstrap_of,
+    client_kwargs,
+    known_properties,
+    parse_key_values,
+    read_properties,
+    run_client,
+    true_or_false,
+    wait_reachable,
+)
+from raftkafka.client import KafkaError, Producer
+from storage.env import RealEnv
+
+__all__ = ["add_parser", "run", "LineReader", "stdin_chunks"]
+
+_READER_PROPERTIES = {"parse.key": "false", "key.separator": "\t", "ignore.error": "false", "null.marker": None}
+
+
+def add_parser(subparsers) -> None:
+    p = add_command(subparsers, "produce", "console producer: one record per line of stdin")
+    add_bootstrap(p, config_flag="--producer.config")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--property", action="append", metavar="K=V",
+                   help="line reader: parse.key, key.separator, ignore.error, null.marker")
+    p.add_argument("--producer-property", action="append", metavar="K=V",
+                   help="producer setting with Kafka's name (acks, linger.ms, compression.type, ...)")
+    p.add_argument("--request-required-acks", metavar="ACKS", help="acks: all, -1, 0 or 1 (default all)")
+    p.add_argument("--compression-codec", metavar="CODEC", help="none, gzip, snappy, lz4 or zstd")
+    p.add_argument("--sync", action="store_true", help="wait for each record's acknowledgement before the next")
+    p.set_defaults(run=run)
+
+
+class LineReader:
+    """Turns input lines into (key, value) pairs per kafka-console-producer's reader properties."""
+
+    def __init__(self, properties: dict[str, str]):
+        settings = known_properties(properties, _READER_PROPERTIES)
+        self.parse_key = true_or_false(settings, "parse.key")
+        self.ignore_error = true_or_false(settings, "ignore.error")
+        self.separator = settings["key.separator"].encode()
+        if not self.separator:
+            raise CommandError("--property key.separator must not be empty")
+        marker = settings["null.marker"]
+        self.null_marker = marker.encode() if marker else None
+
+    def record(self, line: bytes, number: int) -> tuple[bytes | None, bytes | None]:
+        key = None
+        if self.parse_key:
+            key, sep, value = line.partition(self.separator)
+            if not sep:
+                if not self.ignore_error:
+                    raise CommandError(f"no key separator {self.separator.decode()!r} found on line {number}")
+                key, value = None, line
+        else:
+            value = line
+        return self._null(key), self._null(value)
+
+    def _null(self, data: bytes | None) -> bytes | None:
+        return None if data is not None and self.null_marker is not None and data == self.null_marker else data
+
+
+def producer_options(args) -> dict:
+    properties = read_properties(args.command_config)
+    properties.update(parse_key_values(args.producer_property, "--producer-property"))
+    if args.request_required_acks is not None:
+        properties["acks"] = args.request_required_acks
+    if args.compression_codec is not None:
+        properties["compression.type"] = args.compression_codec
+    properties.setdefault("client.id", "console-producer")
+    return client_kwargs(Producer, properties, "producer")  # the Producer itself checks the values
+
+
+def run(args) -> int:
+    reader = LineReader(parse_key_values(args.property, "--property"))
+    options = producer_options(args)
+    return run_client(_main, args, reader, options)
+
+
+async def stdin_chunks(size: int = 65536):
+    """Raw chunks of stdin, read in a worker thread so the producer keeps sending meanwhile."""
+    stream = getattr(sys.stdin, "buffer", None)
+    read = getattr(stream, "read1", None) or getattr(stream, "read", None)
+    if read is None:  # a text-only stdin (tests): encode what it gives
+        text_read = sys.stdin.read
+        read = lambda n: text_read(n).encode()  # noqa: E731
+    while True:
+        chunk = await trio.to_thread.run_sync(read, size)
+        if not chunk:
+            return
+        yield chunk
+
+
+async def _main(args, reader: LineReader, options: dict) -> int:
+    bootstrap = bootstrap_of(args)
+    failures: list[str] = []
+
+    def on_delivery(future) -> None:
+        error = future.exception()
+        if error is not None:
+            if not failures:
+                print(f"error: sending to {args.topic} failed: {error}", file=sys.stderr)
+            failures.append(str(error))
+
+    stopped: CommandError | None = None
+    async with Producer(RealEnv(), bootstrap, **options) as producer:
+        await wait_reachable(producer.cluster, bootstrap)
+        # An unknown topic: one clear error before any input is read.
+        await producer.cluster.topic(args.topic, wait=TOPIC_WAIT_S)
+        number = 0
+        try:
+            async with aclosing(_numbered_lines()) as lines:
+                async for number, line in lines:
+                    await _send(producer, args, reader.record(line, number), on_delivery)
+        except CommandError as e:
+            stopped = e  # a bad line or a refused send: what came before is still delivered
+        await producer.flush()
+    if stopped is not None:
+        raise stopped
+    if failures:
+        raise CommandError(f"{len(failures)} of {number} records were not delivered ({failures[0]})")
+    return 0
+
+
+async def _numbered_lines():
+    number, pending = 0, b""
+    async for chunk in stdin_chunks():
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            number += 1
+            yield number, line.rstrip(b"\r")
+    if pending:
+        yield number + 1, pending.rstrip(b"\r")
+
+
+async def _send(producer: Producer, args, key_value, on_delivery) -> None:
+    key, value = key_value
+    try:
+        future = await producer.send(args.topic, value, key)
+    except KafkaError as e:
+        raise CommandError(f"cannot send to {args.topic}: {e}") from None
+    future.add_callback(on_delivery)
+    if args.sync:
+        try:
+            await future
+        except KafkaError:
+            pass  # on_delivery reports it

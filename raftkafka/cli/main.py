@@ -1,0 +1,83 @@
+"""Command-line interface. Subcommands mirror Kafka's tools (DESIGN §9).
+
+One module per subcommand, each with `add_parser(subparsers)` (which sets
+`run`) and `run(args) -> exit code`. Expected failures (bad settings, an
+unformatted data dir, an unreachable cluster) are one line on stderr and exit
+code 1, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+USAGE = """\
+python -m raftkafka [COMMAND] [OPTIONS]
+       python -m raftkafka [--base-port 9092] [--data-dir ./raftkafka-data]
+           (no command: one node serving Kafka clients at localhost:9092)
+"""
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    from process.halt import DirectoryHalt  # a disk error halted the node (like Kafka)
+    from raftkafka.cli.common import CommandError
+    from raftkafka.cli.quorum import QuorumCommandError
+    from raftkafka.node.config import ConfigError
+    from storage.meta_properties import DataDirError
+    from storage.quorum_state_file import CorruptQuorumStateError
+
+    return (ConfigError, DataDirError, CorruptQuorumStateError, QuorumCommandError, CommandError, DirectoryHalt)
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    while isinstance(group, BaseExceptionGroup):
+        group = group.exceptions[0]
+    return group
+
+
+def _client_commands():
+    """The commands that talk to brokers with our client (Kafka's console tools)."""
+    from raftkafka.cli import bench, configs, console_consumer, console_producer, consumer_groups, topics
+
+    return (topics, console_producer, console_consumer, configs, consumer_groups, bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from raftkafka.cli import default, dev, format_storage, node, quorum, simulate
+
+    parser = argparse.ArgumentParser(
+        prog="python -m raftkafka", usage=USAGE,
+    )
+    default.add_arguments(parser)  # the bare command: one node on 9092/9093
+    # An explicit prog keeps the custom usage text out of every subcommand's usage line.
+    subparsers = parser.add_subparsers(dest="command", prog="python -m raftkafka", metavar="COMMAND")
+    for module in (node, format_storage, quorum, dev, simulate):
+        module.add_parser(subparsers)
+    for module in _client_commands():
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        from raftkafka.cli import default
+
+        args.run = default.run
+    expected = _expected_errors()
+    try:
+        code = args.run(args)
+    except expected as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except BaseExceptionGroup as group:
+        # trio wraps errors raised inside nurseries; an expected one is still one line.
+        matched, rest = group.split(expected)
+        if matched is None or rest is not None:
+            raise
+        print(f"error: {_first_leaf(matched)}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(code)

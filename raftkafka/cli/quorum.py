@@ -1,0 +1,117 @@
+"""`python -m raftkafka quorum describe`: the metadata quorum's state, like kafka-metadata-quorum.
+
+    python -m raftkafka quorum describe --bootstrap-controller 127.0.0.1:9093 [--json]
+
+Prints the leader, its epoch, the high watermark and, for every voter and
+observer, its log end offset and lag (leader's end offset minus its own). With
+`--json`, one object: {"leader_id", "leader_epoch", "high_watermark",
+"voters": [{"id", "log_end_offset", "lag", "last_fetch_age_ms"}], "observers": [...]}.
+"""
+from __future__ import annotations
+
+import json
+
+import trio
+
+from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse
+from raft.node_client import ConnectionLost, open_client
+from raftkafka.node.config import ConfigError
+from storage.env import RealEnv
+from wire.error_codes import ErrorCode
+
+__all__ = ["add_parser", "run", "describe", "summarize", "QuorumCommandError"]
+
+
+class QuorumCommandError(Exception):
+    """An expected failure (unreachable controller, no leader): one line for the user."""
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("quorum", help="describe the metadata quorum")
+    sub = p.add_subparsers(dest="quorum_command", required=True)
+    d = sub.add_parser("describe", help="leader, epoch, high watermark and replication lag")
+    d.add_argument("--bootstrap-controller", "--bootstrap-controllers", dest="bootstrap", required=True,
+                   metavar="HOST:PORT", help="a controller's listener (comma-separated list allowed)")
+    d.add_argument("--json", action="store_true", help="print one JSON object")
+    d.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a leader (default 10)")
+    d.add_argument("--status", action="store_true", help="accepted for kafka-metadata-quorum compatibility")
+    d.add_argument("--replication", action="store_true", help="accepted for kafka-metadata-quorum compatibility")
+    p.set_defaults(run=run)
+
+
+def _addresses(text: str) -> list[tuple[str, int]]:
+    out = []
+    for item in [s.strip() for s in text.split(",") if s.strip()]:
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"--bootstrap-controller: {item!r} is not HOST:PORT")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ConfigError("--bootstrap-controller: no address given")
+    return out
+
+
+async def describe(addresses: list[tuple[str, int]], timeout: float) -> DescribeQuorumResponse:
+    """Ask the controllers until one answers with a leader's view, or time out."""
+    env = RealEnv()
+    last_problem = "no answer"
+    with trio.move_on_after(timeout):
+        while True:
+            for host, port in addresses:
+                try:
+                    async with open_client(env, host, port, connect_timeout=2.0) as client:
+                        reply = await client.call(DescribeQuorumRequest(""), timeout=5.0)
+                except (OSError, ConnectionLost, trio.TooSlowError) as e:
+                    last_problem = f"cannot reach {host}:{port}: {e or type(e).__name__}"
+                    continue
+                if isinstance(reply, DescribeQuorumResponse) and reply.error == ErrorCode.NONE:
+                    return reply
+                last_problem = f"{host}:{port} answered {ErrorCode.of(getattr(reply, 'error', -1)).name}"
+            await trio.sleep(0.2)
+    raise QuorumCommandError(f"could not describe the quorum within {timeout:g}s ({last_problem})")
+
+
+def summarize(reply: DescribeQuorumResponse) -> dict:
+    leader_end = next((v.log_end_offset for v in reply.voters if v.replica_id == reply.leader_id), -1)
+
+    def row(r) -> dict:
+        lag = leader_end - r.log_end_offset if r.log_end_offset >= 0 and leader_end >= 0 else None
+        return {"id": r.replica_id, "log_end_offset": r.log_end_offset, "lag": lag,
+                "last_fetch_age_ms": r.last_fetch_age_ms}
+
+    return {
+        "leader_id": reply.leader_id,
+        "leader_epoch": reply.epoch,
+        "high_watermark": reply.high_watermark,
+        "voters": [row(r) for r in sorted(reply.voters, key=lambda r: r.replica_id)],
+        "observers": [row(r) for r in sorted(reply.observers, key=lambda r: r.replica_id)],
+    }
+
+
+def render(summary: dict) -> str:
+    lags = [v["lag"] for v in summary["voters"] if v["lag"] is not None]
+    lines = [
+        f"LeaderId:               {summary['leader_id']}",
+        f"LeaderEpoch:            {summary['leader_epoch']}",
+        f"HighWatermark:          {summary['high_watermark']}",
+        f"MaxFollowerLag:         {max(lags) if lags else 'unknown'}",
+        f"CurrentVoters:          [{','.join(str(v['id']) for v in summary['voters'])}]",
+        f"CurrentObservers:       [{','.join(str(v['id']) for v in summary['observers'])}]",
+        "",
+        f"{'NodeId':<8}{'LogEndOffset':<14}{'Lag':<8}{'LastFetchAgeMs':<16}Status",
+    ]
+    for kind, rows in (("Voter", summary["voters"]), ("Observer", summary["observers"])):
+        for r in rows:
+            status = "Leader" if r["id"] == summary["leader_id"] else kind
+            lag = "?" if r["lag"] is None else r["lag"]
+            age = "-" if r["last_fetch_age_ms"] < 0 else r["last_fetch_age_ms"]
+            lines.append(f"{r['id']:<8}{r['log_end_offset']:<14}{lag!s:<8}{age!s:<16}{status}")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    addresses = _addresses(args.bootstrap)
+    reply = trio.run(describe, addresses, args.timeout)
+    summary = summarize(reply)
+    print(json.dumps(summary, sort_keys=True) if args.json else render(summary))
+    return 0

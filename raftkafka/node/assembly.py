@@ -1,0 +1,236 @@
+"""Assemble and run one node from its config and an Env.
+
+Every node runs one Raft replica of the metadata log (storage → core → driver →
+transport) plus the quorum's client RPCs; controllers are voters, broker-only
+nodes observers. What the committed log drives comes from the node's app
+(raftkafka.node.metadata_roles.MetadataApp): the active controller and its RPCs on
+controllers, the metadata loader and broker lifecycle on brokers. With
+`controller.state.machine=recording` a controller only records committed
+entries (Raft-only tests and benchmarks).
+"""
+from __future__ import annotations
+
+import logging
+import signal
+
+import msgpack
+import trio
+
+from raft.core import RaftCore
+from raft.driver import RaftDriver
+from raft.entry import Entry
+from raft.node_rpc import QuorumService
+from raft.node_storage import NodeStorage
+from raft.transport import Transport
+from raftkafka.node.config import ConfigError, NodeConfig
+from storage.env import Env
+from storage.meta_properties import VoterSpec, check_data_dir
+
+__all__ = ["RecordingStateMachine", "ControllerNode", "run_node", "voter_addresses", "describe_addresses"]
+
+log = logging.getLogger("raftkafka.node")
+
+
+class RecordingStateMachine:
+    """Keeps every committed non-control payload, in order; its snapshot is that list.
+
+    Diagnostic only (tests and benchmarks read it back from disk to prove that no
+    committed entry was lost); the metadata controller replaces it.
+    """
+
+    def __init__(self) -> None:
+        self.payloads: list[bytes] = []
+        self.applied_offset = 0  # end offset of what was applied
+
+    def restore(self, snapshot_id: tuple[int, int], data: bytes | None) -> None:
+        self.payloads = list(msgpack.unpackb(data)["payloads"]) if data else []
+        self.applied_offset = snapshot_id[0]
+
+    def apply(self, entries: list[Entry], high_watermark: int) -> None:
+        self.payloads.extend(e.payload for e in entries if not e.control)
+        self.applied_offset = entries[-1].offset + 1
+
+    def snapshot(self) -> bytes:
+        return msgpack.packb({"offset": self.applied_offset, "payloads": self.payloads})
+
+
+def voter_addresses(bootstrap: list[VoterSpec], configured: list[VoterSpec]) -> dict[int, tuple[str, int]]:
+    """Voter id → controller address: the format-time set, with addresses from the config if given."""
+    addresses = {v.node_id: (v.host, v.port) for v in bootstrap}
+    if configured:
+        if sorted(v.node_id for v in configured) != sorted(addresses):
+            raise ConfigError(
+                "controller.quorum.voters: ids "
+                f"{sorted(v.node_id for v in configured)} differ from the voters formatted into the data dir "
+                f"{sorted(addresses)}"
+            )
+        addresses = {v.node_id: (v.host, v.port) for v in configured}
+    return addresses
+
+
+class ControllerNode:
+    """The controller role: a Raft voter (or observer) with its listener and RPCs."""
+
+    def __init__(self, env: Env, config: NodeConfig, *, state_machine=None, app=None):
+        self.env = env
+        self.config = config
+        # `app` (raftkafka.node.metadata_roles.MetadataApp) brings its own state machine, RPCs
+        # and tasks; without one the node only replicates (tests, benchmarks).
+        self.app = app
+        self.state_machine = app.state_machine if app is not None else state_machine or RecordingStateMachine()
+        self.driver: RaftDriver | None = None
+        self.transport: Transport | None = None
+        self.bound_port: int | None = None
+
+    def preflight(self):
+        """Check the data dir and voters (DataDirError / ConfigError) before anything starts."""
+        meta, bootstrap = check_data_dir(self.env.fs, self.config.metadata_log_dir, node_id=self.config.node_id)
+        return meta, voter_addresses(bootstrap, self.config.voters)
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        env, config = self.env, self.config
+        meta, addresses = self.preflight()
+        storage = NodeStorage(env.fs, config.metadata_log_dir, segment_bytes=config.metadata_segment_bytes)
+        observer = config.node_id not in addresses
+        state, raft_log = await storage.load(refetch_damaged=observer)
+        core = RaftCore(
+            node_id=config.node_id,
+            voters=sorted(addresses),
+            cluster_id=meta.cluster_id,
+            config=config.raft_config(),
+            state=state,
+            log=raft_log,
+            now=env.now(),
+            rng=env.rng,
+            observer=observer,
+        )
+        self.driver = driver = RaftDriver(
+            env, core, storage, self.state_machine,
+            send=lambda dst, msg: self.transport.send(dst, msg),
+            append_linger=config.append_linger_ms / 1000,
+            snapshot_interval_bytes=config.snapshot_interval_bytes,
+        )
+        service = QuorumService(env, driver, cluster_id=meta.cluster_id, node_id=config.node_id, addresses=addresses)
+        app = self.app
+
+        async def client_handler(request):
+            reply = None if app is None else await app.handle(request)
+            return reply if reply is not None else await service.handle(request)
+
+        def epoch_and_leader():
+            st = core.status()
+            return st.epoch, st.leader_id
+
+        self.transport = Transport(
+            env,
+            node_id=config.node_id,
+            cluster_id=meta.cluster_id,
+            peers=addresses,
+            inbox=driver.inbox_send if app is None else app.wrap_inbox(driver.inbox_send),
+            client_handler=client_handler,
+            status=epoch_and_leader,
+        )
+        listener = config.controller_listener
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(service.run)
+                try:
+                    self.bound_port = await nursery.start(
+                        self.transport.run, listener and listener.host, listener and listener.port)
+                except* OSError as group:
+                    e = group.exceptions[0]
+                    raise ConfigError(
+                        f"listeners: cannot listen on {listener.host}:{listener.port}: {getattr(e, 'strerror', e) or e}"
+                    ) from None
+                log.info(
+                    "node %d started: cluster %s, voters %s, log %s..%s, epoch %d",
+                    config.node_id, meta.cluster_id, sorted(addresses),
+                    raft_log.start_offset, raft_log.end_offset, state.epoch,
+                )
+                nursery.start_soon(driver.run)
+                if app is not None:
+                    await nursery.start(app.run, driver, meta.cluster_id, addresses)
+                task_status.started(self.bound_port)
+        finally:
+            storage.close()
+
+
+def describe_addresses(config: NodeConfig, node: "ControllerNode") -> str:
+    """`node 1 (broker,controller) serving Kafka clients on PLAINTEXT://127.0.0.1:9092, controllers on ...`"""
+    parts = []
+    app = node.app
+    kafka = app.broker.kafka if app is not None and app.broker is not None else None
+    if kafka is not None:
+        listener = config.broker_listener
+        parts.append(f"Kafka clients on {listener.name}://{listener.host}:{kafka.port}")
+    listener = config.controller_listener
+    if listener is not None:
+        parts.append(f"controllers on {listener.name}://{listener.host}:{node.bound_port}")
+    who = f"node {config.node_id} ({','.join(config.roles)})"
+    return f"{who} serving " + ", ".join(parts) if parts else f"{who} started"
+
+
+async def run_node(env: Env, config: NodeConfig, *, announce=print, ready=None) -> None:
+    """Run until SIGTERM/SIGINT. Raises ConfigError / DataDirError before anything starts.
+
+    `announce(line)` gets the one line saying where the node serves; `ready(node)` (if
+    given) is called once it does."""
+    from raftkafka.node.metadata_roles import MetadataApp
+    from raftkafka.node.metrics_http import MetricsServer
+    from raftkafka.node.metrics_wiring import register_broker_gauges, register_node_gauges
+    from metrics.registry import MetricsRegistry
+
+    if "broker" in config.roles and config.broker_listener is None:
+        raise ConfigError("listeners: a broker needs a client listener, e.g. PLAINTEXT://127.0.0.1:9092")
+    registry = MetricsRegistry()
+    app = MetadataApp(env, config, kafka_broker=True, metrics=registry) if config.state_machine == "metadata" else None
+    if app is None and "broker" in config.roles:
+        raise ConfigError("controller.state.machine: 'recording' runs the controller role only")
+    node = ControllerNode(env, config, app=app)
+    node.preflight()
+    register_node_gauges(registry, node)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.run)
+            if app is not None and app.broker is not None and app.broker.kafka is not None:
+                register_broker_gauges(registry, app.broker.kafka)
+            if config.metrics_port >= 0:
+                try:
+                    metrics_port = await nursery.start(MetricsServer(env, registry).serve, config.metrics_host,
+                                                       config.metrics_port)
+                except* OSError as group:
+                    e = group.exceptions[0]
+                    raise ConfigError(f"metrics.port: cannot listen on {config.metrics_host}:{config.metrics_port}: "
+                                      f"{getattr(e, 'strerror', e) or e}") from None
+                log.info("metrics on http://%s:%d/metrics", config.metrics_host, metrics_port)
+            nursery.start_soon(_announce_when_serving, node, announce, ready)
+            async for signum in signals:
+                log.info("signal %d: shutting down", signum)
+                await _shut_down(node)
+                nursery.cancel_scope.cancel()
+                break
+
+
+async def _announce_when_serving(node: "ControllerNode", announce, ready) -> None:
+    """A broker serves clients once unfenced (before that, connections wait): say so then."""
+    broker = node.app.broker if node.app is not None else None
+    if broker is not None and not broker.lifecycle.unfenced.is_set():
+        log.info("waiting for the controller quorum to unfence broker %d", node.config.node_id)
+        await broker.lifecycle.unfenced.wait()
+    announce(describe_addresses(node.config, node), flush=True)
+    if ready is not None:
+        ready(node)
+
+
+async def _shut_down(node: "ControllerNode") -> None:
+    """Kafka's controlled shutdown: leadership moves away, then Raft leadership, then we stop
+    (cancelling the broker flushes and closes its logs and writes the clean-shutdown marker)."""
+    app = node.app
+    broker = app and app.broker
+    if broker is not None and broker.lifecycle is not None and broker.lifecycle.registered.is_set():
+        done = await broker.lifecycle.controlled_shutdown(timeout=10.0)
+        log.info("controlled shutdown %s", "complete" if done else "timed out")
+    # A leader hands over first, so the others need not wait out a timeout.
+    with node.env.move_on_after(1.0):
+        await node.driver.resign()
+        await node.env.sleep(0.05)  # let the transport write the EndQuorumEpoch

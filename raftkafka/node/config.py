@@ -1,0 +1,382 @@
+"""Node configuration: Kafka's setting names, from a TOML file and/or flags.
+
+A TOML file may use flat dotted keys (`"node.id" = 1`) or nested tables
+(`[node] id = 1`); both name the setting `node.id`. Flags override the file:
+`--set NAME=VALUE` for any setting, plus short aliases for the common ones
+(`--node-id`, `--roles`, `--log-dirs`, `--listeners`, `--controller-quorum-voters`).
+Every problem is a `ConfigError` whose message is one line naming the setting.
+
+To add a node setting, add one `Setting` to SETTINGS and a field to NodeConfig.
+The broker's Kafka settings (`num.partitions`, `log.retention.hours`,
+`offsets.topic.replication.factor`, ...) are the node file's *static* broker
+configs: they are validated against the metadata layer's definitions and kept
+as strings in `NodeConfig.broker_static`, the lowest layer under the dynamic
+configs, exactly as in Kafka (the broker and the controller both read them).
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from metadata.config_definitions import BROKER_CONFIGS
+from metadata.config_definitions import parse as parse_broker_value
+from metadata.errors import ApiError
+from raft.config import RaftConfig
+from storage.meta_properties import VoterSpec
+
+__all__ = [
+    "ConfigError",
+    "NodeConfig",
+    "Listener",
+    "SETTINGS",
+    "load_config",
+    "convert_setting",
+    "parse_voters",
+    "parse_listeners",
+    "add_config_arguments",
+    "settings_from_args",
+]
+
+
+class ConfigError(Exception):
+    """A bad setting. str(e) is the one line to print."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_voters(text: str, setting: str = "controller.quorum.voters") -> list[VoterSpec]:
+    """`id@host:port[:directory_id],...` (Kafka's controller.quorum.voters / --initial-controllers)."""
+    voters = []
+    for item in [s.strip() for s in text.split(",") if s.strip()]:
+        node, at, rest = item.partition("@")
+        parts = rest.rsplit(":", 2) if rest.count(":") >= 2 else rest.rsplit(":", 1)
+        try:
+            if not at or len(parts) < 2:
+                raise ValueError
+            host, port = parts[0], int(parts[1])
+            directory_id = parts[2] if len(parts) == 3 else None
+            voters.append(VoterSpec(int(node), host.strip("[]"), port, directory_id))
+            if not 0 < port < 65536 or int(node) < 0:
+                raise ValueError
+        except ValueError:
+            raise ConfigError(f"{setting}: {item!r} is not id@host:port") from None
+    ids = [v.node_id for v in voters]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{setting}: a node id appears twice")
+    return voters
+
+
+def parse_listeners(text: str, setting: str = "listeners") -> list[Listener]:
+    """`NAME://host:port,...`; an empty host means all interfaces."""
+    out = []
+    for item in [s.strip() for s in text.split(",") if s.strip()]:
+        name, sep, addr = item.partition("://")
+        host, colon, port = addr.rpartition(":")
+        try:
+            if not sep or not colon or not name:
+                raise ValueError
+            out.append(Listener(name.upper(), host.strip("[]") or "0.0.0.0", int(port)))
+            if not 0 <= int(port) < 65536:
+                raise ValueError
+        except ValueError:
+            raise ConfigError(f"{setting}: {item!r} is not NAME://host:port") from None
+    if len({l.name for l in out}) != len(out):
+        raise ConfigError(f"{setting}: a listener name appears twice")
+    return out
+
+
+def _int(lo: int | None = None):
+    def conv(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ValueError("expected an integer")
+        v = int(value)
+        if lo is not None and v < lo:
+            raise ValueError(f"must be >= {lo}")
+        return v
+
+    return conv
+
+
+def _roles(value: Any) -> tuple[str, ...]:
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    roles = tuple(sorted({str(r).strip() for r in items if str(r).strip()}))
+    if not roles or any(r not in ("broker", "controller") for r in roles):
+        raise ValueError("must be 'broker', 'controller' or both")
+    return roles
+
+
+def _str_list(value: Any) -> tuple[str, ...]:
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    out = tuple(str(s).strip() for s in items if str(s).strip())
+    if not out:
+        raise ValueError("must not be empty")
+    return out
+
+
+def _state_machine(value: Any) -> str:
+    if str(value) not in ("metadata", "recording"):
+        raise ValueError("must be 'metadata' or 'recording' (a diagnostic for Raft-only tests)")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    attr: str
+    convert: Callable[[Any], Any]
+    default: Any = None  # None = required
+
+
+SETTINGS = [
+    Setting("node.id", "node_id", _int(0)),
+    Setting("process.roles", "roles", _roles),
+    Setting("log.dirs", "log_dirs", _str_list),
+    Setting("listeners", "listeners", str, "CONTROLLER://127.0.0.1:9093"),
+    Setting("controller.listener.names", "controller_listener_names", _str_list, ("CONTROLLER",)),
+    Setting("controller.quorum.voters", "voters_text", str, ""),
+    Setting("controller.quorum.election.timeout.ms", "election_timeout_ms", _int(1), 1000),
+    Setting("controller.quorum.fetch.timeout.ms", "fetch_timeout_ms", _int(1), 2000),
+    Setting("controller.quorum.election.backoff.max.ms", "election_backoff_max_ms", _int(0), 1000),
+    Setting("controller.quorum.append.linger.ms", "append_linger_ms", _int(0), 25),
+    Setting("controller.quorum.request.timeout.ms", "request_timeout_ms", _int(1), 2000),
+    Setting("metadata.log.segment.bytes", "metadata_segment_bytes", _int(1024), 16 * 1024 * 1024),
+    Setting("metadata.log.max.record.bytes.between.snapshots", "snapshot_interval_bytes", _int(1), 20 * 1024 * 1024),
+    Setting("metadata.log.max.snapshot.interval.ms", "snapshot_interval_ms", _int(1), 3_600_000),
+    Setting("metadata.log.max.records.between.snapshots", "snapshot_interval_records", _int(1), 20_000),
+    Setting("broker.heartbeat.interval.ms", "broker_heartbeat_interval_ms", _int(1), 2000),
+    Setting("broker.session.timeout.ms", "broker_session_timeout_ms", _int(1), 9000),
+    Setting("broker.rack", "broker_rack", str, ""),
+    Setting("controller.state.machine", "state_machine", _state_machine, "metadata"),
+    Setting("log.level", "log_level", str, "INFO"),
+    Setting("advertised.listeners", "advertised_listeners_text", str, ""),
+    Setting("metrics.port", "metrics_port", _int(-1), -1),
+    Setting("metrics.host", "metrics_host", str, "0.0.0.0"),
+]
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+# Broker settings read from the node file (BrokerConfig.static) that the metadata
+# layer's BROKER_CONFIGS does not define: replication, groups, the listener.
+EXTRA_BROKER_SETTINGS = frozenset({
+    "replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
+    "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
+    "max.incremental.fetch.session.cache.slots",
+    "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
+    "offsets.retention.check.interval.ms", "offset.metadata.max.bytes",
+    "offsets.topic.segment.bytes", "offsets.commit.timeout.ms",
+    "log.retention.check.interval.ms", "socket.request.max.bytes",
+})
+
+
+def is_broker_setting(name: str) -> bool:
+    return name in BROKER_CONFIGS or name in EXTRA_BROKER_SETTINGS
+
+
+def _broker_value(name: str, raw: Any) -> str:
+    """A static broker setting as the string Kafka's config layers hold."""
+    if isinstance(raw, bool):
+        text = "true" if raw else "false"
+    elif isinstance(raw, (list, tuple)):
+        text = ",".join(str(v) for v in raw)
+    else:
+        text = str(raw).strip()
+    d = BROKER_CONFIGS.get(name)
+    try:
+        if d is not None:
+            parse_broker_value(d, text)
+        elif name in EXTRA_BROKER_SETTINGS:
+            int(text)  # every extra one is a number
+    except ApiError as e:
+        raise ConfigError(f"{name}: invalid value {raw!r} ({e.message or 'invalid'})") from None
+    except ValueError:
+        raise ConfigError(f"{name}: invalid value {raw!r} (expected an integer)") from None
+    return text
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    node_id: int
+    roles: tuple[str, ...]
+    log_dirs: tuple[str, ...]
+    listeners: list[Listener] = field(default_factory=list)
+    controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
+    voters: list[VoterSpec] = field(default_factory=list)
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    append_linger_ms: int = 25
+    request_timeout_ms: int = 2000
+    metadata_segment_bytes: int = 16 * 1024 * 1024
+    snapshot_interval_bytes: int = 20 * 1024 * 1024
+    snapshot_interval_ms: int = 3_600_000
+    snapshot_interval_records: int = 20_000
+    broker_heartbeat_interval_ms: int = 2000
+    broker_session_timeout_ms: int = 9000
+    broker_rack: str = ""
+    state_machine: str = "metadata"
+    log_level: str = "INFO"
+    advertised_listeners: list[Listener] = field(default_factory=list)
+    metrics_port: int = -1  # -1 = no metrics endpoint
+    metrics_host: str = "0.0.0.0"
+    broker_static: dict[str, str] = field(default_factory=dict)  # Kafka-named, as strings
+
+    @property
+    def metadata_log_dir(self) -> str:
+        return self.log_dirs[0]
+
+    @property
+    def broker_listener(self) -> Listener | None:
+        """The listener Kafka clients (and follower replicas) use: the first non-controller one."""
+        for listener in self.listeners:
+            if listener.name not in self.controller_listener_names:
+                return listener
+        return None
+
+    def advertised(self, listener: Listener, bound_port: int | None = None) -> Listener:
+        """What brokers register for `listener`: advertised.listeners if it names it, else
+        the bound address (port 0 becomes the real port; a wildcard host, this host's name)."""
+        for adv in self.advertised_listeners:
+            if adv.name == listener.name:
+                return adv
+        host = listener.host
+        if host in ("0.0.0.0", "::", ""):
+            import socket  # only for the wildcard case; never in node packages
+
+            host = socket.getfqdn()
+        port = bound_port if bound_port else listener.port
+        return Listener(listener.name, host, port)
+
+    @property
+    def controller_listener(self) -> Listener | None:
+        for listener in self.listeners:
+            if listener.name in self.controller_listener_names:
+                return listener
+        return None
+
+    def raft_config(self) -> RaftConfig:
+        return RaftConfig(
+            election_timeout=self.election_timeout_ms / 1000,
+            fetch_timeout=self.fetch_timeout_ms / 1000,
+            election_backoff_max=self.election_backoff_max_ms / 1000,
+            append_linger=self.append_linger_ms / 1000,
+            request_timeout=self.request_timeout_ms / 1000,
+        )
+
+
+def _flatten(doc: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def read_toml(path: str) -> dict[str, Any]:
+    """The settings in a TOML file (this runs in the CLI, outside node code)."""
+    try:
+        with open(path, "rb") as f:
+            return _flatten(tomllib.load(f))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"config file {path}: {e}") from None
+
+
+def convert_setting(name: str, raw: Any) -> Any:
+    """One setting's value, validated (ConfigError naming it otherwise)."""
+    s = _BY_NAME.get(name)
+    if s is None:
+        raise ConfigError(f"unknown setting {name!r}")
+    if raw is None:
+        raise ConfigError(f"{name} is required")
+    try:
+        return s.convert(raw)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{name}: invalid value {raw!r} ({e})") from None
+
+
+def load_config(values: dict[str, Any]) -> NodeConfig:
+    """Validate raw settings (file values overridden by flags) into a NodeConfig."""
+    kwargs: dict[str, Any] = {}
+    static: dict[str, str] = {}
+    for name in sorted(values):
+        if name in _BY_NAME:
+            continue  # a node setting (some, like node.id, are also broker configs: added below)
+        if not is_broker_setting(name):
+            raise ConfigError(f"unknown setting {name!r}")
+        static[name] = _broker_value(name, values[name])
+    for s in SETTINGS:
+        raw = values.get(s.name)
+        kwargs[s.attr] = convert_setting(s.name, s.default if raw is None else raw)
+    kwargs["listeners"] = parse_listeners(kwargs["listeners"])
+    kwargs["voters"] = parse_voters(kwargs.pop("voters_text"))
+    kwargs["advertised_listeners"] = parse_listeners(kwargs.pop("advertised_listeners_text"),
+                                                     "advertised.listeners")
+    for s in SETTINGS:
+        if s.name in BROKER_CONFIGS and s.name in values:
+            static[s.name] = _broker_value(s.name, values[s.name])
+    kwargs["broker_static"] = static
+    config = NodeConfig(**kwargs)
+    if "controller" in config.roles and config.controller_listener is None:
+        raise ConfigError(
+            f"listeners: a controller needs a listener named one of {','.join(config.controller_listener_names)}"
+        )
+    if "broker" in config.roles and config.broker_listener is None:
+        raise ConfigError("listeners: a broker needs a client listener, e.g. PLAINTEXT://127.0.0.1:9092")
+    if config.broker_listener is not None and config.broker_listener.port == 0:
+        if any(a.name == config.broker_listener.name for a in config.advertised_listeners):
+            raise ConfigError("advertised.listeners: cannot advertise a listener bound to port 0")
+    try:
+        config.raft_config()
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return config
+
+
+# --------------------------------------------------------------------------- #
+# Command-line flags shared by `node` and `format`
+# --------------------------------------------------------------------------- #
+
+_ALIASES = {
+    "node_id": "node.id",
+    "roles": "process.roles",
+    "log_dirs": "log.dirs",
+    "listeners": "listeners",
+    "controller_quorum_voters": "controller.quorum.voters",
+    "metrics_port": "metrics.port",
+}
+
+
+def add_config_arguments(parser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="TOML file with the node's settings")
+    parser.add_argument("--set", metavar="NAME=VALUE", action="append", default=[],
+                        help="any setting by its Kafka name (repeatable; wins over the file)")
+    parser.add_argument("--node-id", help="node.id")
+    parser.add_argument("--roles", help="process.roles: controller, broker or broker,controller")
+    parser.add_argument("--log-dirs", "--log-dir", dest="log_dirs", help="log.dirs (the first holds the metadata log)")
+    parser.add_argument("--listeners", help="listeners, e.g. CONTROLLER://127.0.0.1:9093")
+    parser.add_argument("--controller-quorum-voters", help="controller.quorum.voters: id@host:port,...")
+    parser.add_argument("--metrics-port", help="metrics.port: serve Prometheus metrics over HTTP (-1 = off)")
+
+
+def settings_from_args(args) -> dict[str, Any]:
+    """File settings, then --set, then the aliases: later wins."""
+    values = read_toml(args.config) if getattr(args, "config", None) else {}
+    for item in getattr(args, "set", []) or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
+        values[name.strip()] = value.strip()
+    for attr, name in _ALIASES.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            values[name] = value
+    return values
