@@ -76,8 +76,8 @@ class Broker:
         self.static = dict(config.static)
         self.log_manager = log_manager or LogManager(
             env, list(config.data_dirs), default_config=log_config_for(EMPTY_IMAGE, "", self.static))
-        self.metadata = MetadataCache(config.node_id, config.listener_name)
-        self.purgatory = FetchPurgatory()
+        self.metadata = MetadataCache(env, config.node_id, config.listener_name)
+        self.purgatory = FetchPurgatory(env)
         self.fetch_sessions = FetchSessionCache(  # KIP-227: incremental fetches
             env.rng, max_slots=self._static_int("max.incremental.fetch.session.cache.slots", 1000))
         self.alter_partitions = AlterPartitionManager(env, config.node_id, controller, self._broker_epoch)
@@ -90,7 +90,7 @@ class Broker:
         replication = ReplicationSettings(
             clock=env.now, lag_time_s=self._static_int("replica.lag.time.max.ms", 30000) / 1000,
             alter_partitions=self.alter_partitions, is_isr_eligible=self._isr_eligible)
-        self.replicas = ReplicaManager(config.node_id, self.log_manager, static=self.static,
+        self.replicas = ReplicaManager(env, config.node_id, self.log_manager, static=self.static,
                                        on_change=self.purgatory.notify, replication=replication,
                                        fetchers=self.fetchers)
         self.groups = GroupDriver(self)  # consumer-group coordinator (after replicas: it reads them)
@@ -133,7 +133,7 @@ class Broker:
                 await nursery.start(self.replicas.run)
                 await nursery.start(self.alter_partitions.run)
                 await nursery.start(self.fetchers.run)
-                nursery.start_soon(self.replicas.run_isr_expiration, self.env)
+                nursery.start_soon(self.replicas.run_isr_expiration)
                 await nursery.start(self.groups.run)
                 nursery.start_soon(self._retention_and_cleaning)
                 nursery.start_soon(self._flusher)

@@ -11,12 +11,13 @@ that brings it nothing (a high watermark moved, say), parks again at the cost
 of the partitions that fired, not of all 1000 (re-registering and re-reading
 them all made a busy RF=3 broker quadratic in its partition count).
 
-Deadlines: while `FetchPurgatory.run()` (Kafka's expiration reaper) runs, a
-waiter's deadline is an entry in its heap, not a cancel scope of its own: one
-task sleeps until the earliest deadline still waited for and wakes whoever
-reached theirs. Most parked fetches are answered long before their deadline,
-and a deadlined cancel scope per wait cost the scheduler more than the rest of
-a fetch. Without the reaper (a purgatory on its own) a wait uses a cancel scope.
+Deadlines (Env time): while `FetchPurgatory.run()` (Kafka's expiration reaper,
+storage.deadline_reaper) runs, a waiter's deadline is an entry in its heap, not a
+cancel scope of its own: one task sleeps until the earliest deadline still waited
+for and wakes whoever reached theirs. Most parked fetches are answered long before
+their deadline, and a deadlined cancel scope per wait would cost the scheduler more
+than the rest of a fetch. Without the reaper (a purgatory on its own) a wait uses an
+Env cancel scope.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from typing import Callable, Iterable
 import trio
 from trio.lowlevel import Abort, checkpoint, current_task, reschedule, wait_task_rescheduled
 
-from broker.deadline_reaper import DeadlineReaper
+from storage.deadline_reaper import DeadlineReaper
+from storage.env import Env
 
 __all__ = ["FetchPurgatory", "Watch"]
 
@@ -73,24 +75,24 @@ class Watch:
         return Abort.SUCCEEDED
 
     async def wait(self, deadline: float) -> list[Key]:
-        """The partitions that changed (in notification order), or [] at the trio-clock deadline.
+        """The partitions that changed (in notification order), or [] at the Env-time deadline.
         Those partitions are watched again before this returns."""
         await self.wait_fired(deadline)
         return self.take_fired()
 
     async def wait_fired(self, deadline: float = math.inf) -> bool:
         """Park until a watched partition changes in a way `wake_on` accepts (True; at once
-        if one did) or the trio-clock `deadline` passes (False)."""
+        if one did) or the Env-time `deadline` passes (False)."""
         if self._due:
             return True
-        if deadline <= trio.current_time():
+        purgatory = self._purgatory
+        if deadline <= purgatory.env.now():
             await checkpoint()
             return self._due
-        purgatory = self._purgatory
         self._task = current_task()
         if deadline != math.inf:
             if not purgatory._reaper.running:
-                with trio.move_on_at(deadline):
+                with purgatory.env.move_on_at(deadline):
                     await wait_task_rescheduled(self._abort)
                 return self._due
             self._park = purgatory._reaper.add(deadline, self)
@@ -120,11 +122,12 @@ class Watch:
 
 
 class FetchPurgatory:
-    def __init__(self) -> None:
+    def __init__(self, env: Env) -> None:
+        self.env = env
         # Watches per partition in arrival order (a dict, not a set: wake-up order must not
         # depend on object ids, or a simulation run would not be a function of its seed).
         self._watchers: dict[Key, dict[Watch, None]] = {}
-        self._reaper = DeadlineReaper()  # the waiters' deadlines, while run() runs
+        self._reaper = DeadlineReaper(env)  # the waiters' deadlines, while run() runs
 
     @property
     def waiting(self) -> int:
@@ -143,7 +146,7 @@ class FetchPurgatory:
         return Watch(self, keys, wake_on)
 
     async def wait(self, keys: Iterable[Key], deadline: float) -> bool:
-        """Sleep until a watched partition changes (True) or the trio-clock deadline (False)."""
+        """Sleep until a watched partition changes (True) or the Env-time deadline (False)."""
         watch = Watch(self, keys)
         try:
             return await watch.wait_fired(deadline)

@@ -263,7 +263,7 @@ class GroupDriver:
             self._timers_changed = trio.Event()
             deadline = self.coordinator.next_deadline()
             wake_at = math.inf if deadline is None else self.env.now() + max(0, deadline - self.now()) / 1000
-            with trio.move_on_at(wake_at):
+            with self.env.move_on_at(wake_at):
                 await self._timers_changed.wait()
             if deadline is not None and self.now() >= deadline:
                 self.carry_out(self.coordinator.tick(self.now()))
@@ -350,7 +350,7 @@ class GroupDriver:
                     records.extend((r.key, r.value) for r in decoded)
                     offsets.extend(r.offset for r in decoded)
                 if n % self.settings.load_yield_batches == self.settings.load_yield_batches - 1:
-                    await trio.sleep(0)  # a big partition must not stall every other request
+                    await trio.lowlevel.checkpoint()  # a big partition must not stall every other request
             if self._leader_replica(index) is not partition or partition.log_end_offset != end:
                 self._retry_later()  # leadership moved meanwhile: the metadata decides next
                 return

@@ -15,6 +15,7 @@ from broker.connection_context import current_security
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage, TopicImage
 from metadata.partition import PartitionRegistration
+from storage.env import Env
 
 __all__ = ["MetadataCache", "BrokerEndpoint"]
 
@@ -30,7 +31,8 @@ class BrokerEndpoint:
 class MetadataCache:
     name = "metadata-cache"
 
-    def __init__(self, node_id: int, listener_name: str = "PLAINTEXT"):
+    def __init__(self, env: Env, node_id: int, listener_name: str = "PLAINTEXT"):
+        self.env = env
         self.node_id = node_id
         self.listener_name = listener_name
         self.image: MetadataImage = EMPTY_IMAGE
@@ -43,14 +45,14 @@ class MetadataCache:
         self._changed = trio.Event()
 
     async def wait_for_offset(self, offset: int, deadline: float) -> bool:
-        """Wait (until the trio-clock `deadline`) for an image at or past `offset`."""
-        with trio.move_on_at(deadline):
+        """Wait (until the Env-time `deadline`) for an image at or past `offset`."""
+        with self.env.move_on_at(deadline):
             while self.image.offset < offset:
                 await self._changed.wait()
         return self.image.offset >= offset
 
     async def wait_until(self, predicate, deadline: float) -> bool:
-        with trio.move_on_at(deadline):
+        with self.env.move_on_at(deadline):
             while not predicate(self.image):
                 await self._changed.wait()
         return predicate(self.image)

@@ -37,7 +37,7 @@ import trio
 
 from broker.fetch_session_client import FetchSessionClient, PartitionRequest
 from broker.partition import Partition
-from broker.request_timers import RequestTimers, Timer
+from storage.deadline_reaper import DeadlineReaper, Timer
 from storage.log import InvalidAppendOffsetError, LogError
 from storage.log.epoch_cache import UNDEFINED_EPOCH
 from wire.error_codes import ErrorCode
@@ -72,7 +72,7 @@ class FetcherSettings:
 class _Link:
     """One connection to the source broker; requests are strictly sequential.
 
-    Each request is bounded by its timeout through `timer` (broker.request_timers: one
+    Each request is bounded by its timeout through `timer` (storage.deadline_reaper.Timer: one
     cancel scope for the connection, held open by the fetcher around its rounds)."""
 
     def __init__(self, stream, client_id: str, timer: Timer):
@@ -118,7 +118,7 @@ class ReplicaFetcher:
 
     def __init__(self, env, broker_id: int, source_id: int,
                  address_of: Callable[[int], tuple[str, int] | None], settings: FetcherSettings,
-                 timers: RequestTimers):
+                 timers: DeadlineReaper):
         self.env = env
         self.broker_id = broker_id
         self.source_id = source_id
@@ -161,7 +161,7 @@ class ReplicaFetcher:
 
     async def _rounds(self) -> None:
         """Rounds until one fails: a request past its timeout raises TooSlowError."""
-        self._timer = self._timers.timer()
+        self._timer = Timer(self._timers)
         with self._timer.scope:
             while True:
                 await self._round()
@@ -173,7 +173,7 @@ class ReplicaFetcher:
         if not ready:
             wake_at = min((s.delayed_until for s in self.partitions.values()), default=float("inf"))
             self._wake = trio.Event()
-            with trio.move_on_at(wake_at):
+            with self.env.move_on_at(wake_at):
                 await self._wake.wait()
             return
         link = await self._connect()
@@ -190,7 +190,7 @@ class ReplicaFetcher:
         address = self.address_of(self.source_id)
         if address is None:
             raise OSError(f"no address for broker {self.source_id}")
-        with trio.fail_after(self.settings.request_timeout_s):
+        with self.env.fail_after(self.settings.request_timeout_s):
             stream = await self.env.net.connect(*address, tls=self.settings.tls)
         self._link = _Link(stream, self.settings.client_id, self._timer)
         return self._link
@@ -398,7 +398,7 @@ class ReplicaFetcherManager:
         self.address_of = address_of
         self.settings = settings or FetcherSettings()
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.timers = RequestTimers()  # every fetcher's request timeouts
+        self.timers = DeadlineReaper(env)  # every fetcher's request timeouts
         self._scopes: dict[int, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
 

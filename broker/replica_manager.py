@@ -38,6 +38,7 @@ from broker.topic_log_config import log_config_for
 from metadata.controller.dynamic_configs import effective_topic_value
 from metadata.delta import LocalReplicaChanges, MetadataDelta
 from metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from storage.env import Env
 from storage.log import LogManager
 from storage.log.log_dir_failure import DescriptorsExhaustedError
 
@@ -59,8 +60,9 @@ class _Pending:
 class ReplicaManager:
     name = "replica-manager"
 
-    def __init__(self, node_id: int, log_manager: LogManager, *, static=None, on_change=None,
+    def __init__(self, env: Env, node_id: int, log_manager: LogManager, *, static=None, on_change=None,
                  replication: ReplicationSettings | None = None, fetchers=None):
+        self.env = env
         self.node_id = node_id
         self.replication = replication or ReplicationSettings()
         self.fetchers = fetchers  # broker.replica_fetcher.ReplicaFetcherManager (None: no replication)
@@ -97,7 +99,7 @@ class ReplicaManager:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
-            with trio.move_on_after(REOPEN_RETRY_S if self._unopened else float("inf")):
+            with self.env.move_on_after(REOPEN_RETRY_S if self._unopened else float("inf")):
                 await self._wake.wait()
             self._wake = trio.Event()
             await self.apply_pending()
@@ -124,7 +126,7 @@ class ReplicaManager:
             self._applied = trio.Event()
 
     async def wait_applied(self, offset: int, deadline: float) -> bool:
-        with trio.move_on_at(deadline):
+        with self.env.move_on_at(deadline):
             while self.applied_offset < offset:
                 await self._applied.wait()
         return self.applied_offset >= offset
@@ -152,10 +154,10 @@ class ReplicaManager:
         """One pass of Kafka's isr-expiration task; returns how many partitions shrank."""
         return sum(1 for key in sorted(self.partitions) if self.partitions[key].maybe_shrink_isr())
 
-    async def run_isr_expiration(self, env) -> None:
+    async def run_isr_expiration(self) -> None:
         """Every half lag period, as Kafka schedules it."""
         while True:
-            await env.sleep(self.replication.lag_time_s / 2)
+            await self.env.sleep(self.replication.lag_time_s / 2)
             try:
                 self.shrink_isrs()
             except Exception:  # must not stop the broker; the next pass retries

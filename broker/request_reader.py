@@ -59,7 +59,7 @@ class RequestReader:
             deadline = self.env.now() + self.limits.idle_timeout_s
             why = "idle for connections.max.idle.ms"
         data = None
-        with trio.move_on_at(deadline):
+        with self.env.move_on_at(deadline):
             data = await self.stream.receive_some(RECEIVE_CHUNK)
         if data is None:
             log.info("closing connection: %s", why)

@@ -105,7 +105,7 @@ class BrokerLifecycle:
     async def controlled_shutdown(self, timeout: float) -> bool:
         """Begin a controlled shutdown and wait for it (False if it timed out)."""
         self.begin_controlled_shutdown()
-        with trio.move_on_after(timeout):
+        with self.env.move_on_after(timeout):
             await self.shutdown_complete.wait()
         return self.shutdown_complete.is_set()
 
@@ -119,7 +119,7 @@ class BrokerLifecycle:
                 continue
             if self.shutdown_complete.is_set():
                 return
-            with trio.move_on_after(self._interval()):
+            with self.env.move_on_after(self._interval()):
                 await self._wake.wait()
             self._wake = trio.Event()
 

@@ -10,7 +10,8 @@ EndQuorumEpoch after a leader restarts Resigned): it is returned by the first ca
 so a driver calls `tick(now)` right after constructing the core.
 
 This module holds the public API, the role transitions and the election messages;
-replication (fetch, snapshots) is in raft/replication.py.
+replication (fetch, snapshots) is in raft/replication.py. What each role does on its timers
+is in the role's class (raft/roles.py, raft/leader.py): `tick` and the next deadline ask it.
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ from raft.roles import (
     FollowerState,
     ProspectiveState,
     ResignedState,
+    RoleState,
     UnattachedState,
 )
 from raft.state import ElectionState
@@ -98,30 +100,7 @@ class RaftCore(Replication):
         return self._finish(now)
 
     def tick(self, now: float) -> Actions:
-        role, st = self.quorum.role, self.quorum.role_state
-        if role is Role.UNATTACHED:
-            self._tick_unattached(st, now)
-        elif role is Role.PROSPECTIVE:
-            if now >= st.election_deadline:
-                self._prospective_lost(now)
-            elif now >= st.resend_at:
-                self._send_vote_requests(now, pre_vote=True)
-        elif role is Role.CANDIDATE:
-            if st.backoff_until is not None and now >= st.backoff_until:
-                self._become_prospective(now)
-            elif st.backoff_until is None and now >= st.election_deadline:
-                self._become_prospective(now)
-            elif st.backoff_until is None and now >= st.resend_at:
-                self._send_vote_requests(now, pre_vote=False)
-        elif role is Role.FOLLOWER:
-            self._tick_follower(st, now)
-        elif role is Role.LEADER:
-            self._tick_leader(st, now)
-        elif role is Role.RESIGNED:
-            if now >= st.election_deadline:
-                self._become_unattached(self.quorum.epoch + 1, now)
-            elif st.unacked and now >= st.resend_at:
-                self._send_end_quorum_epoch(now)
+        self.quorum.role_state.tick(self, now)
         return self._finish(now)
 
     def append(self, payloads: list[bytes], now: float) -> tuple[int, Actions]:
@@ -165,7 +144,7 @@ class RaftCore(Replication):
 
     def role_summary(self) -> RoleSummary:
         """status()'s role, epoch, leader_id, high_watermark and log_end_offset, cheaply."""
-        return RoleSummary(self.quorum.role.value, self.quorum.epoch, self._visible_leader(),
+        return RoleSummary(self.quorum.role, self.quorum.epoch, self._visible_leader(),
                            self.high_watermark, self.log.end_offset)
 
     def status(self) -> QuorumStatus:
@@ -182,7 +161,7 @@ class RaftCore(Replication):
             ]
         return QuorumStatus(
             node_id=self.node_id,
-            role=str(role),
+            role=role,
             epoch=self.quorum.epoch,
             leader_id=self._visible_leader(),
             voted_id=self.quorum.voted_id,
@@ -223,22 +202,22 @@ class RaftCore(Replication):
 
     # =========================================================== transitions
 
-    def _transition(self, role: Role, role_state: object, *, epoch: int, **kw) -> None:
-        was_leader = self.quorum.role is Role.LEADER
+    def _transition(self, role_state: RoleState, *, epoch: int, **kw) -> None:
         old_state = self.quorum.role_state
-        if self.quorum.transition(role, role_state, epoch=epoch, **kw):
+        if self.quorum.transition(role_state, epoch=epoch, **kw):
             self._actions.persist_state = self.quorum.election_state()
-        if was_leader and role is not Role.LEADER:
-            # Parked long-polls learn the news instead of waiting out their timeout.
-            for replica, request in old_state.take_parked(old_state.parked_ids()):
-                self._send(replica, self._fetch_error_response(request))
+        if old_state is not None:
+            old_state.left(self)
+
+    def _retries(self) -> int:
+        """Elections tried in a row, carried from the role we leave (none at start)."""
+        return 0 if self.quorum.role_state is None else self.quorum.role_state.retries
 
     def _become_unattached(self, epoch: int, now: float, voted_id: int | None = None) -> None:
-        retries = getattr(self.quorum.role_state, "retries", 0)
+        retries = self._retries()
         timeout = random_election_timeout(self.config.election_timeout, self.rng)
         self._transition(
-            Role.UNATTACHED,
-            UnattachedState(now + timeout, discover_at=now, retries=retries),
+            UnattachedState(self.is_voter, now + timeout, discover_at=now, retries=retries),
             epoch=epoch,
             voted_id=voted_id,
         )
@@ -247,11 +226,11 @@ class RaftCore(Replication):
         if leader_id == self.node_id:
             return
         st = FollowerState(leader_id, fetch_deadline=now + self.config.fetch_timeout)
-        self._transition(Role.FOLLOWER, st, epoch=epoch, leader_id=leader_id)
+        self._transition(st, epoch=epoch, leader_id=leader_id)
         self._send_fetch(st, now)
 
     def _become_prospective(self, now: float) -> None:
-        retries = getattr(self.quorum.role_state, "retries", 0) + 1
+        retries = self._retries() + 1
         timeout = random_election_timeout(self.config.election_timeout, self.rng)
         st = ProspectiveState(
             VoteTally(self.node_id, self.voters),
@@ -261,7 +240,7 @@ class RaftCore(Replication):
             retries=retries,
         )
         # Memory-only: the durable election state stays exactly as it was.
-        self._transition(Role.PROSPECTIVE, st, epoch=self.quorum.epoch, leader_id=self.quorum.leader_id)
+        self._transition(st, epoch=self.quorum.epoch, leader_id=self.quorum.leader_id)
         if st.tally.won():
             self._become_candidate(now)
         else:
@@ -278,7 +257,7 @@ class RaftCore(Replication):
         retries = self.quorum.role_state.retries
         timeout = random_election_timeout(self.config.election_timeout, self.rng)
         st = CandidateState(VoteTally(self.node_id, self.voters), now + timeout, now, retries)
-        self._transition(Role.CANDIDATE, st, epoch=self.quorum.epoch + 1, voted_id=self.node_id)
+        self._transition(st, epoch=self.quorum.epoch + 1, voted_id=self.node_id)
         if st.tally.won():
             self._become_leader(now)
         else:
@@ -294,7 +273,7 @@ class RaftCore(Replication):
             now=now,
             config=self.config,
         )
-        self._transition(Role.LEADER, st, epoch=self.quorum.epoch, leader_id=self.node_id)
+        self._transition(st, epoch=self.quorum.epoch, leader_id=self.node_id)
         # Raft §5.4.2: commit an entry of our own epoch before exposing older ones.
         record = LeaderChange(self.node_id, self.voters, granted)
         self._leader_append([Entry(0, 0, encode_leader_change(record), control=True)], now)
@@ -304,35 +283,8 @@ class RaftCore(Replication):
         timeout = random_election_timeout(self.config.election_timeout, self.rng)
         others = {v for v in self.voters if v != self.node_id}
         st = ResignedState(now + timeout, others, list(successors), resend_at=now)
-        self._transition(Role.RESIGNED, st, epoch=self.quorum.epoch, leader_id=self.node_id)
+        self._transition(st, epoch=self.quorum.epoch, leader_id=self.node_id)
         self._send_end_quorum_epoch(now)
-
-    # ================================================================ timers
-
-    def _tick_unattached(self, st: UnattachedState, now: float) -> None:
-        if self.is_voter:
-            if now >= st.election_deadline:
-                self._become_prospective(now)
-        elif now >= st.discover_at:
-            # Observers find the leader by asking any voter (it answers NOT_LEADER + leader id).
-            st.discover_at = now + self.config.request_timeout
-            self._send_discovery_fetch(now)
-
-    def _deadline(self) -> float:
-        role, st = self.quorum.role, self.quorum.role_state
-        if role is Role.UNATTACHED:
-            return st.election_deadline if self.is_voter else st.discover_at
-        if role is Role.PROSPECTIVE:
-            return min(st.election_deadline, st.resend_at)
-        if role is Role.CANDIDATE:
-            if st.backoff_until is not None:
-                return st.backoff_until
-            return min(st.election_deadline, st.resend_at)
-        if role is Role.FOLLOWER:
-            return min(st.fetch_deadline, st.resend_at)
-        if role is Role.LEADER:
-            return self._leader_deadline(st)
-        return min(st.election_deadline, st.resend_at if st.unacked else float("inf"))
 
     # ============================================================== elections
 
@@ -378,7 +330,7 @@ class RaftCore(Replication):
             ),
             voted_id=self.quorum.voted_id,
             leader_id=self.quorum.leader_id,
-            has_fetched_from_leader=getattr(st, "has_fetched", False),
+            has_fetched_from_leader=st.has_fetched_from_leader,
         )
         if grant and not req.pre_vote and self.quorum.voted_id is None:
             # Durable before the reply leaves (persist_state precedes send in Actions).
@@ -519,7 +471,7 @@ class RaftCore(Replication):
             self._delivered = self.high_watermark
         actions, self._actions = self._actions, Actions()
         actions.high_watermark = self.high_watermark
-        actions.deadline = self._deadline()
+        actions.deadline = self.quorum.role_state.deadline()
         return actions
 
 

@@ -1,7 +1,7 @@
 """The trio task that owns a RaftCore and carries out its Actions.
 
 One task, one loop: wait for an inbound message, a proposal or the core's
-deadline (`trio.move_on_at`), call the core, then carry out the returned
+deadline (`env.move_on_at`), call the core, then carry out the returned
 Actions strictly in their order:
 
     persist quorum-state → truncate → install snapshot → append + fsync
@@ -180,7 +180,7 @@ class RaftDriver:
         await self._carry_out(self.core.tick(self.env.now()))
         while True:
             batch = []
-            with trio.move_on_at(min(self._deadline, self._linger_deadline)):
+            with self.env.move_on_at(min(self._deadline, self._linger_deadline)):
                 batch.append(await self._inbox.receive())
             while len(batch) < 256:
                 try:

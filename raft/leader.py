@@ -7,10 +7,16 @@ progress is its fsynced end offset (`on_flushed`), never the unflushed one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from raft.commit import next_high_watermark, quorum_size
 from raft.config import CHECK_QUORUM_FACTOR, RaftConfig
 from raft.messages import FetchRequest
+from raft.quorum_state import Role
+from raft.roles import RoleState
+
+if TYPE_CHECKING:
+    from raft.core import RaftCore
 
 __all__ = ["LeaderState", "ReplicaProgress", "ParkedFetch"]
 
@@ -27,7 +33,11 @@ class ParkedFetch:
     deadline: float
 
 
-class LeaderState:
+class LeaderState(RoleState):
+    """The leader's role: replica progress, the HW, parked fetches, check-quorum."""
+
+    role: ClassVar[Role] = Role.LEADER
+
     def __init__(
         self,
         *,
@@ -53,6 +63,25 @@ class LeaderState:
         self.begin_unacked = {v for v in self.voters if v != node_id}
         self.begin_resend_at = now
         self.begin_interval = config.fetch_timeout / 2
+
+    # ------------------------------------------------------------------ role
+
+    def deadline(self) -> float:
+        return min(self.check_quorum_deadline(), self.begin_resend_at, self.next_parked_deadline())
+
+    def tick(self, core: "RaftCore", now: float) -> None:
+        if now >= self.check_quorum_deadline():
+            core._become_resigned(now, self.preferred_successors())  # lost touch with a majority
+            return
+        for replica, request in self.take_parked(self.expired_parked(now)):
+            core._reply_fetch(replica, request)
+        if now >= self.begin_resend_at:
+            core._send_begin_quorum_epoch(self, now)
+
+    def left(self, core: "RaftCore") -> None:
+        # Parked long-polls learn the news instead of waiting out their timeout.
+        for replica, request in self.take_parked(self.parked_ids()):
+            core._send(replica, core._fetch_error_response(request))
 
     # -------------------------------------------------------------- progress
 

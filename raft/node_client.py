@@ -27,7 +27,8 @@ class ConnectionLost(ConnectionError):
 
 
 class RpcClient:
-    def __init__(self, stream: trio.abc.Stream):
+    def __init__(self, env: Env, stream: trio.abc.Stream):
+        self.env = env
         self.stream = stream
         self._next_corr = 0
         self._waiting: dict[int, list] = {}  # corr -> [event, reply]
@@ -42,7 +43,7 @@ class RpcClient:
         corr = self._next_corr
         slot = self._waiting[corr] = [trio.Event(), None]
         try:
-            with trio.fail_after(timeout):
+            with self.env.fail_after(timeout):
                 async with self._send_lock:
                     await self.stream.send_all(encode_frame(request, corr))
                 await slot[0].wait()
@@ -91,9 +92,9 @@ async def open_client(env: Env, host: str, port: int, *, connect_timeout: float 
                       tls=None) -> AsyncIterator[RpcClient]:
     """Connect (OSError / TooSlowError on failure; TLS with `tls`, a storage.tls.TlsContext)
     and run the reader until the block ends."""
-    with trio.fail_after(connect_timeout):
+    with env.fail_after(connect_timeout):
         stream = await env.net.connect(host, port, tls=tls)
-    client = RpcClient(stream)
+    client = RpcClient(env, stream)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(client._read)

@@ -20,6 +20,7 @@ from raft import codec
 from raft.driver import ProposalFailed, RaftDriver
 from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
 from raft.node_client import ConnectionLost, RpcClient
+from raft.quorum_state import Role
 from storage.env import Env
 from storage.raft_log import MAX_ENTRY_BYTES
 from wire.error_codes import ErrorCode
@@ -83,7 +84,7 @@ class QuorumService:
         return codec.ErrorResponse(ErrorCode.INVALID_REQUEST, f"{type(request).__name__} is not served here")
 
     def _describe(self, status):
-        if status.role != "Leader":
+        if status.role is not Role.LEADER:
             return codec.error_response_for(
                 DescribeQuorumRequest(self.cluster_id), ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 cluster_id=self.cluster_id, epoch=status.epoch, leader_id=status.leader_id,
@@ -99,7 +100,7 @@ class QuorumService:
             return fail(ErrorCode.INVALID_REQUEST, f"1..{MAX_APPEND_PAYLOADS} payloads per append")
         if max(map(len, payloads)) > MAX_ENTRY_BYTES:
             return fail(ErrorCode.INVALID_REQUEST, f"an entry holds at most {MAX_ENTRY_BYTES} bytes")
-        if status.role != "Leader":
+        if status.role is not Role.LEADER:
             if request.forwarded or status.leader_id is None or status.leader_id == self.node_id:
                 return fail(ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader")
             relayed = codec.DiagAppendRequest(self.cluster_id, payloads, forwarded=True)
@@ -133,8 +134,8 @@ class QuorumService:
         if client is not None and not client.lost:
             return client
         host, port = self.addresses[node_id]
-        with trio.fail_after(FORWARD_TIMEOUT):
+        with self.env.fail_after(FORWARD_TIMEOUT):
             stream = await self.env.net.connect(host, port, tls=self.tls)
-        client = self._clients[node_id] = RpcClient(stream)
+        client = self._clients[node_id] = RpcClient(self.env, stream)
         self._nursery.start_soon(client.run)
         return client

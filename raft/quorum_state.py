@@ -8,14 +8,21 @@ persists exactly then (Prospective and Resigned are memory-only).
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 from raft.errors import InvalidTransitionError
 from raft.state import ElectionState
+
+if TYPE_CHECKING:
+    from raft.roles import RoleState
 
 __all__ = ["Role", "VOTER_TRANSITIONS", "OBSERVER_TRANSITIONS", "QuorumState"]
 
 
 class Role(enum.Enum):
+    """A replica's role: the one identity every layer compares (`status().role is Role.LEADER`);
+    str() and .value give Kafka's name ("Leader") for logs, metrics and output."""
+
     UNATTACHED = "Unattached"
     PROSPECTIVE = "Prospective"
     CANDIDATE = "Candidate"
@@ -67,7 +74,7 @@ class QuorumState:
         self.epoch = 0
         self.leader_id: int | None = None
         self.voted_id: int | None = None
-        self.role_state: object = None
+        self.role_state: RoleState | None = None  # the role's soft state and behaviour
         # The leader and vote of the epoch, remembered even when the role forgets them.
         self._epoch_leader: int | None = None
         self._epoch_vote: int | None = None
@@ -77,14 +84,14 @@ class QuorumState:
 
     def transition(
         self,
-        role: Role,
-        role_state: object,
+        role_state: "RoleState",
         *,
         epoch: int,
         leader_id: int | None = None,
         voted_id: int | None = None,
     ) -> bool:
-        """Switch role; True when the durable election state changed (persist it)."""
+        """Switch to `role_state.role`; True when the durable election state changed (persist it)."""
+        role = role_state.role
         table = OBSERVER_TRANSITIONS if self.observer else VOTER_TRANSITIONS
         if self.role is None:
             if role not in START_ROLES:

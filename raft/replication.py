@@ -81,19 +81,6 @@ class Replication:
             ),
         )
 
-    def _tick_follower(self, st: FollowerState, now: float) -> None:
-        if now >= st.fetch_deadline:
-            if self.is_voter:
-                self._become_prospective(now)
-            else:
-                self._become_unattached(self.quorum.epoch, now)
-        elif now >= st.resend_at:
-            # The fetch (or its answer) was lost: ask again.
-            if st.download is not None:
-                self._send_snapshot_fetch(st, now)
-            else:
-                self._send_fetch(st, now)
-
     def _on_fetch_response(self, src: int, resp: FetchResponse, now: float) -> None:
         if self._handle_common_response(resp, now):
             return
@@ -200,18 +187,6 @@ class Replication:
             # Followers learn the new HW from their parked fetches.
             for replica, request in st.take_parked(st.parked_ids()):
                 self._reply_fetch(replica, request)
-
-    def _tick_leader(self, st: LeaderState, now: float) -> None:
-        if now >= st.check_quorum_deadline():
-            self._become_resigned(now, st.preferred_successors())  # lost touch with a majority
-            return
-        for replica, request in st.take_parked(st.expired_parked(now)):
-            self._reply_fetch(replica, request)
-        if now >= st.begin_resend_at:
-            self._send_begin_quorum_epoch(st, now)
-
-    def _leader_deadline(self, st: LeaderState) -> float:
-        return min(st.check_quorum_deadline(), st.begin_resend_at, st.next_parked_deadline())
 
     def _on_fetch_request(self, src: int, req: FetchRequest, now: float) -> None:
         if self.quorum.role is not Role.LEADER:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from raft.quorum_state import Role
+
 __all__ = ["QuorumStatus", "ReplicaStatus", "RoleSummary"]
 
 
@@ -11,7 +13,7 @@ class RoleSummary(NamedTuple):
     """The few QuorumStatus fields a frequent poller reads (a simulation's checker polls every
     node 50 times a simulated second): a plain tuple, no per-replica lists."""
 
-    role: str
+    role: Role
     epoch: int
     leader_id: int | None
     high_watermark: int
@@ -28,7 +30,7 @@ class ReplicaStatus:
 @dataclass(slots=True, frozen=True)
 class QuorumStatus:
     node_id: int
-    role: str  # "Leader", "Follower", ... (raft.quorum_state.Role values)
+    role: Role
     epoch: int
     leader_id: int | None
     voted_id: int | None

@@ -99,7 +99,7 @@ class _PeerLink:
         backoff = BACKOFF_MIN
         while True:
             try:
-                with trio.fail_after(CONNECT_TIMEOUT):
+                with self.t.env.fail_after(CONNECT_TIMEOUT):
                     stream = await self.t.env.net.connect(self.host, self.port, tls=self.t.security.client_tls)
             except (OSError, trio.TooSlowError) as e:
                 self._drop_queued()
@@ -330,7 +330,7 @@ class Transport:
                 partial_since = None
                 deadline = self.env.now() + self.limits.idle_timeout_s
             data = None
-            with trio.move_on_at(deadline):
+            with self.env.move_on_at(deadline):
                 data = await conn.stream.receive_some(1 << 16)
             if data is None:
                 log.info("closing connection from %s: %s", conn.peer,

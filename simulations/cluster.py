@@ -25,7 +25,6 @@ RaftChecker; the harness calls it on a short sim-time period.
 """
 from __future__ import annotations
 
-import errno
 import posixpath
 import random
 import uuid
@@ -35,6 +34,7 @@ import trio
 
 from raft.entry import Entry
 from raft.node_storage import METADATA_DIR, NodeStorage
+from raft.quorum_state import Role
 from raftkafka.node import ControllerNode
 from raftkafka.node.config import load_config
 from raftkafka.node.metadata_roles import MetadataApp
@@ -400,7 +400,7 @@ class SimCluster:
         for node_id in self.voters:
             host = self.hosts[node_id]
             st = host.status() if host.up else None
-            if st is not None and st.role == "Leader":
+            if st is not None and st.role is Role.LEADER:
                 self.checker.check_majority(node_id, st.high_watermark, durable)
         return durable
 
@@ -439,7 +439,7 @@ class SimCluster:
         best = None
         for node_id, host in sorted(self.hosts.items()):
             st = host.status() if host.up else None
-            if st is not None and st.role == "Leader" and (best is None or st.epoch > best[0]):
+            if st is not None and st.role is Role.LEADER and (best is None or st.epoch > best[0]):
                 best = (st.epoch, node_id)
         return None if best is None else best[1]
 

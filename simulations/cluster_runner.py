@@ -27,7 +27,8 @@ from simulations.cluster import SimCluster
 from simulations.determinism import current_sim_clock
 from simulations.env import derive_seed
 from simulations.history import History
-from simulations.nemesis import Nemesis, draw_profile
+from simulations.fault_schedule import profile_for, schedule_of
+from simulations.nemesis import Nemesis
 from simulations.network import SimNetwork
 from simulations.trace import Trace
 from simulations.workloads.cluster import CLIENT_HOST, ClusterWorkload
@@ -59,7 +60,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     def rng(name: str) -> random.Random:
         return random.Random(derive_seed(seed, name))
 
-    profile = draw_profile(rng("profile"), options.faults)
+    profile = profile_for(options, rng("profile"))
     state["profile"] = profile.describe()
     trace.record("sim", "start", seed=seed, duration=options.duration, faults=options.faults,
                  controllers=options.controllers, brokers=options.brokers, workload="cluster",
@@ -73,7 +74,8 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     history = History(trace)
     workload = ClusterWorkload(seed, net, history, cluster.bootstrap(), brokers=len(cluster.broker_ids),
                                producers=2, churn=True)
-    nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile)
+    nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile,
+                      replay=None if options.replay is None else options.replay.events)
     await cluster.format()
 
     roles = RolePoller(cluster)
@@ -112,6 +114,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
         nursery.cancel_scope.cancel()
     trace.record("sim", "end", ops=len(history.ops), violations=len(checker.violations))
     state["faults"] = dict(sorted(nemesis.counts.items()))
+    state["schedule"] = schedule_of(options, profile, nemesis.schedule).to_dict()
     state["violations"] = [v.to_dict() for v in checker.violations]
     state["sim_seconds"] = round(trio.current_time(), 6)
     counts = history.counts()

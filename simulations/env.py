@@ -24,7 +24,7 @@ from typing import Callable
 
 import trio
 
-from storage.env import uuid_from_rng
+from storage.env import TrioDeadlines, uuid_from_rng
 from storage.memfs import MemFileSystem
 from simulations.network import HostNetwork, SimNetwork
 
@@ -120,7 +120,7 @@ class IncarnationFS:
         return f"{self._env.name}-boot-{self._check().crashes}"
 
 
-class SimEnv:
+class SimEnv(TrioDeadlines):
     """The `storage.env.Env` of one incarnation of one simulated node."""
 
     def __init__(

@@ -14,9 +14,12 @@ survives at most min.insync.replicas - 1 such losses); disk: slow_fsync, disk_fu
 read_corruption, bitrot, fsync_error; clock: clock_jump; process: pause.
 
 The storage and process kinds (`LATE_KINDS`) run on a schedule of their own, drawn from
-their own random stream: adding them left the other kinds' draws (profile and schedule) of
-every seed as they were. A seed whose profile enables none of them runs exactly as before;
-one that does gets the same older faults at the same times, plus the new ones.
+their own random stream, so the other kinds' draws (profile and schedule) of a seed do not
+depend on them: a seed whose profile enables none of them runs as it would without them; one
+that does gets the same other faults at the same times, plus these.
+
+What was applied is kept as data (`Nemesis.schedule`, simulations/fault_schedule.py), and a
+saved schedule can be replayed instead of drawing.
 
 - read_corruption: for 0.5-5 s, each segment read a broker serves (sendfile) comes back with
   one bit flipped with probability 5-50 %, inside a batch's CRC-checked bytes.
@@ -104,7 +107,7 @@ def draw_profile(rng: random.Random, selection: str) -> FaultProfile:
         loss=rng.choice([0.0, 0.0, 0.01, 0.05]) if "network" in selection or selection == "all" else 0.0,
     )
     mean_gap = rng.uniform(0.3, 3.0)
-    # Drawn after everything above, so the draws above are what they were before these kinds.
+    # Drawn after everything above, so the draws above do not depend on whether these kinds exist.
     late = [k for k in selected if k in LATE_KINDS]
     late_kinds = [k for k in late if rng.random() < 0.5] or ([rng.choice(late)] if late and not kinds else [])
     return FaultProfile(kinds=kinds + late_kinds, mean_gap=mean_gap, link=link,
@@ -112,7 +115,18 @@ def draw_profile(rng: random.Random, selection: str) -> FaultProfile:
 
 
 class Nemesis:
-    def __init__(self, cluster: SimCluster, net: SimNetwork, trace: Trace, rng: random.Random, profile: FaultProfile):
+    """Draws faults from its random streams and applies them; with `replay`, applies a recorded
+    schedule instead (`schedule` is what was applied, in order: simulations/fault_schedule.py).
+
+    Each fault is drawn (`_draw`, `_draw_late`: which node, how long, ... as one event dict)
+    and then applied (`_apply`): a replay applies the same events at the same times after the
+    start of the fault phase, whatever the cluster's state, so a regression keeps the faults
+    that made it fail even when the trace changes. A replay restarts nodes at the recorded
+    restarts only (and at the heal); a fault that cannot apply then (a kill of a node that is
+    down, bit rot in a file that is gone) is skipped."""
+
+    def __init__(self, cluster: SimCluster, net: SimNetwork, trace: Trace, rng: random.Random, profile: FaultProfile,
+                 replay: list[dict] | None = None):
         self.cluster = cluster
         self.net = net
         self.trace = trace
@@ -126,6 +140,9 @@ class Nemesis:
         self.late_kinds = [k for k in profile.kinds if k in LATE_KINDS
                            and (cluster.mode == "cluster" or k in RAFT_MODE_KINDS)]
         self.late_rng = random.Random(profile.late_seed)
+        self.replay = replay
+        self.schedule: list[dict] = []  # the events applied; "at" is seconds into the fault phase
+        self._start = 0.0
 
     def _count(self, kind: str, **fields) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -133,19 +150,26 @@ class Nemesis:
 
     async def run(self, until: float) -> None:
         """Inject faults until sim time `until`; faults still pending undo themselves no more."""
+        self._start = trio.current_time()
         async with trio.open_nursery() as nursery:
-            if self.late_kinds:
-                nursery.start_soon(self._run_late, until, nursery)
-            while True:
-                with trio.move_on_at(until):
-                    await trio.sleep(self.rng.expovariate(1.0 / self.profile.mean_gap))
-                now = trio.current_time()
-                if now >= until:
-                    break
-                self._revive_due(now)
-                if self.classic_kinds:
-                    self._inject(self.rng.choice(self.classic_kinds), now, nursery)
+            if self.replay is not None:
+                await self._run_replay(until, nursery)
+            else:
+                if self.late_kinds:
+                    nursery.start_soon(self._run_late, until, nursery)
+                await self._run_classic(until, nursery)
             nursery.cancel_scope.cancel()  # heal() ends the faults
+
+    async def _run_classic(self, until: float, nursery: trio.Nursery) -> None:
+        while True:
+            with trio.move_on_at(until):
+                await trio.sleep(self.rng.expovariate(1.0 / self.profile.mean_gap))
+            now = trio.current_time()
+            if now >= until:
+                return
+            self._revive_due(now)
+            if self.classic_kinds:
+                self._apply(self._draw(self.rng.choice(self.classic_kinds), now), now, nursery)
 
     async def _run_late(self, until: float, nursery: trio.Nursery) -> None:
         rng = self.late_rng
@@ -155,122 +179,98 @@ class Nemesis:
             now = trio.current_time()
             if now >= until:
                 return
-            self._inject_late(rng.choice(self.late_kinds), now, nursery)
+            self._apply(self._draw_late(rng.choice(self.late_kinds), now), now, nursery)
+
+    async def _run_replay(self, until: float, nursery: trio.Nursery) -> None:
+        for event in sorted(self.replay, key=lambda e: e["at"]):
+            with trio.move_on_at(until):
+                await trio.sleep_until(self._start + event["at"])
+            now = trio.current_time()
+            if now >= until:
+                return
+            self._apply(dict(event), now, nursery)
 
     def _duration(self, lo: float = 0.2, hi: float = 6.0) -> float:
         return self.rng.uniform(lo, hi)
 
-    def _inject(self, kind: str, now: float, nursery: trio.Nursery) -> None:
+    # ------------------------------------------------------------------ draws
+
+    def _draw(self, kind: str, now: float) -> dict | None:
+        """One fault of a classic kind, drawn from `rng` and the cluster's state (None: none now)."""
+        rng = self.rng
         names = [h.name for _, h in sorted(self.cluster.hosts.items())]
         ids = self.cluster.node_ids
         if kind == "partition":
-            mode = self.rng.choice(["halves", "isolate_leader", "isolate_one"])
+            mode = rng.choice(["halves", "isolate_leader", "isolate_one"])
             if mode == "isolate_leader" and self.cluster.leader() is not None:
                 alone = [self.cluster.hosts[self.cluster.leader()].name]
             elif mode == "halves":
-                shuffled = self.rng.sample(names, len(names))
-                alone = shuffled[: self.rng.randint(1, len(names) - 1)]
+                shuffled = rng.sample(names, len(names))
+                alone = shuffled[: rng.randint(1, len(names) - 1)]
             else:
-                alone = [self.rng.choice(names)]
-            rest = [n for n in names if n not in alone] + ["client"]
-            self.net.partition([sorted(alone), rest])
-            self._count("partition", mode=mode, side=sorted(alone))
-            nursery.start_soon(self._later, self._duration(), self._heal_partition, sorted(alone), rest)
-        elif kind == "oneway":
-            src, dst = self.rng.sample(names, 2)
-            self.net.set_blocked(src, dst, True)
-            self._count("oneway", src=src, dst=dst)
-            nursery.start_soon(self._later, self._duration(), self.net.set_blocked, src, dst, False)
-        elif kind == "clog":
-            src, dst = self.rng.sample(names, 2)
-            self.net.clog(src, dst, now + self._duration(0.05, 3.0))
-            self._count("clog", src=src, dst=dst)
-        elif kind == "swizzle":
-            # FoundationDB's swizzle-clog: clog a random subset one by one, release in random order.
-            victims = self.rng.sample(names, self.rng.randint(1, len(names)))
-            self._count("swizzle", nodes=victims)
-            nursery.start_soon(self._swizzle, victims)
-        elif kind == "reset":
-            a, b = self.rng.sample(names + ["client"], 2)
-            self._count("reset", a=a, b=b, connections=self.net.reset_between(a, b))
-        elif kind in ("kill", "kill_leader"):
-            target = self.cluster.leader() if kind == "kill_leader" else self.rng.choice(ids)
-            if target is None or not self.cluster.hosts[target].up:
-                return
-            self.cluster.kill(target)
-            self._count(kind, node=self.cluster.hosts[target].name)
-            self._restart_at[target] = now + self._duration(0.1, 5.0)
-        elif kind == "power_loss":
-            target = self.rng.choice(ids)
-            host = self.cluster.hosts[target]
-            if not host.up:
-                return
-            if not self.cluster.loses_page_cache(target):
-                if self.broker_power_losses >= BROKER_POWER_LOSS_BUDGET:
-                    return
-                self.broker_power_losses += 1
-            self.cluster.kill(target, power_loss=True)
-            self._count(kind, node=host.name)
-            self._restart_at[target] = now + self._duration(0.1, 5.0)
-        elif kind == "slow_fsync":
-            target = self.cluster.hosts[self.rng.choice(ids)]
-            target.disk.sync_delay = self.rng.uniform(0.005, 0.3)
-            self._count("slow_fsync", node=target.name, delay_ms=round(target.disk.sync_delay * 1000, 3))
-            nursery.start_soon(self._later, self._duration(), self._disk_ok, target.node_id)
-        elif kind == "disk_full":
-            target = self.cluster.hosts[self.rng.choice(ids)]
-            if not target.up:
-                return
-            target.disk.fail_writes = True
-            target.disk_fault = True
-            target.injected_errnos.add(errno.ENOSPC)
-            self._count("disk_full", node=target.name)
-            nursery.start_soon(self._later, self._duration(0.1, 2.0), self._disk_ok, target.node_id)
-        elif kind == "clock_jump":
-            target = self.cluster.hosts[self.rng.choice(ids)]
-            delta_ms = self.rng.choice([-1, 1]) * self.rng.uniform(10, 120_000)
-            target.clock.jump(now, delta_ms)
-            self._count("clock_jump", node=target.name, delta_ms=round(delta_ms))
+                alone = [rng.choice(names)]
+            return {"kind": kind, "mode": mode, "side": sorted(alone), "seconds": self._duration()}
+        if kind in ("oneway", "clog"):
+            src, dst = rng.sample(names, 2)
+            seconds = self._duration() if kind == "oneway" else self._duration(0.05, 3.0)
+            return {"kind": kind, "src": src, "dst": dst, "seconds": seconds}
+        if kind == "swizzle":
+            # FoundationDB's swizzle-clog: clog a random subset one by one, release in random order
+            # (those draws are made as the swizzle goes, and added to the event).
+            return {"kind": kind, "nodes": rng.sample(names, rng.randint(1, len(names)))}
+        if kind == "reset":
+            a, b = rng.sample(names + ["client"], 2)
+            return {"kind": kind, "a": a, "b": b}
+        if kind in ("kill", "kill_leader", "power_loss"):
+            target = self.cluster.leader() if kind == "kill_leader" else rng.choice(ids)
+            if target is None or not self.cluster.hosts[target].up or not self._power_loss_allowed(kind, target):
+                return None
+            return {"kind": kind, "node": target, "restart_after": self._duration(0.1, 5.0)}
+        if kind == "slow_fsync":
+            target = rng.choice(ids)
+            return {"kind": kind, "node": target, "delay": rng.uniform(0.005, 0.3), "seconds": self._duration()}
+        if kind == "disk_full":
+            target = rng.choice(ids)
+            if not self.cluster.hosts[target].up:
+                return None
+            return {"kind": kind, "node": target, "seconds": self._duration(0.1, 2.0)}
+        if kind == "clock_jump":
+            target = rng.choice(ids)
+            return {"kind": kind, "node": target, "delta_ms": rng.choice([-1, 1]) * rng.uniform(10, 120_000)}
+        raise ValueError(f"unknown fault kind {kind!r}")
 
-    def _inject_late(self, kind: str, now: float, nursery: trio.Nursery) -> None:
+    def _draw_late(self, kind: str, now: float) -> dict | None:
+        """One fault of a LATE_KINDS kind, drawn from `late_rng`."""
         rng = self.late_rng
         cluster = self.cluster
         up = [i for i in cluster.node_ids if cluster.hosts[i].up]
         if not up:
-            return
+            return None
+        brokers = [i for i in up if cluster.hosts[i].is_broker]
         if kind == "read_corruption":
             # Only bytes a broker serves from its segment files over the network (sendfile)
             # are damaged: every receiver checks the RecordBatch CRC-32C (see storage_faults).
-            brokers = [i for i in up if cluster.hosts[i].is_broker]
             if not brokers:
-                return
-            host = cluster.hosts[rng.choice(brokers)]
-            corruption = ReadCorruption(random.Random(rng.getrandbits(64)), rng.uniform(0.05, 0.5),
-                                        applies_to=READ_CORRUPTION_SCOPE, sends_only=True,
-                                        choose_bit=crc_covered_bit)
-            host.disk.read_corruption = corruption
-            self._count("read_corruption", node=host.name, probability=round(corruption.probability, 3))
-            nursery.start_soon(self._later, rng.uniform(0.5, 5.0), self._end_read_corruption, host, corruption)
-        elif kind == "bitrot":
+                return None
+            target = rng.choice(brokers)
+            seed, probability = rng.getrandbits(64), rng.uniform(0.05, 0.5)
+            return {"kind": kind, "node": target, "seed": seed, "probability": probability,
+                    "seconds": rng.uniform(0.5, 5.0)}
+        if kind == "bitrot":
             # At rest on one broker, which then dies, so its restart must find the damage (a
             # process kill: the restart is on the same boot, its page cache "survives" damaged).
-            if self.broker_power_losses >= BROKER_POWER_LOSS_BUDGET:
-                return
-            brokers = [i for i in up if cluster.hosts[i].is_broker]
-            if not brokers:
-                return
+            if self.broker_power_losses >= BROKER_POWER_LOSS_BUDGET or not brokers:
+                return None
             target = rng.choice(brokers)
-            host = cluster.hosts[target]
-            region = rot_region(host.disk, rng)
+            disk = cluster.hosts[target].disk
+            region = rot_region(disk, rng)
             if region is None:
-                return
+                return None
             path, offset, length = region
-            bits = host.disk.rot(path, offset, length, rng, bits=rng.randint(1, 3))
-            self.broker_power_losses += 1
-            cluster.kill(target, reason="bitrot", power_loss=False)
-            self._count("bitrot", node=host.name, path=path, bits=bits)
-            self._restart_at[target] = now + rng.uniform(0.1, 5.0)
-        elif kind == "fsync_error":
+            bits = disk.rot(path, offset, length, rng, bits=rng.randint(1, 3))
+            return {"kind": kind, "node": target, "path": path, "bits": bits, "rotted": True,
+                    "restart_after": rng.uniform(0.1, 5.0)}
+        if kind == "fsync_error":
             # Not on a combined broker+controller node: it dies of the EIO and, being a broker,
             # restarts from its page cache, where the Raft entries whose fsync failed still look
             # written; it would count them toward the commit again, yet a power loss takes them
@@ -279,18 +279,105 @@ class Nemesis:
             # the disk, brokers only ever acknowledge from the page cache.
             candidates = [i for i in up if not (cluster.hosts[i].is_broker and cluster.hosts[i].is_controller)]
             if not candidates:
+                return None
+            return {"kind": kind, "node": rng.choice(candidates), "seconds": rng.uniform(0.1, 2.0)}
+        if kind == "pause":
+            target = rng.choice(up)
+            return {"kind": kind, "node": target, "seconds": rng.uniform(1.0, 10.0)}
+        raise ValueError(f"unknown fault kind {kind!r}")
+
+    def _power_loss_allowed(self, kind: str, target: int) -> bool:
+        """A power loss of a broker (which loses acknowledged records) spends the budget."""
+        if kind != "power_loss" or self.cluster.loses_page_cache(target):
+            return True
+        return self.broker_power_losses < BROKER_POWER_LOSS_BUDGET
+
+    # ------------------------------------------------------------------ apply
+
+    def _apply(self, event: dict | None, now: float, nursery: trio.Nursery) -> None:
+        """Apply one drawn or replayed fault and add it to `schedule` (a replayed fault that
+        cannot apply to the cluster as it is now, e.g. a kill of a node that is down, is skipped)."""
+        if event is None:
+            return
+        kind = event["kind"]
+        cluster, hosts = self.cluster, self.cluster.hosts
+        host = hosts.get(event["node"]) if "node" in event else None
+        if host is not None and not host.up and kind not in ("slow_fsync", "clock_jump", "restart"):
+            return
+        if kind == "partition":
+            names = [h.name for _, h in sorted(hosts.items())]
+            alone = event["side"]
+            rest = [n for n in names if n not in alone] + ["client"]
+            self.net.partition([alone, rest])
+            self._count("partition", mode=event["mode"], side=alone)
+            nursery.start_soon(self._later, event["seconds"], self._heal_partition, alone, rest)
+        elif kind == "oneway":
+            self.net.set_blocked(event["src"], event["dst"], True)
+            self._count("oneway", src=event["src"], dst=event["dst"])
+            nursery.start_soon(self._later, event["seconds"], self.net.set_blocked, event["src"], event["dst"], False)
+        elif kind == "clog":
+            self.net.clog(event["src"], event["dst"], now + event["seconds"])
+            self._count("clog", src=event["src"], dst=event["dst"])
+        elif kind == "swizzle":
+            self._count("swizzle", nodes=event["nodes"])
+            nursery.start_soon(self._swizzle, event)
+        elif kind == "reset":
+            self._count("reset", a=event["a"], b=event["b"], connections=self.net.reset_between(event["a"], event["b"]))
+        elif kind in ("kill", "kill_leader", "power_loss"):
+            if not self._power_loss_allowed(kind, host.node_id):
                 return
-            host = cluster.hosts[rng.choice(candidates)]
+            if kind == "power_loss" and not cluster.loses_page_cache(host.node_id):
+                self.broker_power_losses += 1
+            cluster.kill(host.node_id, power_loss=True if kind == "power_loss" else None)
+            self._count(kind, node=host.name)
+            self._restart_at[host.node_id] = now + event["restart_after"]
+        elif kind == "restart":
+            if host.up:
+                return
+            self._restart_at.pop(host.node_id, None)
+            cluster.start(host.node_id)
+        elif kind == "slow_fsync":
+            host.disk.sync_delay = event["delay"]
+            self._count("slow_fsync", node=host.name, delay_ms=round(event["delay"] * 1000, 3))
+            nursery.start_soon(self._later, event["seconds"], self._disk_ok, host.node_id)
+        elif kind == "disk_full":
+            host.disk.fail_writes = True
+            host.disk_fault = True
+            host.injected_errnos.add(errno.ENOSPC)
+            self._count("disk_full", node=host.name)
+            nursery.start_soon(self._later, event["seconds"], self._disk_ok, host.node_id)
+        elif kind == "clock_jump":
+            host.clock.jump(now, event["delta_ms"])
+            self._count("clock_jump", node=host.name, delta_ms=round(event["delta_ms"]))
+        elif kind == "read_corruption":
+            corruption = ReadCorruption(random.Random(event["seed"]), event["probability"],
+                                        applies_to=READ_CORRUPTION_SCOPE, sends_only=True,
+                                        choose_bit=crc_covered_bit)
+            host.disk.read_corruption = corruption
+            self._count("read_corruption", node=host.name, probability=round(corruption.probability, 3))
+            nursery.start_soon(self._later, event["seconds"], self._end_read_corruption, host, corruption)
+        elif kind == "bitrot":
+            if not event.pop("rotted", False):  # replayed: the same bits, if that file still has them
+                if self.broker_power_losses >= BROKER_POWER_LOSS_BUDGET or not host.disk.flip_bits(
+                        event["path"], event["bits"]):
+                    return
+            self.broker_power_losses += 1
+            cluster.kill(host.node_id, reason="bitrot", power_loss=False)
+            self._count("bitrot", node=host.name, path=event["path"], bits=event["bits"])
+            self._restart_at[host.node_id] = now + event["restart_after"]
+        elif kind == "fsync_error":
             host.disk.fail_syncs = True
             host.disk_fault = True
             host.injected_errnos.add(errno.EIO)
             self._count("fsync_error", node=host.name)
-            nursery.start_soon(self._later, rng.uniform(0.1, 2.0), self._end_fsync_error, host)
+            nursery.start_soon(self._later, event["seconds"], self._end_fsync_error, host)
         elif kind == "pause":
-            target = rng.choice(up)
-            seconds = rng.uniform(1.0, 10.0)
-            cluster.pause(target, now + seconds)
-            self._count("pause", node=cluster.hosts[target].name, seconds=round(seconds, 3))
+            cluster.pause(host.node_id, now + event["seconds"])
+            self._count("pause", node=host.name, seconds=round(event["seconds"], 3))
+        else:
+            raise ValueError(f"unknown fault kind {kind!r}")
+        event["at"] = now - self._start
+        self.schedule.append(event)
 
     def _end_read_corruption(self, host, corruption: ReadCorruption) -> None:
         if host.disk.read_corruption is corruption:
@@ -311,15 +398,29 @@ class Nemesis:
                 self.net.set_blocked(a, b, False)
                 self.net.set_blocked(b, a, False)
 
-    async def _swizzle(self, victims: list[str]) -> None:
+    async def _swizzle(self, event: dict) -> None:
+        """Clog each victim after a delay, then release them one by one in an order. A drawn
+        swizzle draws the delays and the order as it goes and adds them to its event; a replayed
+        one follows them (as far as they got before the fault phase ended)."""
         peers = [h.name for _, h in sorted(self.cluster.hosts.items())] + ["client"]
-        for v in victims:
-            await trio.sleep(self.rng.uniform(0.0, 0.5))
+        victims = event["nodes"]
+        drawn = "clog_delays" not in event
+        if drawn:
+            event["clog_delays"], event["release"] = [], []
+        for i, v in enumerate(victims):
+            if drawn:
+                event["clog_delays"].append(self.rng.uniform(0.0, 0.5))
+            elif i >= len(event["clog_delays"]):
+                return
+            await trio.sleep(event["clog_delays"][i])
             for p in peers:
                 if p != v:
                     self.net.clog(v, p, trio.current_time() + 30.0)
-        for v in self.rng.sample(victims, len(victims)):
-            await trio.sleep(self.rng.uniform(0.1, 2.0))
+        order = self.rng.sample(victims, len(victims)) if drawn else [v for v, _ in event["release"]]
+        for i, v in enumerate(order):
+            if drawn:
+                event["release"].append([v, self.rng.uniform(0.1, 2.0)])
+            await trio.sleep(event["release"][i][1])
             self._unclog(v, peers)
 
     def _unclog(self, host: str, peers: list[str]) -> None:
@@ -351,8 +452,7 @@ class Nemesis:
                 continue
             due = self._restart_at.setdefault(node_id, now + self._duration(0.1, 3.0))
             if now >= due:
-                del self._restart_at[node_id]
-                self.cluster.start(node_id)
+                self._apply({"kind": "restart", "node": node_id}, now, None)
 
     def heal(self) -> None:
         """End every fault: the liveness phase starts from a healthy world."""

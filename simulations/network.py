@@ -39,7 +39,7 @@ import trio
 
 from storage.env import StreamHandler
 from simulations.sim_stream import Connection, Pipe, SimStream
-from simulations.determinism import SimClock, current_sim_clock
+from simulations.determinism import current_sim_clock
 from simulations.tls_model import TlsRefused, model_handshake
 from simulations.trace import Trace
 

@@ -30,7 +30,8 @@ from simulations.checkers.roles import RolePoller
 from simulations.cluster import SimCluster
 from simulations.determinism import current_sim_clock, run_deterministic
 from simulations.env import SimEnv, SkewedClock, derive_seed
-from simulations.nemesis import Nemesis, draw_profile
+from simulations.fault_schedule import FaultSchedule, profile_for, schedule_of
+from simulations.nemesis import Nemesis
 from simulations.network import SimNetwork
 from simulations.trace import Trace
 from simulations.workloads.raft_append import AppendWorkload
@@ -60,6 +61,14 @@ class SimOptions:
     workload: str = "cluster"  # "cluster" (simulations.cluster_runner) or "raft" (alias "append")
     brokers: int = 3  # broker-only nodes in the cluster workload; 0 = the controllers are combined nodes
     step_checks: bool = False  # in-memory checks after every trio task step (~2x slower), not every POLL
+    replay: "FaultSchedule | None" = None  # apply this schedule's faults instead of drawing them
+
+    @classmethod
+    def replaying(cls, schedule: "FaultSchedule", **kw) -> "SimOptions":
+        """The options a schedule was recorded with, replaying it."""
+        return cls(seed=schedule.seed, duration=schedule.duration, faults=schedule.faults,
+                   controllers=schedule.controllers, workload=schedule.workload, brokers=schedule.brokers,
+                   replay=schedule, **kw)
 
 
 def parse_duration(text: str) -> float:
@@ -97,6 +106,7 @@ def run_simulation(options: SimOptions) -> dict:
         "events": trace.seq,
         "profile": state.get("profile", {}),
         "workload": state.get("workload", {}),
+        "schedule": state.get("schedule"),
         "options": {"duration": options.duration, "faults": options.faults, "controllers": options.controllers,
                     "brokers": options.brokers, "workload": options.workload},
     }
@@ -115,7 +125,7 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
     def rng(name: str) -> random.Random:
         return random.Random(derive_seed(seed, name))
 
-    profile = draw_profile(rng("profile"), options.faults)
+    profile = profile_for(options, rng("profile"))
     state["profile"] = profile.describe()
     trace.record("sim", "start", seed=seed, duration=options.duration, faults=options.faults,
                  controllers=options.controllers, kinds=profile.kinds, mean_gap=round(profile.mean_gap, 6))
@@ -125,7 +135,8 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
     net.add_host("client")
     client_env = SimEnv("client", seed=seed, incarnation=1, net=net, disk=MemFileSystem(), clock=SkewedClock())
     workload = AppendWorkload(client_env, cluster, checker, trace, rng("workload"))
-    nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile)
+    nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile,
+                      replay=None if options.replay is None else options.replay.events)
     await cluster.format()
 
     async with trio.open_nursery() as nursery:
@@ -150,6 +161,7 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
         nursery.cancel_scope.cancel()
     trace.record("sim", "end", acked=workload.acked, violations=len(checker.violations))
     state["faults"] = dict(sorted(nemesis.counts.items()))
+    state["schedule"] = schedule_of(options, profile, nemesis.schedule).to_dict()
     state["violations"] = [v.to_dict() for v in checker.violations]
     state["sim_seconds"] = round(trio.current_time(), 6)
     state["workload"] = {"sent": workload.sent, "acked": workload.acked, "failed": workload.failed,

@@ -6,6 +6,8 @@ construction and uses:
 
     env.now()                 monotonic seconds (trio's clock; a virtual SimClock in simulation)
     await env.sleep(s) / env.sleep_until(t)
+    with env.move_on_at(t) / env.move_on_after(s) / env.fail_after(s):
+                              a wait bounded by an Env deadline (a trio cancel scope)
     env.wall_ms()             wall-clock milliseconds (record timestamps, logs)
     env.rng                   a `random.Random` (seeded per node in simulation)
     env.uuid()                a random UUID drawn from env.rng
@@ -29,7 +31,7 @@ import os
 import random
 import time
 import uuid as _uuid
-from typing import Awaitable, Callable, Protocol, runtime_checkable
+from typing import Awaitable, Callable, ContextManager, Protocol, runtime_checkable
 
 import trio
 
@@ -47,6 +49,7 @@ __all__ = [
     "write_file_atomic",
     "peer_host",
     "peer_certificate",
+    "TrioDeadlines",
 ]
 
 _log = logging.getLogger("raftkafka.net")
@@ -166,7 +169,33 @@ class Env(Protocol):
 
     async def sleep_until(self, deadline: float) -> None: ...
 
+    def move_on_at(self, deadline: float) -> trio.CancelScope: ...
+
+    def move_on_after(self, seconds: float) -> trio.CancelScope: ...
+
+    def fail_after(self, seconds: float) -> ContextManager[trio.CancelScope]: ...
+
     def uuid(self) -> _uuid.UUID: ...
+
+
+class TrioDeadlines:
+    """Deadline-bounded waits for an Env whose `now()` is trio's clock (RealEnv; SimEnv, whose
+    virtual clock is trio's clock): a deadline is a trio cancel scope's.
+
+    Node code has two ways to bound a wait in time, both on Env time: these, for one wait
+    bounded by one deadline (connect, one call, a driver sleeping until its core's next
+    deadline), and `storage.deadline_reaper.DeadlineReaper`, for the many short waits a cancel
+    scope each would make costly (parked fetches, request timeouts, fetch rounds)."""
+
+    def move_on_at(self, deadline: float) -> trio.CancelScope:
+        return trio.move_on_at(deadline)
+
+    def move_on_after(self, seconds: float) -> trio.CancelScope:
+        return trio.move_on_after(seconds)
+
+    def fail_after(self, seconds: float) -> ContextManager[trio.CancelScope]:
+        """Raises trio.TooSlowError when `seconds` pass."""
+        return trio.fail_after(seconds)
 
 
 # --------------------------------------------------------------------------- #
@@ -457,7 +486,7 @@ def _nodelay(handler: StreamHandler) -> StreamHandler:
     return wrapped
 
 
-class RealEnv:
+class RealEnv(TrioDeadlines):
     """Production Env: trio's clock, the OS clock, os.urandom-seeded RNG, TCP, OS files."""
 
     def __init__(self, *, seed: int | None = None):

@@ -401,14 +401,23 @@ class MemFileSystem:
         if offset < 0 or end <= offset:
             raise ValueError(f"no bytes in [{offset}, {offset + length}) of {path} ({len(inode.data)} bytes)")
         flipped = sorted(rng.sample(range(offset * 8, end * 8), min(bits, (end - offset) * 8)))
+        self.flip_bits(path, flipped)
+        return flipped
+
+    def flip_bits(self, path: str, bits: list[int]) -> bool:
+        """Flip these bit positions (file-relative) of `path` at rest, as `rot` does; False (and
+        nothing flipped) if the file is missing or shorter than the last of them."""
+        inode = self._live.files.get(_norm(path))
+        if inode is None or not bits or max(bits) // 8 >= len(inode.data):
+            return False
         durable = bytearray(inode.durable)
-        for bit in flipped:
+        for bit in bits:
             inode.data[bit // 8] ^= 1 << (bit % 8)
             if bit // 8 < len(durable):
                 durable[bit // 8] ^= 1 << (bit % 8)
         inode.durable = bytes(durable)
         self.durable_changes += 1
-        return flipped
+        return True
 
     # -- crash ----------------------------------------------------------------
     def crash(self, rng: random.Random | None = None, *, torn_writes: bool = True) -> None:

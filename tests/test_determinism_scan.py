@@ -3,7 +3,8 @@
 This scans the sources of the node-code packages with `ast` (so comments and
 strings never trigger it, and aliases like `import time as t` are resolved) and
 fails on any direct use of a forbidden call. The real Env implementation,
-`storage/env.py`, is the one place allowed to touch the OS.
+`storage/env.py`, is the one place allowed to touch the OS; time, trio's clock included
+(`trio.sleep`, `trio.move_on_after`, ...), is the Env's too (`env.sleep`, `env.move_on_after`).
 """
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NODE_PACKAGES = ["wire", "metrics", "process", "storage", "raft", "metadata", "broker"]
-ALLOWED_FILES = {"storage/env.py"}
+# storage/memfs.py is the Env's in-memory filesystem for tests and simulations: its slow fsync
+# sleeps on trio's clock, which is the simulation's.
+ALLOWED_FILES = {"storage/env.py", "storage/memfs.py"}
+TRIO_TIME = {"trio.current_time", "trio.sleep", "trio.sleep_until", "trio.move_on_after", "trio.move_on_at",
+             "trio.fail_after", "trio.fail_at"}
 
 # Fully-qualified names whose use (call or reference) is forbidden in node code.
 FORBIDDEN = {
@@ -28,7 +33,7 @@ FORBIDDEN = {
     "trio.to_thread.run_sync", "trio.open_tcp_stream", "trio.open_tcp_listeners", "trio.serve_tcp",
     "trio.socket.socket", "trio.open_file", "trio.Path",
     "io.open", "pathlib.Path.open", "builtins.open",
-}
+} | TRIO_TIME
 # Every function of the random module except the Random class (a seeded instance is fine).
 FORBIDDEN_RANDOM = {
     "random", "randint", "randrange", "choice", "choices", "shuffle", "sample", "uniform",
@@ -122,6 +127,9 @@ def test_node_code_uses_only_the_env(rel, path):
         "f = open('x')",
         "import socket\n",
         "import datetime\ndatetime.datetime.now()",
+        "import trio\nnow = trio.current_time()",
+        "import trio\nwith trio.move_on_after(1):\n    pass",
+        "from trio import fail_after\n",
     ],
 )
 def test_scanner_catches_forbidden_calls(snippet):
@@ -134,7 +142,8 @@ def test_scanner_catches_forbidden_calls(snippet):
         "import random\nrng = random.Random(42)\nrng.randint(1, 2)",
         "x = env.now()\ny = env.rng.random()",
         "# time.time() in a comment\ns = 'os.urandom'",
-        "import trio\nawait trio.sleep(1)",
+        "await env.sleep(1)\nwith env.move_on_at(t):\n    pass",
+        "import trio\nawait trio.lowlevel.checkpoint()",
     ],
 )
 def test_scanner_allows_env_use(snippet):

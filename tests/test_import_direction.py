@@ -8,8 +8,9 @@
          ← raftkafka.cli, raftkafka.bench    (the top: they may import each other)
 
 A layer may import its own layer and any layer below it, never one above. `raftkafka.client`
-is narrower still: only `wire` and the Env (`storage.env`, and `storage.tls`: the TLS contexts the Env's network takes), so the CLI, the Spark source and
-the simulation workloads share one client that runs anywhere an Env does. Imports inside
+is narrower still: only `wire` and the Env (`storage.env`, its timers in `storage.deadline_reaper`,
+and `storage.tls`: the TLS contexts the Env's network takes), so the CLI, the Spark source and the
+simulation workloads share one client that runs anywhere an Env does. Imports inside
 functions and under `if TYPE_CHECKING:` count like any other: a lazy import is still a
 dependency. Tests are not checked (they may import anything).
 """
@@ -35,7 +36,7 @@ RANKS = {
 # Pairs of distinct layers allowed to import each other although of the same rank.
 PEERS = {frozenset({"raftkafka.cli", "raftkafka.bench"}), frozenset({"raftkafka", "raftkafka.cli"})}
 # What raftkafka.client may import besides itself (module names or their prefixes).
-CLIENT_ALLOWED = ("wire", "storage.env", "storage.tls")
+CLIENT_ALLOWED = ("wire", "storage.env", "storage.deadline_reaper", "storage.tls")  # the Env, its timers, TLS
 TOP_LEVEL = {name.split(".")[0] for name in RANKS}
 # A root-level module that belongs to a layer.
 ROOT_MODULES = {"pyspark_raftkafka.py": "spark_source"}

@@ -9,7 +9,6 @@ every request, the produce and fetch handlers count what they append and answer)
 """
 from __future__ import annotations
 
-import pytest
 import trio
 
 from broker.metrics import BrokerMetrics

@@ -8,6 +8,7 @@ from metadata.image import EMPTY_IMAGE
 from metadata.records import PartitionChange, NO_LEADER
 from metrics.registry import MetricsRegistry
 from raft.config import RaftConfig
+from raft.quorum_state import Role
 from raftkafka.node.metrics_wiring import (
     RAFT_ROLES, consumer_group_lag, controller_samples, raft_samples, register_controller_gauges,
     register_group_lag, register_raft_gauges, under_replicated,
@@ -46,14 +47,14 @@ class ThreeVoters:
             self.step()
 
     def leader(self) -> SimNode | None:
-        leaders = [n for n in self.nodes.values() if n.core.status().role == "Leader"]
+        leaders = [n for n in self.nodes.values() if n.core.status().role is Role.LEADER]
         return leaders[0] if leaders else None
 
 
 def _registry_for(node: SimNode, image=lambda: None) -> MetricsRegistry:
     r = MetricsRegistry()
     register_raft_gauges(r, node.core.status)
-    register_controller_gauges(r, lambda: node.core.status().role == "Leader", image)
+    register_controller_gauges(r, lambda: node.core.status().role is Role.LEADER, image)
     return r
 
 
@@ -99,13 +100,14 @@ def test_raft_gauges_follow_real_cores_through_election_and_commits():
     assert sum(lag.values()) == 2
 
 
-def test_raft_samples_of_an_observer_and_an_unknown_role():
-    status = SimpleNamespace(role="Observing", leader_id=None, epoch=4, high_watermark=10,
+def test_raft_samples_of_an_observer():
+    status = SimpleNamespace(role=Role.UNATTACHED, leader_id=None, epoch=4, high_watermark=10,
                              log_end_offset=12, voters=[], observer=True)
     samples = raft_samples(status)
     assert samples["raftkafka_raft_leader_id"] == -1
-    assert samples["raftkafka_raft_role"][("Observing",)] == 1
+    assert samples["raftkafka_raft_role"][("Unattached",)] == 1
     assert sum(samples["raftkafka_raft_role"].values()) == 1
+    assert samples["raftkafka_raft_follower_lag"] == {}
 
 
 def test_controller_gauges_count_the_committed_image_on_the_active_controller_only():

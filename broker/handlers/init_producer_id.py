@@ -7,7 +7,6 @@ COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 """
 from __future__ import annotations
 
-from wire.error_codes import ErrorCode
 from wire.protocol import InitProducerIdResponse
 
 __all__ = ["handle", "error_response"]

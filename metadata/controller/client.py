@@ -110,9 +110,9 @@ class ControllerConnection:
             return self._client
         self._drop(self._client_node)
         host, port = self.voters[node]
-        with trio.fail_after(CALL_TIMEOUT):
+        with self.env.fail_after(CALL_TIMEOUT):
             stream = await self.env.net.connect(host, port, tls=self.tls)
-        client = RpcClient(stream)
+        client = RpcClient(self.env, stream)
         self._client, self._client_node = client, node
         self._nursery.start_soon(client.run)
         return client

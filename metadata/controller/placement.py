@@ -8,7 +8,7 @@ until every rack has one. Deterministic: the start comes from the caller (or an 
 from __future__ import annotations
 
 import random
-from typing import Mapping, Sequence
+from typing import Mapping
 
 from metadata.errors import ApiError
 from wire.error_codes import ErrorCode

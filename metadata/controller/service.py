@@ -46,6 +46,7 @@ from metadata.image import ELR_FEATURE, METADATA_VERSION, MetadataImage
 from metadata.log_format import encode_batch
 from metadata.records import BrokerRegistrationChange, FeatureLevel, Record
 from raft.driver import ProposalFailed
+from raft.quorum_state import Role
 from storage.env import Env
 from wire.error_codes import ErrorCode
 
@@ -215,9 +216,9 @@ class ControllerService:
 
     def _check_leadership(self) -> None:
         st = self.driver.status()
-        if self.active and (st.role != "Leader" or st.epoch != self._epoch):
+        if self.active and (st.role is not Role.LEADER or st.epoch != self._epoch):
             self._deactivate(f"raft role {st.role} in epoch {st.epoch}")
-        if (not self.active and st.role == "Leader"
+        if (not self.active and st.role is Role.LEADER
                 and not any(epoch == st.epoch for epoch, _ in self.renounced)
                 and self.sm.leader_change == (st.epoch, self.node_id)
                 and self.sm.applied_end >= st.log_end_offset):

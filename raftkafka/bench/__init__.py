@@ -1,1 +1,1 @@
-"""Micro-benchmarks, run with `python -m raftkafka.bench.<name>` (figures go in the README)."""
+"""Micro-benchmarks, run with `python -m raftkafka.bench.<name>` (figures and commands in docs/benchmarks.md)."""

@@ -2,17 +2,23 @@
 
     python -m raftkafka simulate --seed 7 [--duration 30s] [--faults all|none|network|crash|disk|clock|process]
                                  [--nodes 3] [--brokers 3] [--workload cluster|raft] [--json] [--trace FILE]
-    python -m raftkafka simulate --seeds 0..199 [--jobs 2] [--json]
+    python -m raftkafka simulate --seeds 0..199 [--jobs 2] [--json] [--save-failing DIR]
+    python -m raftkafka simulate --replay FILE
 
 One seed prints a summary and the trace hash (the same seed gives the same hash
 in any process); a violation prints the invariant and the last trace events.
 `--seeds A..B` (inclusive) fuzzes a range with a progress bar on stderr and
-prints every failing seed. Exit status: 0 clean, 1 a violation, 2 bad usage.
+prints every failing seed. `--save-schedule FILE` (one seed) and `--save-failing DIR`
+(fuzzing: DIR/seed-N.json per failing seed) write the faults a run applied; `--replay FILE`
+runs that seed again under exactly those faults (simulations/fault_schedule.py), which stays
+meaningful when a code change moves the seed's own draws.
+Exit status: 0 clean, 1 a violation, 2 bad usage.
 The simulation package is imported only when the command runs.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -26,6 +32,7 @@ def add_parser(subparsers) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--seed", type=int, help="run one seed")
     which.add_argument("--seeds", metavar="A..B", help="fuzz seeds A to B inclusive")
+    which.add_argument("--replay", metavar="FILE", help="replay a saved fault schedule (its seed and options)")
     p.add_argument("--duration", default="30s", help="simulated time of the fault phase (default 30s)")
     p.add_argument("--heal-timeout", default="30s", help="time allowed to converge after healing (default 30s)")
     p.add_argument("--faults", default="all",
@@ -40,13 +47,19 @@ def add_parser(subparsers) -> None:
     p.add_argument("--jobs", type=int, default=1, help="worker processes for --seeds (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--trace", metavar="FILE", help="write the whole event trace to FILE")
+    p.add_argument("--save-schedule", metavar="FILE", help="write the faults the run applied to FILE (JSON)")
+    p.add_argument("--save-failing", metavar="DIR", help="with --seeds: DIR/seed-N.json for each failing seed")
     p.set_defaults(run=run)
 
 
 def _options(args, seed: int, full_trace: bool):
+    from simulations.fault_schedule import FaultSchedule
     from simulations.nemesis import fault_kinds
     from simulations.runner import SimOptions, parse_duration
 
+    if getattr(args, "replay", None):
+        return SimOptions.replaying(FaultSchedule.load(args.replay), heal_timeout=parse_duration(args.heal_timeout),
+                                    full_trace=full_trace, step_checks=getattr(args, "check_every_step", False))
     fault_kinds(args.faults)  # validates
     return SimOptions(seed=seed, duration=parse_duration(args.duration), faults=args.faults,
                       controllers=args.nodes, heal_timeout=parse_duration(args.heal_timeout),
@@ -64,6 +77,10 @@ def run(args) -> int:
         return _usage_error("--nodes must be at least 1")
     if getattr(args, "brokers", 3) < 0:
         return _usage_error("--brokers must be at least 0")
+    if args.save_failing and args.seeds is None:
+        return _usage_error("--save-failing goes with --seeds (one seed: --save-schedule)")
+    if args.save_schedule and args.seeds is not None:
+        return _usage_error("--save-schedule saves one run's schedule (fuzzing: --save-failing DIR)")
     try:
         if args.seeds is not None:
             first, sep, last = args.seeds.partition("..")
@@ -77,8 +94,11 @@ def run(args) -> int:
 
     result = run_simulation(options)
     trace = result.pop("trace")
+    schedule = result.pop("schedule")
     if args.trace:
-        trace.write(args.trace, header=[f"seed={args.seed} hash={result['hash']} faults={args.faults}"])
+        trace.write(args.trace, header=[f"seed={options.seed} hash={result['hash']} faults={options.faults}"])
+    if args.save_schedule:
+        _save_schedule(args.save_schedule, schedule)
     if args.json:
         print(json.dumps(result, sort_keys=True))
     else:
@@ -87,9 +107,12 @@ def run(args) -> int:
             print(f"last {TAIL_EVENTS} events:")
             for line in trace.last(TAIL_EVENTS):
                 print(f"  {line}")
-            print(f"replay: python -m raftkafka simulate --seed {args.seed} --duration {args.duration} "
-                  f"--faults {args.faults} --nodes {args.nodes} --brokers {getattr(args, 'brokers', 3)} "
-                  f"--workload {args.workload} --trace trace-{args.seed}.log")
+            if args.replay:
+                print(f"replay: python -m raftkafka simulate --replay {args.replay} --trace trace-{options.seed}.log")
+            else:
+                print(f"replay: python -m raftkafka simulate --seed {args.seed} --duration {args.duration} "
+                      f"--faults {args.faults} --nodes {args.nodes} --brokers {getattr(args, 'brokers', 3)} "
+                      f"--workload {args.workload} --trace trace-{args.seed}.log --save-schedule seed-{args.seed}.json")
     return 1 if result["violations"] else 0
 
 
@@ -122,15 +145,26 @@ def _run_one(job: tuple) -> dict:
 
     result = run_simulation(_options(SimpleNamespace(**args_dict), seed, full_trace=False))
     trace = result.pop("trace")
+    schedule = result.pop("schedule")
     if result["violations"]:
         result["tail"] = trace.last(TAIL_EVENTS)
+        result["schedule"] = schedule
     return result
+
+
+def _save_schedule(path: str, schedule: dict | None) -> None:
+    from simulations.fault_schedule import FaultSchedule
+
+    if schedule is not None:  # None: the harness failed before the fault phase
+        FaultSchedule.from_dict(schedule).save(path)
 
 
 def _fuzz(args, first: int, last: int) -> int:
     if last < first:
         raise ValueError("--seeds A..B needs A <= B")
     _options(args, first, full_trace=False)  # validate before starting workers
+    if args.save_failing:
+        os.makedirs(args.save_failing, exist_ok=True)
     seeds = list(range(first, last + 1))
     args_dict = {k: getattr(args, k) for k in ("duration", "heal_timeout", "faults", "nodes", "workload",
                                                "check_every_step", "brokers") if hasattr(args, k)}
@@ -149,6 +183,8 @@ def _fuzz(args, first: int, last: int) -> int:
             fault_totals[kind] = fault_totals.get(kind, 0) + n
         if result["violations"]:
             failing.append(result)
+            if args.save_failing:
+                _save_schedule(os.path.join(args.save_failing, f"seed-{result['seed']}.json"), result.get("schedule"))
             v = result["violations"][0]
             print(f"\rFAIL seed {result['seed']}: {v['invariant']}: {v['message']}", flush=True)
         _progress(done, len(seeds), len(failing), time.perf_counter() - wall0)

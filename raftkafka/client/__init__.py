@@ -1,7 +1,7 @@
 """raftkafka's own Kafka client: trio-based and Env-driven, so one code path runs over TCP,
 inside the deterministic simulation, in the CLI and in the Spark source.
 
-Depends only on `wire` and `storage.env`. Public surface:
+Depends only on `wire` and the Env (`storage.env`, its timers in `storage.deadline_reaper`). Public surface:
 
     Producer, RecordFuture, RecordMetadata          (raftkafka.client.producer)
     Consumer, ConsumerRecord, CommitFailedError     (raftkafka.client.consumer)

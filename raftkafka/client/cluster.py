@@ -68,8 +68,8 @@ class TopicInfo:
 
     def available(self) -> list[int]:
         """Partitions with a leader, sorted. The producer asks on every send: computed once per
-        state of `partitions` (a metadata answer fills it once; it was half of our producer's
-        CPU on a 1000-partition topic)."""
+        state of `partitions` (a metadata answer fills it once; computed per send, it would be half
+        of our producer's CPU on a 1000-partition topic)."""
         key = id(self.partitions), len(self.partitions)
         if self._available is None or self._available[0] != key:
             self._available = key, [p for p, info in sorted(self.partitions.items()) if info.leader >= 0]

@@ -121,7 +121,7 @@ class BrokerConnection:
     async def open(cls, env: Env, nursery: trio.Nursery, host: str, port: int, **kwargs) -> "BrokerConnection":
         conn = cls(env, host, port, **kwargs)
         try:
-            with trio.fail_after(conn.request_timeout):
+            with env.fail_after(conn.request_timeout):
                 conn._stream = await env.net.connect(host, port, tls=conn.security.tls)
         except trio.TooSlowError:
             raise KafkaConnectionError(f"connect to {host}:{port} timed out") from None
@@ -277,7 +277,8 @@ class BrokerConnection:
         """Send a frame nobody waits an answer for: shielded (a cut frame would desynchronise
         the stream), bounded by the request timeout."""
         error = None
-        with trio.CancelScope(shield=True, deadline=deadline) as send_scope:
+        with self.env.move_on_at(deadline) as send_scope:
+            send_scope.shield = True
             try:
                 await self._stream.send_all(frame)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:

@@ -20,12 +20,12 @@ import math
 import trio
 
 from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
-from raftkafka.client.alarm import Alarm
 from raftkafka.client.cluster import Cluster
 from raftkafka.client.errors import ClientClosedError, KafkaConnectionError, KafkaError, error_for
 from raftkafka.client.fetcher import ConsumerRecord, FetchState, TopicPartition
 from raftkafka.client.group import CommitFailedError, GroupMembership
 from raftkafka.client.offsets import list_offsets
+from storage.deadline_reaper import Alarm, DeadlineReaper
 from storage.env import Env
 from wire.error_codes import ErrorCode
 
@@ -80,7 +80,8 @@ class Consumer:
         self._closed = False
         self._in_flight: dict[int, list[TopicPartition]] = {}  # node -> partitions of its pending Fetch
         self._wakeup = trio.Event()  # set (and replaced) when a Fetch comes back or the group wants a rejoin
-        self._round_timer = Alarm(env, self._wake_poll)  # ends a fetch round that nothing else ended
+        self._timers = DeadlineReaper(env)
+        self._round_timer = Alarm(self._timers, self._wake_poll)  # ends a fetch round that nothing else ended
         self._fetch_errors: list[KafkaError] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -89,7 +90,7 @@ class Consumer:
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
         self.cluster = Cluster(self.env, self._nursery, self._bootstrap, **self._cluster_options)
-        self._nursery.start_soon(self._round_timer.run)
+        await self._nursery.start(self._timers.run)
         if self.group_id is not None:
             self.group = GroupMembership(self.env, self.cluster, self.group_id, **self._group_options)
             self.group.on_rejoin_wanted = self._wake_poll

@@ -11,7 +11,6 @@ UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS) mark the membership for re-joining.
 """
 from __future__ import annotations
 
-import trio
 
 from raftkafka.client.assignors import ASSIGNORS
 from raftkafka.client.cluster import Cluster

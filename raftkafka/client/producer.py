@@ -168,7 +168,7 @@ class Producer:
             raise error_for(ErrorCode.MESSAGE_TOO_LARGE, f"{size} bytes > max_request_size", topic)
         deadline = self.env.now() + self.max_block
         while self.accumulator.buffered_bytes + size > self.buffer_memory and self.accumulator.buffered_bytes:
-            with trio.move_on_at(deadline):
+            with self.env.move_on_at(deadline):
                 await self._progress.wait()
             if self.env.now() >= deadline:
                 raise KafkaTimeoutError(f"no buffer space for {size} bytes in {self.max_block}s")

@@ -239,6 +239,6 @@ async def _shut_down(node: "ControllerNode") -> None:
         done = await broker.lifecycle.controlled_shutdown(timeout=10.0)
         log.info("controlled shutdown %s", "complete" if done else "timed out")
     # A leader hands over first, so the others need not wait out a timeout.
-    with trio.move_on_after(1.0):
+    with node.env.move_on_after(1.0):
         await node.driver.resign()
-        await trio.sleep(0.05)  # let the transport write the EndQuorumEpoch
+        await node.env.sleep(0.05)  # let the transport write the EndQuorumEpoch

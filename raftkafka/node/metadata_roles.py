@@ -37,6 +37,7 @@ from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.metadata_follower import LeaderHighWatermarkTap, MetadataFollower
 from metadata.records import Endpoint
 from metrics.registry import MetricsRegistry
+from raft.quorum_state import Role
 from raftkafka.node.config import ConfigError, NodeConfig
 from raftkafka.node.security_setup import all_listener_security
 from storage.env import Env
@@ -227,7 +228,7 @@ class ControllerRole:
     async def run(self, driver, cluster_id: str, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self.schedule.attach(driver)
         if self.follower is not None:
-            self.follower.is_leader = lambda: driver.status().role == "Leader"
+            self.follower.is_leader = lambda: driver.status().role is Role.LEADER
         self.service = ControllerService(
             self.env, node_id=self.config.node_id, driver=driver, state_machine=self.state_machine,
             static=self.config.broker_static,  # num.partitions, default.replication.factor, ...

@@ -134,7 +134,7 @@ class MetricsServer:
     async def _read_head(self, stream, buffer: bytearray) -> tuple[bytes | None, bytearray]:
         """The next request head and the bytes after it; None at a clean end of stream."""
         timeout = HEAD_TIMEOUT_S if buffer else IDLE_TIMEOUT_S
-        with trio.move_on_after(timeout) as scope:
+        with self.env.move_on_after(timeout) as scope:
             while True:
                 end = buffer.find(b"\r\n\r\n")
                 if end >= 0:

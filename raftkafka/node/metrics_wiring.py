@@ -51,13 +51,11 @@ RAFT_ROLES = tuple(sorted(role.value for role in Role))
 def raft_samples(status: QuorumStatus) -> dict[str, object]:
     """Metric name -> value (or per-label mapping) for one Raft status."""
     leader_lag = {}
-    if status.role == "Leader":
+    if status.role is Role.LEADER:
         for voter in status.voters:
             if voter.log_end_offset >= 0:
                 leader_lag[(voter.replica_id,)] = max(0, status.log_end_offset - voter.log_end_offset)
-    roles = {(role,): int(role == status.role) for role in RAFT_ROLES}
-    if status.role not in RAFT_ROLES:
-        roles[(status.role,)] = 1
+    roles = {(role,): int(role == status.role.value) for role in RAFT_ROLES}
     return {
         "raftkafka_raft_leader_id": NO_LEADER if status.leader_id is None else status.leader_id,
         "raftkafka_raft_epoch": status.epoch,

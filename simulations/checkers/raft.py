@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import msgpack
 
+from raft.quorum_state import Role
 from simulations.trace import Trace
 
 __all__ = ["RaftChecker", "Violation", "GENESIS_DIGEST", "entry_digest"]
@@ -117,9 +118,9 @@ class RaftChecker:
             self.violate("AckedAppendDurable", f"append acknowledged at {offset}, but another entry is committed there")
 
     # ---------------------------------------------------------------- polling
-    def observe(self, node: int, incarnation: int, role: str, epoch: int, hw: int) -> None:
+    def observe(self, node: int, incarnation: int, role: Role, epoch: int, hw: int) -> None:
         """In-memory view of one live node (QuorumStatus fields)."""
-        if role == "Leader":
+        if role is Role.LEADER:
             holder = self.leader_of_epoch.setdefault(epoch, node)
             if holder != node:
                 self.violate("SingleLeader", f"nodes {holder} and {node} both led epoch {epoch}")

@@ -32,5 +32,5 @@ class RolePoller:
             role = (host.incarnation, st.role, st.epoch, st.leader_id)
             if self._roles.get(node_id) != role:
                 self._roles[node_id] = role
-                trace.record(host.name, "role", role=st.role, epoch=st.epoch, leader=st.leader_id,
+                trace.record(host.name, "role", role=st.role.value, epoch=st.epoch, leader=st.leader_id,
                              hw=st.high_watermark, end=st.log_end_offset)

@@ -2,10 +2,11 @@
 import trio
 
 from broker.fetch_purgatory import FetchPurgatory
+from storage.env import RealEnv
 
 
 async def test_notify_wakes_only_waiters_of_that_partition():
-    purgatory = FetchPurgatory()
+    purgatory = FetchPurgatory(RealEnv(seed=0))
     woken = {}
 
     async def waiter(name, keys):
@@ -29,13 +30,13 @@ async def test_notify_wakes_only_waiters_of_that_partition():
 
 
 async def test_deadline_returns_false_and_cleans_up(autojump_clock):
-    purgatory = FetchPurgatory()
+    purgatory = FetchPurgatory(RealEnv(seed=0))
     assert await purgatory.wait([("t", 0)], trio.current_time() + 5) is False
     assert purgatory.waiting == 0
 
 
 async def test_a_watch_reports_what_fired_and_stays_registered(autojump_clock):
-    purgatory = FetchPurgatory()
+    purgatory = FetchPurgatory(RealEnv(seed=0))
     watch = purgatory.watch([("t", 1), ("t", 0), ("u", 0)])
     purgatory.notify(("u", 0))  # before anyone waits: not lost
     purgatory.notify(("t", 1))

@@ -4,10 +4,11 @@ import trio
 import trio.testing
 
 from broker.fetch_purgatory import FetchPurgatory
+from storage.env import RealEnv
 
 
 async def test_one_deadline_scope_serves_many_wakeups(autojump_clock):
-    purgatory = FetchPurgatory()
+    purgatory = FetchPurgatory(RealEnv(seed=0))
     watch = purgatory.watch([("t", 0), ("t", 1)])
     rounds = []
 
@@ -33,7 +34,7 @@ async def test_one_deadline_scope_serves_many_wakeups(autojump_clock):
 
 
 async def test_a_change_after_the_deadline_struck_is_kept_not_rescheduled(autojump_clock):
-    purgatory = FetchPurgatory()
+    purgatory = FetchPurgatory(RealEnv(seed=0))
     watch = purgatory.watch([("t", 0)])
     with trio.move_on_at(trio.current_time() + 1):
         await watch.wait_fired()
@@ -48,7 +49,7 @@ async def test_a_change_after_the_deadline_struck_is_kept_not_rescheduled(autoju
 
 
 async def test_wait_fired_returns_at_once_when_something_already_fired(autojump_clock):
-    purgatory = FetchPurgatory()
+    purgatory = FetchPurgatory(RealEnv(seed=0))
     watch = purgatory.watch([("t", 0)])
     purgatory.notify(("t", 0))
     start = trio.current_time()
@@ -60,7 +61,7 @@ async def test_wait_fired_returns_at_once_when_something_already_fired(autojump_
 
 
 async def test_wake_on_decides_in_the_notifier_and_unwanted_changes_are_still_reported(autojump_clock):
-    purgatory = FetchPurgatory()
+    purgatory = FetchPurgatory(RealEnv(seed=0))
     worth_it: set = set()
     asked = []
 
@@ -97,7 +98,7 @@ async def test_wake_on_decides_in_the_notifier_and_unwanted_changes_are_still_re
 
 
 async def test_purgatory_wait_without_wake_on_wakes_on_every_change(autojump_clock):
-    purgatory = FetchPurgatory()
+    purgatory = FetchPurgatory(RealEnv(seed=0))
 
     async def notify_later():
         await trio.sleep(1)
@@ -112,7 +113,7 @@ async def test_purgatory_wait_without_wake_on_wakes_on_every_change(autojump_clo
 
 
 async def test_the_reaper_ends_each_wait_at_its_own_deadline(autojump_clock):
-    purgatory = FetchPurgatory()
+    purgatory = FetchPurgatory(RealEnv(seed=0))
     ended = {}
 
     async def waiter(name, deadline):
@@ -131,7 +132,7 @@ async def test_the_reaper_ends_each_wait_at_its_own_deadline(autojump_clock):
 
 
 async def test_a_wait_answered_early_leaves_nothing_behind_for_its_next_wait(autojump_clock):
-    purgatory = FetchPurgatory()
+    purgatory = FetchPurgatory(RealEnv(seed=0))
     watch = purgatory.watch([("t", 0)])
     results = []
 
@@ -154,7 +155,7 @@ async def test_a_wait_answered_early_leaves_nothing_behind_for_its_next_wait(aut
 
 
 async def test_when_the_reaper_stops_no_one_is_left_waiting_for_it(autojump_clock):
-    purgatory = FetchPurgatory()
+    purgatory = FetchPurgatory(RealEnv(seed=0))
     ended = []
 
     async def waiter():

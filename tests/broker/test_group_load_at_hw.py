@@ -69,7 +69,7 @@ def _setup(hw: int):
     partition = SimpleNamespace(is_leader=True, leader_epoch=1, high_watermark=hw, isr=(1,), log=log,
                                 log_end_offset=2)
     broker = SimpleNamespace(env=RealEnv(seed=1), static={"offsets.topic.num.partitions": "1"}, node_id=1,
-                             replicas=_Replicas(partition), purgatory=FetchPurgatory(), controller=None)
+                             replicas=_Replicas(partition), purgatory=FetchPurgatory(RealEnv(seed=0)), controller=None)
     return broker, partition
 
 

@@ -1,5 +1,5 @@
 """broker.replica_fetcher: each request to the source broker is bounded by the request
-timeout, and nothing else the fetcher awaits is (broker.request_timers)."""
+timeout, and nothing else the fetcher awaits is (storage.deadline_reaper.Timer)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -8,7 +8,7 @@ import trio
 import trio.testing
 
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcher, _State
-from broker.request_timers import RequestTimers
+from storage.deadline_reaper import DeadlineReaper, Timer
 from storage.log.epoch_cache import UNDEFINED_EPOCH
 
 TIMEOUT = 30.0
@@ -53,15 +53,20 @@ class SilentSource:
         return ours
 
 
-def fetcher_with(net, timers: RequestTimers) -> ReplicaFetcher:
-    env = SimpleNamespace(net=net, now=trio.current_time, sleep=trio.sleep)
+def env_with(net) -> SimpleNamespace:
+    return SimpleNamespace(net=net, now=trio.current_time, sleep=trio.sleep, sleep_until=trio.sleep_until,
+                           move_on_at=trio.move_on_at, fail_after=trio.fail_after)
+
+
+def fetcher_with(net, timers: DeadlineReaper) -> ReplicaFetcher:
+    env = env_with(net)
     return ReplicaFetcher(env, broker_id=2, source_id=1, address_of=lambda _id: ("n1", 9092), settings=SETTINGS,
                           timers=timers)
 
 
 async def test_an_unanswered_fetch_times_out_reconnects_and_times_out_again(autojump_clock):
     net = SilentSource()
-    timers = RequestTimers()
+    timers = DeadlineReaper(env_with(net))
     fetcher = fetcher_with(net, timers)
     partition = follower_partition()
     fetcher.partitions[partition.key] = state = _State(partition)
@@ -78,13 +83,14 @@ async def test_an_unanswered_fetch_times_out_reconnects_and_times_out_again(auto
 
 
 async def test_a_truncation_after_a_request_is_not_bounded_by_its_timeout(autojump_clock):
-    timers = RequestTimers()
-    fetcher = fetcher_with(SilentSource(), timers)
+    net = SilentSource()
+    timers = DeadlineReaper(env_with(net))
+    fetcher = fetcher_with(net, timers)
     partition = follower_partition()
     fetcher.partitions[partition.key] = state = _State(partition)
     async with trio.open_nursery() as nursery:
         await nursery.start(timers.run)
-        timer = fetcher._timer = timers.timer()
+        timer = fetcher._timer = Timer(timers)
         with timer.scope:
             timer.arm(TIMEOUT)  # a request came and went
             timer.disarm()

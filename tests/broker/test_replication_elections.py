@@ -89,7 +89,7 @@ async def test_an_eligible_leader_replica_takes_over_and_an_unclean_restart_leav
         assert 1 not in registration(c).eligible_leader_replicas
         await wait_for(lambda: registration(c).isr == (1, 2))
         assert registration(c).eligible_leader_replicas == ()
-        # Strict min ISR (KIP-966): alone in the ISR, 2 could not move its HW; now it can.
+        # Strict min ISR (KIP-966): alone in the ISR, 2 could not move its HW; with 1 back it can.
         await wait_for(lambda: part(c, 2).high_watermark == 4)
         fetched = B.one_partition(await c2.call(B.fetch([("t", 0, 0)]), 11))
         assert [h.last_offset for _, h in iter_batches(bytes(fetched.records))] == [1, 3]

@@ -12,6 +12,8 @@ import uuid
 import trio
 import trio.testing
 
+from storage.env import TrioDeadlines
+
 
 class MemNetwork:
     def __init__(self):
@@ -46,7 +48,7 @@ class MemNetwork:
             await stream.aclose()
 
 
-class MemEnv:
+class MemEnv(TrioDeadlines):
     def __init__(self, seed: int = 0):
         self.rng = random.Random(seed)
         self.net = MemNetwork()

@@ -1,8 +1,8 @@
 """The client runs inside the simulation: apart from the blocking wrappers it reaches time,
 randomness and the network only through the Env, and of the standard library and third-party
 packages imports only trio and a few pure modules (ssl: the TLS contexts the Env's network
-takes). That of ours it imports only wire, storage.env and storage.tls is checked with every
-other layer in tests/test_import_direction.py."""
+takes). That of ours it imports only wire, storage.env, the Env's timers (storage.deadline_reaper)
+and storage.tls is checked with every other layer in tests/test_import_direction.py."""
 import ast
 import pathlib
 

@@ -187,10 +187,10 @@ async def test_the_lifecycle_claims_the_previous_epoch_and_records_the_new_one()
 
 
 async def test_a_forgotten_record_claims_nothing_at_the_next_start_on_the_same_boot():
-    # Seed 79 (--faults all, 30 s): bit rot cut a log and that restart, rightly unclean, was
-    # killed before it could register; the next restart, on the same boot and finding the
-    # already-cut log intact, claimed the old epoch and was elected from the ELR. The cut now
-    # forgets the record on the spot.
+    # Seed 79 (--faults all, 30 s): bit rot cuts a log and that restart, rightly unclean, is
+    # killed before it can register; the next restart, on the same boot, finds the already-cut
+    # log intact. It must not claim the old epoch (and be elected from the ELR): the cut
+    # forgets the incarnation record on the spot.
     fs = await disk_with_incarnation(17)
     forget_incarnation(fs, DIRS)
     fs.process_exit()

@@ -144,11 +144,11 @@ def test_unregister():
 
 
 def test_a_fenced_broker_is_unfenced_only_once_its_metadata_has_its_fencing():
-    # Seed 2118 (faults all, 10 s, timing of a later client change): a broker cut off from the
-    # controller was fenced and its __consumer_offsets leadership moved; once its heartbeats got
-    # through again it was unfenced on having seen its registration alone, renewing its session
-    # lease while its metadata still showed that leadership, and answered OffsetFetch from memory
-    # with an offset older than one the new coordinator had served.
+    # Seed 2118 (faults all, 10 s): a broker cut off from the controller is fenced and its
+    # __consumer_offsets leadership moves. Were it unfenced, once its heartbeats get through, on
+    # having seen its registration alone, it would renew its session lease while its metadata
+    # still shows that leadership, and answer OffsetFetch from memory with an offset older than
+    # one the new coordinator has served.
     img = with_topic(cluster(2), "t", 1, 2)
     hb = manager(img)
     for b in (1, 2):

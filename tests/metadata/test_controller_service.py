@@ -3,7 +3,6 @@ TCP on 127.0.0.1 with in-memory disks."""
 from __future__ import annotations
 
 import pytest
-import trio
 
 from metadata.controller import rpc
 from metadata.controller.topics import CreatableTopic

@@ -17,6 +17,7 @@ from metadata.image import METADATA_VERSION
 from metadata.log_format import BatchAssembler
 from raft.driver import ProposalFailed
 from raft.entry import Entry, LeaderChange, encode_leader_change
+from raft.quorum_state import Role
 from storage.env import RealEnv
 
 ME = 1
@@ -24,7 +25,7 @@ ME = 1
 
 @dataclass
 class Status:
-    role: str
+    role: Role
     epoch: int
     leader_id: int | None
     log_end_offset: int
@@ -35,7 +36,7 @@ class ScriptedDriver:
 
     def __init__(self, sm: ControllerStateMachine):
         self.sm = sm
-        self.role, self.epoch, self.leader = "Follower", 0, None
+        self.role, self.epoch, self.leader = Role.FOLLOWER, 0, None
         self.log: list[Entry] = []
         self.committed = 0
         self.waiting: list[tuple[int, int, trio.Event, list]] = []
@@ -45,13 +46,13 @@ class ScriptedDriver:
         return Status(self.role, self.epoch, self.leader, len(self.log))
 
     def elect(self, epoch: int, me: bool = True) -> None:
-        self.role, self.epoch, self.leader = ("Leader" if me else "Follower"), epoch, (ME if me else 2)
+        self.role, self.epoch, self.leader = (Role.LEADER if me else Role.FOLLOWER), epoch, (ME if me else 2)
         if me:
             self.log.append(Entry(len(self.log), epoch, encode_leader_change(
                 LeaderChange(ME, [1, 2, 3], [1, 2])), control=True))
 
     async def propose(self, payloads):
-        if self.role != "Leader":
+        if self.role is not Role.LEADER:
             raise ProposalFailed(self.leader, self.epoch, "not the leader")
         first = len(self.log)
         self.log += [Entry(first + i, self.epoch, p) for i, p in enumerate(payloads)]
@@ -158,7 +159,7 @@ async def test_speculative_state_answers_at_commit_and_reverts_on_leadership_los
     await trio.sleep(0.05)
     assert read == []
     # Leadership moves away: the proposal fails, waiting requests learn NOT_CONTROLLER.
-    driver.role, driver.epoch, driver.leader = "Follower", 2, 2
+    driver.role, driver.epoch, driver.leader = Role.FOLLOWER, 2, 2
     driver.fail_all()
     await wait_until(lambda: created and read)
     assert isinstance(created[0], NotControllerError) and created[0].leader_id == 2

@@ -1,11 +1,12 @@
 """A clean restart whose registration the controller accepted but never answered (seed 3317).
 
-Broker 5, the last eligible leader replica of three partitions, restarted cleanly (same boot,
-logs whole) and registered claiming its recorded epoch 5; the controller gave it epoch 53 and
-the process died before the answer arrived, so the record still said 5. The next clean start
-claimed 5 again, the controller took the mismatch for an unclean restart and emptied the ELRs:
-the partitions stayed leaderless after the heal. A clean start now notes the incarnation that
-registers, and the next clean start on the same boot registers as it and gets epoch 53 back.
+Broker 5, the last eligible leader replica of three partitions, restarts cleanly (same boot,
+logs whole) and registers claiming its recorded epoch 5; the controller gives it epoch 53 and
+the process dies before the answer arrives, so the record still says 5. Were the next clean
+start to claim 5 again, the controller would take the mismatch for an unclean restart and
+empty the ELRs, leaving the partitions leaderless after the heal. So a clean start notes the
+incarnation that registers, and the next clean start on the same boot registers as it and
+gets epoch 53 back.
 """
 import uuid
 from types import SimpleNamespace

@@ -10,6 +10,7 @@ from raft.entry import Entry
 from raft.errors import NotLeaderError
 from raft.log import RaftLog
 from raft.node_storage import NodeStorage
+from raft.quorum_state import Role
 from raft.state import ElectionState
 from raft.status import QuorumStatus
 from storage.env import RealEnv
@@ -66,7 +67,7 @@ class FakeCore:
         return Actions(send=[(2, "end-quorum-epoch")], deadline=float("inf"))
 
     def status(self):
-        return QuorumStatus(1, "Leader" if self.leader else "Follower", self.epoch, 1, None, 0, 0,
+        return QuorumStatus(1, Role.LEADER if self.leader else Role.FOLLOWER, self.epoch, 1, None, 0, 0,
                             self.log.end_offset, self.epoch, (0, 0), False)
 
 

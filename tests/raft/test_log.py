@@ -12,7 +12,7 @@ def _entries(*epochs):
 
 def test_entries_behind_a_snapshot_may_have_older_epochs():
     # A leader change, then a snapshot whose cleaning has not removed the old entries yet:
-    # a restart must load this log (it used to raise).
+    # a restart must load this log.
     log = RaftLog(_entries(1, 1, 2, 2), snapshot_id=(3, 2))
     assert (log.start_offset, log.end_offset, log.last_epoch) == (0, 4, 2)
     assert log.end_offset_for_epoch(1) == (1, 2)

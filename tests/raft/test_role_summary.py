@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from raft.quorum_state import Role
 from tests.raft.transcript import Transcript, parse_blocks
 
 FILES = sorted((Path(__file__).parent / "testdata").glob("*.txt"))
@@ -28,4 +29,4 @@ def test_role_summary_matches_status_in_every_scenario() -> None:
                 summary = node.core.role_summary()
                 assert tuple(summary) == _summary_fields(node.core.status()), f"{path.name}: {cmd!r}: node {nid}"
                 roles_seen.add(summary.role)
-    assert {"Leader", "Follower", "Candidate", "Resigned"} <= roles_seen
+    assert {Role.LEADER, Role.FOLLOWER, Role.CANDIDATE, Role.RESIGNED} <= roles_seen

@@ -14,7 +14,6 @@ import asyncio
 import os
 import socket
 import ssl
-import struct
 import time
 import types
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from raft.quorum_state import Role
 from simulations.checkers.raft import GENESIS_DIGEST, DurableLog, RaftChecker, entry_digest
 from simulations.env import SkewedClock, derive_seed
 from simulations.trace import Trace
@@ -18,21 +19,21 @@ def invariants(c: RaftChecker) -> list[str]:
 
 def test_two_leaders_in_one_epoch():
     c = checker()
-    c.observe(1, 1, "Leader", 5, 0)
-    c.observe(1, 1, "Leader", 5, 0)
-    c.observe(2, 1, "Leader", 6, 0)
+    c.observe(1, 1, Role.LEADER, 5, 0)
+    c.observe(1, 1, Role.LEADER, 5, 0)
+    c.observe(2, 1, Role.LEADER, 6, 0)
     assert c.ok
-    c.observe(3, 1, "Leader", 5, 0)
+    c.observe(3, 1, Role.LEADER, 5, 0)
     assert invariants(c) == ["SingleLeader"]
 
 
 def test_epoch_and_hw_monotonic_within_an_incarnation_only():
     c = checker()
-    c.observe(1, 1, "Follower", 5, 10)
-    c.observe(1, 2, "Follower", 4, 3)  # a restart may come back with less in memory
+    c.observe(1, 1, Role.FOLLOWER, 5, 10)
+    c.observe(1, 2, Role.FOLLOWER, 4, 3)  # a restart may come back with less in memory
     assert c.ok
-    c.observe(1, 2, "Follower", 3, 3)
-    c.observe(1, 2, "Follower", 3, 2)
+    c.observe(1, 2, Role.FOLLOWER, 3, 3)
+    c.observe(1, 2, Role.FOLLOWER, 3, 2)
     assert invariants(c) == ["MonotonicEpoch", "MonotonicHighWatermark"]
 
 

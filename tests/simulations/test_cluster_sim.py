@@ -22,15 +22,14 @@ ROOT = Path(__file__).resolve().parents[2]
 FULL_SEEDS = 200
 FULL_SECONDS = 10.0
 # Each data-plane mutation must be caught within this many seeds. fetch_beyond_high_watermark
-# needs the most (seed 32 is its first catch at 30da80e; within 12 before the broker and client
-# changes from 1b86949 on), probably as parked consumer fetches now answer as the high
-# watermark moves, leaving little data above it to leak.
+# needs the most (its first catch is seed 32): parked consumer fetches are answered as the high
+# watermark moves, which leaves little data above it to leak.
 MUTATION_SEED_LIMIT = 40
 
 EXPECTED = {
     "hw_without_isr": {"lost-write", "inconsistent-offsets", "nonmonotonic-poll", "replicas-diverge"},
     # Replicas left diverged can also leave the partitions unable to take writes or serve the
-    # final reads after the heal (seed 3, once the storage and pause faults were added).
+    # final reads after the heal (seed 3, with storage and pause faults).
     "skip_follower_truncation": {"replicas-diverge", "lost-write", "inconsistent-offsets", "Liveness"},
     "acks_all_answered_at_append": {"lost-write", "inconsistent-offsets"},
     "fetch_beyond_high_watermark": {"inconsistent-offsets", "nonmonotonic-poll", "poll-skip"},

@@ -32,7 +32,7 @@ def test_same_seed_same_hash_across_processes_and_hash_seeds():
 
 def test_same_seed_same_hash_in_process_rerun():
     # In this process, after whatever the session ran before it (see
-    # test_process_state_isolation.py for what used to leak in).
+    # test_process_state_isolation.py for what could leak in).
     first = run_simulation(SimOptions(seed=4, duration=8, workload="raft"))
     again = run_simulation(SimOptions(seed=4, duration=8, workload="raft"))
     assert first["hash"] == again["hash"]

@@ -2,7 +2,7 @@
 
 Each is injected and counted on a fixed seed, and the cluster still passes every checker;
 plus the pieces they are built from (where corruption lands, the paused Env, the profile
-draw that leaves the older kinds' schedule as it was)."""
+draw that leaves the other kinds' schedule unchanged)."""
 from __future__ import annotations
 
 import random

@@ -1,10 +1,10 @@
 """A deterministic run must not depend on what else the process did or is doing.
 
-Regression for the in-process same-seed divergence seen after a long test session:
-the suite's session fixtures (tests/cli: three brokers and a mini cluster) keep trio
-loops running in background threads, and every trio loop drew from the one scheduler
-RNG the seeded run had been given. The first test below recreates that situation on
-purpose; without `simulations.determinism._PerThreadRandom` its runs differ.
+The suite's session fixtures (tests/cli: three brokers and a mini cluster) keep trio loops
+running in background threads; were every trio loop to draw from the one scheduler RNG the
+seeded run is given, the same seed would diverge in process after a long test session. The
+first test below creates that situation on purpose; without
+`simulations.determinism._PerThreadRandom` its runs differ.
 
 The memory-layout test guards the other suspect: anything ordered by `id()` or by the
 hash of an object without `__hash__` (trio's deadline heap tie-break, sets of tasks,
@@ -145,10 +145,9 @@ def test_scheduler_rng_is_seeded_for_this_thread_only():
 
 
 def test_metadata_checker_checks_a_new_image_that_reuses_the_old_ones_address():
-    # The checker used to remember a node's last image by id(); once that image was
-    # freed, the next one could be allocated at the same address and was taken for
-    # unchanged, so whether it got checked depended on the allocator (in cluster runs:
-    # ~100 skipped images per run whose offset had moved).
+    # A checker that remembered a node's last image by id() would take a new image allocated
+    # at the freed old one's address for unchanged, so whether it got checked would depend on
+    # the allocator (~100 skipped images per cluster run). It keeps the image itself.
     checker = RaftChecker(Trace(), [1, 2, 3])
     metadata = MetadataChecker(checker)
     previous = MetadataImage(offset=-1)

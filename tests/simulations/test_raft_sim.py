@@ -70,7 +70,8 @@ def test_mutation_is_caught(name, monkeypatch):
 
 def cli_args(**kw) -> argparse.Namespace:
     defaults = dict(seed=None, seeds=None, duration="5s", heal_timeout="30s", faults="all", nodes=3,
-                    workload="append", jobs=1, json=False, trace=None, check_every_step=False)
+                    workload="append", jobs=1, json=False, trace=None, check_every_step=False, replay=None,
+                    save_schedule=None, save_failing=None)
     defaults.update(kw)
     return argparse.Namespace(**defaults)
 

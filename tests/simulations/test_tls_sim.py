@@ -10,7 +10,7 @@ from raft.messages import VoteRequest
 from raft.transport import Transport
 from simulations.determinism import run_deterministic
 from simulations.tls_model import TlsRefused
-from storage.env import RealFileSystem
+from storage.env import RealFileSystem, TrioDeadlines
 from storage.listener_security import ListenerSecurity
 from storage.tls import TlsContext, TlsSettings
 from tests.simulations.test_network import make_net
@@ -38,7 +38,7 @@ def contexts(pki, name):
     return server, TlsContext(settings, server_side=False)
 
 
-class _Env:
+class _Env(TrioDeadlines):
     """What the transport uses of an Env: the host's network, its clock (request read
     deadlines), and files and sleep for the certificate watch (the certificate files are real files written by the fixture)."""
 
@@ -50,7 +50,6 @@ class _Env:
 
     def now(self) -> float:
         return trio.current_time()
-
 
 def scenario(pki):
     """node-1 serves the controller listener on n1; node-2 (a member), an intruder with the

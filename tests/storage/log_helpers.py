@@ -6,13 +6,14 @@ import random
 
 import trio
 
+from storage.env import TrioDeadlines
 from storage.log.log import PartitionLog
 from storage.log.segment import LogSegment
 from storage.memfs import MemFile, MemFileSystem
 from wire.records import SimpleRecord, build_batch, decode_batch
 
 
-class FakeEnv:
+class FakeEnv(TrioDeadlines):
     """Env with a MemFileSystem, a settable wall clock and trio's (or a manual) monotonic clock."""
 
     def __init__(self, fs=None, *, seed: int = 0, wall_ms: int = 1_000_000, trio_clock: bool = True):

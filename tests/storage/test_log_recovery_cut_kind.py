@@ -1,7 +1,6 @@
 """Recovery tells a torn last write (a crash mid-append: nothing acknowledged lost) from a whole
 batch that fails its CRC (bit rot: records a replica may have acknowledged are gone); the
 broker's clean-restart claim (KIP-966) depends on the difference."""
-import trio
 
 from storage.log import LogConfig, PartitionLog
 
