@@ -14,7 +14,7 @@ from wire.security.principal import parse_principal
 
 __all__ = [
     "ResourceType", "PatternType", "AclOperation", "AclPermission", "WILDCARD", "CLUSTER_NAME",
-    "WILDCARD_PRINCIPAL", "AclBinding", "AclFilter", "binding_of", "invalid_binding", "invalid_filter",
+    "WILDCARD_PRINCIPAL", "AclBinding", "AclFilter", "acl_fields", "binding_of", "invalid_binding", "invalid_filter",
 ]
 
 WILDCARD = "*"  # a LITERAL resource name matching every name; an ACL host matching every host
@@ -76,6 +76,11 @@ class AclBinding(NamedTuple):
     host: str
     operation: int
     permission: int
+
+
+def acl_fields(obj) -> tuple:
+    """The seven ACL fields of any object naming them as AclBinding does (rpc infos, filters)."""
+    return tuple(getattr(obj, name) for name in AclBinding._fields)
 
 
 def binding_of(rec: AccessControlEntry) -> AclBinding:
