@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from metadata.authorizer import AuthorizerSettings
 from wire.protocol import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["BrokerConfig"]
@@ -29,6 +30,8 @@ class BrokerConfig:
     retention_check_interval_s: float = 300.0  # log.retention.check.interval.ms
     flush_check_interval_s: float = 1.0
     replica_apply_timeout_s: float = 5.0  # how long a request waits for a just-published partition
+    # authorizer.class.name, super.users, allow.everyone.if.no.acl.found (off: all allowed)
+    authorizer: AuthorizerSettings = AuthorizerSettings()
 
     def static_with_identity(self) -> dict[str, str]:
         """Static configs plus node.id (describe_configs uses it to pick per-broker overrides)."""

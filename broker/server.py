@@ -28,6 +28,7 @@ import logging
 
 import trio
 
+from broker import authorization
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import fallback_response
 from broker.records_slice import RecordsSlice
@@ -38,6 +39,7 @@ from wire.errors import DecodeError
 from wire.protocol import (
     ApiKey, FrameReader, UnsupportedRequestError, decode_request, encode_response_parts,
 )
+from wire.security.principal import ANONYMOUS
 
 __all__ = ["KafkaServer"]
 
@@ -58,6 +60,7 @@ class KafkaServer:
 
     async def handle_connection(self, stream) -> None:
         self.connections += 1
+        authorization.serve_connection(str(ANONYMOUS), authorization.peer_host(stream))
         try:
             await self._serve_requests(stream)
         except _CONNECTION_ERRORS:

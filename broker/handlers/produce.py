@@ -13,9 +13,12 @@ from __future__ import annotations
 import logging
 import weakref
 
+from broker.authorization import topic_allowed
 from broker.delayed_produce import PendingAck, await_acks
+from broker.handlers.metadata import INTERNAL_TOPICS
 from broker.produce_validation import MIN_PRODUCE_VERSION, ProduceError, validate_produce_records
 from broker.request_errors import CloseConnection
+from metadata.acls import AclOperation
 from metadata.controller.dynamic_configs import effective_topic_value
 from storage.log import LogError, RecordTooLargeError
 from wire.error_codes import ErrorCode
@@ -44,6 +47,10 @@ async def handle(broker, header, request):
     waits: list[PendingAck] = []  # acks=all: answered once the HW passes each batch
     for topic in request.topic_data:
         out = results.setdefault(topic.name, [])
+        refused = _refused(broker, topic.name)
+        if refused is not None:
+            out.extend(_partition_response(part.index, refused) for part in topic.partition_data)
+            continue
         limits = _topic_limits(broker, topic.name)
         for part in topic.partition_data:
             if version < MIN_PRODUCE_VERSION:
@@ -70,6 +77,15 @@ async def handle(broker, header, request):
         return None
     return R(responses=[R.TopicProduceResponse(name=name, partition_responses=parts)
                         for name, parts in results.items()], throttle_time_ms=0)
+
+
+def _refused(broker, topic: str) -> int | None:
+    """WRITE on the topic (checked first, as Kafka does); internal topics only the broker writes."""
+    if not topic_allowed(broker, AclOperation.WRITE, topic):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if topic in INTERNAL_TOPICS:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    return None
 
 
 class _TopicLimits:
