@@ -19,11 +19,13 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from metadata.authorizer import STANDARD_AUTHORIZER
 from metadata.config_definitions import BROKER_CONFIGS
 from metadata.config_definitions import parse as parse_broker_value
 from metadata.errors import ApiError
 from raft.config import RaftConfig
 from storage.meta_properties import VoterSpec
+from wire.security.principal import parse_principals
 
 __all__ = [
     "ConfigError",
@@ -125,6 +127,20 @@ def _state_machine(value: Any) -> str:
     return str(value)
 
 
+def _bool(value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return text == "true"
+
+
+def _authorizer(value: Any) -> str:
+    name = str(value).strip()
+    if name not in ("", STANDARD_AUTHORIZER):
+        raise ValueError(f"the one authorizer is {STANDARD_AUTHORIZER} (or empty for none)")
+    return name
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -157,6 +173,9 @@ SETTINGS = [
     Setting("advertised.listeners", "advertised_listeners_text", str, ""),
     Setting("metrics.port", "metrics_port", _int(-1), -1),
     Setting("metrics.host", "metrics_host", str, "0.0.0.0"),
+    Setting("authorizer.class.name", "authorizer_class_name", _authorizer, ""),
+    Setting("super.users", "super_users_text", str, ""),
+    Setting("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", _bool, False),
 ]
 _BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -224,6 +243,9 @@ class NodeConfig:
     metrics_port: int = -1  # -1 = no metrics endpoint
     metrics_host: str = "0.0.0.0"
     broker_static: dict[str, str] = field(default_factory=dict)  # Kafka-named, as strings
+    authorizer_class_name: str = ""  # "" = no authorizer: every request is allowed
+    super_users: frozenset = frozenset()  # of KafkaPrincipal
+    allow_everyone_if_no_acl_found: bool = False
 
     @property
     def metadata_log_dir(self) -> str:
@@ -324,6 +346,10 @@ def load_config(values: dict[str, Any]) -> NodeConfig:
         if s.name in BROKER_CONFIGS and s.name in values:
             static[s.name] = _broker_value(s.name, values[s.name])
     kwargs["broker_static"] = static
+    try:
+        kwargs["super_users"] = parse_principals(kwargs.pop("super_users_text"))
+    except ValueError as e:
+        raise ConfigError(f"super.users: {e}") from None
     config = NodeConfig(**kwargs)
     if "controller" in config.roles and config.controller_listener is None:
         raise ConfigError(

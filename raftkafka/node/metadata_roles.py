@@ -25,6 +25,7 @@ import trio
 
 from broker.broker import Broker, ListenerError
 from broker.broker_config import BrokerConfig
+from metadata.authorizer import AuthorizerSettings
 from metadata.broker_lifecycle import AfterOwnRegistration, BrokerLifecycle
 from metadata.controller.client import ControllerClient, ControllerConnection
 from metadata.controller.requests import ControllerRequests
@@ -62,7 +63,9 @@ def broker_config(config: NodeConfig, cluster_id: str) -> BrokerConfig:
     return BrokerConfig(
         node_id=config.node_id, data_dirs=tuple(config.log_dirs), host=listener.host, port=listener.port,
         listener_name=listener.name, rack=config.broker_rack or None, cluster_id=cluster_id,
-        static=dict(static), **extra)
+        static=dict(static), authorizer=AuthorizerSettings(
+            enabled=bool(config.authorizer_class_name), super_users=frozenset(map(str, config.super_users)),
+            allow_if_no_acl=config.allow_everyone_if_no_acl_found), **extra)
 
 
 def describe_recovery(log_manager) -> str:
