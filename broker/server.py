@@ -60,7 +60,7 @@ class KafkaServer:
 
     async def handle_connection(self, stream) -> None:
         self.connections += 1
-        authorization.serve_connection(str(ANONYMOUS), authorization.peer_host(stream))
+        authorization.serve_connection(self.connection_principal(stream), authorization.peer_host(stream))
         try:
             await self._serve_requests(stream)
         except _CONNECTION_ERRORS:
@@ -74,6 +74,10 @@ class KafkaServer:
                     await stream.aclose()
                 except _CONNECTION_ERRORS:
                     pass
+
+    def connection_principal(self, stream) -> str:
+        """Who this connection speaks for: User:ANONYMOUS until a listener authenticates it."""
+        return str(ANONYMOUS)
 
     async def _serve_requests(self, stream) -> None:
         """Read a frame, answer it, repeat; return when the peer closes or must be dropped."""
