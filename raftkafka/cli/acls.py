@@ -63,19 +63,15 @@ def run(args) -> int:
         if args.allow_principal or args.deny_principal or args.operation or args.producer or args.consumer:
             raise CommandError("--list takes resources and --principal only")
         return run_client(_list, args, resources)
-    wanted = _bindings(args, resources)
-    if args.action == "add":
-        if not wanted:
-            raise CommandError("You must specify one of: --allow-principal, --deny-principal when trying to add "
-                               "ACLs.")
-        if not resources:
-            raise CommandError("You must provide at least one resource: --topic, --group, --cluster or "
-                               "--transactional-id")
-        return run_client(_add, args, wanted)
     if not resources:
         raise CommandError("You must provide at least one resource: --topic, --group, --cluster or "
                            "--transactional-id")
-    return run_client(_remove, args, resources, wanted)
+    wanted = _bindings(args, resources)
+    if args.action == "remove":
+        return run_client(_remove, args, resources, wanted)
+    if not wanted:
+        raise CommandError("You must specify one of: --allow-principal, --deny-principal when trying to add ACLs.")
+    return run_client(_add, args, wanted)
 
 
 def _pattern(text: str, action: str) -> PatternType:
