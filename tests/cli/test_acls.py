@@ -62,3 +62,27 @@ def test_remove_asks_first(secured, cli):
     assert "principal=User:q" in listed.out
     cli("acls", "--bootstrap-server", secured, "--remove", "--topic", "kept", stdin=b"y\n")
     assert cli("acls", "--bootstrap-server", secured, "--list", "--topic", "kept").out == ""
+
+
+def test_kafka_python_admin_creates_describes_and_deletes_acls(secured):
+    from kafka.admin import (
+        ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, KafkaAdminClient, ResourcePattern,
+        ResourcePatternFilter, ResourceType,
+    )
+
+    admin = KafkaAdminClient(bootstrap_servers=secured)
+    try:
+        pattern = ResourcePattern(ResourceType.TOPIC, "kp-", ACLResourcePatternType.PREFIXED)
+        acl = ACL("User:kp", "*", ACLOperation.READ, ACLPermissionType.ALLOW, pattern)
+        created = admin.create_acls([acl])
+        assert created["failed"] == [] and len(created["succeeded"]) == 1
+        flt = ACLFilter("User:kp", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                        ResourcePatternFilter(ResourceType.TOPIC, "kp-x", ACLResourcePatternType.MATCH))
+        found, error = admin.describe_acls(flt)
+        assert error.errno == 0 and [(a.principal, a.operation, a.resource_pattern.resource_name)
+                                     for a in found] == [("User:kp", ACLOperation.READ, "kp-")]
+        (_, deleted, error), = admin.delete_acls([flt])
+        assert error.errno == 0 and len(deleted) == 1
+        assert admin.describe_acls(flt)[0] == []
+    finally:
+        admin.close()
