@@ -37,16 +37,15 @@ _IMPLIES_DESCRIBE_CONFIGS = frozenset({AclOperation.DESCRIBE_CONFIGS, AclOperati
 
 # The operations that mean something on each resource type (Kafka's AclEntry.supportedOperations),
 # reported in the *_authorized_operations bit fields.
-O = AclOperation
+_OP = AclOperation
 SUPPORTED_OPERATIONS: dict[int, tuple[AclOperation, ...]] = {
-    ResourceType.TOPIC: (O.READ, O.WRITE, O.CREATE, O.DESCRIBE, O.DELETE, O.ALTER, O.DESCRIBE_CONFIGS,
-                         O.ALTER_CONFIGS),
-    ResourceType.GROUP: (O.READ, O.DESCRIBE, O.DELETE),
-    ResourceType.CLUSTER: (O.CREATE, O.CLUSTER_ACTION, O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS,
-                           O.IDEMPOTENT_WRITE, O.ALTER, O.DESCRIBE),
-    ResourceType.TRANSACTIONAL_ID: (O.DESCRIBE, O.WRITE),
+    ResourceType.TOPIC: (_OP.READ, _OP.WRITE, _OP.CREATE, _OP.DESCRIBE, _OP.DELETE, _OP.ALTER,
+                         _OP.DESCRIBE_CONFIGS, _OP.ALTER_CONFIGS),
+    ResourceType.GROUP: (_OP.READ, _OP.DESCRIBE, _OP.DELETE),
+    ResourceType.CLUSTER: (_OP.CREATE, _OP.CLUSTER_ACTION, _OP.DESCRIBE_CONFIGS, _OP.ALTER_CONFIGS,
+                           _OP.IDEMPOTENT_WRITE, _OP.ALTER, _OP.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (_OP.DESCRIBE, _OP.WRITE),
 }
-del O
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,10 @@ Unknown topics are created on the fly when the broker's `auto.create.topics.enab
 is on and the request allows it (v4+ carries the flag; older versions always
 allow it), through the controller channel in the background; meanwhile the
 topic is answered LEADER_NOT_AVAILABLE, as Kafka does, and clients retry.
+
+With an authorizer, only topics the caller may describe are listed; a named one it may not
+describe answers TOPIC_AUTHORIZATION_FAILED (and is never auto-created); auto-creation needs
+CREATE on the cluster or the topic.
 """
 from __future__ import annotations
 
