@@ -193,3 +193,12 @@ async def test_describe_cluster_reports_the_callers_operations():
         await c.settle()
         resp = await client.call(DescribeClusterRequest(include_cluster_authorized_operations=True), 1)
         assert resp.cluster_authorized_operations == (1 << Op.ALTER) | (1 << Op.DESCRIBE)
+
+
+async def test_clients_never_write_internal_topics():
+    async with running_cluster(static=GROUPS, broker_overrides=AUTHZ) as c:
+        await _setup(c)
+        c.brokers[0].server.connection_principal = lambda stream: "User:admin"  # even a super user
+        client = await RawClient.connect(c.brokers[0].port)
+        resp = await client.call(B.produce("__consumer_offsets", 0, B.batch()), 8)
+        assert B.one_partition(resp).error_code == E.INVALID_TOPIC_EXCEPTION
