@@ -14,7 +14,8 @@ from wire.acl_codes import CLUSTER_NAME, AclBinding, AclFilter, AclOperation as 
 from wire.acl_codes import ResourceType as Res
 from wire.error_codes import ErrorCode as E
 from wire.protocol import (
-    CreateAclsRequest, CreatePartitionsRequest, DeleteAclsRequest, DeleteGroupsRequest, DescribeAclsRequest,
+    AlterConfigsRequest, CreateAclsRequest, HeartbeatRequest, LeaveGroupRequest, OffsetDeleteRequest,
+    SyncGroupRequest, CreatePartitionsRequest, DeleteAclsRequest, DeleteGroupsRequest, DescribeAclsRequest,
     DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
     IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, ListGroupsRequest,
     OffsetCommitRequest, OffsetFetchRequest,
@@ -88,6 +89,11 @@ ROWS = [
                 IncrementalAlterConfigsRequest.AlterableConfig(name="retention.ms", config_operation=0,
                                                                value="1000")])]), 1,
      lambda r: r.responses[0].error_code == E.TOPIC_AUTHORIZATION_FAILED),
+    ("AlterConfigs", (Res.TOPIC, TOPIC, Op.ALTER_CONFIGS), AlterConfigsRequest(
+        validate_only=True, resources=[AlterConfigsRequest.AlterConfigsResource(
+            resource_type=TOPIC_CONFIG, resource_name=TOPIC, configs=[
+                AlterConfigsRequest.AlterableConfig(name="retention.ms", value="1000")])]), 1,
+     lambda r: r.responses[0].error_code == E.TOPIC_AUTHORIZATION_FAILED),
     ("DescribeCluster", (Res.CLUSTER, CLUSTER_NAME, Op.DESCRIBE),
      DescribeClusterRequest(include_cluster_authorized_operations=True), 1,
      lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED),
@@ -96,6 +102,14 @@ ROWS = [
     ("JoinGroup", (Res.GROUP, GROUP, Op.READ), JoinGroupRequest(
         group_id=GROUP, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="", protocol_type="consumer",
         protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")]), 5,
+     lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED),
+    ("SyncGroup", (Res.GROUP, GROUP, Op.READ), SyncGroupRequest(group_id=GROUP, generation_id=1, member_id="m",
+                                                                assignments=[]), 3,
+     lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED),
+    ("Heartbeat", (Res.GROUP, GROUP, Op.READ), HeartbeatRequest(group_id=GROUP, generation_id=1, member_id="m"), 3,
+     lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED),
+    ("LeaveGroup", (Res.GROUP, GROUP, Op.READ), LeaveGroupRequest(group_id=GROUP, members=[
+        LeaveGroupRequest.MemberIdentity(member_id="m")]), 3,
      lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED),
     ("DescribeGroups", (Res.GROUP, GROUP, Op.DESCRIBE),
      DescribeGroupsRequest(groups=[GROUP], include_authorized_operations=True), 4,
@@ -106,6 +120,10 @@ ROWS = [
      lambda r: r.results[0].error_code == E.GROUP_AUTHORIZATION_FAILED),
     ("OffsetCommit", (Res.GROUP, GROUP, Op.READ), _commit(), 7,
      lambda r: _first(r, "topics", "partitions").error_code == E.GROUP_AUTHORIZATION_FAILED),
+    ("OffsetDelete", (Res.GROUP, GROUP, Op.DELETE), OffsetDeleteRequest(group_id=GROUP, topics=[
+        OffsetDeleteRequest.OffsetDeleteRequestTopic(name=TOPIC, partitions=[
+            OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)])]), 0,
+     lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED),
     ("OffsetFetch", (Res.GROUP, GROUP, Op.DESCRIBE), OffsetFetchRequest(group_id=GROUP, topics=None), 5,
      lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED),
     ("InitProducerId", (Res.CLUSTER, CLUSTER_NAME, Op.IDEMPOTENT_WRITE),
