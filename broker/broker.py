@@ -77,6 +77,7 @@ class Broker:
         self.log_manager = log_manager or LogManager(
             env, list(config.data_dirs), default_config=log_config_for(EMPTY_IMAGE, "", self.static))
         self.metadata = MetadataCache(env, config.node_id, config.listener_name)
+        self.acl_index = None  # broker.authorization's index of the image's ACLs, built on first use
         self.purgatory = FetchPurgatory(env)
         self.fetch_sessions = FetchSessionCache(  # KIP-227: incremental fetches
             env.rng, max_slots=self._static_int("max.incremental.fetch.session.cache.slots", 1000))

@@ -13,6 +13,7 @@ from typing import Mapping
 from wire.connection_limits import ConnectionLimits
 from storage.listener_security import ListenerSecurity
 from storage.tls import TlsContext
+from metadata.authorizer import AuthorizerSettings
 from wire.protocol import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["BrokerConfig", "BrokerListener"]
@@ -49,6 +50,8 @@ class BrokerConfig:
 
     def served_listeners(self) -> tuple[BrokerListener, ...]:
         return self.listeners or (BrokerListener(self.host, self.port, ListenerSecurity(self.listener_name)),)
+    # authorizer.class.name, super.users, allow.everyone.if.no.acl.found (off: all allowed)
+    authorizer: AuthorizerSettings = AuthorizerSettings()
 
     def static_with_identity(self) -> dict[str, str]:
         """Static configs plus node.id (describe_configs uses it to pick per-broker overrides)."""

@@ -3,7 +3,7 @@
 Also the replication path's AlterPartition (ISR changes from partition leaders).
 
 Admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs) that reach a broker are forwarded to the active
+IncrementalAlterConfigs, CreateAcls, DeleteAcls) that reach a broker are forwarded to the active
 controller, as in KRaft. Handlers talk to this protocol with plain request and
 result objects (the metadata layer's own types, never Kafka wire classes); the
 real implementation forwards them over the controller RPC, tests apply the
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol, Sequence
 
+from metadata.acls import AclBinding, AclFilter
+from metadata.controller.acls import AclResult, DeleteAclsResult
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
 from metadata.controller.dynamic_configs import AlterOp, ConfigError
 from metadata.controller.topics import CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions
@@ -31,7 +33,7 @@ from wire.error_codes import ErrorCode
 __all__ = [
     "ControllerChannel", "ControllerReply", "ControllerUnavailableError",
     "CreatableTopic", "CreateTopicResult", "DeleteTopicResult", "NewPartitions",
-    "AlterOp", "ConfigError", "ConfigResource", "AlterPartitionItem", "AlterPartitionResult",
+    "AclBinding", "AclFilter", "AclResult", "DeleteAclsResult", "AlterOp", "ConfigError", "ConfigResource", "AlterPartitionItem", "AlterPartitionResult",
 ]
 
 
@@ -54,6 +56,12 @@ class ControllerChannel(Protocol):
         self, resources: Mapping[ConfigResource, Sequence[tuple[str, AlterOp, str | None]]], *,
         validate_only: bool = False, timeout_s: float = 30.0,
     ) -> ControllerReply[dict[ConfigResource, ConfigError]]: ...
+
+    async def create_acls(self, bindings: Sequence[AclBinding], *,
+                          timeout_s: float = 30.0) -> ControllerReply[list[AclResult]]: ...
+
+    async def delete_acls(self, filters: Sequence[AclFilter], *,
+                          timeout_s: float = 30.0) -> ControllerReply[list[DeleteAclsResult]]: ...
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem], *,
                               timeout_s: float = 30.0,

@@ -36,6 +36,7 @@ import trio
 
 from broker.broker_config import BrokerListener
 from broker.connection_context import current_security, set_current_security
+from broker import authorization
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import fallback_response
 from broker.records_slice import RecordsSlice

@@ -27,6 +27,8 @@ def test_kafka_broker_settings_are_validated_and_kept_as_strings():
 @pytest.mark.parametrize("name, value", [
     ("num.partitions", 0), ("log.cleanup.policy", "shred"), ("replica.fetch.max.bytes", "lots"),
     ("metrics.port", -2), ("no.such.setting", 1),
+    ("authorizer.class.name", "kafka.security.authorizer.AclAuthorizer"), ("super.users", "admin"),
+    ("allow.everyone.if.no.acl.found", "maybe"),
 ])
 def test_a_bad_setting_is_one_line_naming_it(name, value):
     with pytest.raises(ConfigError) as e:
@@ -61,3 +63,14 @@ def test_dev_layout_ports_are_predictable_and_the_voters_cover_every_node():
     assert single.broker_static["offsets.topic.replication.factor"] == "1"  # as Kafka's quickstart
     with pytest.raises(ConfigError):
         node_layout(1, 3, 65533, "/tmp/z")
+
+
+def test_the_authorizer_settings_reach_the_broker():
+    from metadata.authorizer import STANDARD_AUTHORIZER
+
+    off = broker_config(load_config(BASE), "c").authorizer
+    assert not off.enabled
+    on = broker_config(load_config({**BASE, "authorizer.class.name": STANDARD_AUTHORIZER,
+                                    "super.users": "User:admin;User:CN=node,O=x",
+                                    "allow.everyone.if.no.acl.found": "true"}), "c").authorizer
+    assert on.enabled and on.allow_if_no_acl and on.super_users == {"User:admin", "User:CN=node,O=x"}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from broker.handlers import (
-    api_versions, configs, describe_cluster, fetch, groups, init_producer_id, list_offsets, metadata,
+    acls, api_versions, configs, describe_cluster, fetch, groups, init_producer_id, list_offsets, metadata,
     offset_for_leader_epoch, offsets, produce, topics_admin,
 )
 from wire.protocol import API_VERSIONS, ApiKey
@@ -41,6 +41,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CREATE_PARTITIONS: Handler(topics_admin.handle_create_partitions, topics_admin.create_partitions_error),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Handler(configs.handle_incremental_alter, configs.incremental_alter_error),
     ApiKey.DESCRIBE_CLUSTER: Handler(describe_cluster.handle, describe_cluster.error_response),
+    ApiKey.DESCRIBE_ACLS: Handler(acls.handle_describe, acls.describe_error),
+    ApiKey.CREATE_ACLS: Handler(acls.handle_create, acls.create_error),
+    ApiKey.DELETE_ACLS: Handler(acls.handle_delete, acls.delete_error),
     # consumer groups and offsets (broker.group_driver), idempotent producer ids
     ApiKey.FIND_COORDINATOR: Handler(groups.handle_find_coordinator, groups.find_coordinator_error),
     ApiKey.JOIN_GROUP: Handler(groups.handle_join, groups.join_error),

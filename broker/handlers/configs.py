@@ -7,8 +7,11 @@ default) with the metadata layer's pure `describe_configs`.
 """
 from __future__ import annotations
 
+from broker.authorization import config_resource_error
 from broker.controller_channel import AlterOp, ControllerUnavailableError
+from metadata.acls import AclOperation
 from metadata.config_definitions import ConfigSource
+from metadata.controller.dynamic_configs import ConfigError
 from metadata.controller.dynamic_configs import describe_configs
 from wire.error_codes import ErrorCode
 from wire.protocol import AlterConfigsResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse
@@ -27,6 +30,12 @@ async def handle_describe(broker, header, request) -> DescribeConfigsResponse:
     include_synonyms = header.api_version >= 1 and request.include_synonyms
     results = []
     for res in request.resources:
+        refused = config_resource_error(broker, AclOperation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+        if refused is not None:
+            results.append(R.DescribeConfigsResult(error_code=refused, error_message=None,
+                                                   resource_type=res.resource_type,
+                                                   resource_name=res.resource_name, configs=[]))
+            continue
         error, described = describe_configs(image, (res.resource_type, res.resource_name),
                                             res.configuration_keys, include_synonyms=include_synonyms,
                                             static=static)
@@ -63,13 +72,21 @@ def _alter_responses(cls, request, results, default_code=ErrorCode.UNKNOWN_SERVE
 
 
 async def _forward(broker, call, resources, request, cls):
+    refused = {}
+    for key in list(resources):
+        code = config_resource_error(broker, AclOperation.ALTER_CONFIGS, *key)
+        if code is not None:
+            refused[key] = ConfigError(code)
+            del resources[key]
+    if not resources:
+        return _alter_responses(cls, request, refused)
     try:
         reply = await call(resources, validate_only=request.validate_only, timeout_s=DEFAULT_TIMEOUT_S)
     except ControllerUnavailableError:
-        return _alter_responses(cls, request, {}, ErrorCode.REQUEST_TIMED_OUT)
+        return _alter_responses(cls, request, refused, ErrorCode.REQUEST_TIMED_OUT)
     if reply.offset >= 0:
         await broker.metadata.wait_for_offset(reply.offset, broker.env.now() + DEFAULT_TIMEOUT_S)
-    return _alter_responses(cls, request, reply.results)
+    return _alter_responses(cls, request, {**reply.results, **refused})
 
 
 async def handle_alter(broker, header, request) -> AlterConfigsResponse:

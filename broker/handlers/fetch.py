@@ -27,7 +27,9 @@ wakes.
 """
 from __future__ import annotations
 
+from broker.authorization import cluster_allowed, topic_allowed
 from broker.records_slice import RecordsSlice
+from metadata.acls import AclOperation
 from storage.log import OffsetOutOfRangeError
 from wire.error_codes import ErrorCode
 from wire.protocol import FetchResponse
@@ -56,6 +58,8 @@ async def handle(broker, header, request) -> FetchResponse:
                                                 privileged=request.replica_id >= 0)
     if context.error:
         return R(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
+    if request.replica_id >= 0 and not cluster_allowed(broker, AclOperation.CLUSTER_ACTION):
+        return error_response(broker, header, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     answer = _Answer(broker, request, context.topics, now + max(0, request.max_wait_ms) / 1000,
                      incremental=context.incremental)
     await answer.read_all()
@@ -138,6 +142,15 @@ class _Answer:
         self.errors = 0
         self.watched: dict = {}  # key -> (partition, leader epoch, fetch offset) of those read without error
         self._where: dict = {}  # key -> (topic position, partition position)
+        self._readable: dict[str, bool] = {}  # topic -> READ allowed (a follower was checked up front)
+
+    def _may_read(self, name: str) -> bool:
+        if self.follower:
+            return True
+        allowed = self._readable.get(name)
+        if allowed is None:
+            allowed = self._readable[name] = topic_allowed(self.broker, AclOperation.READ, name)
+        return allowed
 
     def ready(self) -> bool:
         return (self.total >= self.min_bytes or self.errors > 0 or not self.watched
@@ -165,7 +178,7 @@ class _Answer:
         answer would be "no news" and need not be built. A follower's fetch is still recorded
         (the ISR's caught-up time)."""
         served = cached.served
-        if served is None:
+        if served is None or not self._may_read(name):
             return False
         topic_image, partition, fetch_offset, leader_epoch = served
         if (fetch_offset != cached.fetch_offset or leader_epoch != cached.current_leader_epoch
@@ -211,6 +224,8 @@ class _Answer:
 
     async def _read_partition(self, name: str, p, first: bool, total: int):
         """One partition's answer, `total` bytes being in the answer already (without it)."""
+        if not self._may_read(name):
+            return _error_partition(p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED), None
         found = await self.broker.leader_partition(name, p.partition, self.deadline)
         if isinstance(found, int):
             return _error_partition(p.partition, found), None

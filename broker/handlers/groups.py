@@ -7,7 +7,10 @@ hash(group); FindCoordinator creates that topic on first use (as Kafka does).
 """
 from __future__ import annotations
 
+from broker.authorization import authorized_operations, cluster_allowed, group_allowed
 from broker.groups import JoinResult, LeaveResult, SyncResult
+from metadata.acls import AclOperation, ResourceType
+from metadata.authorizer import AUTHORIZED_OPERATIONS_OMITTED
 from wire.error_codes import ErrorCode
 from wire.protocol import (
     DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorResponse, HeartbeatResponse,
@@ -22,6 +25,7 @@ __all__ = [
 
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
+NOT_AUTHORIZED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
 # -- FindCoordinator -------------------------------------------------------------------
@@ -39,6 +43,8 @@ async def handle_find_coordinator(broker, header, request) -> FindCoordinatorRes
                                    "transaction coordinators are not supported yet")
     if request.key_type != GROUP_KEY:
         return _coordinator_answer(ErrorCode.INVALID_REQUEST, f"unknown key type {request.key_type}")
+    if not group_allowed(broker, AclOperation.DESCRIBE, request.key):
+        return _coordinator_answer(NOT_AUTHORIZED)
     error, reg = broker.groups.coordinator_for(request.key)
     if error != ErrorCode.NONE:
         return _coordinator_answer(error)
@@ -62,6 +68,8 @@ def _join_response(result: JoinResult) -> JoinGroupResponse:
 
 
 async def handle_join(broker, header, request) -> JoinGroupResponse:
+    if not group_allowed(broker, AclOperation.READ, request.group_id):
+        return join_error(broker, header, request, NOT_AUTHORIZED)
     coordinator = broker.groups.coordinator
     protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
     result = await broker.groups.call(lambda token, now: coordinator.join(
@@ -83,6 +91,8 @@ def _sync_response(result: SyncResult) -> SyncGroupResponse:
 
 
 async def handle_sync(broker, header, request) -> SyncGroupResponse:
+    if not group_allowed(broker, AclOperation.READ, request.group_id):
+        return sync_error(broker, header, request, NOT_AUTHORIZED)
     coordinator = broker.groups.coordinator
     assignments = [(a.member_id, bytes(a.assignment)) for a in request.assignments]
     result = await broker.groups.call(lambda token, now: coordinator.sync(
@@ -97,6 +107,8 @@ def sync_error(broker, header, request, code: int) -> SyncGroupResponse:
 
 # -- Heartbeat ---------------------------------------------------------------------------
 async def handle_heartbeat(broker, header, request) -> HeartbeatResponse:
+    if not group_allowed(broker, AclOperation.READ, request.group_id):
+        return heartbeat_error(broker, header, request, NOT_AUTHORIZED)
     driver = broker.groups
     result = driver.coordinator.heartbeat(request.group_id, generation_id=request.generation_id,
                                           member_id=request.member_id,
@@ -127,6 +139,8 @@ def _leave_response(version: int, result: LeaveResult) -> LeaveGroupResponse:
 
 
 async def handle_leave(broker, header, request) -> LeaveGroupResponse:
+    if not group_allowed(broker, AclOperation.READ, request.group_id):
+        return leave_error(broker, header, request, NOT_AUTHORIZED)
     coordinator = broker.groups.coordinator
     leaving = _leaving(header, request)
     result: LeaveResult = await broker.groups.call(lambda token, now: coordinator.leave(
@@ -141,28 +155,45 @@ def leave_error(broker, header, request, code: int) -> LeaveGroupResponse:
 # -- DescribeGroups / ListGroups / DeleteGroups -------------------------------------------
 async def handle_describe(broker, header, request) -> DescribeGroupsResponse:
     R = DescribeGroupsResponse
-    described = broker.groups.coordinator.describe(list(request.groups))
-    return R(throttle_time_ms=0, groups=[R.DescribedGroup(
-        error_code=g.error, group_id=g.group_id, group_state=g.state, protocol_type=g.protocol_type,
-        protocol_data=g.protocol,
-        members=[R.DescribedGroupMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
-                                        client_id=m.client_id, client_host=m.client_host,
-                                        member_metadata=m.metadata, member_assignment=m.assignment)
-                 for m in g.members]) for g in described])
+    wanted = list(request.groups)
+    allowed = [g for g in wanted if group_allowed(broker, AclOperation.DESCRIBE, g)]
+    described = {g.group_id: g for g in broker.groups.coordinator.describe(allowed)}
+    with_ops = header.api_version >= 3 and request.include_authorized_operations
+    groups = []
+    for name in wanted:
+        g = described.get(name)
+        if g is None:
+            groups.append(_described_error(name, NOT_AUTHORIZED))
+            continue
+        ops = (authorized_operations(broker, ResourceType.GROUP, name) if with_ops
+               else AUTHORIZED_OPERATIONS_OMITTED)
+        groups.append(R.DescribedGroup(
+            error_code=g.error, group_id=g.group_id, group_state=g.state, protocol_type=g.protocol_type,
+            protocol_data=g.protocol, authorized_operations=ops,
+            members=[R.DescribedGroupMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                            client_id=m.client_id, client_host=m.client_host,
+                                            member_metadata=m.metadata, member_assignment=m.assignment)
+                     for m in g.members]))
+    return R(throttle_time_ms=0, groups=groups)
+
+
+def _described_error(group: str, code: int):
+    return DescribeGroupsResponse.DescribedGroup(error_code=code, group_id=group, group_state="", protocol_type="",
+                                                 protocol_data="", members=[])
 
 
 def describe_error(broker, header, request, code: int) -> DescribeGroupsResponse:
-    R = DescribeGroupsResponse
-    return R(throttle_time_ms=0, groups=[R.DescribedGroup(error_code=code, group_id=g, group_state="",
-                                                          protocol_type="", protocol_data="", members=[])
-                                         for g in request.groups])
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[_described_error(g, code) for g in request.groups])
 
 
 async def handle_list(broker, header, request) -> ListGroupsResponse:
     R = ListGroupsResponse
     result = broker.groups.coordinator.list_groups()
+    # DESCRIBE on the cluster lists every group; otherwise those the caller may describe.
+    everything = cluster_allowed(broker, AclOperation.DESCRIBE)
     return R(throttle_time_ms=0, error_code=result.error,
-             groups=[R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type) for g in result.groups])
+             groups=[R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type) for g in result.groups
+                     if everything or group_allowed(broker, AclOperation.DESCRIBE, g.group_id)])
 
 
 def list_error(broker, header, request, code: int) -> ListGroupsResponse:
@@ -173,8 +204,13 @@ async def handle_delete(broker, header, request) -> DeleteGroupsResponse:
     R = DeleteGroupsResponse
     coordinator = broker.groups.coordinator
     names = list(request.group_names)
-    result = await broker.groups.call(lambda token, now: coordinator.delete_groups(token, names, now=now))
-    return R(throttle_time_ms=0, results=[R.DeletableGroupResult(group_id=g, error_code=e) for g, e in result.results])
+    allowed = [g for g in names if group_allowed(broker, AclOperation.DELETE, g)]
+    codes = {g: NOT_AUTHORIZED for g in names}
+    if allowed:
+        result = await broker.groups.call(lambda token, now: coordinator.delete_groups(token, allowed, now=now))
+        codes.update(result.results)
+    return R(throttle_time_ms=0, results=[R.DeletableGroupResult(group_id=g, error_code=codes[g])
+                                          for g in names])
 
 
 def delete_error(broker, header, request, code: int) -> DeleteGroupsResponse:

@@ -7,16 +7,31 @@ COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 """
 from __future__ import annotations
 
+from broker.authorization import allowed, cluster_allowed, topic_allowed
+from metadata.acls import AclOperation, ResourceType
+from wire.error_codes import ErrorCode
 from wire.protocol import InitProducerIdResponse
 
 __all__ = ["handle", "error_response"]
 
 
 async def handle(broker, header, request) -> InitProducerIdResponse:
+    tx_id = request.transactional_id
+    if tx_id is not None and not allowed(broker, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tx_id):
+        return error_response(broker, header, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if tx_id is None and not _may_produce_idempotently(broker):
+        return error_response(broker, header, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     result = await broker.producer_states.allocator.init_producer_id(request.transactional_id,
                                                                       request.transaction_timeout_ms)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=result.error, producer_id=result.producer_id,
                                   producer_epoch=result.producer_epoch)
+
+
+def _may_produce_idempotently(broker) -> bool:
+    """IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679, as Kafka 3.0+)."""
+    if cluster_allowed(broker, AclOperation.IDEMPOTENT_WRITE):
+        return True
+    return any(topic_allowed(broker, AclOperation.WRITE, name) for name in broker.metadata.image.topics_by_name)
 
 
 def error_response(broker, header, request, code: int) -> InitProducerIdResponse:

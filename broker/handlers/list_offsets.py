@@ -6,6 +6,8 @@ stable offset for read_committed), as in Kafka; -1 answers that bound.
 """
 from __future__ import annotations
 
+from broker.authorization import topic_allowed
+from metadata.acls import AclOperation
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from wire.error_codes import ErrorCode
 from wire.protocol import ListOffsetsResponse
@@ -26,6 +28,10 @@ async def handle(broker, header, request) -> ListOffsetsResponse:
     committed = header.api_version >= 2 and request.isolation_level == READ_COMMITTED
     topics = []
     for topic in request.topics:
+        if not topic_allowed(broker, AclOperation.DESCRIBE, topic.name):
+            topics.append(R.ListOffsetsTopicResponse(name=topic.name, partitions=[
+                _error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partitions]))
+            continue
         parts = []
         for p in topic.partitions:
             found = await broker.leader_partition(topic.name, p.partition_index, deadline)

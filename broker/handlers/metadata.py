@@ -4,9 +4,16 @@ Unknown topics are created on the fly when the broker's `auto.create.topics.enab
 is on and the request allows it (v4+ carries the flag; older versions always
 allow it), through the controller channel in the background; meanwhile the
 topic is answered LEADER_NOT_AVAILABLE, as Kafka does, and clients retry.
+
+With an authorizer, only topics the caller may describe are listed; a named one it may not
+describe answers TOPIC_AUTHORIZATION_FAILED (and is never auto-created); auto-creation needs
+CREATE on the cluster or the topic.
 """
 from __future__ import annotations
 
+from broker.authorization import cluster_allowed, topic_allowed
+from metadata.acls import AclOperation
+from metadata.controller.dynamic_configs import effective_broker_value
 from metadata.controller.topics import validate_topic_name
 from metadata.errors import ApiError
 from metadata.records import NO_LEADER
@@ -22,25 +29,25 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 async def handle(broker, header, request) -> MetadataResponse:
     cache = broker.metadata
     image = cache.image
+    describable = {}  # topic -> DESCRIBE allowed; the others are never named back unless asked for
     if request.topics is None:
-        names = sorted(image.topics_by_name)
+        names = [n for n in sorted(image.topics_by_name)
+                 if describable.setdefault(n, topic_allowed(broker, AclOperation.DESCRIBE, n))]
         wanted_missing = []
     else:
-        names = []
-        seen = set()
-        for t in request.topics:
-            if t.name not in seen:
-                seen.add(t.name)
-                names.append(t.name)
-        wanted_missing = [n for n in names if n not in image.topics_by_name]
+        names = list(dict.fromkeys(t.name for t in request.topics))
+        describable = {n: topic_allowed(broker, AclOperation.DESCRIBE, n) for n in names}
+        wanted_missing = [n for n in names if n not in image.topics_by_name and describable[n]]
     allow_auto = request.allow_auto_topic_creation if header.api_version >= 4 else True
-    created_errors = {}
-    if wanted_missing:
-        created_errors = broker.auto_create_topics(wanted_missing, allowed=allow_auto)
+    created_errors = _auto_create(broker, wanted_missing, allow_auto)
     alive = {b.node_id for b in cache.alive_brokers()}
     topics = []
     for name in names:
         topic = image.topics_by_name.get(name)
+        if not describable[name]:
+            topics.append(R.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                                                  is_internal=False, partitions=[]))
+            continue
         if topic is None:
             topics.append(R.MetadataResponseTopic(error_code=created_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                                   name=name, is_internal=False, partitions=[]))
@@ -64,6 +71,21 @@ async def handle(broker, header, request) -> MetadataResponse:
         controller_id=cache.controller_id(),
         topics=topics,
     )
+
+
+def _auto_create(broker, missing: list[str], allow_auto: bool) -> dict[str, int]:
+    """Auto-create what the caller may create (CREATE on the cluster or the topic); the rest of
+    the missing topics answer TOPIC_AUTHORIZATION_FAILED when creation would have been tried."""
+    if not missing:
+        return {}
+    if not cluster_allowed(broker, AclOperation.CREATE):
+        refused = [n for n in missing if not topic_allowed(broker, AclOperation.CREATE, n)]
+        if refused and allow_auto and effective_broker_value(broker.metadata.image, "auto.create.topics.enable",
+                                                             broker.static):
+            missing = [n for n in missing if n not in refused]
+            return {**broker.auto_create_topics(missing, allowed=True),
+                    **{n: ErrorCode.TOPIC_AUTHORIZATION_FAILED for n in refused}}
+    return broker.auto_create_topics(missing, allowed=allow_auto)
 
 
 def topic_name_error(name: str) -> int | None:

@@ -7,13 +7,16 @@ fenced, a newer one is unknown here yet.
 """
 from __future__ import annotations
 
+from broker.authorization import cluster_allowed, topic_allowed
 from broker.handlers.fetch import check_leader_epoch
+from metadata.acls import AclOperation
 from wire.error_codes import ErrorCode
 from wire.protocol import OffsetForLeaderEpochResponse
 
 __all__ = ["handle", "error_response"]
 
 R = OffsetForLeaderEpochResponse
+CONSUMER_REPLICA_ID = -1  # v0-2 requests (replica id -2) come from followers only: CLUSTER_ACTION
 
 
 def _error(index: int, code: int) -> R.EpochEndOffset:
@@ -22,8 +25,14 @@ def _error(index: int, code: int) -> R.EpochEndOffset:
 
 async def handle(broker, header, request) -> OffsetForLeaderEpochResponse:
     deadline = broker.env.now() + broker.config.replica_apply_timeout_s
+    if request.replica_id != CONSUMER_REPLICA_ID and not cluster_allowed(broker, AclOperation.CLUSTER_ACTION):
+        return error_response(broker, header, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     topics = []
     for topic in request.topics:
+        if not topic_allowed(broker, AclOperation.DESCRIBE, topic.topic):
+            topics.append(R.OffsetForLeaderTopicResult(topic=topic.topic, partitions=[
+                _error(p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partitions]))
+            continue
         parts = []
         for p in topic.partitions:
             found = await broker.leader_partition(topic.topic, p.partition, deadline)

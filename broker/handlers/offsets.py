@@ -7,7 +7,9 @@ is answered once its record is committed in `__consumer_offsets`.
 """
 from __future__ import annotations
 
+from broker.authorization import group_allowed, topic_allowed
 from broker.groups import CommitResult, DeleteOffsetsResult, FetchOffsetsResult
+from metadata.acls import AclOperation
 from wire.error_codes import ErrorCode
 from wire.protocol import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 
@@ -35,14 +37,19 @@ def _commit_response(errors) -> OffsetCommitResponse:
 
 
 async def handle_commit(broker, header, request) -> OffsetCommitResponse:
+    if not group_allowed(broker, AclOperation.READ, request.group_id):
+        return commit_error(broker, header, request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     errors: dict[tuple[str, int], int] = {}
     order: list[tuple[str, int]] = []
     commits = []
     for topic in request.topics:
+        readable = topic_allowed(broker, AclOperation.READ, topic.name)
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
             order.append(key)
-            if not _known(broker, *key):
+            if not readable:
+                errors[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif not _known(broker, *key):
                 errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 commits.append((topic.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
@@ -99,12 +106,22 @@ async def handle_fetch(broker, header, request) -> OffsetFetchResponse:
         # memory could take a committed offset back (Kafka would answer it). The client looks
         # for the coordinator again.
         return _group_error_answer(version, request, ErrorCode.NOT_COORDINATOR)
+    if not group_allowed(broker, AclOperation.DESCRIBE, request.group_id):
+        return _group_error_answer(version, request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     result: FetchOffsetsResult = driver.coordinator.fetch_offsets(request.group_id, _requested(request),
                                                                   now=driver.now())
     if result.error != ErrorCode.NONE:
         return _group_error_answer(version, request, result.error)
-    return _fetch_response(version, ErrorCode.NONE, [
-        (o.topic, o.partition, o.offset, o.leader_epoch, o.metadata, o.error) for o in result.offsets])
+    # Topics the caller may not describe: named ones answer TOPIC_AUTHORIZATION_FAILED,
+    # an all-topics fetch leaves them out (their names are not the caller's to learn).
+    describable = {t: topic_allowed(broker, AclOperation.DESCRIBE, t) for t in {o.topic for o in result.offsets}}
+    offsets = []
+    for o in result.offsets:
+        if describable[o.topic]:
+            offsets.append((o.topic, o.partition, o.offset, o.leader_epoch, o.metadata, o.error))
+        elif request.topics is not None:
+            offsets.append((o.topic, o.partition, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+    return _fetch_response(version, ErrorCode.NONE, offsets)
 
 
 def fetch_error(broker, header, request, code: int) -> OffsetFetchResponse:
@@ -120,12 +137,16 @@ def _delete_response(error: int, partitions) -> OffsetDeleteResponse:
 
 
 async def handle_delete(broker, header, request) -> OffsetDeleteResponse:
+    if not group_allowed(broker, AclOperation.DELETE, request.group_id):
+        return delete_error(broker, header, request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator = broker.groups.coordinator
     errors: dict[tuple[str, int], int] = {}
     order = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     known: dict[str, list[int]] = {}
     for topic, partition in order:
-        if _known(broker, topic, partition):
+        if not topic_allowed(broker, AclOperation.READ, topic):
+            errors[(topic, partition)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif _known(broker, topic, partition):
             known.setdefault(topic, []).append(partition)
         else:
             errors[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

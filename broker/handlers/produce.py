@@ -18,11 +18,13 @@ import collections
 import logging
 import weakref
 
+from broker.authorization import topic_allowed
 from broker.delayed_produce import PendingAck, await_acks
 from broker.handlers.metadata import INTERNAL_TOPICS
 from broker.produce_validation import MIN_PRODUCE_VERSION, ProduceError, validate_produce_records
 from broker.record_validation import validate_records
 from broker.request_errors import CloseConnection
+from metadata.acls import AclOperation
 from metadata.controller.dynamic_configs import effective_topic_value
 from storage.log import LogError, RecordTooLargeError
 from wire.error_codes import ErrorCode
@@ -54,6 +56,10 @@ async def handle(broker, header, request):
     duplicates = _duplicate_partitions(request)
     for topic in request.topic_data:
         out = results.setdefault(topic.name, [])
+        refused = _refused(broker, topic.name)
+        if refused is not None:
+            out.extend(_partition_response(part.index, *refused) for part in topic.partition_data)
+            continue
         limits = _topic_limits(broker, topic.name)
         for part in topic.partition_data:
             if version < MIN_PRODUCE_VERSION:
@@ -62,10 +68,6 @@ async def handle(broker, header, request):
                 continue
             if acks not in (-1, 0, 1):
                 out.append(_partition_response(part.index, ErrorCode.INVALID_REQUIRED_ACKS))
-                continue
-            if topic.name in INTERNAL_TOPICS:  # written by the group coordinator only
-                out.append(_partition_response(part.index, ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                               f"Cannot append to internal topic {topic.name}"))
                 continue
             if (topic.name, part.index) in duplicates:
                 out.append(_partition_response(part.index, ErrorCode.INVALID_REQUEST,
@@ -94,6 +96,16 @@ def _duplicate_partitions(request) -> set[tuple[str, int]]:
     """(topic, partition) pairs the request names more than once."""
     counts = collections.Counter((t.name, p.index) for t in request.topic_data for p in t.partition_data)
     return {key for key, n in counts.items() if n > 1}
+
+
+def _refused(broker, topic: str) -> tuple[ErrorCode, str | None] | None:
+    """WRITE on the topic (checked first, as Kafka does); internal topics only the group
+    coordinator writes."""
+    if not topic_allowed(broker, AclOperation.WRITE, topic):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+    if topic in INTERNAL_TOPICS:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}"
+    return None
 
 
 class _TopicLimits:

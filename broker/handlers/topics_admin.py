@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 
+from broker.authorization import cluster_allowed, topic_allowed
 from broker.controller_channel import ControllerUnavailableError, CreatableTopic, NewPartitions
+from metadata.acls import AclOperation
 from wire.error_codes import ErrorCode
 from wire.protocol import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
@@ -34,7 +36,11 @@ async def handle_create_topics(broker, header, request) -> CreateTopicsResponse:
     R = CreateTopicsResponse
     wanted = []
     early: dict[str, tuple[int, str | None]] = {}
+    may_create_any = cluster_allowed(broker, AclOperation.CREATE)
     for t in request.topics:
+        if not may_create_any and not topic_allowed(broker, AclOperation.CREATE, t.name):
+            early[t.name] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            continue
         if t.assignments and (t.num_partitions != -1 or t.replication_factor != -1):
             early[t.name] = (ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
                              "replicasAssignments were set. Both cannot be used at the same time.")
@@ -70,12 +76,16 @@ async def handle_delete_topics(broker, header, request) -> DeleteTopicsResponse:
     R = DeleteTopicsResponse
     timeout_s = _timeout_s(request.timeout_ms)
     names = list(dict.fromkeys(request.topic_names))
-    try:
-        reply = await broker.controller.delete_topics(names, timeout_s=timeout_s)
-    except ControllerUnavailableError as exc:
-        return delete_topics_error(broker, header, request, ErrorCode.REQUEST_TIMED_OUT, str(exc))
-    await _caught_up(broker, reply.offset, timeout_s)
-    codes = {r.name: int(r.error) for r in reply.results}
+    codes = {n: ErrorCode.TOPIC_AUTHORIZATION_FAILED for n in names
+             if not topic_allowed(broker, AclOperation.DELETE, n)}
+    names = [n for n in names if n not in codes]
+    if names:
+        try:
+            reply = await broker.controller.delete_topics(names, timeout_s=timeout_s)
+        except ControllerUnavailableError as exc:
+            return delete_topics_error(broker, header, request, ErrorCode.REQUEST_TIMED_OUT, str(exc))
+        await _caught_up(broker, reply.offset, timeout_s)
+        codes.update((r.name, int(r.error)) for r in reply.results)
     return R(throttle_time_ms=0, responses=[
         R.DeletableTopicResult(name=n, error_code=codes.get(n, ErrorCode.UNKNOWN_SERVER_ERROR))
         for n in request.topic_names])
@@ -93,9 +103,10 @@ async def handle_create_partitions(broker, header, request) -> CreatePartitionsR
     timeout_s = _timeout_s(request.timeout_ms)
     names = [t.name for t in request.topics]
     duplicates = {n for n in names if names.count(n) > 1}
+    refused = {n for n in names if not topic_allowed(broker, AclOperation.ALTER, n)}
     wanted = [NewPartitions(t.name, t.count, None if t.assignments is None
                             else [tuple(a.broker_ids) for a in t.assignments])
-              for t in request.topics if t.name not in duplicates]
+              for t in request.topics if t.name not in duplicates and t.name not in refused]
     results = {}
     if wanted:
         try:
@@ -109,6 +120,8 @@ async def handle_create_partitions(broker, header, request) -> CreatePartitionsR
     for t in request.topics:
         if t.name in duplicates:
             code, message = ErrorCode.INVALID_REQUEST, "Duplicate topic in request."
+        elif t.name in refused:
+            code, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
         else:
             code, message = results.get(t.name, (ErrorCode.UNKNOWN_SERVER_ERROR, None))
         out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=int(code), error_message=message))

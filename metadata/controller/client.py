@@ -18,7 +18,9 @@ from typing import Callable, Generic, Mapping, Sequence, TypeVar
 
 import trio
 
+from metadata.acls import AclBinding, AclFilter, acl_fields
 from metadata.controller import rpc
+from metadata.controller.acls import AclResult, DeleteAclsResult
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
 from metadata.controller.dynamic_configs import AlterOp, ConfigError
 from metadata.controller.topics import (
@@ -165,6 +167,20 @@ class ControllerClient:
         if failed := _request_error(reply):
             return ControllerReply([DeleteTopicResult(n, None, *failed) for n in names], reply.offset)
         return ControllerReply([DeleteTopicResult(r.name, r.topic_id, ErrorCode(r.error), r.message)
+                                for r in reply.results], reply.offset)
+
+    async def create_acls(self, bindings: Sequence[AclBinding], *,
+                          timeout_s: float = 30.0) -> ControllerReply[list[AclResult]]:
+        reply = await self.conn.call(
+            rpc.CreateAclsRequest(self.cluster_id, [rpc.AclInfo(*b) for b in bindings]), timeout=timeout_s)
+        return ControllerReply([AclResult(ErrorCode(r.error), r.message) for r in reply.results], reply.offset)
+
+    async def delete_acls(self, filters: Sequence[AclFilter], *,
+                          timeout_s: float = 30.0) -> ControllerReply[list[DeleteAclsResult]]:
+        reply = await self.conn.call(
+            rpc.DeleteAclsRequest(self.cluster_id, [rpc.AclFilterInfo(*f) for f in filters]), timeout=timeout_s)
+        return ControllerReply([DeleteAclsResult(ErrorCode(r.error), r.message,
+                                                 [AclBinding(*acl_fields(a)) for a in r.deleted])
                                 for r in reply.results], reply.offset)
 
     async def create_partitions(self, requests: Sequence[NewPartitions], *,

@@ -14,7 +14,9 @@ import logging
 import random
 from typing import Any
 
+from metadata.acls import AclBinding, AclFilter, acl_fields
 from metadata.controller import rpc
+from metadata.controller.acls import create_acls, delete_acls
 from metadata.controller.alter_partition import AlterPartitionItem, alter_partition
 from metadata.controller.brokers import (
     BrokerRegistrationRequest as Registration, HeartbeatRequest, broker_heartbeat,
@@ -66,6 +68,8 @@ class ControllerRequests:
             rpc.DescribeConfigsRequest: self._describe_configs,
             rpc.ElectLeadersRequest: self._elect_leaders,
             rpc.DescribeClusterRequest: self._describe_cluster,
+            rpc.CreateAclsRequest: self._create_acls,
+            rpc.DeleteAclsRequest: self._delete_acls,
         }
 
     async def handle(self, request) -> Any | None:
@@ -266,7 +270,6 @@ class ControllerRequests:
         return rpc.ElectLeadersResponse(0, self._me(), offset, [
             rpc.ElectionResultInfo(t, p, int(code)) for (t, p), code in sorted(results.items())])
 
-
     async def _describe_cluster(self, req: rpc.DescribeClusterRequest):
         # A read of the speculative image: answered once what it shows has committed.
         image, _ = await self._submit("DescribeCluster", lambda image, off, now: ([], image))
@@ -277,3 +280,28 @@ class ControllerRequests:
             rpc.PartitionInfo(t.name, p, part.leader, part.leader_epoch, part.partition_epoch,
                               list(part.replicas), list(part.isr))
             for t, p, part in image.iter_partitions()])
+
+    # -------------------------------------------------------------------- acls
+    async def _create_acls(self, req: rpc.CreateAclsRequest):
+        bindings = [AclBinding(*acl_fields(a)) for a in req.creations]
+        rng = self.rng
+
+        def op(image, next_offset, now):
+            records, results = create_acls(image, bindings, rng=rng)
+            return [records], results  # one batch: a request's ACLs commit together
+
+        results, offset = await self._submit("CreateAcls", op)
+        return rpc.CreateAclsResponse(0, self._me(), offset,
+                                      [rpc.AclResultInfo(int(r.error), r.message) for r in results])
+
+    async def _delete_acls(self, req: rpc.DeleteAclsRequest):
+        filters = [AclFilter(*acl_fields(f)) for f in req.filters]
+
+        def op(image, next_offset, now):
+            records, results = delete_acls(image, filters)
+            return [records], results
+
+        results, offset = await self._submit("DeleteAcls", op)
+        return rpc.DeleteAclsResponse(0, self._me(), offset, [
+            rpc.DeleteAclsResultInfo(int(r.error), r.message, [rpc.AclInfo(*b) for b in r.deleted])
+            for r in results])

@@ -3,7 +3,7 @@
 Brokers send BrokerRegistration, BrokerHeartbeat (which also carries controlled shutdown:
 `want_shutdown`, as in KRaft), AlterPartition and AllocateProducerIds; admin requests that
 reach a broker are forwarded as CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, ElectLeaders and DescribeConfigs. Every response carries `error`
+IncrementalAlterConfigs, ElectLeaders, DescribeConfigs, CreateAcls and DeleteAcls. Every response carries `error`
 (a top-level Kafka error code: NOT_CONTROLLER when this node is not the active controller,
 with `leader_id` as a hint), and writes carry `offset`: the metadata log offset the change
 committed at (-1 when nothing was written), so a broker can wait for its own metadata to
@@ -36,7 +36,9 @@ __all__ = [
     "DescribedConfigInfo", "DescribeConfigsResponse", "AllocateProducerIdsRequest",
     "AllocateProducerIdsResponse", "ElectLeadersRequest", "ElectionResultInfo",
     "ElectLeadersResponse", "DescribeClusterRequest", "BrokerInfo", "PartitionInfo",
-    "DescribeClusterResponse", "CONTROLLER_REQUESTS", "ADMIN_REQUESTS",
+    "DescribeClusterResponse", "AclInfo", "AclFilterInfo", "AclResultInfo", "CreateAclsRequest",
+    "CreateAclsResponse", "DeleteAclsResultInfo", "DeleteAclsRequest", "DeleteAclsResponse",
+    "CONTROLLER_REQUESTS", "ADMIN_REQUESTS",
 ]
 
 
@@ -419,6 +421,76 @@ class DescribeClusterResponse:
     partitions: list[PartitionInfo] = field(default_factory=list)
 
 
+# -------------------------------------------------------------------------------- acls
+
+
+@dataclass(slots=True, frozen=True)
+class AclInfo:
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission: int
+
+
+@dataclass(slots=True, frozen=True)
+class AclFilterInfo:
+    resource_type: int
+    resource_name: str | None
+    pattern_type: int
+    principal: str | None
+    host: str | None
+    operation: int
+    permission: int
+
+
+@dataclass(slots=True, frozen=True)
+class AclResultInfo:
+    error: int
+    message: str | None = None
+
+
+@rpc_message("controller.CreateAcls", version=1)
+@dataclass(slots=True, frozen=True)
+class CreateAclsRequest:
+    cluster_id: str
+    creations: list[AclInfo] = field(default_factory=list)
+
+
+@rpc_message("controller.CreateAclsResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class CreateAclsResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1
+    results: list[AclResultInfo] = field(default_factory=list)
+
+
+@dataclass(slots=True, frozen=True)
+class DeleteAclsResultInfo:
+    error: int
+    message: str | None = None
+    deleted: list[AclInfo] = field(default_factory=list)
+
+
+@rpc_message("controller.DeleteAcls", version=1)
+@dataclass(slots=True, frozen=True)
+class DeleteAclsRequest:
+    cluster_id: str
+    filters: list[AclFilterInfo] = field(default_factory=list)
+
+
+@rpc_message("controller.DeleteAclsResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class DeleteAclsResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1
+    results: list[DeleteAclsResultInfo] = field(default_factory=list)
+
+
 # Request type → its response type (the service answers NOT_CONTROLLER with these).
 CONTROLLER_REQUESTS: dict[type, type] = {
     BrokerRegistrationRequest: BrokerRegistrationResponse,
@@ -433,6 +505,8 @@ CONTROLLER_REQUESTS: dict[type, type] = {
     DescribeConfigsRequest: DescribeConfigsResponse,
     ElectLeadersRequest: ElectLeadersResponse,
     DescribeClusterRequest: DescribeClusterResponse,
+    CreateAclsRequest: CreateAclsResponse,
+    DeleteAclsRequest: DeleteAclsResponse,
 }
 
 # Requests that change the cluster on a client's behalf: only ever forwarded by a broker.

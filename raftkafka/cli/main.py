@@ -36,9 +36,9 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 def _client_commands():
     """The commands that talk to brokers with our client (Kafka's console tools)."""
-    from raftkafka.cli import bench, configs, console_consumer, console_producer, consumer_groups, topics
+    from raftkafka.cli import acls, bench, configs, console_consumer, console_producer, consumer_groups, topics
 
-    return (topics, console_producer, console_consumer, configs, consumer_groups, bench)
+    return (topics, console_producer, console_consumer, configs, consumer_groups, acls, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

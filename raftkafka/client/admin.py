@@ -1,4 +1,4 @@
-"""The admin client: topics, partitions, configs, groups, offsets, cluster description.
+"""The admin client: topics, partitions, configs, groups, offsets, ACLs, cluster description.
 
     async with Admin(env, "host:9092") as admin:
         await admin.create_topic("events", partitions=6, replication_factor=3)
@@ -22,13 +22,17 @@ from raftkafka.client.errors import KafkaError, KafkaTimeoutError, error_for
 from raftkafka.client.group import GroupMembership
 from raftkafka.client.offsets import list_offsets
 from storage.env import Env
+from wire.acl_codes import AclBinding, AclFilter
 from wire.error_codes import ErrorCode
 from wire.protocol import (
     ApiKey,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
+    DescribeAclsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
@@ -288,3 +292,38 @@ class Admin:
         """{tp: "earliest" | "latest" | timestamp ms} → {tp: (offset, timestamp)}."""
         named = {"earliest": -2, "latest": -1}
         return await list_offsets(self.cluster, {tuple(tp): named.get(s, s) for tp, s in specs.items()})
+
+    # ------------------------------------------------------------------ ACLs
+
+    async def create_acls(self, bindings: list[AclBinding]) -> list[KafkaError | None]:
+        """One result per binding, in order: None or its error."""
+        r = await self.cluster.request_any(CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+            resource_type=b.resource_type, resource_name=b.resource_name, resource_pattern_type=b.pattern_type,
+            principal=b.principal, host=b.host, operation=b.operation, permission_type=b.permission)
+            for b in bindings]))
+        return [error_for(x.error_code, x.error_message, "CreateAcls") if x.error_code else None for x in r.results]
+
+    async def describe_acls(self, flt: AclFilter = AclFilter()) -> list[AclBinding]:
+        r = await self.cluster.request_any(DescribeAclsRequest(**_filter_fields(flt)))
+        if r.error_code:
+            raise error_for(r.error_code, r.error_message, "DescribeAcls")
+        return [AclBinding(res.resource_type, res.resource_name, res.pattern_type, a.principal, a.host, a.operation,
+                           a.permission_type) for res in r.resources for a in res.acls]
+
+    async def delete_acls(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
+        """The bindings each filter deleted; raises the first filter's error."""
+        r = await self.cluster.request_any(DeleteAclsRequest(filters=[
+            DeleteAclsRequest.DeleteAclsFilter(**_filter_fields(f)) for f in filters]))
+        out = []
+        for result in r.filter_results:
+            if result.error_code:
+                raise error_for(result.error_code, result.error_message, "DeleteAcls")
+            out.append([AclBinding(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host,
+                                   m.operation, m.permission_type) for m in result.matching_acls])
+        return out
+
+
+def _filter_fields(f: AclFilter) -> dict:
+    return dict(resource_type_filter=f.resource_type, resource_name_filter=f.resource_name,
+                pattern_type_filter=f.pattern_type, principal_filter=f.principal, host_filter=f.host,
+                operation=f.operation, permission_type=f.permission)

@@ -19,6 +19,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from metadata.authorizer import STANDARD_AUTHORIZER
 from metadata.config_definitions import BROKER_CONFIGS
 from metadata.config_definitions import parse as parse_broker_value
 from metadata.errors import ApiError
@@ -176,6 +177,20 @@ def _state_machine(value: Any) -> str:
     return str(value)
 
 
+def _bool(value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return text == "true"
+
+
+def _authorizer(value: Any) -> str:
+    name = str(value).strip()
+    if name not in ("", STANDARD_AUTHORIZER):
+        raise ValueError(f"the one authorizer is {STANDARD_AUTHORIZER} (or empty for none)")
+    return name
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -211,6 +226,8 @@ SETTINGS = [
     Setting("listener.security.protocol.map", "protocol_map_text", str, DEFAULT_PROTOCOL_MAP),
     Setting("inter.broker.listener.name", "inter_broker_listener_name", lambda v: str(v).strip().upper(), ""),
     Setting("super.users", "super_users_text", str, ""),
+    Setting("authorizer.class.name", "authorizer_class_name", _authorizer, ""),
+    Setting("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", _bool, False),
 ]
 _BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -288,6 +305,8 @@ class NodeConfig:
     super_users: frozenset = frozenset()  # of KafkaPrincipal: the cluster's members and admins
     security: dict[str, str] = field(default_factory=dict)  # ssl.*, sasl.*, listener.name.* as strings
     protocol_map: dict[str, str] = field(default_factory=lambda: parse_protocol_map(DEFAULT_PROTOCOL_MAP))
+    authorizer_class_name: str = ""  # "" = no authorizer: every request is allowed
+    allow_everyone_if_no_acl_found: bool = False
 
     @property
     def metadata_log_dir(self) -> str:

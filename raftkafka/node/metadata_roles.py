@@ -25,6 +25,7 @@ import trio
 
 from broker.broker import Broker, ListenerError
 from broker.broker_config import BrokerConfig, BrokerListener
+from metadata.authorizer import AuthorizerSettings
 from metadata.broker_lifecycle import AfterOwnRegistration, BrokerLifecycle
 from metadata.controller.client import ControllerClient, ControllerConnection
 from metadata.controller.requests import ControllerRequests
@@ -71,7 +72,10 @@ def broker_config(config: NodeConfig, cluster_id: str,
         listener_name=inter_broker.name, rack=config.broker_rack or None, cluster_id=cluster_id,
         static=dict(static),
         listeners=tuple(BrokerListener(l.host, l.port, security[l.name]) for l in config.client_listeners),
-        super_users=config.super_users, inter_broker_tls=security[inter_broker.name].client_tls, **extra)
+        super_users=config.super_users, inter_broker_tls=security[inter_broker.name].client_tls,
+        authorizer=AuthorizerSettings(
+            enabled=bool(config.authorizer_class_name), super_users=frozenset(map(str, config.super_users)),
+            allow_if_no_acl=config.allow_everyone_if_no_acl_found), **extra)
 
 
 # Kafka's SecurityProtocol ids, as registered endpoints carry them.

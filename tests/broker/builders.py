@@ -24,14 +24,15 @@ def produce(topic: str, partition: int, records, *, acks: int = 1, timeout_ms: i
 
 
 def fetch(wanted, *, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 1 << 20,
-          partition_max_bytes: int = 1 << 20, isolation_level: int = 0, epoch: int = -1) -> FetchRequest:
+          partition_max_bytes: int = 1 << 20, isolation_level: int = 0, epoch: int = -1,
+          replica_id: int = -1) -> FetchRequest:
     """wanted: [(topic, partition, offset)]"""
     topics: dict[str, list] = {}
     for topic, partition, offset in wanted:
         topics.setdefault(topic, []).append(F.FetchPartition(
             partition=partition, current_leader_epoch=epoch, fetch_offset=offset, log_start_offset=-1,
             partition_max_bytes=partition_max_bytes))
-    return F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+    return F(replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
              isolation_level=isolation_level, session_id=0, session_epoch=-1,
              topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
              forgotten_topics_data=[], rack_id="")

@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 import trio
 
 from broker import Broker, BrokerConfig, ControllerReply
+from metadata.controller.acls import create_acls, delete_acls
 from metadata.controller.alter_partition import alter_partition
 from metadata.controller.brokers import fence_broker
 from metadata.controller.dynamic_configs import alter_configs, incremental_alter_configs
@@ -141,6 +142,16 @@ class InProcessController:
     async def incremental_alter_configs(self, resources, *, validate_only=False, timeout_s=30.0):
         self.calls.append("incremental_alter_configs")
         records, results = incremental_alter_configs(self.image, resources, validate_only, static=self.static)
+        return ControllerReply(results, self.commit(records))
+
+    async def create_acls(self, bindings, *, timeout_s=30.0):
+        self.calls.append("create_acls")
+        records, results = create_acls(self.image, bindings, rng=self.rng)
+        return ControllerReply(results, self.commit(records))
+
+    async def delete_acls(self, filters, *, timeout_s=30.0):
+        self.calls.append("delete_acls")
+        records, results = delete_acls(self.image, filters)
         return ControllerReply(results, self.commit(records))
 
     async def allocate_producer_ids(self, broker_id, broker_epoch, *, timeout_s=30.0):

@@ -45,6 +45,7 @@ async def test_a_re_read_the_deadline_cuts_short_leaves_the_answer_whole(autojum
     import trio
 
     from broker.handlers.fetch import _Answer
+    from metadata.authorizer import AuthorizerSettings
 
     partition = _partition(read=lambda offset, limit, max_offset, min_one_batch: SimpleNamespace(size=100))
     blocked = False
@@ -54,7 +55,8 @@ async def test_a_re_read_the_deadline_cuts_short_leaves_the_answer_whole(autojum
             await trio.sleep_forever()
         return partition
 
-    broker = SimpleNamespace(env=SimpleNamespace(now=trio.current_time), leader_partition=leader_partition)
+    broker = SimpleNamespace(env=SimpleNamespace(now=trio.current_time), leader_partition=leader_partition,
+                             config=SimpleNamespace(authorizer=AuthorizerSettings()))  # no authorizer
     request = SimpleNamespace(replica_id=-1, isolation_level=0, max_bytes=1000, min_bytes=1)
     item = SimpleNamespace(partition=0, fetch_offset=0, current_leader_epoch=-1, partition_max_bytes=1000)
     answer = _Answer(broker, request, [("t", [item])], trio.current_time() + 5)

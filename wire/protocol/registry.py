@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 
 from wire.errors import UnsupportedVersionError
-from wire.protocol.apis import admin, data, groups, session
+from wire.protocol.apis import acls, admin, data, groups, session
 from wire.protocol.message import Message
 
 __all__ = ["ApiKey", "REQUESTS", "RESPONSES", "API_VERSIONS", "request_class", "response_class", "lookup"]
@@ -34,6 +34,9 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
@@ -46,7 +49,7 @@ class ApiKey(enum.IntEnum):
 
 def _collect(kind: str) -> dict[int, type[Message]]:
     table: dict[int, type[Message]] = {}
-    for module in (data, groups, admin, session):
+    for module in (data, groups, admin, acls, session):
         for name in module.__all__:
             cls = getattr(module, name)
             if cls.KIND == kind:
