@@ -77,6 +77,7 @@ class BrokerLifecycle:
         self.heartbeat_interval = heartbeat_interval
         self.session_timeout = session_timeout
         self.lease_until = -math.inf  # env.now() until which no fencing can have happened
+        self.lease_connection = -1  # the controller connection the lease was earned on
         self.incarnation_id = incarnation_id or env.uuid()
         # The epoch of the previous incarnation if it ended without losing data (a clean
         # shutdown, say: metadata.incarnation_record), else -1: an unclean restart (KIP-966).
@@ -94,8 +95,10 @@ class BrokerLifecycle:
 
     # ------------------------------------------------------------------ public
     def holds_session_lease(self) -> bool:
-        """Whether the controller cannot have fenced this broker yet (see the module doc)."""
-        return self.env.now() < self.lease_until
+        """Whether the controller cannot have fenced this broker yet (see the module doc).
+        The controller fences a broker soon after its connection closes
+        (metadata.controller.connection_grace): the lease ends with that connection."""
+        return self.env.now() < self.lease_until and self.conn.still_connected(self.lease_connection)
 
     def begin_controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away; `shutdown_complete` is set when done."""
@@ -181,6 +184,8 @@ class BrokerLifecycle:
         if reply.is_fenced:
             self.lease_until = -math.inf
         else:
+            if self.lease_connection != self.conn.generation:
+                self.lease_connection, self.lease_until = self.conn.generation, -math.inf
             self.lease_until = max(self.lease_until, sent_at + self.session_timeout * LEASE_FRACTION)
         self.is_caught_up = reply.is_caught_up
         if not reply.is_fenced:

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Mapping
 
+from metadata.controller.connection_grace import ConnectionGrace
 from metadata.controller.heartbeats import BrokerHeartbeatManager
 from metadata.controller.replication import batches, elect_leaderless, remove_broker_from_isrs
 from metadata.image import MetadataImage
@@ -24,7 +25,7 @@ from wire.error_codes import ErrorCode
 __all__ = [
     "BrokerRegistrationRequest", "RegistrationResult", "register_broker",
     "HeartbeatRequest", "HeartbeatResult", "broker_heartbeat", "fence_stale_broker",
-    "fence_broker", "unregister_broker", "BrokerState",
+    "fence_broker", "fence_closed_broker", "unregister_broker", "BrokerState",
 ]
 
 Batches = list[list[Record]]
@@ -113,6 +114,20 @@ def fence_stale_broker(image: MetadataImage, heartbeats: BrokerHeartbeatManager,
         if reg is not None and not reg.fenced:
             return fence_broker(image, broker_id, heartbeats, static), broker_id
         heartbeats.set_fenced(broker_id, True)  # already fenced in the image: just sync
+    return [], None
+
+
+def fence_closed_broker(image: MetadataImage, grace: ConnectionGrace,
+                        heartbeats: BrokerHeartbeatManager, now: float,
+                        static: Mapping[str, str] | None = None) -> tuple[Batches, int | None]:
+    """Fence at most ONE broker whose controller connection closed and whose grace ran out
+    with no heartbeat (metadata.controller.connection_grace); only the very broker epoch
+    that connection carried: a newer registration is another incarnation."""
+    while (due := grace.next_due(now)) is not None:
+        broker_id, epoch = due
+        reg = image.brokers.get(broker_id)
+        if reg is not None and reg.epoch == epoch and not reg.fenced:
+            return fence_broker(image, broker_id, heartbeats, static), broker_id
     return [], None
 
 

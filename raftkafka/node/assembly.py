@@ -113,8 +113,8 @@ class ControllerNode:
         service = QuorumService(env, driver, cluster_id=meta.cluster_id, node_id=config.node_id, addresses=addresses)
         app = self.app
 
-        async def client_handler(request):
-            reply = None if app is None else await app.handle(request)
+        async def client_handler(request, connection=None):
+            reply = None if app is None else await app.handle(request, connection)
             return reply if reply is not None else await service.handle(request)
 
         def epoch_and_leader():
@@ -128,6 +128,7 @@ class ControllerNode:
             peers=addresses,
             inbox=driver.inbox_send if app is None else app.wrap_inbox(driver.inbox_send),
             client_handler=client_handler,
+            on_client_closed=None if app is None else app.connection_closed,
             status=epoch_and_leader,
         )
         listener = config.controller_listener

@@ -218,12 +218,17 @@ class ControllerRole:
         self.service = ControllerService(
             self.env, node_id=self.config.node_id, driver=driver, state_machine=self.state_machine,
             static=self.config.broker_static,  # num.partitions, default.replication.factor, ...
-            session_timeout=self.config.broker_session_timeout_ms / 1000)
+            session_timeout=self.config.broker_session_timeout_ms / 1000,
+            close_grace=self.config.broker_connection_close_grace_ms / 1000)
         self.requests = ControllerRequests(self.service, rng=self.env.rng)
         await self.service.run(task_status=task_status)
 
-    async def handle(self, request):
-        return None if self.requests is None else await self.requests.handle(request)
+    async def handle(self, request, connection=None):
+        return None if self.requests is None else await self.requests.handle(request, connection)
+
+    def connection_closed(self, connection) -> None:
+        if self.service is not None:
+            self.service.connection_closed(connection)
 
 
 class MetadataApp:
@@ -243,8 +248,12 @@ class MetadataApp:
             return inbox
         return LeaderHighWatermarkTap(inbox, self.broker.follower)
 
-    async def handle(self, request):
-        return None if self.controller is None else await self.controller.handle(request)
+    async def handle(self, request, connection=None):
+        return None if self.controller is None else await self.controller.handle(request, connection)
+
+    def connection_closed(self, connection) -> None:
+        if self.controller is not None:
+            self.controller.connection_closed(connection)
 
     async def run(self, driver, cluster_id: str, voters: dict[int, tuple[str, int]], *,
                   task_status=trio.TASK_STATUS_IGNORED) -> None:
