@@ -82,6 +82,8 @@ class BrokerLifecycle:
         # The epoch of the previous incarnation if it ended without losing data (a clean
         # shutdown, say: metadata.incarnation_record), else -1: an unclean restart (KIP-966).
         self.previous_broker_epoch = previous_broker_epoch
+        # The incarnation this one replaces, proven dead by the data dir locks, if any.
+        self.previous_incarnation_id: uuid.UUID | None = None
         self.on_registered = on_registered  # e.g. persist the epoch for the next start
         self.broker_epoch = -1
         self.is_fenced = True
@@ -135,7 +137,7 @@ class BrokerLifecycle:
         request = rpc.BrokerRegistrationRequest(
             self.conn.cluster_id, self.broker_id, self.incarnation_id,
             [rpc.EndpointInfo(e.name, e.host, e.port, e.security_protocol) for e in self.endpoints],
-            self.rack, list(self.log_dirs), self.previous_broker_epoch)
+            self.rack, list(self.log_dirs), self.previous_broker_epoch, self.previous_incarnation_id)
         try:
             reply = await self.conn.call(request, timeout=self.heartbeat_interval * 5)
         except ControllerUnavailableError as e:

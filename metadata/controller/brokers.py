@@ -39,6 +39,8 @@ class BrokerRegistrationRequest:
     rack: str | None = None
     log_dirs: tuple[uuid.UUID, ...] = ()
     previous_broker_epoch: int = -1  # the epoch it shut down cleanly with (KIP-966), or -1
+    # The incarnation it replaces, proven dead by its data dir locks (metadata.data_dir_lock).
+    previous_incarnation_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +59,10 @@ def register_broker(image: MetadataImage, req: BrokerRegistrationRequest, *, nex
         # A retry of a registration we already accepted: same epoch, nothing to write.
         heartbeats.touch(req.broker_id, now)
         return [], RegistrationResult(ErrorCode.NONE, existing.epoch)
-    if existing is not None and heartbeats.has_live_session(req.broker_id, now):
+    if (existing is not None and heartbeats.has_live_session(req.broker_id, now)
+            and req.previous_incarnation_id != existing.incarnation_id):
+        # Another incarnation may still run. One that names the registered incarnation as
+        # the one it replaces holds its data dir locks, so that one is dead: replace it now.
         return [], RegistrationResult(
             ErrorCode.DUPLICATE_BROKER_REGISTRATION, -1,
             f"Another broker is registered with that broker id {req.broker_id}.")

@@ -92,7 +92,8 @@ class ControllerRequests:
             endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol)
                             for e in req.endpoints),
             rack=req.rack, log_dirs=tuple(req.log_dirs),
-            previous_broker_epoch=req.previous_broker_epoch)
+            previous_broker_epoch=req.previous_broker_epoch,
+            previous_incarnation_id=req.previous_incarnation_id)
         svc = self.service
 
         def op(image, next_offset, now):
