@@ -382,17 +382,12 @@ class ControllerService:
             return
         now = self.env.now()
         batches, fenced = fence_stale_broker(self._spec, self.heartbeats, now, self.static)
+        why = f"no heartbeat for {self.heartbeats.session_timeout:.1f}s"
+        if fenced is None:
+            batches, fenced = fence_closed_broker(self._spec, self.grace, self.heartbeats, now, self.static)
+            why = f"its controller connection closed and it did not heartbeat within {self.grace.grace:.2f}s"
         if fenced is not None:
             self.fenced_log.append((now, fenced))
-            log.info("fencing broker %d: no heartbeat for %.1fs", fenced,
-                     self.heartbeats.session_timeout)
+            log.info("fencing broker %d: %s", fenced, why)
             self._write(batches)
             self._send.send_nowait(_TICK)  # one broker per event; look for the next at once
-            return
-        batches, fenced = fence_closed_broker(self._spec, self.grace, self.heartbeats, now, self.static)
-        if fenced is not None:
-            self.fenced_log.append((now, fenced))
-            log.info("fencing broker %d: its controller connection closed and it did not "
-                     "heartbeat within %.2fs", fenced, self.grace.grace)
-            self._write(batches)
-            self._send.send_nowait(_TICK)
