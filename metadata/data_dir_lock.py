@@ -48,15 +48,17 @@ class DataDirLocks:
         self.files = []
 
 
-def lock_data_dirs(fs: FileSystem, data_dirs: Sequence[str], incarnation_id: uuid.UUID) -> DataDirLocks:
-    """Lock every dir and write `incarnation_id` into each lock file; DataDirError if a
-    lock is held elsewhere. `previous_incarnation` is the id all of them named, if one."""
+def lock_data_dirs(fs: FileSystem, data_dirs: Sequence[str]) -> DataDirLocks:
+    """Lock every dir (before anything reads them); DataDirError if a lock is held
+    elsewhere. `previous_incarnation` is the id all of them named, if one; the broker names
+    itself (`name`) once it knows its incarnation."""
     lock = getattr(fs, "lock", None)
     if lock is None:
         return DataDirLocks([], None)
     files, named = [], set()
     try:
         for data_dir in sorted(data_dirs):
+            fs.makedirs(data_dir)
             path = posixpath.join(data_dir, LOCK_FILE)
             try:
                 f = lock(path)
@@ -68,9 +70,7 @@ def lock_data_dirs(fs: FileSystem, data_dirs: Sequence[str], incarnation_id: uui
         for f in files:
             f.close()
         raise
-    locks = DataDirLocks(files, named.pop() if len(named) == 1 else None)
-    locks.name(incarnation_id)
-    return locks
+    return DataDirLocks(files, named.pop() if len(named) == 1 else None)
 
 
 def _read_id(f) -> uuid.UUID | None:

@@ -22,6 +22,7 @@ from raft.entry import Entry
 from raft.node_rpc import QuorumService
 from raft.node_storage import NodeStorage
 from raft.transport import Transport
+from metadata.data_dir_lock import lock_data_dirs
 from raftkafka.node.config import ConfigError, NodeConfig
 from storage.env import Env
 from storage.meta_properties import VoterSpec, check_data_dir
@@ -88,8 +89,18 @@ class ControllerNode:
         return meta, voter_addresses(bootstrap, self.config.voters)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        env, config = self.env, self.config
         meta, addresses = self.preflight()
+        # Before anything reads the dirs: no other process may use them (data_dir_lock).
+        locks = lock_data_dirs(self.env.fs, self.config.log_dirs)
+        if self.app is not None and self.app.broker is not None:
+            self.app.broker.locks = locks
+        try:
+            await self._run(meta, addresses, task_status)
+        finally:
+            locks.close()
+
+    async def _run(self, meta, addresses, task_status) -> None:
+        env, config = self.env, self.config
         storage = NodeStorage(env.fs, config.metadata_log_dir, segment_bytes=config.metadata_segment_bytes)
         observer = config.node_id not in addresses
         state, raft_log = await storage.load(refetch_damaged=observer)

@@ -30,7 +30,7 @@ from metadata.controller.client import ControllerClient, ControllerConnection
 from metadata.controller.requests import ControllerRequests
 from metadata.controller.service import ControllerService
 from metadata.controller.state_machine import ControllerStateMachine, SnapshotSchedule
-from metadata.data_dir_lock import DataDirLocks, lock_data_dirs
+from metadata.data_dir_lock import DataDirLocks
 from metadata.incarnation_record import (
     forget_incarnation, pending_incarnation, previous_broker_epoch, record_incarnation,
 )
@@ -94,7 +94,7 @@ class BrokerRole:
         self.lifecycle: BrokerLifecycle | None = None
         self.controller: ControllerClient | None = None  # the channel for forwarded admin ops
         self.kafka: Broker | None = None  # the Kafka-protocol broker, once running
-        self.locks: DataDirLocks | None = None  # its log dirs' locks, held while it runs
+        self.locks = DataDirLocks([], None)  # its log dirs' locks, taken by the node at start
         self.started = trio.Event()
 
     def add_publisher(self, publisher: MetadataPublisher) -> None:
@@ -137,9 +137,9 @@ class BrokerRole:
                 # once: a crash before this start registers must not leave it to the next one.
                 data_dirs = list(kafka.log_manager.data_dirs)
                 kafka.log_manager.on_data_loss = lambda: forget_incarnation(self.env.fs, data_dirs)
-                # Before recovery touches the logs: no other process may use these dirs.
-                self.locks = lock_data_dirs(self.env.fs, data_dirs, self.lifecycle.incarnation_id)
+                # The node locked the dirs before reading them (assembly): what they prove.
                 self.lifecycle.previous_incarnation_id = self.locks.previous_incarnation
+                self.locks.name(self.lifecycle.incarnation_id)
                 try:
                     await nursery.start(kafka.run)  # recovers the logs, binds the listener
                 except* ListenerError as group:  # a storage error (ENOSPC, ...) stays what it is
