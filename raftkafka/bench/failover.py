@@ -220,8 +220,8 @@ def _summary(rounds: list[dict]) -> dict:
     out = {}
     for kind in dict.fromkeys(r["kind"] for r in rounds):
         rs = [r for r in rounds if r["kind"] == kind]
-        part = [r["max_partition_gap_s"] for r in rs]
-        over = [r["overall_gap_s"] for r in rs]
+        part = sorted(r["max_partition_gap_s"] for r in rs)
+        over = sorted(r["overall_gap_s"] for r in rs)
         out[kind] = {"rounds": len(rs),
                      "partition_gap_p50_s": round(percentile(part, 50), 3), "partition_gap_max_s": max(part),
                      "overall_gap_p50_s": round(percentile(over, 50), 3), "overall_gap_max_s": max(over),
