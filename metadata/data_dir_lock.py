@@ -1,7 +1,8 @@
-"""The broker's data directory lock: proof that its previous incarnation is dead.
+"""The data directory lock: proof that a broker's previous incarnation is dead.
 
-Each log dir holds `.lock` (Kafka's name), flocked for the life of the broker process; the
-OS releases it when the process dies, however it dies. Its content is the incarnation id of
+Each log dir holds `.lock` (Kafka's name), flocked by the node (raftkafka.node.assembly)
+before anything reads the dir and held for the life of the process; the OS releases it when
+the process dies, however it dies. Its content is the incarnation id of
 the process that last held it. A starting broker that takes every lock therefore knows that
 the incarnation named there no longer runs, and presents it when it registers
 (`previous_incarnation_id`): the controller replaces that registration at once instead of

@@ -16,13 +16,13 @@ import signal
 import msgpack
 import trio
 
+from metadata.data_dir_lock import lock_data_dirs
 from raft.core import RaftCore
 from raft.driver import RaftDriver
 from raft.entry import Entry
 from raft.node_rpc import QuorumService
 from raft.node_storage import NodeStorage
 from raft.transport import Transport
-from metadata.data_dir_lock import lock_data_dirs
 from raftkafka.node.config import ConfigError, NodeConfig
 from storage.env import Env
 from storage.meta_properties import VoterSpec, check_data_dir
