@@ -8,7 +8,8 @@ follower Fetch; from those it derives:
   committed ISR plus a replica whose addition is pending) and over caught-up
   replicas about to join — never lower than the current HW;
 - the replicas to drop from the ISR: members that have not caught up to the
-  leader's log end within `replica.lag.time.max.ms`;
+  leader's log end within `replica.lag.time.max.ms`, or whose fetch connection closed
+  with no fetch since (a dead follower process: broker.server tells);
 - whether a fetching replica may join: its end offset has reached the HW and the
   start of the leader's current epoch.
 
@@ -39,6 +40,7 @@ class FollowerState:
     last_caught_up_time: float = float("-inf")
     last_fetch_time: float = float("-inf")
     last_fetch_leader_end: int = UNKNOWN_OFFSET
+    connection_closed: bool = False  # its fetch connection closed; no fetch since
 
     @classmethod
     def fresh(cls, broker_id: int, *, in_isr: bool, now: float) -> "FollowerState":
@@ -55,6 +57,7 @@ class FollowerState:
         elif fetch_offset >= self.last_fetch_leader_end >= 0:
             self.last_caught_up_time = max(self.last_caught_up_time, self.last_fetch_time)
         self.log_end_offset = fetch_offset
+        self.connection_closed = False
         self.last_fetch_leader_end = leader_end
         self.last_fetch_time = now
 
@@ -112,13 +115,14 @@ def high_watermark(current_hw: int, leader_end: int, followers: Mapping[int, Fol
 
 def out_of_sync_replicas(isr: Iterable[int], leader_id: int, followers: Mapping[int, FollowerState],
                          leader_end: int, now: float, lag_time_s: float) -> list[int]:
-    """ISR members (never the leader) that have not caught up within the lag time."""
+    """ISR members (never the leader) that have not caught up within the lag time, or whose
+    fetch connection closed."""
     out = []
     for broker_id in sorted(set(isr)):
         if broker_id == leader_id:
             continue
         state = followers.get(broker_id)
-        if state is None or not state.is_caught_up(leader_end, now, lag_time_s):
+        if state is None or state.connection_closed or not state.is_caught_up(leader_end, now, lag_time_s):
             out.append(broker_id)
     return out
 

@@ -191,6 +191,15 @@ class Partition:
         self.maybe_advance_high_watermark()
         return True
 
+    def on_follower_connection_closed(self, replica_id: int) -> list[int]:
+        """The follower's fetch connection closed (its process is likely gone): drop it from
+        the ISR now rather than after the lag time; a fetch from it undoes this."""
+        state = self.followers.get(replica_id)
+        if not self.is_leader or state is None:
+            return []
+        state.connection_closed = True
+        return self.maybe_shrink_isr()
+
     def maybe_advance_high_watermark(self) -> bool:
         log = self.log
         before = log.high_watermark

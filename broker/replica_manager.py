@@ -154,6 +154,11 @@ class ReplicaManager:
         """One pass of Kafka's isr-expiration task; returns how many partitions shrank."""
         return sum(1 for key in sorted(self.partitions) if self.partitions[key].maybe_shrink_isr())
 
+    def follower_connection_closed(self, replica_id: int) -> int:
+        """A follower's fetch connection closed: shrink the ISRs it is in; returns how many."""
+        return sum(1 for key in sorted(self.partitions)
+                   if self.partitions[key].on_follower_connection_closed(replica_id))
+
     async def run_isr_expiration(self) -> None:
         """Every half lag period, as Kafka schedules it."""
         while True:

@@ -64,6 +64,8 @@ class KafkaServer:
         self.memory_pool = RequestMemoryPool(limits.queued_max_request_bytes)
         self.connections = 0  # open now
         self.closed_for_bad_input = 0  # connections closed because of what the client sent
+        # replica id -> the connection its latest follower Fetch came on
+        self._fetch_connections: dict[int, _Connection] = {}
 
     async def serve(self, listener: BrokerListener | None = None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve one listener (the config's first by default) until cancelled."""
@@ -98,31 +100,43 @@ class KafkaServer:
         self.connections += 1
         if security is None:  # a stream handed in directly (tests): the inter-broker listener's, plaintext
             security = ConnectionSecurity.accepted(self.broker.config.listener_name, "PLAINTEXT", peer_host(stream))
+        conn = _Connection()
         try:
             set_current_security(security)
-            await self._serve_requests(stream)
+            await self._serve_requests(stream, conn)
         except _CONNECTION_ERRORS:
             pass  # the peer went away: nothing to answer
         except Exception:  # none may reach the listener
             log.exception("connection handler failed; closing the connection")
         finally:
             self.connections -= 1
+            self._closed(conn)
             with trio.CancelScope(shield=True):
                 try:
                     await stream.aclose()
                 except _CONNECTION_ERRORS:
                     pass
 
-    async def _serve_requests(self, stream) -> None:
+    def _closed(self, conn: "_Connection") -> None:
+        """A follower's latest fetch connection closed: its leaders shrink the ISRs now."""
+        replica = conn.replica
+        if replica is None or self._fetch_connections.get(replica) is not conn:
+            return
+        del self._fetch_connections[replica]
+        shrunk = self.broker.replicas.follower_connection_closed(replica)
+        if shrunk:
+            log.info("replica %d: its fetch connection closed; shrinking %d ISRs", replica, shrunk)
+
+    async def _serve_requests(self, stream, conn: "_Connection | None" = None) -> None:
         """Read a frame, answer it, repeat; return when the peer closes or must be dropped."""
         reader = RequestReader(stream, self.broker.env, max_frame_size=self.broker.config.max_frame_size,
                                limits=self.broker.config.connection_limits, pool=self.memory_pool)
         try:
-            await self._answer_frames(stream, reader)
+            await self._answer_frames(stream, reader, conn)
         finally:
             reader.done()
 
-    async def _answer_frames(self, stream, reader: RequestReader) -> None:
+    async def _answer_frames(self, stream, reader: RequestReader, conn: "_Connection | None") -> None:
         env, metrics = self.broker.env, self.broker.metrics
         while True:
             try:
@@ -134,7 +148,7 @@ class KafkaServer:
             if frame is None:
                 return
             started = env.now()
-            parts = await self.respond(frame)
+            parts = await self.respond(frame, conn)
             if len(frame) >= 2:
                 metrics.request(int.from_bytes(frame[:2], "big", signed=True), env.now() - started)
             if parts is CLOSE:
@@ -144,7 +158,7 @@ class KafkaServer:
                 await send_parts(stream, parts)
             reader.done()
 
-    async def respond(self, frame: bytes):
+    async def respond(self, frame: bytes, conn: "_Connection | None" = None):
         """The response chunks for one request frame, None for no response, or CLOSE."""
         try:
             header, request = decode_request(frame)
@@ -167,6 +181,10 @@ class KafkaServer:
             response = await handler.handle(self.broker, header, request)
             if response is None:
                 return None
+            if (conn is not None and header.api_key == ApiKey.FETCH and request.replica_id >= 0
+                    and response.error_code == ErrorCode.NONE):
+                conn.replica = request.replica_id
+                self._fetch_connections[request.replica_id] = conn
             return encode_response_parts(header, response)
         except CloseConnection as exc:
             log.info("closing connection: %s", exc)
@@ -257,3 +275,11 @@ def _check_complete(part: RecordsSlice, sent: int) -> None:
     if sent != len(part):
         # The segment shrank under us (truncation): the frame can no longer be completed.
         raise trio.BrokenResourceError(f"sent {sent} of {len(part)} record bytes")
+
+
+class _Connection:
+    """One client connection; `replica` is the follower whose Fetches came on it, if any."""
+    __slots__ = ("replica",)
+
+    def __init__(self):
+        self.replica: int | None = None

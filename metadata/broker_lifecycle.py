@@ -77,10 +77,13 @@ class BrokerLifecycle:
         self.heartbeat_interval = heartbeat_interval
         self.session_timeout = session_timeout
         self.lease_until = -math.inf  # env.now() until which no fencing can have happened
+        self.lease_connection = -1  # the controller connection the lease was earned on
         self.incarnation_id = incarnation_id or env.uuid()
         # The epoch of the previous incarnation if it ended without losing data (a clean
         # shutdown, say: metadata.incarnation_record), else -1: an unclean restart (KIP-966).
         self.previous_broker_epoch = previous_broker_epoch
+        # The incarnation this one replaces, proven dead by the data dir locks, if any.
+        self.previous_incarnation_id: uuid.UUID | None = None
         self.on_registered = on_registered  # e.g. persist the epoch for the next start
         self.broker_epoch = -1
         self.is_fenced = True
@@ -94,8 +97,10 @@ class BrokerLifecycle:
 
     # ------------------------------------------------------------------ public
     def holds_session_lease(self) -> bool:
-        """Whether the controller cannot have fenced this broker yet (see the module doc)."""
-        return self.env.now() < self.lease_until
+        """Whether the controller cannot have fenced this broker yet (see the module doc).
+        The controller fences a broker soon after its connection closes
+        (metadata.controller.connection_grace): the lease ends with that connection."""
+        return self.env.now() < self.lease_until and self.conn.still_connected(self.lease_connection)
 
     def begin_controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away; `shutdown_complete` is set when done."""
@@ -132,7 +137,7 @@ class BrokerLifecycle:
         request = rpc.BrokerRegistrationRequest(
             self.conn.cluster_id, self.broker_id, self.incarnation_id,
             [rpc.EndpointInfo(e.name, e.host, e.port, e.security_protocol) for e in self.endpoints],
-            self.rack, list(self.log_dirs), self.previous_broker_epoch)
+            self.rack, list(self.log_dirs), self.previous_broker_epoch, self.previous_incarnation_id)
         try:
             reply = await self.conn.call(request, timeout=self.heartbeat_interval * 5)
         except ControllerUnavailableError as e:
@@ -181,6 +186,8 @@ class BrokerLifecycle:
         if reply.is_fenced:
             self.lease_until = -math.inf
         else:
+            if self.lease_connection != self.conn.generation:
+                self.lease_connection, self.lease_until = self.conn.generation, -math.inf
             self.lease_until = max(self.lease_until, sent_at + self.session_timeout * LEASE_FRACTION)
         self.is_caught_up = reply.is_caught_up
         if not reply.is_fenced:

@@ -52,7 +52,9 @@ BACKOFF_MIN = 0.05
 BACKOFF_MAX = 1.0
 CONNECT_TIMEOUT = 1.0
 
-ClientHandler = Callable[[object], Awaitable[object]]
+# handler(request, connection): `connection` identifies the connection it came on (its
+# `_Inbound`, hashable by identity) so the controller can tell when it closes.
+ClientHandler = Callable[[object, object], Awaitable[object]]
 # What a broken or closed connection raises; each task catches these itself, because
 # trio would wrap them in an ExceptionGroup once they leave a nursery.
 _STREAM_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError)
@@ -200,6 +202,7 @@ class Transport:
         status: Callable[[], tuple[int, int | None]] = lambda: (0, None),
         limits: ConnectionLimits = ConnectionLimits(),
         security: ListenerSecurity | None = None,
+        on_client_closed: Callable[[object], None] | None = None,
     ):
         self.env = env
         self.node_id = node_id
@@ -207,6 +210,7 @@ class Transport:
         self.inbox = inbox
         self.client_handler = client_handler
         self.status = status  # (epoch, leader_id) for error answers
+        self.on_client_closed = on_client_closed  # called with the connection once it closed
         self.links = {
             nid: _PeerLink(self, nid, host, port) for nid, (host, port) in sorted(peers.items()) if nid != node_id
         }
@@ -299,6 +303,8 @@ class Transport:
                 conn.out_send.close()
         finally:
             conn.closed = True
+            if self.on_client_closed is not None:
+                self.on_client_closed(conn)
             for nid in [n for n, r in self.routes.items() if r is conn]:
                 del self.routes[nid]
             with trio.CancelScope(shield=True):
@@ -402,7 +408,7 @@ class Transport:
 
     async def _answer_client(self, conn: _Inbound, frame) -> None:
         try:
-            reply = await self.client_handler(frame.message)
+            reply = await self.client_handler(frame.message, conn)
         except Exception as e:  # a bug in a handler must not take the node down
             log.exception("handling %s from %s failed", frame.type, conn.peer)
             reply = codec.ErrorResponse(ErrorCode.INVALID_REQUEST, f"internal error: {type(e).__name__}")

@@ -344,6 +344,20 @@ class RealFileSystem:
         st = os.statvfs(path)
         return st.f_bavail * st.f_frsize
 
+    def lock(self, path: str) -> RealFile:
+        """Open (creating) `path` and hold an exclusive flock on it while the file stays open,
+        i.e. until this process closes it or dies (Kafka's log dir `.lock`). BlockingIOError
+        if another process holds it."""
+        import fcntl
+
+        f = self.open(path, create=True)
+        try:
+            fcntl.flock(f._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            raise
+        return f
+
     def boot_id(self) -> str | None:
         """The OS boot these files' page cache belongs to: it changes when unflushed data may
         have been lost (power loss, OS crash), not when a process dies. None if unknown."""

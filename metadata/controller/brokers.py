@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Mapping
 
+from metadata.controller.connection_grace import ConnectionGrace
 from metadata.controller.heartbeats import BrokerHeartbeatManager
 from metadata.controller.replication import batches, elect_leaderless, remove_broker_from_isrs
 from metadata.image import MetadataImage
@@ -24,7 +25,7 @@ from wire.error_codes import ErrorCode
 __all__ = [
     "BrokerRegistrationRequest", "RegistrationResult", "register_broker",
     "HeartbeatRequest", "HeartbeatResult", "broker_heartbeat", "fence_stale_broker",
-    "fence_broker", "unregister_broker", "BrokerState",
+    "fence_broker", "fence_closed_broker", "unregister_broker", "BrokerState",
 ]
 
 Batches = list[list[Record]]
@@ -38,6 +39,8 @@ class BrokerRegistrationRequest:
     rack: str | None = None
     log_dirs: tuple[uuid.UUID, ...] = ()
     previous_broker_epoch: int = -1  # the epoch it shut down cleanly with (KIP-966), or -1
+    # The incarnation it replaces, proven dead by its data dir locks (metadata.data_dir_lock).
+    previous_incarnation_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,10 @@ def register_broker(image: MetadataImage, req: BrokerRegistrationRequest, *, nex
         # A retry of a registration we already accepted: same epoch, nothing to write.
         heartbeats.touch(req.broker_id, now)
         return [], RegistrationResult(ErrorCode.NONE, existing.epoch)
-    if existing is not None and heartbeats.has_live_session(req.broker_id, now):
+    if (existing is not None and heartbeats.has_live_session(req.broker_id, now)
+            and req.previous_incarnation_id != existing.incarnation_id):
+        # Another incarnation may still run. One that names the registered incarnation as
+        # the one it replaces holds its data dir locks, so that one is dead: replace it now.
         return [], RegistrationResult(
             ErrorCode.DUPLICATE_BROKER_REGISTRATION, -1,
             f"Another broker is registered with that broker id {req.broker_id}.")
@@ -113,6 +119,20 @@ def fence_stale_broker(image: MetadataImage, heartbeats: BrokerHeartbeatManager,
         if reg is not None and not reg.fenced:
             return fence_broker(image, broker_id, heartbeats, static), broker_id
         heartbeats.set_fenced(broker_id, True)  # already fenced in the image: just sync
+    return [], None
+
+
+def fence_closed_broker(image: MetadataImage, grace: ConnectionGrace,
+                        heartbeats: BrokerHeartbeatManager, now: float,
+                        static: Mapping[str, str] | None = None) -> tuple[Batches, int | None]:
+    """Fence at most ONE broker whose controller connection closed and whose grace ran out
+    with no heartbeat (metadata.controller.connection_grace); only the very broker epoch
+    that connection carried: a newer registration is another incarnation."""
+    while (due := grace.next_due(now)) is not None:
+        broker_id, epoch = due
+        reg = image.brokers.get(broker_id)
+        if reg is not None and reg.epoch == epoch and not reg.fenced:
+            return fence_broker(image, broker_id, heartbeats, static), broker_id
     return [], None
 
 

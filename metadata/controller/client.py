@@ -64,6 +64,7 @@ class ControllerConnection:
         self._client_node: int | None = None
         self._nursery: trio.Nursery | None = None
         self._next_guess = 0
+        self.generation = 0  # counts connections made: which one an answer came on
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Hosts the reader task of the current connection; run it in a nursery."""
@@ -99,6 +100,11 @@ class ControllerConnection:
             if self.leader is None:
                 await self.env.sleep(RETRY_BACKOFF)
 
+    def still_connected(self, generation: int) -> bool:
+        """Whether connection number `generation` is the current one and still open."""
+        return (generation == self.generation and self._client is not None
+                and not self._client.lost)
+
     def _target(self) -> int:
         if self.leader is not None:
             return self.leader
@@ -116,6 +122,7 @@ class ControllerConnection:
             stream = await self.env.net.connect(host, port, tls=self.tls)
         client = RpcClient(self.env, stream)
         self._client, self._client_node = client, node
+        self.generation += 1
         self._nursery.start_soon(client.run)
         return client
 

@@ -72,7 +72,8 @@ class ControllerRequests:
             rpc.DeleteAclsRequest: self._delete_acls,
         }
 
-    async def handle(self, request) -> Any | None:
+    async def handle(self, request, connection=None) -> Any | None:
+        """`connection`: a key of the connection it came on (connection_grace), if known."""
         handler = self._handlers.get(type(request))
         if handler is None:
             return None
@@ -82,6 +83,8 @@ class ControllerRequests:
             log.warning("refused %s: %s", type(request).__name__, refused.message)
             return _error_reply(request, refused.code, refused.message)
         try:
+            if handler in (self._register, self._heartbeat):
+                return await handler(request, connection)
             return await handler(request)
         except NotControllerError as e:
             return response_type(int(ErrorCode.NOT_CONTROLLER), e.leader_id)
@@ -107,31 +110,38 @@ class ControllerRequests:
         return self.service.node_id
 
     # ----------------------------------------------------------------- brokers
-    async def _register(self, req: rpc.BrokerRegistrationRequest):
+    async def _register(self, req: rpc.BrokerRegistrationRequest, connection=None):
         reg = Registration(
             broker_id=req.broker_id, incarnation_id=req.incarnation_id,
             endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol)
                             for e in req.endpoints),
             rack=req.rack, log_dirs=tuple(req.log_dirs),
-            previous_broker_epoch=req.previous_broker_epoch)
+            previous_broker_epoch=req.previous_broker_epoch,
+            previous_incarnation_id=req.previous_incarnation_id)
         svc = self.service
 
         def op(image, next_offset, now):
-            return register_broker(image, reg, next_offset=next_offset, heartbeats=svc.heartbeats,
-                                   now=now, static=svc.static)
+            out = register_broker(image, reg, next_offset=next_offset, heartbeats=svc.heartbeats,
+                                  now=now, static=svc.static)
+            if out[1].error == ErrorCode.NONE:
+                svc.grace.heard(connection, req.broker_id, out[1].broker_epoch)
+            return out
 
         result, _ = await self._submit("BrokerRegistration", op)
         return rpc.BrokerRegistrationResponse(int(result.error), self._me(), result.broker_epoch,
                                               result.message)
 
-    async def _heartbeat(self, req: rpc.BrokerHeartbeatRequest):
+    async def _heartbeat(self, req: rpc.BrokerHeartbeatRequest, connection=None):
         hb = HeartbeatRequest(req.broker_id, req.broker_epoch, req.current_metadata_offset,
                               req.want_fence, req.want_shutdown)
         svc = self.service
 
         def op(image, next_offset, now):
-            return broker_heartbeat(image, hb, heartbeats=svc.heartbeats, now=now,
-                                    next_offset=next_offset, static=svc.static)
+            out = broker_heartbeat(image, hb, heartbeats=svc.heartbeats, now=now,
+                                   next_offset=next_offset, static=svc.static)
+            if out[1].error == ErrorCode.NONE:
+                svc.grace.heard(connection, req.broker_id, req.broker_epoch)
+            return out
 
         r, _ = await self._submit("BrokerHeartbeat", op)
         return rpc.BrokerHeartbeatResponse(int(r.error), self._me(), r.is_caught_up, r.is_fenced,

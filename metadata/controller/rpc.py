@@ -63,6 +63,8 @@ class BrokerRegistrationRequest:
     rack: str | None = None
     log_dirs: list[uuid.UUID] = field(default_factory=list)
     previous_broker_epoch: int = -1
+    # The incarnation this one replaces, proven dead by the data dir locks (data_dir_lock).
+    previous_incarnation_id: uuid.UUID | None = None
 
 
 @rpc_message("controller.BrokerRegistrationResponse", version=1)

@@ -23,8 +23,9 @@ full before any of them is applied or proposed, so a failure never leaves half a
 operation behind; an entry larger than MAX_RECORD_BYTES is refused (RECORD_LIST_TOO_LARGE)
 before anything is applied, as Kafka refuses a metadata batch over its limit.
 
-Periodic work, on the same queue: fence at most one broker whose session lapsed per event
-(BrokerHeartbeatManager soft state, restarted at "now" on activation). Snapshots are taken
+Periodic work, on the same queue: fence at most one broker whose session lapsed, or whose
+controller connection closed without a heartbeat within the close grace, per event
+(BrokerHeartbeatManager and ConnectionGrace soft state, restarted on activation). Snapshots are taken
 by the state machine's schedule (metadata.controller.state_machine).
 """
 from __future__ import annotations
@@ -37,7 +38,8 @@ from typing import Any, Callable, Mapping
 
 import trio
 
-from metadata.controller.brokers import fence_stale_broker
+from metadata.controller.brokers import fence_closed_broker, fence_stale_broker
+from metadata.controller.connection_grace import DEFAULT_CLOSE_GRACE, ConnectionGrace
 from metadata.controller.heartbeats import DEFAULT_SESSION_TIMEOUT, BrokerHeartbeatManager
 from metadata.controller.state_machine import ControllerStateMachine
 from metadata.delta import MetadataDelta
@@ -108,6 +110,11 @@ class _Lost:
 
 
 @dataclass(frozen=True, slots=True)
+class _Closed:
+    connection: object
+
+
+@dataclass(frozen=True, slots=True)
 class _Fault:
     term: int
     why: str
@@ -126,13 +133,15 @@ _WAKE = object()
 class ControllerService:
     def __init__(self, env: Env, *, node_id: int, driver, state_machine: ControllerStateMachine,
                  static: Mapping[str, str] | None = None,
-                 session_timeout: float = DEFAULT_SESSION_TIMEOUT, tick: float = DEFAULT_TICK):
+                 session_timeout: float = DEFAULT_SESSION_TIMEOUT, tick: float = DEFAULT_TICK,
+                 close_grace: float = DEFAULT_CLOSE_GRACE):
         self.env = env
         self.node_id = node_id
         self.driver = driver
         self.sm = state_machine
         self.static = dict(static or {})
         self.heartbeats = BrokerHeartbeatManager(session_timeout)
+        self.grace = ConnectionGrace(close_grace)
         self.tick_interval = tick
         self._send, self._events = trio.open_memory_channel[object](math.inf)
         self._queued_ops = 0  # submitted, not yet taken by the controller's task
@@ -181,6 +190,10 @@ class ControllerService:
             raise op.error
         return op.result, op.offset
 
+    def connection_closed(self, connection) -> None:
+        """A connection that brokers may have heartbeated on closed (connection_grace)."""
+        self._send.send_nowait(_Closed(connection))
+
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -205,6 +218,11 @@ class ControllerService:
             self._tick()
         elif isinstance(event, _Committed):
             self._on_committed(event)
+        elif isinstance(event, _Closed) and self.active:
+            broker_id = self.grace.closed(event.connection, self.env.now())
+            if broker_id is not None:
+                log.info("broker %d: its controller connection closed; fencing it in %.2fs "
+                         "unless it heartbeats", broker_id, self.grace.grace)
         elif isinstance(event, _Lost) and event.term == self._term and self.active:
             self._deactivate(event.why)
         elif isinstance(event, _Fault) and event.term == self._term and self.active:
@@ -233,6 +251,7 @@ class ControllerService:
         self._next_offset = st.log_end_offset
         self._written = self._committed = st.log_end_offset - 1
         self.heartbeats.activate(self._spec, self.env.now())
+        self.grace.reset()
         self._appender_send, receive = trio.open_memory_channel[_Batch](math.inf)
         self._appender_scope = trio.CancelScope()
         self._nursery.start_soon(self._appender, self._term, receive, self._appender_scope)
@@ -406,9 +425,12 @@ class ControllerService:
             return
         now = self.env.now()
         batches, fenced = fence_stale_broker(self._spec, self.heartbeats, now, self.static)
+        why = f"no heartbeat for {self.heartbeats.session_timeout:.1f}s"
+        if fenced is None:
+            batches, fenced = fence_closed_broker(self._spec, self.grace, self.heartbeats, now, self.static)
+            why = f"its controller connection closed and it did not heartbeat within {self.grace.grace:.2f}s"
         if fenced is not None:
             self.fenced_log.append((now, fenced))
-            log.info("fencing broker %d: no heartbeat for %.1fs", fenced,
-                     self.heartbeats.session_timeout)
+            log.info("fencing broker %d: %s", fenced, why)
             self._write(batches)
             self._send.send_nowait(_TICK)  # one broker per event; look for the next at once

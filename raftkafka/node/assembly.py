@@ -16,6 +16,7 @@ import signal
 import msgpack
 import trio
 
+from metadata.data_dir_lock import lock_data_dirs
 from raft.core import RaftCore
 from raft.driver import RaftDriver
 from raft.entry import Entry
@@ -91,8 +92,18 @@ class ControllerNode:
         return meta, voter_addresses(bootstrap, self.config.voters)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        env, config = self.env, self.config
         meta, addresses = self.preflight()
+        # Before anything reads the dirs: no other process may use them (data_dir_lock).
+        locks = lock_data_dirs(self.env.fs, self.config.log_dirs)
+        if self.app is not None and self.app.broker is not None:
+            self.app.broker.locks = locks
+        try:
+            await self._run(meta, addresses, task_status)
+        finally:
+            locks.close()
+
+    async def _run(self, meta, addresses, task_status) -> None:
+        env, config = self.env, self.config
         storage = NodeStorage(env.fs, config.metadata_log_dir, segment_bytes=config.metadata_segment_bytes)
         observer = config.node_id not in addresses
         state, raft_log = await storage.load(refetch_damaged=observer)
@@ -119,8 +130,8 @@ class ControllerNode:
         service = QuorumService(env, driver, cluster_id=meta.cluster_id, node_id=config.node_id, addresses=addresses,
                                 diagnostic_append=app is None, tls=controller_security.client_tls)
 
-        async def client_handler(request):
-            reply = None if app is None else await app.handle(request)
+        async def client_handler(request, connection=None):
+            reply = None if app is None else await app.handle(request, connection)
             return reply if reply is not None else await service.handle(request)
 
         def epoch_and_leader():
@@ -134,6 +145,7 @@ class ControllerNode:
             peers=addresses,
             inbox=driver.inbox_send if app is None else app.wrap_inbox(driver.inbox_send),
             client_handler=client_handler,
+            on_client_closed=None if app is None else app.connection_closed,
             status=epoch_and_leader,
             limits=config.connection_limits(),
             security=controller_security,

@@ -217,6 +217,8 @@ SETTINGS = [
     Setting("metadata.log.max.records.between.snapshots", "snapshot_interval_records", _int(1), 20_000),
     Setting("broker.heartbeat.interval.ms", "broker_heartbeat_interval_ms", _int(1), 2000),
     Setting("broker.session.timeout.ms", "broker_session_timeout_ms", _int(1), 9000),
+    # A broker whose controller connection closed is fenced after this, unless it heartbeats.
+    Setting("broker.connection.close.grace.ms", "broker_connection_close_grace_ms", _int(0), 500),
     Setting("broker.rack", "broker_rack", str, ""),
     Setting("controller.state.machine", "state_machine", _state_machine, "metadata"),
     Setting("log.level", "log_level", str, "INFO"),
@@ -294,6 +296,7 @@ class NodeConfig:
     snapshot_interval_records: int = 20_000
     broker_heartbeat_interval_ms: int = 2000
     broker_session_timeout_ms: int = 9000
+    broker_connection_close_grace_ms: int = 500
     broker_rack: str = ""
     state_machine: str = "metadata"
     log_level: str = "INFO"

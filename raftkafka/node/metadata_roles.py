@@ -31,6 +31,7 @@ from metadata.controller.client import ControllerClient, ControllerConnection
 from metadata.controller.requests import ControllerRequests
 from metadata.controller.service import ControllerService
 from metadata.controller.state_machine import ControllerStateMachine, SnapshotSchedule
+from metadata.data_dir_lock import DataDirLocks
 from metadata.incarnation_record import (
     forget_incarnation, pending_incarnation, previous_broker_epoch, record_incarnation,
 )
@@ -111,6 +112,7 @@ class BrokerRole:
         self.lifecycle: BrokerLifecycle | None = None
         self.controller: ControllerClient | None = None  # the channel for forwarded admin ops
         self.kafka: Broker | None = None  # the Kafka-protocol broker, once running
+        self.locks = DataDirLocks([], None)  # its log dirs' locks, taken by the node at start
         self.started = trio.Event()
 
     def add_publisher(self, publisher: MetadataPublisher) -> None:
@@ -153,6 +155,9 @@ class BrokerRole:
                 # once: a crash before this start registers must not leave it to the next one.
                 data_dirs = list(kafka.log_manager.data_dirs)
                 kafka.log_manager.on_data_loss = lambda: forget_incarnation(self.env.fs, data_dirs)
+                # The node locked the dirs before reading them (assembly): what they prove.
+                self.lifecycle.previous_incarnation_id = self.locks.previous_incarnation
+                self.locks.name(self.lifecycle.incarnation_id)
                 try:
                     await nursery.start(kafka.run)  # recovers the logs, binds the listener
                 except* ListenerError as group:  # a storage error (ENOSPC, ...) stays what it is
@@ -191,6 +196,7 @@ class BrokerRole:
             # and died before the answer: as that incarnation we get that epoch back, where a
             # new one would be taken out of the ELRs for claiming a stale epoch (seed 3317).
             self.lifecycle.incarnation_id = pending
+            self.locks.name(pending)
         self.lifecycle.on_registered = lambda epoch: record_incarnation(self.env.fs, dirs, epoch)
 
     async def _record_registering(self, dirs: list[str]) -> None:
@@ -236,12 +242,17 @@ class ControllerRole:
         self.service = ControllerService(
             self.env, node_id=self.config.node_id, driver=driver, state_machine=self.state_machine,
             static=self.config.broker_static,  # num.partitions, default.replication.factor, ...
-            session_timeout=self.config.broker_session_timeout_ms / 1000)
+            session_timeout=self.config.broker_session_timeout_ms / 1000,
+            close_grace=self.config.broker_connection_close_grace_ms / 1000)
         self.requests = ControllerRequests(self.service, rng=self.env.rng, cluster_id=cluster_id)
         await self.service.run(task_status=task_status)
 
-    async def handle(self, request):
-        return None if self.requests is None else await self.requests.handle(request)
+    async def handle(self, request, connection=None):
+        return None if self.requests is None else await self.requests.handle(request, connection)
+
+    def connection_closed(self, connection) -> None:
+        if self.service is not None:
+            self.service.connection_closed(connection)
 
 
 class MetadataApp:
@@ -262,8 +273,12 @@ class MetadataApp:
             return inbox
         return LeaderHighWatermarkTap(inbox, self.broker.follower)
 
-    async def handle(self, request):
-        return None if self.controller is None else await self.controller.handle(request)
+    async def handle(self, request, connection=None):
+        return None if self.controller is None else await self.controller.handle(request, connection)
+
+    def connection_closed(self, connection) -> None:
+        if self.controller is not None:
+            self.controller.connection_closed(connection)
 
     async def run(self, driver, cluster_id: str, voters: dict[int, tuple[str, int]], *,
                   task_status=trio.TASK_STATUS_IGNORED) -> None:

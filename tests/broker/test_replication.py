@@ -42,8 +42,13 @@ def isr(c, topic="t"):
     return tuple(sorted(c.controller.image.topics_by_name[topic].partitions[0].isr))
 
 
-async def cut_off(broker):
-    """Stall a follower (as SIGSTOP would): its fetchers can no longer reach anyone."""
+async def cut_off(broker, cluster=None):
+    """Stall a follower (as SIGSTOP would): its fetchers can no longer reach anyone. With
+    `cluster`, no leader acts on its fetch connections closing (a stopped process keeps them
+    open), so only the lag check takes it out of their ISRs."""
+    if cluster is not None:
+        for other in cluster.brokers:
+            other.server._closed = lambda conn: None
     broker.fetchers.address_of = lambda _id: None
     for fetcher in list(broker.fetchers.fetchers.values()):
         fetcher.address_of = broker.fetchers.address_of
@@ -93,8 +98,8 @@ async def test_consumers_never_see_records_above_the_hw():
         await make_topic(c)
         client = await RawClient.connect(c.broker(1).port)
         assert (await produce(client, B.batch(2))).error_code == E.NONE
-        await cut_off(c.broker(2))
-        await cut_off(c.broker(3))
+        await cut_off(c.broker(2), c)
+        await cut_off(c.broker(3), c)
         r = await produce(client, B.batch(3), acks=1)
         assert (r.error_code, r.base_offset) == (E.NONE, 2)
         leader = part(c, 1)
@@ -114,7 +119,7 @@ async def test_a_stalled_follower_leaves_the_isr_after_the_lag_time_and_rejoins_
         await make_topic(c)
         client = await RawClient.connect(c.broker(1).port)
         assert (await produce(client, B.batch(2))).error_code == E.NONE
-        await cut_off(c.broker(3))
+        await cut_off(c.broker(3), c)
         t0 = trio.current_time()
         r = await produce(client, B.batch(2), timeout_ms=10000)  # waits for the ISR to drop broker 3
         assert r.error_code == E.NONE
@@ -137,7 +142,7 @@ async def test_the_leader_keeps_the_old_isr_until_the_controller_commits_the_shr
         client = await RawClient.connect(c.broker(1).port)
         assert (await produce(client, B.batch(1))).error_code == E.NONE
         c.controller.alter_partition_gate = gate = trio.Event()
-        await cut_off(c.broker(3))
+        await cut_off(c.broker(3), c)
         leader = part(c, 1)
         r = await produce(client, B.batch(1), acks=1)
         assert r.error_code == E.NONE
@@ -158,8 +163,8 @@ async def test_not_enough_replicas_before_the_append_and_nothing_is_written():
         await make_topic(c, configs={"min.insync.replicas": "2"})
         client = await RawClient.connect(c.broker(1).port)
         assert (await produce(client, B.batch(2))).error_code == E.NONE
-        await cut_off(c.broker(2))
-        await cut_off(c.broker(3))
+        await cut_off(c.broker(2), c)
+        await cut_off(c.broker(3), c)
         r = await produce(client, B.batch(2), timeout_ms=10000)
         # Appended with the full ISR, then the ISR shrank below min.insync.replicas meanwhile.
         assert r.error_code == E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -185,8 +190,8 @@ async def test_a_leader_with_uncommitted_records_rejoins_as_follower_and_truncat
         c1 = await RawClient.connect(c.broker(1).port)
         for _ in range(5):
             assert (await produce(c1, B.batch(1))).error_code == E.NONE
-        await cut_off(c.broker(2))
-        await cut_off(c.broker(3))
+        await cut_off(c.broker(2), c)
+        await cut_off(c.broker(3), c)
         # Appended, never committed; the same size as what the next leader writes at those
         # offsets, so only epoch-based truncation (not an offset mismatch) can tell them apart.
         doomed = await produce(c1, B.batch(2, value_size=50), acks=1)
@@ -223,7 +228,7 @@ async def test_follower_reconciles_across_several_epochs_it_never_saw():
         await make_topic(c, replicas=(1, 2, 3))
         c1 = await RawClient.connect(c.broker(1).port)
         assert (await produce(c1, B.batch(2))).error_code == E.NONE
-        await cut_off(c.broker(3))  # 3 misses everything from here on
+        await cut_off(c.broker(3), c)  # 3 misses everything from here on
         assert (await produce(c1, B.batch(2), acks=1)).error_code == E.NONE
         await wait_for(lambda: part(c, 2).log_end_offset == 4)
         # Leadership moves 1 -> 2 -> 1, each time with writes; 3 sees none of it.
@@ -265,7 +270,7 @@ async def test_a_parked_fetch_from_a_stopped_follower_does_not_bring_it_back_int
         client = await RawClient.connect(c.broker(1).port)
         assert (await produce(client, B.batch(1))).error_code == E.NONE
         await wait_for(lambda: part(c, 1).high_watermark == 1)
-        await cut_off(c.broker(3))
+        await cut_off(c.broker(3), c)
         stalled = await RawClient.connect(c.broker(1).port)
         request = B.fetch([("t", 0, 1)], max_wait_ms=20000, min_bytes=1 << 30, epoch=part(c, 1).leader_epoch)
         request.replica_id = 3

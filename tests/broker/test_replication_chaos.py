@@ -85,14 +85,14 @@ async def test_acknowledged_records_survive_random_stalls_and_leader_restarts(se
                     continue
                 if action == "stall":
                     victim = rng.choice(followers)
-                    await cut_off(c.broker(victim))
+                    await cut_off(c.broker(victim), c)
                     await trio.sleep(rng.uniform(0.1, 0.9))  # sometimes past the lag time
                     heal(c.broker(victim))
                     continue
                 if action == "isolate-and-kill":
                     # The leader dies holding appends its followers never got: not acknowledged.
                     for i in followers:
-                        await cut_off(c.broker(i))
+                        await cut_off(c.broker(i), c)
                     await trio.sleep(rng.uniform(0.05, 0.2))
                 await c.stop(leader)
                 c.controller.fence(leader)

@@ -23,7 +23,7 @@ async def _lagging_follower_then_leader_dies(c, unclean: bool):
     await make_topic(c, replicas=(1, 2), configs={"unclean.leader.election.enable": str(unclean).lower()})
     c1 = await RawClient.connect(c.broker(1).port)
     assert (await produce(c1, B.batch(2))).error_code == E.NONE
-    await cut_off(c.broker(2))
+    await cut_off(c.broker(2), c)
     assert (await produce(c1, B.batch(3), acks=1)).error_code == E.NONE
     await wait_for(lambda: registration(c).isr == (1,) and part(c, 1).high_watermark == 5)
     await c.stop(1)

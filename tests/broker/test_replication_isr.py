@@ -55,6 +55,14 @@ def test_out_of_sync_replicas_exclude_the_leader_and_include_silent_members():
     assert out_of_sync_replicas((1,), 1, {}, 12, now=15, lag_time_s=LAG) == []
 
 
+def test_a_member_whose_fetch_connection_closed_is_out_of_sync_until_it_fetches_again():
+    followers = {2: follower(2, 12, caught_up_at=14.0), 3: follower(3, 12, caught_up_at=14.0)}
+    followers[2].connection_closed = True  # caught up, but its process is gone
+    assert out_of_sync_replicas((1, 2, 3), 1, followers, 12, now=15, lag_time_s=LAG) == [2]
+    followers[2].on_fetch(12, leader_end=12, now=16)  # a fetch proves it is back
+    assert out_of_sync_replicas((1, 2, 3), 1, followers, 12, now=16, lag_time_s=LAG) == []
+
+
 def test_joining_needs_the_hw_and_the_leader_epoch_start():
     assert may_join_isr(follower(3, 10), 10, 10)
     assert not may_join_isr(follower(3, 9), 10, 5)

@@ -29,7 +29,7 @@ async def _leader_left_alone(c, *, elr: bool):
     await make_topic(c, replicas=(1, 2), configs={"min.insync.replicas": "2"})
     c1 = await RawClient.connect(c.broker(1).port)
     assert (await produce(c1, B.batch(2))).error_code == E.NONE
-    await cut_off(c.broker(2))
+    await cut_off(c.broker(2), c)
     assert (await produce(c1, B.batch(3), acks=1)).error_code == E.NONE
     await wait_for(lambda: registration(c).isr == (1,))
     return c1

@@ -180,3 +180,23 @@ def test_a_new_active_controller_bounds_an_unknown_fencing_by_its_image():
     assert res.is_fenced
     _, _, res = heartbeat(img, fresh, fenced, 21.5, offset=900)
     assert not res.is_fenced
+
+
+def test_a_restart_that_proves_its_previous_incarnation_dead_replaces_a_live_registration():
+    img = cluster(0)
+    hb = BrokerHeartbeatManager()
+    old = BrokerRegistrationRequest(1, uuid.UUID(int=5))
+    batches, _ = register_broker(img, old, next_offset=40, heartbeats=hb, now=0.0)
+    img = apply(img, batches)
+    hb.set_fenced(1, False)  # live session
+    # naming another incarnation (or none) proves nothing: refused while the session lives
+    for named in (None, uuid.UUID(int=4)):
+        req = BrokerRegistrationRequest(1, uuid.UUID(int=6), previous_incarnation_id=named)
+        _, res = register_broker(img, req, next_offset=50, heartbeats=hb, now=1.0)
+        assert res.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+    # naming the registered one (its data dir locks are ours): replaced at once, unclean
+    req = BrokerRegistrationRequest(1, uuid.UUID(int=6), previous_incarnation_id=uuid.UUID(int=5))
+    batches, res = register_broker(img, req, next_offset=50, heartbeats=hb, now=1.0)
+    img = apply(img, batches)
+    assert res.error == ErrorCode.NONE and img.brokers[1].epoch == res.broker_epoch == 50
+    assert img.brokers[1].incarnation_id == uuid.UUID(int=6) and img.brokers[1].fenced

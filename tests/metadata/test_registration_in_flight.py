@@ -16,6 +16,7 @@ from metadata.controller.brokers import (
     BrokerRegistrationRequest, HeartbeatRequest, broker_heartbeat, register_broker,
 )
 from metadata.controller.heartbeats import BrokerHeartbeatManager
+from metadata.data_dir_lock import lock_data_dirs
 from metadata.incarnation_record import (
     INCARNATION_FILE, pending_incarnation, previous_broker_epoch,
 )
@@ -30,6 +31,7 @@ FIRST, SECOND, THIRD = uuid.UUID(int=71), uuid.UUID(int=72), uuid.UUID(int=73)
 def _broker_start(fs, incarnation_id: uuid.UUID, *, cut: bool = False):
     """What BrokerRole decides at start, once its logs are recovered: (claim, incarnation)."""
     role = SimpleNamespace(env=SimpleNamespace(fs=fs), config=SimpleNamespace(node_id=5),
+                           locks=lock_data_dirs(fs, DIRS),
                            lifecycle=BrokerLifecycle(None, None, broker_id=5, metadata_offset=lambda: 0,
                                                      incarnation_id=incarnation_id))
     log = SimpleNamespace(recovery_stats=SimpleNamespace(whole_batches_lost=cut))

@@ -21,6 +21,11 @@ class _Controller:
     def __init__(self, reply, delay: float = 0.4):
         self.reply = reply
         self.delay = delay
+        self.generation = 1  # the connection answers come on (ControllerConnection's count)
+        self.open = True
+
+    def still_connected(self, generation: int) -> bool:
+        return self.open and generation == self.generation
 
     async def call(self, request, *, timeout):
         await trio.sleep(self.delay)
@@ -46,6 +51,19 @@ async def test_the_lease_runs_from_when_the_heartbeat_was_sent(autojump_clock):
     assert lifecycle.holds_session_lease()
     await trio.sleep_until(sent + SESSION * LEASE_FRACTION)
     assert not lifecycle.holds_session_lease()
+
+
+async def test_the_lease_ends_with_the_connection_it_was_earned_on(autojump_clock):
+    # The controller fences a broker soon after its connection closes (connection_grace).
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=False), delay=0.1)
+    await lifecycle._heartbeat()
+    assert lifecycle.holds_session_lease()
+    lifecycle.conn.open = False
+    assert not lifecycle.holds_session_lease()
+    lifecycle.conn.open, lifecycle.conn.generation = True, 2  # reconnected: a new connection
+    assert not lifecycle.holds_session_lease()
+    await lifecycle._heartbeat()  # answered on the new one
+    assert lifecycle.holds_session_lease()
 
 
 async def test_a_late_answer_to_an_older_heartbeat_never_shortens_the_lease(autojump_clock):
@@ -81,6 +99,9 @@ async def test_an_unanswered_heartbeat_leaves_the_lease_to_lapse(autojump_clock)
         async def call(self, request, *, timeout):
             await trio.sleep(timeout)
             raise ControllerUnavailableError("no controller answered")
+
+        def still_connected(self, generation: int) -> bool:
+            return True  # open, but silent: only the lease's time runs out
 
     lifecycle.conn = _Unreachable()
     assert not await lifecycle._heartbeat()

@@ -1,0 +1,76 @@
+"""Fencing a broker whose controller connection closed (soft state of the active controller).
+
+A broker process that dies (kill -9, a crash) has its TCP connections closed by the OS at
+once; waiting out a whole session (`broker.session.timeout.ms`) before fencing it stalls
+acks=all writes on every partition it was in the ISR of. So the active controller remembers
+which broker epoch each of its connections carried (the last registration or accepted
+heartbeat on it) and, when such a connection closes and it was that broker's latest one,
+fences the broker unless a heartbeat of that broker epoch arrives within
+`broker.connection.close.grace.ms` (a live broker whose connection broke reconnects and
+retries at once: metadata.controller.client).
+
+Fencing early is safe for data (it only moves leadership and shrinks ISRs, as a lapsed
+session does); a wrongly fenced broker is unfenced by its next caught-up heartbeat. A
+broker's session lease (metadata.broker_lifecycle) ends with the connection it was earned
+on, so a broker never relies on a lease whose connection the controller may act on.
+
+Only this controller's own connections count: a newly active controller knows none, and a
+silent broker whose connection stays open (SIGSTOP, a partition) still takes the session
+timeout (metadata.controller.heartbeats).
+"""
+from __future__ import annotations
+
+from typing import Hashable
+
+__all__ = ["ConnectionGrace", "DEFAULT_CLOSE_GRACE"]
+
+DEFAULT_CLOSE_GRACE = 0.5  # broker.connection.close.grace.ms = 500
+
+
+class ConnectionGrace:
+    def __init__(self, grace: float = DEFAULT_CLOSE_GRACE):
+        self.grace = grace
+        self._carried: dict[Hashable, tuple[int, int]] = {}  # connection -> (broker, epoch)
+        self._latest: dict[int, Hashable] = {}  # broker -> the last connection it spoke on
+        self._deadlines: dict[int, tuple[int, float]] = {}  # broker -> (epoch, fence at)
+
+    def reset(self) -> None:
+        """Forget everything (on becoming the active controller)."""
+        self._carried.clear()
+        self._latest.clear()
+        self._deadlines.clear()
+
+    def heard(self, connection: Hashable | None, broker_id: int, broker_epoch: int) -> None:
+        """An accepted registration or heartbeat of `broker_epoch` (on `connection`, if known)."""
+        self._deadlines.pop(broker_id, None)
+        if connection is None:
+            return
+        old = self._latest.get(broker_id)
+        if old is not None and old != connection:
+            self._carried.pop(old, None)
+        self._carried[connection] = (broker_id, broker_epoch)
+        self._latest[broker_id] = connection
+
+    def closed(self, connection: Hashable, now: float) -> int | None:
+        """`connection` closed: start the grace of the broker it was the latest one of."""
+        carried = self._carried.pop(connection, None)
+        if carried is None:
+            return None
+        broker_id, epoch = carried
+        if self._latest.get(broker_id) != connection:
+            return None
+        del self._latest[broker_id]
+        self._deadlines[broker_id] = (epoch, now + self.grace)
+        return broker_id
+
+    def next_due(self, now: float) -> tuple[int, int] | None:
+        """(broker, epoch) whose grace ran out longest ago, removed from the pending set."""
+        due = [(at, bid) for bid, (_, at) in self._deadlines.items() if at <= now]
+        if not due:
+            return None
+        bid = min(due)[1]
+        epoch, _ = self._deadlines.pop(bid)
+        return bid, epoch
+
+    def pending(self) -> dict[int, tuple[int, float]]:
+        return dict(self._deadlines)

@@ -1,0 +1,65 @@
+"""The active controller fences a broker whose controller connection closed, after a grace."""
+from metadata.controller.brokers import fence_closed_broker
+from metadata.controller.connection_grace import ConnectionGrace
+from metadata.controller.heartbeats import BrokerHeartbeatManager
+from tests.metadata.helpers import apply, cluster, with_topic
+
+
+def setup():
+    img = with_topic(cluster(3), "t", 3, 3)
+    hb = BrokerHeartbeatManager()
+    hb.activate(img, 0.0)
+    for b in (1, 2, 3):
+        hb.set_fenced(b, False)
+    return img, hb, ConnectionGrace(0.5)
+
+
+def test_a_closed_connection_fences_its_broker_once_the_grace_ran_out():
+    img, hb, grace = setup()
+    grace.heard("c1", 1, img.brokers[1].epoch)
+    grace.heard("c2", 2, img.brokers[2].epoch)
+    assert grace.closed("c1", 1.0) == 1
+    assert fence_closed_broker(img, grace, hb, 1.4) == ([], None)  # still within the grace
+    batches, fenced = fence_closed_broker(img, grace, hb, 1.5)
+    img = apply(img, batches)
+    assert fenced == 1 and img.brokers[1].fenced and not img.brokers[2].fenced
+    assert all(1 not in p.isr and p.leader != 1 for p in img.topic("t").partitions.values())
+    assert fence_closed_broker(img, grace, hb, 2.0) == ([], None)  # once only
+
+
+def test_a_heartbeat_within_the_grace_cancels_it():
+    img, hb, grace = setup()
+    grace.heard("c1", 1, img.brokers[1].epoch)
+    grace.closed("c1", 1.0)
+    grace.heard("c9", 1, img.brokers[1].epoch)  # reconnected and heartbeated
+    assert fence_closed_broker(img, grace, hb, 5.0) == ([], None)
+    # its new connection closing starts a new grace
+    assert grace.closed("c9", 6.0) == 1
+    assert fence_closed_broker(img, grace, hb, 6.5)[1] == 1
+
+
+def test_an_older_connection_closing_after_a_newer_one_carried_the_broker_is_ignored():
+    img, hb, grace = setup()
+    grace.heard("old", 1, img.brokers[1].epoch)
+    grace.heard("new", 1, img.brokers[1].epoch)
+    assert grace.closed("old", 1.0) is None  # the close was only seen after the new heartbeat
+    assert fence_closed_broker(img, grace, hb, 9.0) == ([], None)
+
+
+def test_a_connection_that_carried_no_broker_or_another_incarnation_fences_nothing():
+    img, hb, grace = setup()
+    assert grace.closed("admin", 1.0) is None  # a tool's connection: no broker on it
+    grace.heard("c1", 1, img.brokers[1].epoch - 1)  # an older epoch than the registration
+    grace.closed("c1", 1.0)
+    assert fence_closed_broker(img, grace, hb, 9.0) == ([], None)
+
+
+def test_reset_forgets_the_connections_of_an_earlier_term():
+    img, hb, grace = setup()
+    grace.heard("c1", 1, img.brokers[1].epoch)
+    grace.closed("c1", 1.0)
+    grace.reset()
+    assert fence_closed_broker(img, grace, hb, 9.0) == ([], None)
+    grace.heard("c2", 2, img.brokers[2].epoch)
+    grace.reset()
+    assert grace.closed("c2", 10.0) is None
