@@ -1,11 +1,12 @@
 """ACL authorization on a real node with real clients.
 
-Until clients authenticate, every connection is User:ANONYMOUS. So the node first runs
-with User:ANONYMOUS in super.users to create topics and grant ANONYMOUS ALTER on the
-cluster (the right to manage ACLs, nothing else); restarted without it (deny by default),
-the same librdkafka clients are refused everything, then the `acls` CLI grants them
---producer and --consumer ACLs on one topic and they produce and consume there, while the
-other topic stays invisible and refused.
+The node authenticates itself and its admin with TLS client certificates: its CONTROLLER
+listener and an SSL client listener require a certificate of the test's CA, and
+`super.users` names the node (`User:node-1`, which its own broker speaks to its controller
+as) and `User:admin`. Clients on its PLAINTEXT listener are `User:ANONYMOUS`, which has no
+ACL: deny by default refuses those librdkafka clients everything. Then the admin's `acls`
+CLI (over SSL) grants ANONYMOUS --producer and --consumer ACLs on one topic and they produce
+and consume there, while the other topic stays invisible and refused.
 """
 from __future__ import annotations
 
@@ -19,24 +20,46 @@ from tests.e2e.procs import free_base_port, write_single_node
 pytestmark = pytest.mark.e2e
 
 
-def _acls(processes, bootstrap: str, *args: str) -> str:
-    """`python -m raftkafka acls` as a process: its output (it must succeed)."""
-    proc = processes.start("acls", "--bootstrap-server", bootstrap, *args)
+def _acls(processes, bootstrap: str, admin_config: str, *args: str) -> str:
+    """`python -m raftkafka acls` as the admin, a process: its output (it must succeed)."""
+    proc = processes.start("acls", "--bootstrap-server", bootstrap, "--command-config", admin_config, *args)
     code = proc.wait(60)
     assert code == 0, proc.output()
     return proc.output() + "\n"
 
 
-def _start(processes, config: str, base: int):
+def _secured_node(processes, tmp_path, base: int):
+    """A node whose CONTROLLER and SSL listeners require a certificate of a fresh CA; the
+    admin's client properties (Kafka/librdkafka names) and the path of their file."""
+    from raftkafka.cli.dev_certs import CertificateAuthority
+
+    ca = CertificateAuthority()
+    truststore = ca.write_truststore(str(tmp_path / "ca.pem"))
+    node_cert = ca.issue(str(tmp_path / "node-1.pem"), "node-1")
+    admin_cert = ca.issue(str(tmp_path / "admin.pem"), "admin")
+    config = write_single_node(
+        str(tmp_path / "data"), base,
+        ("listeners", f"PLAINTEXT://127.0.0.1:{base},SSL://127.0.0.1:{base + 2},CONTROLLER://127.0.0.1:{base + 1}"),
+        ("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:SSL"),
+        ("inter.broker.listener.name", "SSL"),
+        ("ssl.keystore.type", "PEM"), ("ssl.keystore.location", node_cert.keystore),
+        ("ssl.truststore.type", "PEM"), ("ssl.truststore.location", truststore),
+        ("ssl.client.auth", "required"),
+        ("ssl.principal.mapping.rules", "RULE:^CN=([^,]+).*$/$1/,DEFAULT"),
+        ("authorizer.class.name", STANDARD_AUTHORIZER), ("super.users", "User:node-1;User:admin"))
     node = processes.node(config)
     node.wait_line(rf"serving Kafka clients on PLAINTEXT://127.0.0.1:{base}", 60)
-    return node
+    admin = {"security.protocol": "SSL", "ssl.ca.location": truststore,
+             "ssl.certificate.location": admin_cert.certificate, "ssl.key.location": admin_cert.key}
+    admin_config = tmp_path / "admin.properties"
+    admin_config.write_text("".join(f"{k}={v}\n" for k, v in admin.items()))
+    return admin, str(admin_config)
 
 
-def _produce(bootstrap: str, topic: str) -> list:
+def _produce(bootstrap: str, topic: str, conf: dict | None = None) -> list:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 8000})
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 8000, **(conf or {})})
     errors = []
     for i in range(3):
         producer.produce(topic, value=b"v%d" % i, on_delivery=lambda err, msg: errors.append(err))
@@ -73,30 +96,16 @@ def test_deny_by_default_then_the_acls_cli_grants_producer_and_consumer(processe
     from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic
     from confluent_kafka.admin import ResourcePatternType, ResourceType
 
-    base = free_base_port()
-    bootstrap = f"localhost:{base}"
-    config = write_single_node(str(tmp_path / "data"), base, ("authorizer.class.name", STANDARD_AUTHORIZER),
-                               ("super.users", "User:ANONYMOUS"))
-    node = _start(processes, config, base)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    base = free_base_port(2)
+    bootstrap, ssl_bootstrap = f"localhost:{base}", f"localhost:{base + 2}"
+    admin_conf, admin_config = _secured_node(processes, tmp_path, base)
+    admin = AdminClient({"bootstrap.servers": ssl_bootstrap, **admin_conf})
     for f in admin.create_topics([NewTopic("events", 1), NewTopic("secret", 1)]).values():
         f.result(30)
-    assert _produce(bootstrap, "events") == [None] * 3
-    out = _acls(processes, bootstrap, "--add", "--allow-principal", "User:ANONYMOUS", "--operation", "Alter",
-                "--cluster")
-    assert ("Adding ACLs for resource `ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, "
-            "patternType=LITERAL)`: \n \t(principal=User:ANONYMOUS, host=*, operation=ALTER, "
-            "permissionType=ALLOW) \n") in out
-    node.popen.kill()
-    node.wait(10)
+    assert _produce(ssl_bootstrap, "events", admin_conf) == [None] * 3
 
-    # Deny by default: ANONYMOUS is no longer a super user and has no topic or group ACL.
-    with open(config) as f:
-        text = f.read()
-    with open(config, "w") as f:
-        f.write(text.replace('"User:ANONYMOUS"', '"User:admin"'))
-    _start(processes, config, base)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # Deny by default: ANONYMOUS is no super user and has no ACL.
+    anonymous = AdminClient({"bootstrap.servers": bootstrap})
     assert _topics(bootstrap) == set()  # not even a name it may not describe
     errors = _produce(bootstrap, "events")
     assert errors and all(e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in errors)
@@ -104,13 +113,21 @@ def test_deny_by_default_then_the_acls_cli_grants_producer_and_consumer(processe
     assert got == [] and consume_errors, "a consumer without ACLs must be refused"
     # Creating a topic needs CREATE on the cluster or the topic.
     with pytest.raises(KafkaException) as refused:
-        admin.create_topics([NewTopic("more", 1)])["more"].result(30)
+        anonymous.create_topics([NewTopic("more", 1)])["more"].result(30)
     assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # Listing ACLs needs DESCRIBE on the cluster.
+    listing = processes.start("acls", "--bootstrap-server", bootstrap, "--list")
+    assert listing.wait(60) == 1
+    assert "DescribeAcls: CLUSTER_AUTHORIZATION_FAILED" in listing.output()
 
-    # ALTER on the cluster lets it manage ACLs: grant itself producer and consumer rights on events.
-    for extra in (["--producer"], ["--consumer", "--group", "readers"]):
-        _acls(processes, bootstrap, "--add", "--allow-principal", "User:ANONYMOUS", "--topic", "events", *extra)
-    assert _acls(processes, bootstrap, "--list", "--topic", "events") == (
+    # The admin grants ANONYMOUS producer and consumer rights on events.
+    out = _acls(processes, ssl_bootstrap, admin_config, "--add", "--allow-principal", "User:ANONYMOUS",
+                "--topic", "events", "--producer")
+    assert ("Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=events, patternType=LITERAL)`: \n"
+            " \t(principal=User:ANONYMOUS, host=*, operation=WRITE, permissionType=ALLOW)\n") in out
+    _acls(processes, ssl_bootstrap, admin_config, "--add", "--allow-principal", "User:ANONYMOUS", "--topic", "events",
+          "--consumer", "--group", "readers")
+    assert _acls(processes, ssl_bootstrap, admin_config, "--list", "--topic", "events") == (
         "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=events, patternType=LITERAL)`: \n"
         " \t(principal=User:ANONYMOUS, host=*, operation=READ, permissionType=ALLOW)\n"
         "\t(principal=User:ANONYMOUS, host=*, operation=WRITE, permissionType=ALLOW)\n"
@@ -128,8 +145,8 @@ def test_deny_by_default_then_the_acls_cli_grants_producer_and_consumer(processe
     bindings = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, "events", ResourcePatternType.LITERAL, None, None,
                                               AclOperation.ANY, AclPermissionType.ANY)).result(10)
     assert sorted(b.operation.name for b in bindings) == ["CREATE", "DESCRIBE", "READ", "WRITE"]
-    _acls(processes, bootstrap, "--remove", "--force", "--allow-principal", "User:ANONYMOUS", "--operation",
-          "Write", "--topic", "events")
+    _acls(processes, ssl_bootstrap, admin_config, "--remove", "--force", "--allow-principal", "User:ANONYMOUS",
+          "--operation", "Write", "--topic", "events")
     assert [b.operation.name for b in admin.describe_acls(AclBindingFilter(
         ResourceType.TOPIC, "events", ResourcePatternType.LITERAL, None, None, AclOperation.WRITE,
         AclPermissionType.ANY)).result(10)] == []
