@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Mapping, Union
 
+from spark_source.client_properties import ClientTuning, PropertyError, client_properties
 from spark_source.offsets import (
     EARLIEST,
     LATEST,
@@ -112,6 +114,8 @@ class SourceOptions:
     request_timeout_ms: int = 30_000
     client_id: str = "raftkafka-spark"
     source_id: str | None = None  # keys the stored initial offsets (initial_offsets.py)
+    tuning: ClientTuning = ClientTuning()  # kafka.* consumer properties, group id, fetchOffset.*
+    poll_timeout_ms: int | None = None  # kafkaConsumer.pollTimeoutMs; None: the request timeout
 
 
 @dataclass(frozen=True)
@@ -121,14 +125,15 @@ class SinkOptions:
     sink_id: str | None = None
     request_timeout_ms: int = 30_000
     client_id: str = "raftkafka-spark-sink"
+    tuning: ClientTuning = ClientTuning()  # kafka.* producer properties
 
 
 # ----------------------------------------------------------------------------- option names
 
 # lower-cased key -> documented spelling, per role.
 _COMMON = ["kafka.bootstrap.servers", "bootstrap.servers", "kafka.request.timeout.ms", "kafka.client.id"]
-# groupIdPrefix / kafka.group.id are accepted so Kafka-source jobs run unchanged; the source
-# commits no group offsets, so they have no effect (Spark's Kafka source uses them only to name its consumer).
+# Any other kafka.* option is a Kafka client property (client_properties.py). groupIdPrefix /
+# kafka.group.id name the source's consumers, which assign partitions and commit nothing (as Spark's).
 _SOURCE = _COMMON + [
     "subscribe", "subscribePattern", "assign",
     "startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
@@ -136,6 +141,7 @@ _SOURCE = _COMMON + [
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
     "minPartitions", "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders",
     "groupIdPrefix", "kafka.group.id", "sourceId",
+    "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
 ]
 # Spark itself passes checkpointLocation to a streaming sink.
 _SINK = _COMMON + ["topic", "sinkId", "checkpointLocation"]
@@ -163,9 +169,10 @@ def _check_known(opts: Mapping[str, str], allowed: list[str], role: str) -> dict
             raise InvalidOptionError(f"the raftkafka {role} takes no path; name topics with options instead")
         if low in _REFUSED:
             raise InvalidOptionError(_REFUSED[low])
-        if low not in names:
+        if low not in names and not low.startswith("kafka."):
             raise InvalidOptionError(f"unknown option '{key}' for the raftkafka {role}; "
-                                     f"known options: {', '.join(sorted(allowed, key=str.lower))}")
+                                     f"known options: {', '.join(sorted(allowed, key=str.lower))} "
+                                     "and Kafka client properties as kafka.*")
         lowered[low] = str(opts[key])
     return lowered
 
@@ -211,6 +218,28 @@ def parse_duration_ms(value: str, name: str = "maxTriggerDelay") -> int:
         raise InvalidOptionError(f"option '{name}' must be a duration like 30s, 15m or 500ms, got '{value}'")
     unit = match.group(2).lower() if match.group(2) else None
     return int(match.group(1)) * _UNIT_MS[unit]
+
+
+def _client_properties(opts: dict[str, str], allowed: list[str], role: str) -> tuple[tuple[str, object], ...]:
+    handled = {name.lower() for name in allowed if name.lower().startswith("kafka.")}
+    try:
+        return client_properties(opts, role=role, handled=handled)
+    except PropertyError as exc:
+        raise InvalidOptionError(str(exc)) from None
+
+
+def _group_id(opts: dict[str, str]) -> str | None:
+    """kafka.group.id as given, else groupIdPrefix plus a random suffix (Spark's rule); None if neither."""
+    if "kafka.group.id" in opts:
+        if not opts["kafka.group.id"].strip():
+            raise InvalidOptionError("option 'kafka.group.id' is empty")
+        return opts["kafka.group.id"]
+    prefix = opts.get("groupidprefix")
+    if prefix is None:
+        return None
+    if not prefix.strip():
+        raise InvalidOptionError("option 'groupIdPrefix' is empty")
+    return f"{prefix}-{uuid.uuid4()}"
 
 
 def _bootstrap(opts: dict[str, str]) -> str:
@@ -338,6 +367,14 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         request_timeout_ms=_positive_int(opts.get("kafka.request.timeout.ms", "30000"), "kafka.request.timeout.ms"),
         client_id=opts.get("kafka.client.id", "raftkafka-spark"),
         source_id=source_id,
+        tuning=ClientTuning(
+            consumer=_client_properties(opts, _SOURCE, "source"),
+            group_id=_group_id(opts),
+            offset_retries=_non_negative_int(opts.get("fetchoffset.numretries", "3"), "fetchOffset.numRetries"),
+            offset_retry_interval_ms=_non_negative_int(opts.get("fetchoffset.retryintervalms", "10"),
+                                                       "fetchOffset.retryIntervalMs")),
+        poll_timeout_ms=(_positive_int(opts["kafkaconsumer.polltimeoutms"], "kafkaConsumer.pollTimeoutMs")
+                         if "kafkaconsumer.polltimeoutms" in opts else None),
     )
 
 
@@ -393,6 +430,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         sink_id=sink_id,
         request_timeout_ms=_positive_int(opts.get("kafka.request.timeout.ms", "30000"), "kafka.request.timeout.ms"),
         client_id=opts.get("kafka.client.id", "raftkafka-spark-sink"),
+        tuning=ClientTuning(producer=_client_properties(opts, _SINK, "sink")),
     )
 
 
