@@ -76,7 +76,21 @@ def _usage_error(message: str) -> int:
     return 2
 
 
+SIM_TRIO_MINOR = "0.35"  # the `sim` extra's pin (pyproject.toml): trio's private scheduler names we replace
+
+
+def trio_mismatch() -> str | None:
+    import trio
+
+    if trio.__version__.startswith(SIM_TRIO_MINOR + "."):
+        return None
+    return (f"simulate needs trio {SIM_TRIO_MINOR}.x (it replaces trio's private scheduler internals); "
+            f"found {trio.__version__}: pip install 'raftkafka[sim]'")
+
+
 def run(args) -> int:
+    if (mismatch := trio_mismatch()) is not None:
+        return _usage_error(mismatch)
     if args.nodes < 1:
         return _usage_error("--nodes must be at least 1")
     if getattr(args, "brokers", 3) < 0:
