@@ -135,7 +135,8 @@ class Broker:
                 await nursery.start(self.fetchers.run)
                 nursery.start_soon(self.replicas.run_isr_expiration, self.env)
                 await nursery.start(self.groups.run)
-                nursery.start_soon(self._retention_and_cleaning)
+                nursery.start_soon(self._retention)
+                nursery.start_soon(self._cleaner)
                 nursery.start_soon(self._flusher)
                 try:
                     self.port = await nursery.start(self.server.serve)
@@ -153,8 +154,12 @@ class Broker:
         await failures.failed.wait()
         await halt_on_log_dir_failure(self.env, failures, self.replicas, grace_s=self.halt_grace_s)
 
-    async def _retention_and_cleaning(self) -> None:
-        await self._background(self.log_manager.run_retention_and_cleaning, self.config.retention_check_interval_s)
+    async def _retention(self) -> None:
+        await self._background(self.log_manager.run_retention, self.config.retention_check_interval_s)
+
+    async def _cleaner(self) -> None:
+        # Kafka's cleaner runs on its own cadence, not the retention check's.
+        await self._background(self.log_manager.run_cleaner, self.config.cleaner_backoff_s)
 
     async def _flusher(self) -> None:
         await self._background(self.log_manager.run_flusher, self.config.flush_check_interval_s)

@@ -171,7 +171,7 @@ EXTRA_BROKER_SETTINGS = frozenset({
     "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
     "offsets.retention.check.interval.ms", "offset.metadata.max.bytes",
     "offsets.topic.segment.bytes", "offsets.commit.timeout.ms",
-    "log.retention.check.interval.ms", "socket.request.max.bytes",
+    "log.retention.check.interval.ms", "socket.request.max.bytes", "log.cleaner.backoff.ms",
 })
 
 

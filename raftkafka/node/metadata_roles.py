@@ -59,6 +59,8 @@ def broker_config(config: NodeConfig, cluster_id: str) -> BrokerConfig:
         extra["max_frame_size"] = int(static["socket.request.max.bytes"])
     if "log.retention.check.interval.ms" in static:
         extra["retention_check_interval_s"] = int(static["log.retention.check.interval.ms"]) / 1000
+    if "log.cleaner.backoff.ms" in static:
+        extra["cleaner_backoff_s"] = int(static["log.cleaner.backoff.ms"]) / 1000
     return BrokerConfig(
         node_id=config.node_id, data_dirs=tuple(config.log_dirs), host=listener.host, port=listener.port,
         listener_name=listener.name, rack=config.broker_rack or None, cluster_id=cluster_id,
