@@ -24,6 +24,7 @@ OUT=$(cd "$OUT" && pwd)
 PYTHON=${PYTHON:-python}
 TEST_TIMEOUT=${TEST_TIMEOUT:-300}
 export TEST_KAFKA_VERSION=${TEST_KAFKA_VERSION:-3.7.0}
+export LD_LIBRARY_PATH="$SRC/src:$SRC/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # the just-built library
 
 # 1. Build (system libraries; no GSSAPI, no libcurl), once.
 if [ ! -x "$SRC/tests/test-runner" ]; then
@@ -42,12 +43,14 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM  # so that cleanup runs
 if [ -z "${BOOTSTRAP:-}" ]; then
     BASE=$((20000 + (RANDOM % 6000) * 2))  # even, below the ephemeral range
     DATA=$(mktemp -d)
     "$PYTHON" -m raftkafka dev --nodes 3 --base-port "$BASE" --data-dir "$DATA" \
         --set default.replication.factor=3 --set offsets.topic.replication.factor=3 \
         --set transaction.state.log.replication.factor=3 --set group.initial.rebalance.delay.ms=0 \
+        --set num.partitions=4 --set auto.create.topics.enable=true \
         > "$OUT/cluster.log" 2>&1 &
     CLUSTER_PID=$!
     for _ in $(seq 1 240); do
@@ -59,6 +62,16 @@ if [ -z "${BOOTSTRAP:-}" ]; then
     BOOTSTRAP="127.0.0.1:$BASE,127.0.0.1:$((BASE + 2)),127.0.0.1:$((BASE + 4))"
 fi
 echo "cluster: $BOOTSTRAP"
+
+# Tests that create topics with particular configs call $KAFKA_PATH/bin/kafka-topics.sh:
+# our `topics` command takes the same flags.
+mkdir -p "$OUT/kafka/bin"
+cat > "$OUT/kafka/bin/kafka-topics.sh" <<SHIM
+#!/bin/sh
+exec "$(command -v "$PYTHON")" -m raftkafka topics "\$@"
+SHIM
+chmod +x "$OUT/kafka/bin/kafka-topics.sh"
+export KAFKA_PATH="$OUT/kafka" BROKERS="$BOOTSTRAP"
 
 # 3. test.conf: the cluster, random topic names so reruns do not collide.
 cat > "$SRC/tests/test.conf" <<CONF

@@ -196,12 +196,13 @@ async def run_node(env: Env, config: NodeConfig, *, announce=print, ready=None) 
             if app is not None and app.broker is not None and app.broker.kafka is not None:
                 kafka = app.broker.kafka
                 register_broker_gauges(registry, kafka)
-                host = config.broker_listener.host
-                if host in ("", "0.0.0.0", "::"):
-                    host = "127.0.0.1"  # a wildcard listener: reach it on loopback
-                lag = GroupLagTracker(env, kafka, f"{host}:{kafka.port}")
-                register_group_lag(registry, lag.committed, lag.end_offset)
-                nursery.start_soon(lag.run)
+                if config.metrics_port >= 0:  # its ListOffsets rounds serve the scrapes alone
+                    host = config.broker_listener.host
+                    if host in ("", "0.0.0.0", "::"):
+                        host = "127.0.0.1"  # a wildcard listener: reach it on loopback
+                    lag = GroupLagTracker(env, kafka, f"{host}:{kafka.port}")
+                    register_group_lag(registry, lag.committed, lag.end_offset)
+                    nursery.start_soon(lag.run)
             if config.metrics_port >= 0:
                 try:
                     metrics_port = await nursery.start(MetricsServer(env, registry).serve, config.metrics_host,
