@@ -103,11 +103,14 @@ def test_delete_offsets(cli, brokers, group_with_offsets):
 def test_add_config_file(cli, brokers, topic_name, tmp_path):
     _create(cli, brokers, topic_name, 1)
     props = tmp_path / "topic.properties"
-    props.write_text("# retention for the test\nretention.ms=60000\nsegment.bytes : 1048576\n")
+    # message.format.version: deprecated and without effect in Kafka 3.x, still accepted (librdkafka's 0092 sets it)
+    props.write_text("# retention for the test\nretention.ms=60000\nsegment.bytes : 1048576\n"
+                     "message.format.version=0.10.0\n")
     r = cli("configs", "--bootstrap-server", brokers, "--alter", "--topic", topic_name, "--add-config-file", props)
     assert r.code == 0, r
     r = cli("configs", "--bootstrap-server", brokers, "--describe", "--topic", topic_name)
     assert "retention.ms=60000" in r.out and "segment.bytes=1048576" in r.out
+    assert "message.format.version=0.10.0" in r.out
     r = cli("configs", "--bootstrap-server", brokers, "--alter", "--topic", topic_name, "--add-config-file", props,
             "--add-config", "retention.ms=1")
     assert r.code == 1 and "only one of" in r.err
