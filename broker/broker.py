@@ -87,7 +87,8 @@ class Broker:
             min_bytes=self._static_int("replica.fetch.min.bytes", 1),
             partition_max_bytes=self._static_int("replica.fetch.max.bytes", 1 << 20),
             response_max_bytes=self._static_int("replica.fetch.response.max.bytes", 10 << 20),
-            backoff_s=self._static_int("replica.fetch.backoff.ms", 1000) / 1000, tls=config.inter_broker_tls))
+            backoff_s=self._static_int("replica.fetch.backoff.ms", 1000) / 1000, tls=config.inter_broker_tls),
+            on_appended=self.metrics.replicated_in)
         replication = ReplicationSettings(
             clock=env.now, lag_time_s=self._static_int("replica.lag.time.max.ms", 30000) / 1000,
             alter_partitions=self.alter_partitions, is_isr_eligible=self._isr_eligible)
@@ -136,7 +137,8 @@ class Broker:
                 await nursery.start(self.fetchers.run)
                 nursery.start_soon(self.replicas.run_isr_expiration)
                 await nursery.start(self.groups.run)
-                nursery.start_soon(self._retention_and_cleaning)
+                nursery.start_soon(self._retention)
+                nursery.start_soon(self._cleaner)
                 nursery.start_soon(self._flusher)
                 for listener in self.config.served_listeners():
                     try:
@@ -158,8 +160,12 @@ class Broker:
         await failures.failed.wait()
         await halt_on_log_dir_failure(self.env, failures, self.replicas, grace_s=self.halt_grace_s)
 
-    async def _retention_and_cleaning(self) -> None:
-        await self._background(self.log_manager.run_retention_and_cleaning, self.config.retention_check_interval_s)
+    async def _retention(self) -> None:
+        await self._background(self.log_manager.run_retention, self.config.retention_check_interval_s)
+
+    async def _cleaner(self) -> None:
+        # Kafka's cleaner runs on its own cadence, not the retention check's.
+        await self._background(self.log_manager.run_cleaner, self.config.cleaner_backoff_s)
 
     async def _flusher(self) -> None:
         await self._background(self.log_manager.run_flusher, self.config.flush_check_interval_s)

@@ -41,6 +41,7 @@ class BrokerConfig:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # socket.request.max.bytes
     connection_limits: ConnectionLimits = ConnectionLimits()  # max.connections, queued.max.request.bytes, ...
     retention_check_interval_s: float = 300.0  # log.retention.check.interval.ms
+    cleaner_backoff_s: float = 15.0  # log.cleaner.backoff.ms: the cleaner's pause when nothing is due
     flush_check_interval_s: float = 1.0
     replica_apply_timeout_s: float = 5.0  # how long a request waits for a just-published partition
     # Every client listener; empty = one PLAINTEXT listener `listener_name` on host:port.

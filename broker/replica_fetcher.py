@@ -118,8 +118,9 @@ class ReplicaFetcher:
 
     def __init__(self, env, broker_id: int, source_id: int,
                  address_of: Callable[[int], tuple[str, int] | None], settings: FetcherSettings,
-                 timers: DeadlineReaper):
+                 timers: DeadlineReaper, on_appended: Callable[[str, int], None] = lambda topic, nbytes: None):
         self.env = env
+        self.on_appended = on_appended  # (topic, bytes) after each append: the replication-in counter
         self.broker_id = broker_id
         self.source_id = source_id
         self.address_of = address_of
@@ -337,6 +338,7 @@ class ReplicaFetcher:
                 log.warning("%s-%d: cannot append fetched records: %s", key[0], key[1], exc)
                 self._delay(state)
                 return
+            self.on_appended(key[0], len(records))
         p.update_follower_high_watermark(pd.high_watermark)
         plog = p.log
         if plog.log_start_offset < pd.log_start_offset <= plog.high_watermark:
@@ -392,11 +394,13 @@ class ReplicaFetcherManager:
     """Assigns followed partitions to one fetcher per source broker (their leader)."""
 
     def __init__(self, env, broker_id: int, address_of: Callable[[int], tuple[str, int] | None],
-                 settings: FetcherSettings | None = None):
+                 settings: FetcherSettings | None = None,
+                 on_appended: Callable[[str, int], None] = lambda topic, nbytes: None):
         self.env = env
         self.broker_id = broker_id
         self.address_of = address_of
         self.settings = settings or FetcherSettings()
+        self.on_appended = on_appended
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.timers = DeadlineReaper(env)  # every fetcher's request timeouts
         self._scopes: dict[int, trio.CancelScope] = {}
@@ -419,7 +423,8 @@ class ReplicaFetcherManager:
             fetcher = self.fetchers.get(source_id)
             if fetcher is None:
                 fetcher = self.fetchers[source_id] = ReplicaFetcher(
-                    self.env, self.broker_id, source_id, self.address_of, self.settings, self.timers)
+                    self.env, self.broker_id, source_id, self.address_of, self.settings, self.timers,
+                    self.on_appended)
                 self._start(fetcher)
             for p in by_leader[source_id].values():
                 fetcher.add(p)

@@ -98,6 +98,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("index.interval.bytes", _T.INT, "4096", at_least(0)),
     ConfigDef("max.compaction.lag.ms", _T.LONG, str(LONG_MAX), at_least(1)),
     ConfigDef("max.message.bytes", _T.INT, "1048588", at_least(0)),
+    # Deprecated in Kafka 3.x and without effect there (every batch is format v2), but still
+    # accepted, so tools and clients that set it keep working; the same here.
+    ConfigDef("message.format.version", _T.STRING, "3.0-IV1"),
     ConfigDef("message.timestamp.type", _T.STRING, "CreateTime", one_of(*_TIMESTAMP_TYPES)),
     ConfigDef("message.timestamp.before.max.ms", _T.LONG, str(LONG_MAX), at_least(0)),
     ConfigDef("message.timestamp.after.max.ms", _T.LONG, "3600000", at_least(0)),
@@ -127,6 +130,7 @@ TOPIC_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
     "max.message.bytes": (("message.max.bytes", 1),),
     "message.timestamp.type": (("log.message.timestamp.type", 1),),
+    "message.format.version": (("log.message.format.version", 1),),
     "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
     "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
     "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", 1),),
@@ -158,6 +162,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.cleaner.min.cleanable.ratio", _T.DOUBLE, "0.5", between(0.0, 1.0)),
     ConfigDef("message.max.bytes", _T.INT, "1048588", at_least(0)),
     ConfigDef("log.message.timestamp.type", _T.STRING, "CreateTime", one_of(*_TIMESTAMP_TYPES)),
+    ConfigDef("log.message.format.version", _T.STRING, "3.0-IV1", dynamic=False),
     ConfigDef("log.message.timestamp.before.max.ms", _T.LONG, str(LONG_MAX), at_least(0)),
     ConfigDef("log.message.timestamp.after.max.ms", _T.LONG, "3600000", at_least(0)),
     ConfigDef("min.insync.replicas", _T.INT, "1", at_least(1)),

@@ -13,8 +13,12 @@ blocking wrappers (Spark calls us from plain threads):
   producer re-sends after a lost answer or a leader change, so retries inside a
   task never duplicate a record.
 
+The `kafka.*` options (`ClientTuning`) override those consumer and producer
+defaults, name the consumers' group (they still assign and commit nothing), and
+set how often a failed ListOffsets is tried again (fetchOffset.*).
+
 Spark reuses its Python worker processes across tasks, so clients are cached
-per (bootstrap, client id, timeout) in a module global (`shared_client`).
+per (bootstrap, client id, timeout, security, tuning) in a module global (`shared_client`).
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from raftkafka.client.blocking import BlockingAdmin, BlockingConsumer, BlockingP
 from raftkafka.client.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
 from raftkafka.client.security import ClientSecurity
 from raftkafka.client.fetcher import ConsumerRecord
+from spark_source.client_properties import ClientTuning
 from spark_source.offsets import PartitionOffsets, TopicPartition
 from wire.error_codes import ErrorCode
 from wire.records import SimpleRecord
@@ -112,14 +117,22 @@ def scan(client: LogClient, tp: TopicPartition, start: int, end: int, *,
 class RemoteLogClient:
     def __init__(self, bootstrap_servers: str, *, client_id: str = "raftkafka-spark",
                  request_timeout_ms: int = 30_000, retry_backoff_ms: int = 100,
-                 security: tuple[tuple[str, str], ...] = ()):
+                 security: tuple[tuple[str, str], ...] = (), tuning: ClientTuning = ClientTuning()):
         self.bootstrap_servers = bootstrap_servers
         self.client_id = client_id
+        self.tuning = tuning
         self._settings = dict(client_id=client_id, request_timeout_ms=request_timeout_ms,
                               retry_backoff_ms=retry_backoff_ms)
         if security:  # built here, in the process that connects (an SSLContext does not pickle)
             self._settings["security"] = ClientSecurity.from_properties(dict(security))
         self._admin = BlockingAdmin(bootstrap_servers, **self._settings)
+        self._consumer_settings = dict(self._settings, auto_offset_reset="none", fetch_max_wait_ms=200,
+                                       max_partition_fetch_bytes=4 << 20, max_poll_records=20_000,
+                                       group_id=tuning.group_id, enable_auto_commit=False)
+        self._consumer_settings.update(tuning.consumer)
+        self._producer_settings = dict(self._settings, acks="all", enable_idempotence=True, linger_ms=5,
+                                       batch_size=256 * 1024)
+        self._producer_settings.update(tuning.producer)
         self._lock = threading.Lock()
         self._idle_consumers: list[BlockingConsumer] = []
         self._all_consumers: list[BlockingConsumer] = []
@@ -145,7 +158,16 @@ class RemoteLogClient:
     def list_offsets(self, tps: list[TopicPartition], timestamp: int) -> PartitionOffsets:
         if not tps:
             return {}
-        found = self._admin.list_offsets({tuple(tp): timestamp for tp in sorted(tps)})
+        attempt = 0
+        while True:  # fetchOffset.numRetries / retryIntervalMs, as Spark's offset reader
+            try:
+                found = self._admin.list_offsets({tuple(tp): timestamp for tp in sorted(tps)})
+                break
+            except KafkaError:
+                if attempt >= self.tuning.offset_retries:
+                    raise
+                attempt += 1
+                time.sleep(self.tuning.offset_retry_interval_ms / 1000)
         return {tp: found[tp][0] for tp in sorted(found)}
 
     def ensure_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
@@ -160,9 +182,7 @@ class RemoteLogClient:
         with self._lock:
             consumer = self._idle_consumers.pop() if self._idle_consumers else None
         if consumer is None:
-            consumer = BlockingConsumer(self.bootstrap_servers, auto_offset_reset="none", fetch_max_wait_ms=200,
-                                        max_partition_fetch_bytes=4 << 20, max_poll_records=20_000,
-                                        **self._settings)
+            consumer = BlockingConsumer(self.bootstrap_servers, **self._consumer_settings)
             with self._lock:
                 self._all_consumers.append(consumer)
         try:
@@ -173,6 +193,7 @@ class RemoteLogClient:
                     self._idle_consumers.append(consumer)
 
     def fetch(self, tp: TopicPartition, offset: int, *, max_records: int = 20_000, max_wait_s: float = 0.2) -> Fetched:
+        max_records = min(max_records, self._consumer_settings["max_poll_records"])
         with self._consumer() as consumer:
             return consumer.run_in_loop(_fetch, tuple(tp), offset, max_records, max_wait_s)
 
@@ -183,8 +204,7 @@ class RemoteLogClient:
             return
         with self._lock:
             if self._producer is None:
-                self._producer = BlockingProducer(self.bootstrap_servers, acks="all", enable_idempotence=True,
-                                                  linger_ms=5, batch_size=256 * 1024, **self._settings)
+                self._producer = BlockingProducer(self.bootstrap_servers, **self._producer_settings)
             producer = self._producer
         producer.run_in_loop(_send_all, rows)
 
@@ -247,12 +267,14 @@ _clients_lock = threading.Lock()
 
 
 def shared_client(bootstrap_servers: str, client_id: str, request_timeout_ms: int,
-                  security: tuple[tuple[str, str], ...] = ()) -> RemoteLogClient:
+                  security: tuple[tuple[str, str], ...] = (),
+                  tuning: ClientTuning = ClientTuning()) -> RemoteLogClient:
     """One client per process and settings (Spark reuses its Python workers across tasks)."""
-    key = (bootstrap_servers, client_id, request_timeout_ms, security)
+    key = (bootstrap_servers, client_id, request_timeout_ms, security, tuning)
     with _clients_lock:
         client = _clients.get(key)
         if client is None or client.closed:
             client = _clients[key] = RemoteLogClient(bootstrap_servers, client_id=client_id,
-                                                     request_timeout_ms=request_timeout_ms, security=security)
+                                                     request_timeout_ms=request_timeout_ms, security=security,
+                                                     tuning=tuning)
         return client

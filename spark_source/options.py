@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Mapping, Union
 
 from raftkafka.client.security import SECURITY_PROPERTIES, ClientSecurity
+from spark_source.client_properties import ClientTuning, PropertyError, client_properties
 from spark_source.offsets import (
     EARLIEST,
     LATEST,
@@ -114,6 +116,8 @@ class SourceOptions:
     client_id: str = "raftkafka-spark"
     source_id: str | None = None  # keys the stored initial offsets (initial_offsets.py)
     security: tuple[tuple[str, str], ...] = ()  # Kafka client security properties (kafka.* prefix dropped)
+    tuning: ClientTuning = ClientTuning()  # kafka.* consumer properties, group id, fetchOffset.*
+    poll_timeout_ms: int | None = None  # kafkaConsumer.pollTimeoutMs; None: the request timeout
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,7 @@ class SinkOptions:
     request_timeout_ms: int = 30_000
     client_id: str = "raftkafka-spark-sink"
     security: tuple[tuple[str, str], ...] = ()
+    tuning: ClientTuning = ClientTuning()  # kafka.* producer properties
 
 
 # ----------------------------------------------------------------------------- option names
@@ -132,8 +137,8 @@ class SinkOptions:
 # Security: `kafka.security.protocol`, `kafka.ssl.ca.location`, ... (Kafka client properties, prefixed).
 _SECURITY = ["kafka." + name for name in sorted(SECURITY_PROPERTIES)]
 _COMMON = ["kafka.bootstrap.servers", "bootstrap.servers", "kafka.request.timeout.ms", "kafka.client.id", *_SECURITY]
-# groupIdPrefix / kafka.group.id are accepted so Kafka-source jobs run unchanged; the source
-# commits no group offsets, so they have no effect (Spark's Kafka source uses them only to name its consumer).
+# Any other kafka.* option is a Kafka client property (client_properties.py). groupIdPrefix /
+# kafka.group.id name the source's consumers, which assign partitions and commit nothing (as Spark's).
 _SOURCE = _COMMON + [
     "subscribe", "subscribePattern", "assign",
     "startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
@@ -141,6 +146,7 @@ _SOURCE = _COMMON + [
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
     "minPartitions", "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders",
     "groupIdPrefix", "kafka.group.id", "sourceId",
+    "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
 ]
 # Spark itself passes checkpointLocation to a streaming sink.
 _SINK = _COMMON + ["topic", "sinkId", "checkpointLocation"]
@@ -168,9 +174,10 @@ def _check_known(opts: Mapping[str, str], allowed: list[str], role: str) -> dict
             raise InvalidOptionError(f"the raftkafka {role} takes no path; name topics with options instead")
         if low in _REFUSED:
             raise InvalidOptionError(_REFUSED[low])
-        if low not in names:
+        if low not in names and not low.startswith("kafka."):
             raise InvalidOptionError(f"unknown option '{key}' for the raftkafka {role}; "
-                                     f"known options: {', '.join(sorted(allowed, key=str.lower))}")
+                                     f"known options: {', '.join(sorted(allowed, key=str.lower))} "
+                                     "and Kafka client properties as kafka.*")
         lowered[low] = str(opts[key])
     return lowered
 
@@ -229,6 +236,27 @@ def _security(opts: dict[str, str]) -> tuple[tuple[str, str], ...]:
     except ValueError as e:
         raise InvalidOptionError(f"Kafka security options (kafka.*): {e}") from None
     return tuple(sorted(properties.items()))
+
+def _client_properties(opts: dict[str, str], allowed: list[str], role: str) -> tuple[tuple[str, object], ...]:
+    handled = {name.lower() for name in allowed if name.lower().startswith("kafka.")}
+    try:
+        return client_properties(opts, role=role, handled=handled)
+    except PropertyError as exc:
+        raise InvalidOptionError(str(exc)) from None
+
+
+def _group_id(opts: dict[str, str]) -> str | None:
+    """kafka.group.id as given, else groupIdPrefix plus a random suffix (Spark's rule); None if neither."""
+    if "kafka.group.id" in opts:
+        if not opts["kafka.group.id"].strip():
+            raise InvalidOptionError("option 'kafka.group.id' is empty")
+        return opts["kafka.group.id"]
+    prefix = opts.get("groupidprefix")
+    if prefix is None:
+        return None
+    if not prefix.strip():
+        raise InvalidOptionError("option 'groupIdPrefix' is empty")
+    return f"{prefix}-{uuid.uuid4()}"
 
 
 def _bootstrap(opts: dict[str, str]) -> str:
@@ -357,6 +385,14 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         client_id=opts.get("kafka.client.id", "raftkafka-spark"),
         security=_security(opts),
         source_id=source_id,
+        tuning=ClientTuning(
+            consumer=_client_properties(opts, _SOURCE, "source"),
+            group_id=_group_id(opts),
+            offset_retries=_non_negative_int(opts.get("fetchoffset.numretries", "3"), "fetchOffset.numRetries"),
+            offset_retry_interval_ms=_non_negative_int(opts.get("fetchoffset.retryintervalms", "10"),
+                                                       "fetchOffset.retryIntervalMs")),
+        poll_timeout_ms=(_positive_int(opts["kafkaconsumer.polltimeoutms"], "kafkaConsumer.pollTimeoutMs")
+                         if "kafkaconsumer.polltimeoutms" in opts else None),
     )
 
 
@@ -413,6 +449,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         request_timeout_ms=_positive_int(opts.get("kafka.request.timeout.ms", "30000"), "kafka.request.timeout.ms"),
         client_id=opts.get("kafka.client.id", "raftkafka-spark-sink"),
         security=_security(opts),
+        tuning=ClientTuning(producer=_client_properties(opts, _SINK, "sink")),
     )
 
 

@@ -45,7 +45,7 @@ class _ReaderBase:
 
     def _client(self) -> LogClient:
         o = self.options
-        return shared_client(o.bootstrap_servers, o.client_id, o.request_timeout_ms, o.security)
+        return shared_client(o.bootstrap_servers, o.client_id, o.request_timeout_ms, o.security, o.tuning)
 
     def _to_partitions(self, ranges: list[OffsetRange]) -> list[RangePartition]:
         pieces = split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
@@ -60,7 +60,7 @@ class _ReaderBase:
         r = OffsetRange(partition.topic, partition.partition, partition.start, partition.end)
         yield from read_range(self._client(), r, include_headers=self.options.include_headers,
                               fail_on_data_loss=self.options.fail_on_data_loss,
-                              wait_timeout_s=self.options.request_timeout_ms / 1000)
+                              wait_timeout_s=(self.options.poll_timeout_ms or self.options.request_timeout_ms) / 1000)
 
 
 class RaftKafkaBatchReader(_ReaderBase, DataSourceReader):

@@ -78,7 +78,7 @@ class _WriterBase:
 
     def _client(self):
         o = self.options
-        return shared_client(o.bootstrap_servers, o.client_id, o.request_timeout_ms, o.security)
+        return shared_client(o.bootstrap_servers, o.client_id, o.request_timeout_ms, o.security, o.tuning)
 
     def _records(self, rows, task: int) -> list[tuple[TopicPartition, SimpleRecord]]:
         """Rows → (target partition, record), deterministic for the same rows in the same order."""

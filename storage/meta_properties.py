@@ -21,6 +21,7 @@ import posixpath
 from dataclasses import dataclass
 
 from storage.env import FileSystem, write_file_atomic
+from storage.java_properties import parse_properties
 
 __all__ = [
     "META_PROPERTIES",
@@ -34,7 +35,6 @@ __all__ = [
     "read_meta_properties",
     "read_bootstrap_voters",
     "check_data_dir",
-    "parse_properties",
 ]
 
 META_PROPERTIES = "meta.properties"
@@ -90,20 +90,6 @@ def is_valid_uuid(text: str) -> bool:
 
 def uuid_to_str_bytes(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """The subset of Java properties we write: `key=value` lines, `#`/`!` comments."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise ValueError(f"not a key=value line: {line!r}")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def _read_text(fs: FileSystem, path: str) -> str:

@@ -186,13 +186,21 @@ def describe_error(broker, header, request, code: int) -> DescribeGroupsResponse
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[_described_error(g, code) for g in request.groups])
 
 
+CLASSIC_GROUP_TYPE = "classic"  # every group here speaks the classic rebalance protocol
+
+
 async def handle_list(broker, header, request) -> ListGroupsResponse:
+    """ListGroups v0-5: v4 filters by state (KIP-518, case-insensitive), v5 by type (KIP-848)."""
     R = ListGroupsResponse
-    result = broker.groups.coordinator.list_groups()
+    types = {t.lower() for t in getattr(request, "types_filter", None) or ()}
+    if types and CLASSIC_GROUP_TYPE not in types:
+        return R(throttle_time_ms=0, error_code=0, groups=[])
+    result = broker.groups.coordinator.list_groups(getattr(request, "states_filter", None) or None)
     # DESCRIBE on the cluster lists every group; otherwise those the caller may describe.
     everything = cluster_allowed(broker, AclOperation.DESCRIBE)
     return R(throttle_time_ms=0, error_code=result.error,
-             groups=[R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type) for g in result.groups
+             groups=[R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
+                                   group_type=CLASSIC_GROUP_TYPE) for g in result.groups
                      if everything or group_allowed(broker, AclOperation.DESCRIBE, g.group_id)])
 
 

@@ -83,8 +83,20 @@ def _prepare(args) -> None:
     args.consumer_properties.update(parse_key_values(args.consumer_props, "--consumer-props"))
 
 
+def _need_confluent_kafka(args) -> None:
+    """librdkafka runs and the scenarios' topic setup use confluent-kafka: one line when it is missing."""
+    if args.client == "ours" and not args.scenario:
+        return
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        raise CommandError("bench needs the confluent-kafka package for librdkafka and the scenarios: "
+                           "pip install 'raftkafka[bench]' (or run a workload with --client ours)") from None
+
+
 def run(args) -> int:
     _prepare(args)
+    _need_confluent_kafka(args)
     if args.scenario:
         if args.workload:
             raise CommandError("give either a workload (produce/consume) or --scenario, not both")

@@ -19,6 +19,7 @@ from raftkafka.client import Admin, KafkaError
 from raftkafka.client.cluster import parse_bootstrap
 from raftkafka.client.security import SECURITY_PROPERTIES, ClientSecurity
 from storage.env import RealEnv
+from storage.java_properties import PropertiesError, parse_properties
 
 __all__ = [
     "CommandError", "add_command", "add_bootstrap", "one_line_errors", "parse_key_values", "read_properties",
@@ -116,24 +117,17 @@ def _split_top_level(text: str) -> list[str]:
 
 
 def read_properties(path: str | None) -> dict[str, str]:
-    """A Java-style .properties file: `key=value` (or `key: value`) lines, `#`/`!` comments."""
+    """A Java .properties file (storage.java_properties: `key=value`, `key: value`, continuations,
+    escapes, `#`/`!` comments)."""
     if not path:
         return {}
     try:
         with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+            return parse_properties(f.read())
     except OSError as e:
         raise CommandError(f"cannot read {path}: {e.strerror or e}") from None
-    out = {}
-    for number, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep <= 0:
-            raise CommandError(f"{path}:{number}: {line!r} is not key=value")
-        out[line[:sep].strip()] = line[sep + 1:].strip()
-    return out
+    except (UnicodeDecodeError, PropertiesError) as e:
+        raise CommandError(f"{path}: {e}") from None
 
 
 # Kafka property names whose client keyword is not simply the dotted name with underscores.

@@ -4,6 +4,7 @@
     configs --bootstrap-server H:P --describe --entity-type brokers (--entity-name 1 | --entity-default)
     configs --bootstrap-server H:P --alter --entity-type topics --entity-name T \\
             --add-config retention.ms=60000,cleanup.policy=[compact,delete] --delete-config segment.ms
+    configs --bootstrap-server H:P --alter --topic T --add-config-file FILE   (a .properties file)
 
 `--topic T`, `--broker N` and `--broker-defaults` are shorthands, as in Kafka.
 Describe lists the overrides at the entity's own level (everything with
@@ -11,7 +12,15 @@ Describe lists the overrides at the entity's own level (everything with
 """
 from __future__ import annotations
 
-from raftkafka.cli.common import CommandError, add_bootstrap, add_command, open_admin, parse_key_values, run_client
+from raftkafka.cli.common import (
+    CommandError,
+    add_bootstrap,
+    add_command,
+    open_admin,
+    parse_key_values,
+    read_properties,
+    run_client,
+)
 from raftkafka.client import RESOURCE_BROKER, RESOURCE_TOPIC
 
 __all__ = ["add_parser", "run", "format_entries"]
@@ -37,6 +46,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--broker-defaults", action="store_true",
                    help="shorthand for --entity-type brokers --entity-default")
     p.add_argument("--add-config", action="append", metavar="K=V,...", help="settings to set (alter)")
+    p.add_argument("--add-config-file", metavar="FILE", help="settings to set, from a .properties file (alter)")
     p.add_argument("--delete-config", action="append", metavar="K,...", help="settings to remove (alter)")
     p.add_argument("--all", action="store_true", help="describe: every setting with its source, not just overrides")
     p.set_defaults(run=run)
@@ -76,7 +86,10 @@ def _broker_id(text: str) -> str:
 def run(args) -> int:
     entity = entity_of(args)
     if args.action == "alter":
-        changes: dict[str, str | None] = dict(parse_key_values(args.add_config, "--add-config"))
+        if args.add_config and args.add_config_file:
+            raise CommandError("only one of --add-config or --add-config-file may be given")
+        changes: dict[str, str | None] = (read_properties(args.add_config_file) if args.add_config_file
+                                          else dict(parse_key_values(args.add_config, "--add-config")))
         for item in args.delete_config or ():
             for name in (n.strip() for n in item.split(",")):
                 if not name:
@@ -85,10 +98,10 @@ def run(args) -> int:
                     raise CommandError(f"{name} is both added and deleted")
                 changes[name] = None
         if not changes:
-            raise CommandError("--alter needs --add-config and/or --delete-config")
+            raise CommandError("--alter needs --add-config, --add-config-file and/or --delete-config")
         return run_client(_alter, args, entity, changes)
-    if args.add_config or args.delete_config:
-        raise CommandError("--add-config/--delete-config need --alter")
+    if args.add_config or args.add_config_file or args.delete_config:
+        raise CommandError("--add-config/--add-config-file/--delete-config need --alter")
     return run_client(_describe, args, entity)
 
 

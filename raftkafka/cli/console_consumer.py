@@ -1,6 +1,6 @@
 """`python -m raftkafka consume`: the console consumer, like kafka-console-consumer.
 
-    consume --bootstrap-server H:P --topic T [--from-beginning] [--group G] [--max-messages N]
+    consume --bootstrap-server H:P (--topic T | --include REGEX) [--from-beginning] [--group G] [--max-messages N]
             [--partition P [--offset earliest|latest|N]] [--timeout-ms MS]
             [--property print.key=true --property key.separator=: ...] [--consumer-property k=v ...]
 
@@ -10,9 +10,17 @@ group's committed offsets and auto-commits. `--from-beginning` starts where no
 committed offset exists at the earliest record instead of the end. The command
 stops after `--max-messages`, after `--timeout-ms` without a record, or on
 Ctrl-C, and reports "Processed a total of N messages" on stderr.
+
+`--include REGEX` reads every non-internal topic whose whole name matches, as
+found when the command starts (topics created later are not picked up).
+`--formatter` takes Kafka's default formatter's class names only (its options are
+the `--property print.*` ones, also from `--formatter-config FILE`);
+`--skip-message-on-error` prints a record the formatter cannot render as an error
+line on stderr and goes on, where the command otherwise stops at it.
 """
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import threading
@@ -48,7 +56,10 @@ _FORMAT_DEFAULTS = {"print.timestamp": "false", "print.key": "false", "print.off
 def add_parser(subparsers) -> None:
     p = add_command(subparsers, "consume", "console consumer: print records to stdout")
     add_bootstrap(p, config_flag="--consumer.config")
-    p.add_argument("--topic", required=True)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic")
+    which.add_argument("--include", "--whitelist", dest="include", metavar="REGEX",
+                       help="read every non-internal topic whose name matches")
     p.add_argument("--group", help="consumer group: resume from and commit to its offsets")
     p.add_argument("--from-beginning", action="store_true",
                    help="with no committed offset, start at the earliest record (default: the end)")
@@ -60,9 +71,16 @@ def add_parser(subparsers) -> None:
     p.add_argument("--property", action="append", metavar="K=V",
                    help="formatter: print.key, print.value, print.timestamp, print.partition, print.offset, "
                         "print.headers, key.separator, line.separator, headers.separator, null.literal")
+    p.add_argument("--formatter", metavar="CLASS", help="Kafka's DefaultMessageFormatter (the only one built in)")
+    p.add_argument("--formatter-config", metavar="FILE", help="formatter properties file (print.key=true, ...)")
+    p.add_argument("--skip-message-on-error", action="store_true",
+                   help="a record the formatter cannot render is reported on stderr and skipped")
     p.add_argument("--consumer-property", action="append", metavar="K=V",
                    help="consumer setting with Kafka's name (fetch.max.wait.ms, client.id, ...)")
     p.set_defaults(run=run)
+
+
+DEFAULT_FORMATTERS = ("kafka.tools.DefaultMessageFormatter", "org.apache.kafka.tools.consumer.DefaultMessageFormatter")
 
 
 class RecordFormatter:
@@ -133,7 +151,19 @@ def _start_offset(args) -> int | str | None:
 
 
 def run(args) -> int:
-    formatter = RecordFormatter(parse_key_values(args.property, "--property"))
+    if args.formatter is not None and args.formatter not in DEFAULT_FORMATTERS:
+        raise CommandError(f"--formatter {args.formatter}: only Kafka's DefaultMessageFormatter is built in "
+                           f"({', '.join(DEFAULT_FORMATTERS)})")
+    properties = read_properties(args.formatter_config)
+    properties.update(parse_key_values(args.property, "--property"))
+    formatter = RecordFormatter(properties)
+    if args.include is not None:
+        try:
+            re.compile(args.include)
+        except re.error as e:
+            raise CommandError(f"--include {args.include!r}: not a regular expression ({e})") from None
+        if args.partition is not None:
+            raise CommandError("--partition needs --topic")
     if args.group and args.partition is not None:
         raise CommandError("--partition cannot be used with --group")
     if args.max_messages is not None and args.max_messages < 1:
@@ -148,16 +178,16 @@ async def _main(args, formatter: RecordFormatter, options: dict, start) -> int:
     count = 0
     async with Consumer(RealEnv(), bootstrap, **options) as consumer:
         await wait_reachable(consumer.cluster, bootstrap)
-        info = await consumer.cluster.topic(args.topic, wait=TOPIC_WAIT_S)
+        topics = await _topics(consumer, args)
         if args.group:
-            consumer.subscribe([args.topic])
+            consumer.subscribe(sorted(topics))
         else:
-            partitions = sorted(info.partitions)
+            assignment = [(t, p) for t in sorted(topics) for p in sorted(topics[t].partitions)]
             if args.partition is not None:
-                if args.partition not in info.partitions:
+                if args.partition not in topics[args.topic].partitions:
                     raise CommandError(f"topic {args.topic!r} has no partition {args.partition}")
-                partitions = [args.partition]
-            consumer.assign([(args.topic, p) for p in partitions])
+                assignment = [(args.topic, args.partition)]
+            consumer.assign(assignment)
             if isinstance(start, int):
                 consumer.seek((args.topic, args.partition), start)
             elif start == "earliest" or (start is None and args.from_beginning):
@@ -172,12 +202,41 @@ async def _main(args, formatter: RecordFormatter, options: dict, start) -> int:
                 records = await consumer.poll(wait, max_records=limit)
                 if records:
                     count += len(records)
-                    _write("".join(formatter.format(r) for r in records))
+                    _write("".join(_render(formatter, r, args.skip_message_on_error) for r in records))
                     idle_deadline = _deadline(args.timeout_ms)
                 elif idle_deadline is not None and trio.current_time() >= idle_deadline:
                     break
     print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
+
+
+async def _topics(consumer, args) -> dict:
+    """name -> TopicInfo of --topic, or of every topic --include matches now."""
+    if args.topic is not None:
+        return {args.topic: await consumer.cluster.topic(args.topic, wait=TOPIC_WAIT_S)}
+    cluster = consumer.cluster
+    cluster.want_all_topics = True
+    try:
+        await cluster.refresh()
+    finally:
+        cluster.want_all_topics = False
+    pattern = re.compile(args.include)
+    found = {name: info for name, info in sorted(cluster.topics.items())
+             if not name.startswith("__") and info.partitions and pattern.fullmatch(name)}
+    if not found:
+        raise CommandError(f"no topic matches --include {args.include!r}")
+    cluster.add_topics(sorted(found))
+    return found
+
+
+def _render(formatter: RecordFormatter, record: ConsumerRecord, skip: bool) -> str:
+    try:
+        return formatter.format(record)
+    except Exception as e:  # noqa: BLE001 - a formatter's failure is about this record alone
+        if not skip:
+            raise CommandError(f"cannot format {record.topic}-{record.partition}@{record.offset}: {e}") from None
+        print(f"error: skipped {record.topic}-{record.partition}@{record.offset}: {e}", file=sys.stderr)
+        return ""
 
 
 def _deadline(timeout_ms: int | None) -> float | None:

@@ -5,8 +5,11 @@
 
 Each line of stdin is one record (the line without its newline, UTF-8 bytes as
 given). With `parse.key=true` the text before the first `key.separator`
-(default a tab) is the key. `null.marker=X` sends a null key or value where
-the text equals X (a tombstone, for compacted topics). A delivery error is
+(default a tab) is the key. With `parse.headers=true` the line starts with
+headers, up to `headers.delimiter` (default a tab): `k1:v1,k2:v2` (separators
+`headers.separator`, `headers.key.separator`; a header without the key separator
+has a null value). `null.marker=X` sends a null key, value or header value where
+the text equals X (a tombstone, for compacted topics); Kafka's LineMessageReader rules. A delivery error is
 reported per record; the command then exits 1 after sending the rest.
 """
 from __future__ import annotations
@@ -35,7 +38,9 @@ from storage.env import RealEnv
 
 __all__ = ["add_parser", "run", "LineReader", "stdin_chunks"]
 
-_READER_PROPERTIES = {"parse.key": "false", "key.separator": "\t", "ignore.error": "false", "null.marker": None}
+_READER_PROPERTIES = {"parse.key": "false", "key.separator": "\t", "ignore.error": "false", "null.marker": None,
+                      "parse.headers": "false", "headers.delimiter": "\t", "headers.separator": ",",
+                      "headers.key.separator": ":"}
 
 
 def add_parser(subparsers) -> None:
@@ -43,7 +48,8 @@ def add_parser(subparsers) -> None:
     add_bootstrap(p, config_flag="--producer.config")
     p.add_argument("--topic", required=True)
     p.add_argument("--property", action="append", metavar="K=V",
-                   help="line reader: parse.key, key.separator, ignore.error, null.marker")
+                   help="line reader: parse.key, key.separator, parse.headers, headers.delimiter, "
+                        "headers.separator, headers.key.separator, ignore.error, null.marker")
     p.add_argument("--producer-property", action="append", metavar="K=V",
                    help="producer setting with Kafka's name (acks, linger.ms, compression.type, ...)")
     p.add_argument("--request-required-acks", metavar="ACKS", help="acks: all, -1, 0 or 1 (default all)")
@@ -64,8 +70,42 @@ class LineReader:
             raise CommandError("--property key.separator must not be empty")
         marker = settings["null.marker"]
         self.null_marker = marker.encode() if marker else None
+        self.parse_headers = true_or_false(settings, "parse.headers")
+        self.headers_delimiter = settings["headers.delimiter"].encode()
+        self.headers_separator = settings["headers.separator"].encode()
+        self.header_key_separator = settings["headers.key.separator"].encode()
+        for name in ("headers.delimiter", "headers.separator", "headers.key.separator"):
+            if self.parse_headers and not settings[name]:
+                raise CommandError(f"--property {name} must not be empty")
+            if self.parse_headers and self.null_marker is not None and settings[name] == marker:
+                raise CommandError(f"--property null.marker must differ from {name}")
 
-    def record(self, line: bytes, number: int) -> tuple[bytes | None, bytes | None]:
+    def record(self, line: bytes, number: int) -> tuple[bytes | None, bytes | None, list]:
+        """(key, value, headers) of one line."""
+        headers = []
+        if self.parse_headers:
+            text, sep, rest = line.partition(self.headers_delimiter)
+            if not sep:
+                if not self.ignore_error:
+                    raise CommandError(f"no headers delimiter {self.headers_delimiter.decode()!r} found on line {number}")
+                text, rest = b"", line
+            headers = self._headers(text, number)
+            line = rest
+        key, value = self._key_value(line, number)
+        return key, value, headers
+
+    def _headers(self, text: bytes, number: int) -> list[tuple[str, bytes | None]]:
+        if not text or (self.null_marker is not None and text == self.null_marker):
+            return []
+        out = []
+        for item in text.split(self.headers_separator):
+            name, sep, value = item.partition(self.header_key_separator)
+            if self.null_marker is not None and name == self.null_marker:
+                raise CommandError(f"line {number}: a header key equals null.marker {self.null_marker.decode()!r}")
+            out.append((name.decode("utf-8", "replace"), self._null(value) if sep else None))
+        return out
+
+    def _key_value(self, line: bytes, number: int) -> tuple[bytes | None, bytes | None]:
         key = None
         if self.parse_key:
             key, sep, value = line.partition(self.separator)
@@ -154,10 +194,10 @@ async def _numbered_lines():
         yield number + 1, pending.rstrip(b"\r")
 
 
-async def _send(producer: Producer, args, key_value, on_delivery) -> None:
-    key, value = key_value
+async def _send(producer: Producer, args, record, on_delivery) -> None:
+    key, value, headers = record
     try:
-        future = await producer.send(args.topic, value, key)
+        future = await producer.send(args.topic, value, key, headers=headers)
     except KafkaError as e:
         raise CommandError(f"cannot send to {args.topic}: {e}") from None
     future.add_callback(on_delivery)

@@ -36,9 +36,10 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 def _client_commands():
     """The commands that talk to brokers with our client (Kafka's console tools)."""
-    from raftkafka.cli import acls, bench, configs, console_consumer, console_producer, consumer_groups, topics
+    from raftkafka.cli import (acls, bench, configs, console_consumer, console_producer, consumer_groups,
+                               get_offsets, topics)
 
-    return (topics, console_producer, console_consumer, configs, consumer_groups, acls, bench)
+    return (topics, console_producer, console_consumer, configs, consumer_groups, get_offsets, acls, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +55,20 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_parser(subparsers)
     for module in _client_commands():
         module.add_parser(subparsers)
+    version = f"raftkafka {package_version()}"
+    parser.add_argument("--version", action="version", version=version)
+    for command in subparsers.choices.values():  # as Kafka's tools: --version on every command
+        command.add_argument("--version", action="version", version=version)
     return parser
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("raftkafka")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,11 +7,13 @@
 
 One seed prints a summary and the trace hash (the same seed gives the same hash
 in any process); a violation prints the invariant and the last trace events.
-`--seeds A..B` (inclusive) fuzzes a range with a progress bar on stderr and
-prints every failing seed. `--save-schedule FILE` (one seed) and `--save-failing DIR`
-(fuzzing: DIR/seed-N.json per failing seed) write the faults a run applied; `--replay FILE`
-runs that seed again under exactly those faults (simulations/fault_schedule.py), which stays
-meaningful when a code change moves the seed's own draws.
+`--seeds A..B` (inclusive) fuzzes a range and prints every failing seed; its
+progress goes to stderr: a bar with an ETA redrawn in place on a terminal, else
+(a log, a pipe) one plain line every `--progress-every` seeds. `--save-schedule FILE` (one
+seed) and `--save-failing DIR` (fuzzing: DIR/seed-N.json per failing seed) write the faults a
+run applied; `--replay FILE` runs that seed again under exactly those faults
+(simulations/fault_schedule.py), which stays meaningful when a code change moves the seed's
+own draws.
 Exit status: 0 clean, 1 a violation, 2 bad usage.
 The simulation package is imported only when the command runs.
 """
@@ -28,7 +30,9 @@ TAIL_EVENTS = 40
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("simulate", help="deterministic simulation of a cluster under faults")
+    from raftkafka.cli.common import add_command
+
+    p = add_command(subparsers, "simulate", "deterministic simulation of a cluster under faults")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--seed", type=int, help="run one seed")
     which.add_argument("--seeds", metavar="A..B", help="fuzz seeds A to B inclusive")
@@ -45,6 +49,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--check-every-step", action="store_true",
                    help="run the in-memory checks after every task step, not every 20 ms (about 2x slower)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes for --seeds (default 1)")
+    p.add_argument("--progress-every", type=int, default=0, metavar="N",
+                   help="--seeds off a terminal: a progress line every N seeds (default: about 20 lines)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--trace", metavar="FILE", help="write the whole event trace to FILE")
     p.add_argument("--save-schedule", metavar="FILE", help="write the faults the run applied to FILE (JSON)")
@@ -52,17 +58,29 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
+def _duration(text: str, flag: str) -> float:
+    from simulations.runner import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # also refuses nan
+        raise ValueError(f"{flag} {text!r}: not a duration (e.g. 30s, 2m, 500ms)")
+    return seconds
+
+
 def _options(args, seed: int, full_trace: bool):
     from simulations.fault_schedule import FaultSchedule
     from simulations.nemesis import fault_kinds
-    from simulations.runner import SimOptions, parse_duration
+    from simulations.runner import SimOptions
 
     if getattr(args, "replay", None):
-        return SimOptions.replaying(FaultSchedule.load(args.replay), heal_timeout=parse_duration(args.heal_timeout),
+        return SimOptions.replaying(FaultSchedule.load(args.replay), heal_timeout=_duration(args.heal_timeout, "--heal-timeout"),
                                     full_trace=full_trace, step_checks=getattr(args, "check_every_step", False))
     fault_kinds(args.faults)  # validates
-    return SimOptions(seed=seed, duration=parse_duration(args.duration), faults=args.faults,
-                      controllers=args.nodes, heal_timeout=parse_duration(args.heal_timeout),
+    return SimOptions(seed=seed, duration=_duration(args.duration, "--duration"), faults=args.faults,
+                      controllers=args.nodes, heal_timeout=_duration(args.heal_timeout, "--heal-timeout"),
                       full_trace=full_trace, workload=args.workload, brokers=getattr(args, "brokers", 3),
                       step_checks=getattr(args, "check_every_step", False))
 
@@ -72,7 +90,21 @@ def _usage_error(message: str) -> int:
     return 2
 
 
+SIM_TRIO_MINOR = "0.35"  # the `sim` extra's pin (pyproject.toml): trio's private scheduler names we replace
+
+
+def trio_mismatch() -> str | None:
+    import trio
+
+    if trio.__version__.startswith(SIM_TRIO_MINOR + "."):
+        return None
+    return (f"simulate needs trio {SIM_TRIO_MINOR}.x (it replaces trio's private scheduler internals); "
+            f"found {trio.__version__}: pip install 'raftkafka[sim]'")
+
+
 def run(args) -> int:
+    if (mismatch := trio_mismatch()) is not None:
+        return _usage_error(mismatch)
     if args.nodes < 1:
         return _usage_error("--nodes must be at least 1")
     if getattr(args, "brokers", 3) < 0:
@@ -86,7 +118,11 @@ def run(args) -> int:
             first, sep, last = args.seeds.partition("..")
             if not sep:
                 raise ValueError("--seeds takes A..B")
-            return _fuzz(args, int(first), int(last))
+            try:
+                first, last = int(first), int(last)
+            except ValueError:
+                raise ValueError(f"--seeds {args.seeds!r}: A..B takes two integers") from None
+            return _fuzz(args, first, last)
         options = _options(args, args.seed, full_trace=bool(args.trace))
     except ValueError as e:
         return _usage_error(str(e))
@@ -174,6 +210,7 @@ def _fuzz(args, first: int, last: int) -> int:
     sim_seconds = 0.0
     done = 0
     fault_totals: dict[str, int] = {}  # injected faults by kind, over every seed
+    progress = Progress(len(seeds), sys.stderr, every=getattr(args, "progress_every", 0))
 
     def report(result: dict) -> None:
         nonlocal done, sim_seconds
@@ -186,8 +223,9 @@ def _fuzz(args, first: int, last: int) -> int:
             if args.save_failing:
                 _save_schedule(os.path.join(args.save_failing, f"seed-{result['seed']}.json"), result.get("schedule"))
             v = result["violations"][0]
-            print(f"\rFAIL seed {result['seed']}: {v['invariant']}: {v['message']}", flush=True)
-        _progress(done, len(seeds), len(failing), time.perf_counter() - wall0)
+            progress.clear()
+            print(f"FAIL seed {result['seed']}: {v['invariant']}: {v['message']}", flush=True)
+        progress.update(done, len(failing), time.perf_counter() - wall0)
 
     if args.jobs > 1:
         import multiprocessing
@@ -198,7 +236,7 @@ def _fuzz(args, first: int, last: int) -> int:
     else:
         for job in jobs:
             report(_run_one(job))
-    print(file=sys.stderr)
+    progress.finish()
     wall = time.perf_counter() - wall0
     summary = {"seeds": len(seeds), "failing": sorted(r["seed"] for r in failing),
                "sim_seconds": round(sim_seconds, 3), "wall_seconds": round(wall, 3),
@@ -218,9 +256,43 @@ def _fuzz(args, first: int, last: int) -> int:
     return 1 if failing else 0
 
 
-def _progress(done: int, total: int, failing: int, elapsed: float) -> None:
-    width = 30
-    filled = int(width * done / total)
-    rate = done / elapsed if elapsed > 0 else 0.0
-    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} seeds, {failing} failing, "
-          f"{rate:.1f} seeds/s", end="", file=sys.stderr, flush=True)
+def format_eta(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class Progress:
+    """Progress of a seed range on `stream`: a bar redrawn with carriage returns on a terminal,
+    else one line per `every` seeds (and the last), so logs and pipes get whole lines."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, stream, *, every: int = 0):
+        self.total = total
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.every = every if every > 0 else max(1, total // 20)
+        self._drawn = False
+
+    def update(self, done: int, failing: int, elapsed: float) -> None:
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = format_eta((self.total - done) / rate) if rate > 0 else "?"
+        text = f"{done}/{self.total} seeds, {failing} failing, {rate:.1f} seeds/s, ETA {eta}"
+        if self.tty:
+            filled = self.WIDTH * done // self.total
+            print(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {text}\033[K", end="", file=self.stream, flush=True)
+            self._drawn = True
+        elif done % self.every == 0 or done == self.total:
+            print(f"simulate: {text}", file=self.stream, flush=True)
+
+    def clear(self) -> None:
+        """Before other output on the terminal: wipe the bar (it is redrawn on the next update)."""
+        if self.tty and self._drawn:
+            print("\r\033[K", end="", file=self.stream, flush=True)
+            self._drawn = False
+
+    def finish(self) -> None:
+        if self.tty and self._drawn:
+            print(file=self.stream, flush=True)

@@ -38,6 +38,7 @@ from wire.protocol import (
     DescribeGroupsRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
+    OffsetDeleteRequest,
     decode_assignment,
 )
 
@@ -280,6 +281,32 @@ class Admin:
                 out[result.group_id] = error_for(result.error_code, context=result.group_id) \
                     if result.error_code else None
         return out
+
+    async def delete_consumer_group_offsets(self, group_id: str, partitions) -> dict[tuple[str, int], KafkaError | None]:
+        """OffsetDelete: forget the group's committed offsets of `partitions` (Kafka refuses a
+        partition of a topic the group's members are still subscribed to); error per partition."""
+        topics: dict[str, list[int]] = {}
+        for topic, partition in sorted(tuple(tp) for tp in partitions):
+            topics.setdefault(topic, []).append(partition)
+        R = OffsetDeleteRequest
+        membership = GroupMembership(self.env, self.cluster, group_id)
+        response = await membership._coordinator_request(R(group_id=group_id, topics=[
+            R.OffsetDeleteRequestTopic(name=t, partitions=[R.OffsetDeleteRequestPartition(partition_index=p)
+                                                           for p in ps]) for t, ps in sorted(topics.items())]))
+        if response.error_code:
+            raise error_for(response.error_code, context=f"OffsetDelete {group_id}")
+        return {(t.name, p.partition_index): error_for(p.error_code, context=f"{t.name}-{p.partition_index}")
+                if p.error_code else None for t in response.topics for p in t.partitions}
+
+    async def find_coordinator(self, group_id: str) -> BrokerInfo:
+        """The broker coordinating `group_id` (FindCoordinator)."""
+        membership = GroupMembership(self.env, self.cluster, group_id)
+        await membership._find_coordinator()
+        broker = self.cluster.brokers.get(membership.coordinator)
+        if broker is None:
+            await self.cluster.refresh()
+            broker = self.cluster.brokers.get(membership.coordinator) or BrokerInfo(membership.coordinator, "", -1)
+        return broker
 
     async def list_consumer_group_offsets(self, group_id: str, partitions=None) -> dict[tuple[str, int], int | None]:
         """Committed offsets of a group: for `partitions`, or every partition it committed."""

@@ -197,7 +197,8 @@ async def run_node(env: Env, config: NodeConfig, *, announce=print, ready=None) 
     given) is called once it does."""
     from raftkafka.node.metadata_roles import MetadataApp
     from raftkafka.node.metrics_http import MetricsServer
-    from raftkafka.node.metrics_wiring import register_broker_gauges, register_node_gauges
+    from raftkafka.node.group_lag import GroupLagTracker
+    from raftkafka.node.metrics_wiring import register_broker_gauges, register_group_lag, register_node_gauges
     from metrics.registry import MetricsRegistry
 
     if "broker" in config.roles and config.broker_listener is None:
@@ -213,7 +214,15 @@ async def run_node(env: Env, config: NodeConfig, *, announce=print, ready=None) 
         async with trio.open_nursery() as nursery:
             await nursery.start(node.run)
             if app is not None and app.broker is not None and app.broker.kafka is not None:
-                register_broker_gauges(registry, app.broker.kafka)
+                kafka = app.broker.kafka
+                register_broker_gauges(registry, kafka)
+                if config.metrics_port >= 0:  # its ListOffsets rounds serve the scrapes alone
+                    host = config.broker_listener.host
+                    if host in ("", "0.0.0.0", "::"):
+                        host = "127.0.0.1"  # a wildcard listener: reach it on loopback
+                    lag = GroupLagTracker(env, kafka, f"{host}:{kafka.port}")
+                    register_group_lag(registry, lag.committed, lag.end_offset)
+                    nursery.start_soon(lag.run)
             if config.metrics_port >= 0:
                 try:
                     metrics_port = await nursery.start(MetricsServer(env, registry).serve, config.metrics_host,

@@ -15,6 +15,8 @@ configs, exactly as in Kafka (the broker and the controller both read them).
 """
 from __future__ import annotations
 
+import logging
+
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -242,7 +244,7 @@ EXTRA_BROKER_SETTINGS = frozenset({
     "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
     "offsets.retention.check.interval.ms", "offset.metadata.max.bytes",
     "offsets.topic.segment.bytes", "offsets.commit.timeout.ms",
-    "log.retention.check.interval.ms", "socket.request.max.bytes",
+    "log.retention.check.interval.ms", "socket.request.max.bytes", "log.cleaner.backoff.ms",
     # Listener resource bounds (wire.connection_limits); socket.request.read.timeout.ms is ours.
     "queued.max.request.bytes", "connections.max.idle.ms", "max.connections", "max.connections.per.ip",
     "socket.request.read.timeout.ms",
@@ -406,6 +408,37 @@ def _flatten(doc: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+# Kafka broker settings a stock server.properties carries that tune what this node does not
+# have (thread pools, socket buffers, flush-by-count); accepted so the file loads, and ignored.
+KAFKA_SETTINGS_WITHOUT_EFFECT = frozenset({
+    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+    "num.recovery.threads.per.data.dir", "num.replica.fetchers", "queued.max.requests", "background.threads",
+    "log.flush.interval.messages", "log.flush.interval.ms", "inter.broker.listener.name",
+    "listener.security.protocol.map", "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+})
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """A node's settings from TOML (node.toml) or, for a name ending in .properties, from Kafka's
+    server.properties syntax (java.util.Properties)."""
+    if not path.endswith(".properties"):
+        return read_toml(path)
+    from storage.java_properties import PropertiesError, parse_properties
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = parse_properties(f.read())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError, PropertiesError) as e:
+        raise ConfigError(f"config file {path}: {e}") from None
+    ignored = sorted(name for name in values if name in KAFKA_SETTINGS_WITHOUT_EFFECT)
+    if ignored:
+        logging.getLogger(__name__).warning("%s: %s have no effect on this node; ignored", path, ", ".join(ignored))
+    return {name: value for name, value in values.items() if name not in KAFKA_SETTINGS_WITHOUT_EFFECT}
+
+
 def read_toml(path: str) -> dict[str, Any]:
     """The settings in a TOML file (this runs in the CLI, outside node code)."""
     try:
@@ -533,7 +566,7 @@ def add_config_arguments(parser) -> None:
 
 def settings_from_args(args) -> dict[str, Any]:
     """File settings, then --set, then the aliases: later wins."""
-    values = read_toml(args.config) if getattr(args, "config", None) else {}
+    values = read_config_file(args.config) if getattr(args, "config", None) else {}
     for item in getattr(args, "set", []) or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():

@@ -68,6 +68,8 @@ def broker_config(config: NodeConfig, cluster_id: str,
     if "log.retention.check.interval.ms" in static:
         extra["retention_check_interval_s"] = int(static["log.retention.check.interval.ms"]) / 1000
     extra["connection_limits"] = config.connection_limits()
+    if "log.cleaner.backoff.ms" in static:
+        extra["cleaner_backoff_s"] = int(static["log.cleaner.backoff.ms"]) / 1000
     return BrokerConfig(
         node_id=config.node_id, data_dirs=tuple(config.log_dirs), host=listener.host, port=listener.port,
         listener_name=inter_broker.name, rack=config.broker_rack or None, cluster_id=cluster_id,

@@ -8,7 +8,7 @@ APIs, so nothing on the hot path keeps a second copy of it:
     # (or piecewise: register_raft_gauges(registry, driver.status), register_controller_gauges(...))
     broker.metrics = BrokerMetrics(registry)                      # event counters
     register_broker_gauges(registry, broker)
-    register_group_lag(registry, coordinator.committed_offsets, partition_end_offset(broker))
+    register_group_lag(registry, tracker.committed, tracker.end_offset)   # tracker: group_lag.GroupLagTracker
     port = await nursery.start(MetricsServer(env, registry).serve, host, config.metrics_port)
 
 Event counters (bytes/records in and out, requests and latency, ISR churn)
@@ -31,7 +31,6 @@ __all__ = [
     "controller_samples",
     "under_replicated",
     "consumer_group_lag",
-    "partition_end_offset",
     "register_raft_gauges",
     "register_controller_gauges",
     "register_node_gauges",
@@ -158,11 +157,9 @@ def consumer_group_lag(committed: CommittedOffsets,
                        end_offset: Callable[[str, int], int | None]) -> dict[tuple[str, str, int], int]:
     """(group, topic, partition) -> high watermark minus committed offset, never negative.
 
-    Partitions whose end this node does not know (`end_offset` returns None) are left
-    out, so no lag is ever reported twice. With `partition_end_offset(broker)` that means
-    a partition's lag shows only where the group's coordinator also leads the partition;
-    full coverage needs end offsets fetched from the other leaders (ListOffsets), which
-    the coordinator side does not do yet."""
+    Partitions whose end is not known (`end_offset` returns None: the topic is gone, or its
+    leader has not answered yet) are left out. Only the group's coordinator reports it, so
+    no lag is reported twice; `group_lag.GroupLagTracker` knows every partition's end."""
     out = {}
     for group, topic, partition, offset in committed:
         end = end_offset(topic, partition)
@@ -170,16 +167,6 @@ def consumer_group_lag(committed: CommittedOffsets,
             continue
         out[(group, topic, partition)] = max(0, end - offset)
     return dict(sorted(out.items()))
-
-
-def partition_end_offset(broker) -> Callable[[str, int], int | None]:
-    """The high watermark of a partition this broker leads, else None (for consumer_group_lag)."""
-
-    def end(topic: str, partition: int) -> int | None:
-        p = broker.replicas.get(topic, partition)
-        return p.high_watermark if p is not None and p.is_leader else None
-
-    return end
 
 
 def register_group_lag(registry: MetricsRegistry, committed: Callable[[], CommittedOffsets],

@@ -30,7 +30,7 @@ topic name is cut short in the `-delete`/`-stray` names as in Kafka's
 LocalLog.logDeleteDirName, and a partition whose own directory name would not fit
 is refused (a ValueError for that partition, not a failure of the data dir).
 
-Background work (`run_retention_and_cleaning`, `run_flusher`) runs as trio
+Background work (`run_retention`, `run_cleaner`, `run_flusher`) runs as trio
 tasks the node starts; each pass is bounded (one log cleaned per pass, at
 most `cleaner_max_bytes_per_pass` dirty bytes). A log holding a record the
 cleaner cannot decode is marked uncleanable (`uncleanable`, with the reason)
@@ -476,14 +476,24 @@ class LogManager:
         entry = self.uncleanable.get(tp)
         return entry is not None and entry[0] is log
 
-    async def run_retention_and_cleaning(self, interval: float = 5.0, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Forever: retention, one cleaning pass, then checkpoints; every `interval` seconds."""
+    async def run_retention(self, interval: float = 300.0, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Forever: a retention pass and checkpoints every `interval` s (log.retention.check.interval.ms)."""
         task_status.started()
         while True:
             await self.retention_pass()
-            await self.cleaning_pass()
             await self.checkpoint()
             await self.env.sleep(interval)
+
+    async def run_cleaner(self, backoff: float = 15.0, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Forever, as Kafka's cleaner thread: clean the dirtiest log that is due, at once again
+        after a log was cleaned, else after `backoff` s (log.cleaner.backoff.ms)."""
+        task_status.started()
+        while True:
+            if await self.cleaning_pass() is not None:
+                await self.checkpoint()
+                await trio.lowlevel.checkpoint()  # the next log, after others had their turn
+            else:
+                await self.env.sleep(backoff)
 
     async def run_flusher(self, interval: float = 1.0, *, checkpoint_interval: float = 60.0,
                           task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -25,7 +25,7 @@ async def test_api_versions_advertises_exactly_the_handled_apis():
                          # groups, offsets, InitProducerId (broker.handlers.groups / offsets / init_producer_id);
                          # the group APIs up to the versions carrying group_instance_id (KIP-345)
                          8: (2, 7), 9: (1, 5), 10: (0, 1), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3),
-                         15: (0, 4), 16: (0, 1), 22: (0, 1), 42: (0, 1), 47: (0, 0),
+                         15: (0, 4), 16: (0, 5), 22: (0, 1), 42: (0, 1), 47: (0, 0),
                          # DescribeAcls, CreateAcls, DeleteAcls (broker.handlers.acls)
                          29: (0, 3), 30: (0, 3), 31: (0, 3)}
         v0 = await client.call(ApiVersionsRequest(), 0)
@@ -209,7 +209,8 @@ async def test_a_failing_controller_call_answers_unknown_server_error():
 
 
 async def test_compaction_runs_in_the_background_for_compacted_topics():
-    overrides = {"retention_check_interval_s": 0.02}
+    # The cleaner keeps its own cadence (log.cleaner.backoff.ms), not the retention check's.
+    overrides = {"retention_check_interval_s": 300.0, "cleaner_backoff_s": 0.02}
     async with running_cluster(broker_overrides=overrides) as c:
         client = await RawClient.connect(c.brokers[0].port)
         await client.call(B.create_topic("c", 1, configs={"cleanup.policy": "compact",

@@ -55,7 +55,7 @@ def test_errors_are_one_line(cli, brokers, topic_name):
         (["--alter", "--topic", "no-such-topic", "--add-config", "retention.ms=1"], "UNKNOWN_TOPIC_OR_PARTITION"),
         (["--alter", "--topic", topic_name, "--add-config", "no.such.config=1"], "INVALID_CONFIG"),
         (["--alter", "--topic", topic_name, "--add-config", "retention.ms=soon"], "INVALID_CONFIG"),
-        (["--alter", "--topic", topic_name], "--alter needs --add-config and/or --delete-config"),
+        (["--alter", "--topic", topic_name], "--alter needs --add-config, --add-config-file and/or --delete-config"),
         (["--describe", "--topic", topic_name, "--add-config", "a=1"], "need --alter"),
         (["--alter", "--topic", topic_name, "--add-config", "a=1", "--delete-config", "a"], "both added and deleted"),
         (["--describe", "--entity-type", "brokers"], "--entity-name (or --entity-default for brokers) is required"),

@@ -107,13 +107,13 @@ def test_group_resumes_from_committed_offsets(cli, brokers, topic_name):
 
 def test_line_reader():
     reader = LineReader({"parse.key": "true", "key.separator": "::", "null.marker": "~"})
-    assert reader.record(b"k::v::w", 1) == (b"k", b"v::w")
-    assert reader.record(b"~::v", 1) == (None, b"v")
-    assert reader.record(b"k::~", 1) == (b"k", None)
+    assert reader.record(b"k::v::w", 1) == (b"k", b"v::w", [])
+    assert reader.record(b"~::v", 1) == (None, b"v", [])
+    assert reader.record(b"k::~", 1) == (b"k", None, [])
     with pytest.raises(CommandError, match="line 7"):
         reader.record(b"kv", 7)
-    assert LineReader({"parse.key": "true", "ignore.error": "true"}).record(b"kv", 1) == (None, b"kv")
-    assert LineReader({}).record(b"a\tb", 1) == (None, b"a\tb")
+    assert LineReader({"parse.key": "true", "ignore.error": "true"}).record(b"kv", 1) == (None, b"kv", [])
+    assert LineReader({}).record(b"a\tb", 1) == (None, b"a\tb", [])
 
 
 def test_record_formatter():

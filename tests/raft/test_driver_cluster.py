@@ -17,7 +17,8 @@ from raftkafka.node import ControllerNode
 from raftkafka.node.config import load_config
 from storage.env import RealEnv
 from storage.memfs import MemFileSystem
-from storage.meta_properties import MetaProperties, VoterSpec, format_data_dir, parse_properties, uuid_to_str
+from storage.java_properties import parse_properties
+from storage.meta_properties import MetaProperties, VoterSpec, format_data_dir, uuid_to_str
 from wire.error_codes import ErrorCode
 from wire.rpc import FrameDecoder, encode_frame
 

@@ -149,7 +149,8 @@ async def test_background_tasks_run_passes(autojump_clock):
     log.update_high_watermark(log.log_end_offset)
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.run_flusher, 0.1)
-        await nursery.start(manager.run_retention_and_cleaning, 1.0)
+        await nursery.start(manager.run_retention, 1.0)
+        await nursery.start(manager.run_cleaner, 1.0)
         await trio.sleep(2)
         assert log.recovery_point == log.log_end_offset  # flush.ms elapsed
         env.wall += 60_000

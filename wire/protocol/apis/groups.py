@@ -180,14 +180,19 @@ DescribeGroupsResponse = response(15, "DescribeGroups", "0-4", flexible="5+", fi
     )),
 ])
 
-ListGroupsRequest = request(16, "ListGroups", "0-1", flexible="3+", fields=[])
+ListGroupsRequest = request(16, "ListGroups", "0-5", flexible="3+", fields=[
+    F("states_filter", ArrayOf(STRING), "4+", default=[]),  # KIP-518
+    F("types_filter", ArrayOf(STRING), "5+", default=[]),  # KIP-848
+])
 
-ListGroupsResponse = response(16, "ListGroups", "0-1", flexible="3+", fields=[
+ListGroupsResponse = response(16, "ListGroups", "0-5", flexible="3+", fields=[
     F("throttle_time_ms", INT32, "1+"),
     F("error_code", INT16),
     F("groups", ArrayOf("ListedGroup",
         F("group_id", STRING),
         F("protocol_type", STRING),
+        F("group_state", STRING, "4+", default=""),
+        F("group_type", STRING, "5+", default=""),
     )),
 ])
 
