@@ -22,6 +22,10 @@ File I/O is deliberately synchronous for reads and writes that hit the page cach
 (a thread hop per append would cost more than the write), and asynchronous for
 the calls that can block for long: `File.sync()`, `FileSystem.sync_dir()` and
 `File.send_to()`. That is also where a simulation injects slow disks.
+
+Why one module of ~500 lines: the Env protocol and the real implementation are the only code
+allowed to touch the OS (tests/test_determinism_scan.py exempts this file alone); keeping them
+together keeps that exemption to one place.
 """
 from __future__ import annotations
 

@@ -32,6 +32,9 @@ fsync failure:
   semantics) the dirty pages are then marked clean though their writeback
   failed: reads still see the new bytes, but they never become durable, not
   even by a later successful fsync. Only rewriting them does.
+
+Why one module of ~500 lines: files, directories and the crash model share one pending-write
+state (what a crash replays); split apart, each half would reach into the other's.
 """
 from __future__ import annotations
 

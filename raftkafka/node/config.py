@@ -12,6 +12,9 @@ The broker's Kafka settings (`num.partitions`, `log.retention.hours`,
 configs: they are validated against the metadata layer's definitions and kept
 as strings in `NodeConfig.broker_static`, the lowest layer under the dynamic
 configs, exactly as in Kafka (the broker and the controller both read them).
+
+Why one module of ~580 lines: the settings table, NodeConfig and the loader change together
+whenever a setting is added; the listener, protocol-map and limits helpers read the same table.
 """
 from __future__ import annotations
 

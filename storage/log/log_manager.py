@@ -36,6 +36,9 @@ most `cleaner_max_bytes_per_pass` dirty bytes). A log holding a record the
 cleaner cannot decode is marked uncleanable (`uncleanable`, with the reason)
 and skipped until restart, with one logged error: the others keep being
 cleaned.
+
+Why one module of ~500 lines: it is the single owner of the logs map and the per-dir
+checkpoints that describe it; segments, recovery and the cleaner live in their own modules.
 """
 from __future__ import annotations
 
