@@ -86,7 +86,8 @@ class Broker:
             min_bytes=self._static_int("replica.fetch.min.bytes", 1),
             partition_max_bytes=self._static_int("replica.fetch.max.bytes", 1 << 20),
             response_max_bytes=self._static_int("replica.fetch.response.max.bytes", 10 << 20),
-            backoff_s=self._static_int("replica.fetch.backoff.ms", 1000) / 1000, tls=config.inter_broker_tls))
+            backoff_s=self._static_int("replica.fetch.backoff.ms", 1000) / 1000, tls=config.inter_broker_tls,
+            sasl=config.inter_broker_sasl))
         replication = ReplicationSettings(
             clock=env.now, lag_time_s=self._static_int("replica.lag.time.max.ms", 30000) / 1000,
             alter_partitions=self.alter_partitions, is_isr_eligible=self._isr_eligible)

@@ -3,7 +3,7 @@
 Also the replication path's AlterPartition (ISR changes from partition leaders).
 
 Admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs) that reach a broker are forwarded to the active
+IncrementalAlterConfigs, AlterUserScramCredentials) that reach a broker are forwarded to the active
 controller, as in KRaft. Handlers talk to this protocol with plain request and
 result objects (the metadata layer's own types, never Kafka wire classes); the
 real implementation forwards them over the controller RPC, tests apply the
@@ -20,6 +20,7 @@ from typing import Mapping, Protocol, Sequence
 
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
 from metadata.controller.dynamic_configs import AlterOp, ConfigError
+from metadata.controller.scram import ScramDeletion, ScramUpsertion
 from metadata.controller.topics import CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions
 # The real channel (metadata.controller.client.ControllerClient) lives below the broker
 # layer, so the reply and error types are defined there and shared, not duplicated:
@@ -32,6 +33,7 @@ __all__ = [
     "ControllerChannel", "ControllerReply", "ControllerUnavailableError",
     "CreatableTopic", "CreateTopicResult", "DeleteTopicResult", "NewPartitions",
     "AlterOp", "ConfigError", "ConfigResource", "AlterPartitionItem", "AlterPartitionResult",
+    "ScramDeletion", "ScramUpsertion",
 ]
 
 
@@ -54,6 +56,11 @@ class ControllerChannel(Protocol):
         self, resources: Mapping[ConfigResource, Sequence[tuple[str, AlterOp, str | None]]], *,
         validate_only: bool = False, timeout_s: float = 30.0,
     ) -> ControllerReply[dict[ConfigResource, ConfigError]]: ...
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion], *,
+        timeout_s: float = 30.0,
+    ) -> ControllerReply[dict[str, tuple[ErrorCode, str | None]]]: ...
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem], *,
                               timeout_s: float = 30.0,

@@ -26,6 +26,7 @@ from metadata.controller.topics import (
 )
 from metadata.image import ConfigResource
 from raft.node_client import ConnectionLost, RpcClient
+from raft.rpc_authentication import open_rpc_stream
 from storage.env import Env
 from wire.error_codes import ErrorCode
 
@@ -50,13 +51,15 @@ class ControllerUnavailableError(Exception):
 
 
 class ControllerConnection:
-    def __init__(self, env: Env, voters: Mapping[int, tuple[str, int]], *, cluster_id: str = "", tls=None):
+    def __init__(self, env: Env, voters: Mapping[int, tuple[str, int]], *, cluster_id: str = "", tls=None,
+                 login=None):
         if not voters:
             raise ValueError("no controller addresses")
         self.env = env
         self.voters = dict(sorted(voters.items()))
         self.cluster_id = cluster_id
         self.tls = tls  # storage.tls.TlsContext for the controller listener, if it is TLS
+        self.login = login  # SaslCredentials when the controller listener is SASL
         self.leader: int | None = None
         self._client: RpcClient | None = None
         self._client_node: int | None = None
@@ -111,7 +114,7 @@ class ControllerConnection:
         self._drop(self._client_node)
         host, port = self.voters[node]
         with trio.fail_after(CALL_TIMEOUT):
-            stream = await self.env.net.connect(host, port, tls=self.tls)
+            stream = await open_rpc_stream(self.env, host, port, tls=self.tls, login=self.login)
         client = RpcClient(stream)
         self._client, self._client_node = client, node
         self._nursery.start_soon(client.run)
@@ -200,6 +203,14 @@ class ControllerClient:
             rpc.IncrementalAlterConfigsRequest(self.cluster_id, infos, validate_only, **self._admin(timeout_s)),
             timeout=timeout_s)
         return self._config_reply(reply, resources)
+
+    async def alter_user_scram_credentials(self, deletions, upsertions, *, timeout_s: float = 30.0,
+                                           ) -> ControllerReply[dict[str, tuple[ErrorCode, str | None]]]:
+        reply = await self.conn.call(rpc.AlterUserScramCredentialsRequest(
+            self.cluster_id, [rpc.ScramDeletionInfo(d.name, d.mechanism) for d in deletions],
+            [rpc.ScramUpsertionInfo(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+             for u in upsertions], **self._admin(timeout_s)), timeout=timeout_s)
+        return ControllerReply({r.user: (ErrorCode(r.error), r.message) for r in reply.results}, reply.offset)
 
     @staticmethod
     def _config_reply(reply, resources) -> ControllerReply[dict[ConfigResource, ConfigError]]:

@@ -28,6 +28,7 @@ from metadata.controller.gate import admit, check_forwarder
 from metadata.controller.producer_ids import allocate_producer_ids
 from metadata.controller.replication import batches as split_batches
 from metadata.controller.service import ControllerFault, ControllerService, NotControllerError
+from metadata.controller.scram import ScramDeletion, ScramUpsertion, alter_user_scram_credentials
 from metadata.controller.topics import (
     CreatableTopic, NewPartitions, create_partitions, create_topics, delete_topics,
 )
@@ -66,6 +67,7 @@ class ControllerRequests:
             rpc.DescribeConfigsRequest: self._describe_configs,
             rpc.ElectLeadersRequest: self._elect_leaders,
             rpc.DescribeClusterRequest: self._describe_cluster,
+            rpc.AlterUserScramCredentialsRequest: self._alter_scram,
         }
 
     async def handle(self, request) -> Any | None:
@@ -266,6 +268,18 @@ class ControllerRequests:
         return rpc.ElectLeadersResponse(0, self._me(), offset, [
             rpc.ElectionResultInfo(t, p, int(code)) for (t, p), code in sorted(results.items())])
 
+    async def _alter_scram(self, req: rpc.AlterUserScramCredentialsRequest):
+        deletions = [ScramDeletion(d.name, d.mechanism) for d in req.deletions]
+        upsertions = [ScramUpsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+                      for u in req.upsertions]
+
+        def op(image, next_offset, now):
+            records, results = alter_user_scram_credentials(image, deletions, upsertions)
+            return [records], results
+
+        results, offset = await self._submit("AlterUserScramCredentials", op, req)
+        return rpc.AlterUserScramCredentialsResponse(0, self._me(), offset, [
+            rpc.ScramResultInfo(user, int(code), message) for user, (code, message) in results.items()])
 
     async def _describe_cluster(self, req: rpc.DescribeClusterRequest):
         # A read of the speculative image: answered once what it shows has committed.

@@ -31,7 +31,7 @@ from metadata.controller.client import ControllerClient, ControllerConnection, C
 from raftkafka.client.security import ClientSecurity
 from raftkafka.cli.dev_security import SECURITY_MODES, prepare_security
 from raftkafka.cli.format_storage import random_cluster_id
-from raftkafka.node.config import ConfigError
+from raftkafka.node.config import ConfigError, controller_login, load_config
 from storage.env import RealEnv
 from storage.meta_properties import (
     META_PROPERTIES, MetaProperties, VoterSpec, format_data_dir, read_meta_properties, uuid_to_str,
@@ -137,10 +137,11 @@ def check_ports_free(layouts: list[NodeLayout], flag: str = "--base-port") -> No
 
 
 async def wait_ready(controller_ports: dict[int, int], cluster_id: str, brokers: list[int], *,
-                     still_running=lambda: True, poll_s: float = 0.2, tls=None) -> None:
-    """Until the quorum has an active controller and every broker is registered and unfenced."""
+                     still_running=lambda: True, poll_s: float = 0.2, tls=None, login=None) -> None:
+    """Until the quorum has an active controller and every broker is registered and unfenced.
+    `tls`/`login`: the nodes' own TLS context and SASL login when the controller listener uses them."""
     conn = ControllerConnection(RealEnv(), {i: (HOST, p) for i, p in controller_ports.items()}, cluster_id=cluster_id,
-                                tls=tls)
+                                tls=tls, login=login)
     client = ControllerClient(conn)
     async with trio.open_nursery() as nursery:
         await nursery.start(conn.run)
@@ -191,7 +192,6 @@ def run(args) -> int:
     listener = "PLAINTEXT" if security is None else args.security.upper()
     layouts = [node_layout(i, args.nodes, args.base_port, os.path.join(args.data_dir, f"node-{i}"),
                            {**(security.node_settings[i] if security else {}), **extra}, listener) for i in ids]
-    from raftkafka.node.config import load_config
 
     for layout in layouts:
         load_config(layout.settings)  # a bad --set stops here, naming the setting
@@ -247,7 +247,8 @@ async def _supervise(layouts: list[NodeLayout], cluster_id: str, tls=None) -> in
 async def _announce_ready(layouts, cluster_id, procs, tls=None) -> None:
     with trio.move_on_after(120) as scope:
         await wait_ready({l.node_id: l.controller_port for l in layouts}, cluster_id,
-                         [l.node_id for l in layouts], still_running=lambda: bool(procs), tls=tls)
+                         [l.node_id for l in layouts], still_running=lambda: bool(procs), tls=tls,
+                         login=controller_login(load_config(layouts[0].settings)))
     if scope.cancelled_caught:
         print("not ready after 120 s; see the node.log files", flush=True)
         return
