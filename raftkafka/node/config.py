@@ -517,10 +517,10 @@ def listener_login(config: NodeConfig, listener: Listener | None, mechanism_sett
 
 
 def controller_login(config: NodeConfig) -> SaslCredentials | None:
-    """This node's login to the controllers' listener (Raft, controller RPCs) when it is SASL,
-    read from this node's own controller listener. A broker-only node (no controller listener
-    of its own) connects to the controllers without SASL."""
-    return listener_login(config, config.controller_listener, "sasl.mechanism.controller.protocol")
+    """This node's login to the controllers' listener (Raft, controller RPCs) when it is SASL:
+    the JAAS username/password configured for that listener (on a broker-only node, the
+    controller.listener.names entry it connects to)."""
+    return listener_login(config, config.controller_connect_listener, "sasl.mechanism.controller.protocol")
 
 
 # --------------------------------------------------------------------------- #
