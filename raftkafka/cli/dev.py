@@ -109,13 +109,14 @@ def existing_cluster_id(layouts: list[NodeLayout]) -> str | None:
     return None
 
 
-def prepare_node(layout: NodeLayout, voters: list[VoterSpec], cluster_id: str) -> bool:
+def prepare_node(layout: NodeLayout, voters: list[VoterSpec], cluster_id: str, bootstrap_records: bytes = b"") -> bool:
     """Format the node's data dir unless it already is (True if formatted now); write node.toml."""
     env = RealEnv()
     formatted = False
     if not os.path.exists(os.path.join(layout.data_dir, META_PROPERTIES)):
         meta = MetaProperties(cluster_id=cluster_id, node_id=layout.node_id, directory_id=uuid_to_str(env.uuid()))
-        formatted = trio.run(partial(format_data_dir, env.fs, layout.data_dir, meta, voters))
+        formatted = trio.run(partial(format_data_dir, env.fs, layout.data_dir, meta, voters,
+                                     bootstrap_records=bootstrap_records))
     write_node_toml(layout)
     return formatted
 
@@ -168,8 +169,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--set", metavar="NAME=VALUE", action="append", default=[],
                    help="a setting for every node (repeatable), e.g. --set num.partitions=3")
     p.add_argument("--security", choices=SECURITY_MODES, default="plaintext", type=str.lower,
-                   help="client and inter-node security: ssl makes a throwaway CA, node and admin certificates "
-                        "and writes <data-dir>/client.properties (default plaintext)")
+                   help="client and inter-node security: ssl makes a throwaway CA, node and admin certificates; "
+                        "sasl_plaintext/sasl_ssl an admin SCRAM user and a node login (sasl_ssl: TLS too); "
+                        "all write <data-dir>/client.properties (default plaintext)")
     p.set_defaults(run=run)
 
 
@@ -199,7 +201,7 @@ def run(args) -> int:
     cluster_id = existing_cluster_id(layouts) or random_cluster_id(RealEnv())
     voters = voters_of(layouts)
     for layout in layouts:
-        prepare_node(layout, voters, cluster_id)
+        prepare_node(layout, voters, cluster_id, security.bootstrap_records if security else b"")
     tls = None
     if security is not None:
         print(f"client properties: {security.client_properties_path}", flush=True)
