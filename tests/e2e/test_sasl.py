@@ -77,11 +77,28 @@ def confluent_conf(bootstrap, mechanism, password=None):
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_confluent_kafka(cluster, mechanism):
+    confluent_round_trip(confluent_conf(cluster["bootstrap"], mechanism), f"ck-{mechanism.lower()}")
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_kafka_python(cluster, mechanism):
+    auth = dict(bootstrap_servers=cluster["bootstrap"], security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
+                sasl_plain_username="alice", sasl_plain_password=alice_password(mechanism))
+    kafka_python_round_trip(auth, f"kp-{mechanism.lower()}")
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_aiokafka(cluster, mechanism):
+    auth = dict(bootstrap_servers=cluster["bootstrap"], security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
+                sasl_plain_username="alice", sasl_plain_password=alice_password(mechanism))
+    aiokafka_round_trip(auth, f"aio-{mechanism.lower()}")
+
+
+def confluent_round_trip(conf: dict, topic: str) -> None:
+    """confluent-kafka with `conf`: create a replicated topic, produce 30, consume them in a group."""
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    conf = confluent_conf(cluster["bootstrap"], mechanism)
-    topic = f"ck-{mechanism.lower()}"
     admin = AdminClient(conf)
     for future in admin.create_topics([NewTopic(topic, 3, 3)]).values():
         future.result(30)
@@ -100,14 +117,11 @@ def test_confluent_kafka(cluster, mechanism):
     assert got == {f"v{i}".encode() for i in range(30)}
 
 
-@pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_kafka_python(cluster, mechanism):
+def kafka_python_round_trip(auth: dict, topic: str) -> None:
+    """kafka-python with the keyword arguments `auth`: admin, produce 20, consume them in a group."""
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    auth = dict(bootstrap_servers=cluster["bootstrap"], security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
-                sasl_plain_username="alice", sasl_plain_password=alice_password(mechanism))
-    topic = f"kp-{mechanism.lower()}"
     admin = KafkaAdminClient(**auth)
     admin.create_topics([NewTopic(topic, 2, 3)])
     assert topic in admin.list_topics()
@@ -127,14 +141,10 @@ def test_kafka_python(cluster, mechanism):
     assert got == {f"v{i}".encode() for i in range(20)}
 
 
-@pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_aiokafka(cluster, mechanism):
+def aiokafka_round_trip(auth: dict, topic: str) -> None:
+    """aiokafka with the keyword arguments `auth`: admin, produce 20, consume them in a group."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    auth = dict(bootstrap_servers=cluster["bootstrap"], security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
-                sasl_plain_username="alice", sasl_plain_password=alice_password(mechanism))
-    topic = f"aio-{mechanism.lower()}"
 
     async def main():
         admin = AIOKafkaAdminClient(**auth)
