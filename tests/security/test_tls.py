@@ -257,6 +257,21 @@ def test_broker_only_node_reaches_tls_controllers_with_its_certificate(pki):
     assert config.controller_connect_listener.name == "CONTROLLER"
 
 
+def test_broker_only_node_logs_in_to_sasl_controllers():
+    from raftkafka.node.config import controller_login
+    from wire.security.sasl_config import SaslCredentials
+
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="node" password="pw";'
+    settings = {"node.id": 4, "process.roles": "broker", "log.dirs": "/tmp/x",
+                "controller.quorum.voters": "1@127.0.0.1:9093", "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas.replace(";", ' user_node="pw";')}
+    with pytest.raises(ConfigError, match="listener.name.controller.plain.sasl.jaas.config: needs username"):
+        load_config(settings)  # no login for the controllers' listener: a startup error, not a refused node
+    config = load_config({**settings, "listener.name.controller.plain.sasl.jaas.config": jaas})
+    assert controller_login(config) == SaslCredentials("PLAIN", "node", "pw")
+
+
 def test_dev_security_modes_make_usable_settings(tmp_path):
     from raftkafka.cli.dev import node_layout
     from raftkafka.cli.dev_security import prepare_security
