@@ -41,7 +41,7 @@ from storage.listener_security import ListenerSecurity
 from wire.connection_limits import ConnectionLimits, ConnectionQuotas
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
-from wire.rpc import decode_payload, DEFAULT_MAX_FRAME_SIZE, encode_frame, FrameDecoder, unpack_payload
+from wire.rpc import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decode_payload, encode_frame, unpack_payload
 from wire.security.sasl_config import SaslCredentials
 
 __all__ = ["Transport", "LINK_QUEUE", "BACKOFF_MIN", "BACKOFF_MAX"]
