@@ -87,7 +87,8 @@ class Broker:
             min_bytes=self._static_int("replica.fetch.min.bytes", 1),
             partition_max_bytes=self._static_int("replica.fetch.max.bytes", 1 << 20),
             response_max_bytes=self._static_int("replica.fetch.response.max.bytes", 10 << 20),
-            backoff_s=self._static_int("replica.fetch.backoff.ms", 1000) / 1000, tls=config.inter_broker_tls),
+            backoff_s=self._static_int("replica.fetch.backoff.ms", 1000) / 1000, tls=config.inter_broker_tls,
+            sasl=config.inter_broker_sasl),
             on_appended=self.metrics.replicated_in)
         replication = ReplicationSettings(
             clock=env.now, lag_time_s=self._static_int("replica.lag.time.max.ms", 30000) / 1000,

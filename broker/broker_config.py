@@ -15,6 +15,7 @@ from storage.listener_security import ListenerSecurity
 from storage.tls import TlsContext
 from metadata.authorizer import AuthorizerSettings
 from wire.protocol import DEFAULT_MAX_FRAME_SIZE
+from wire.security.sasl_config import SaslCredentials
 
 __all__ = ["BrokerConfig", "BrokerListener"]
 
@@ -48,6 +49,7 @@ class BrokerConfig:
     listeners: tuple[BrokerListener, ...] = ()
     super_users: frozenset = frozenset()  # of KafkaPrincipal (super.users)
     inter_broker_tls: TlsContext | None = None  # client side of the inter-broker listener
+    inter_broker_sasl: SaslCredentials | None = None  # this node's login there when it is SASL
 
     def served_listeners(self) -> tuple[BrokerListener, ...]:
         return self.listeners or (BrokerListener(self.host, self.port, ListenerSecurity(self.listener_name)),)

@@ -3,7 +3,7 @@
 Also the replication path's AlterPartition (ISR changes from partition leaders).
 
 Admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, CreateAcls, DeleteAcls) that reach a broker are forwarded to the active
+IncrementalAlterConfigs, CreateAcls, DeleteAcls, AlterUserScramCredentials) that reach a broker are forwarded to the active
 controller, as in KRaft. Handlers talk to this protocol with plain request and
 result objects (the metadata layer's own types, never Kafka wire classes); the
 real implementation forwards them over the controller RPC, tests apply the
@@ -22,6 +22,7 @@ from metadata.acls import AclBinding, AclFilter
 from metadata.controller.acls import AclResult, DeleteAclsResult
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
 from metadata.controller.dynamic_configs import AlterOp, ConfigError
+from metadata.controller.scram import ScramDeletion, ScramUpsertion
 from metadata.controller.topics import CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions
 # The real channel (metadata.controller.client.ControllerClient) lives below the broker
 # layer, so the reply and error types are defined there and shared, not duplicated:
@@ -33,7 +34,8 @@ from wire.error_codes import ErrorCode
 __all__ = [
     "ControllerChannel", "ControllerReply", "ControllerUnavailableError",
     "CreatableTopic", "CreateTopicResult", "DeleteTopicResult", "NewPartitions",
-    "AclBinding", "AclFilter", "AclResult", "DeleteAclsResult", "AlterOp", "ConfigError", "ConfigResource", "AlterPartitionItem", "AlterPartitionResult",
+    "AclBinding", "AclFilter", "AclResult", "DeleteAclsResult", "AlterOp", "ConfigError", "ConfigResource",
+    "AlterPartitionItem", "AlterPartitionResult", "ScramDeletion", "ScramUpsertion",
 ]
 
 
@@ -62,6 +64,11 @@ class ControllerChannel(Protocol):
 
     async def delete_acls(self, filters: Sequence[AclFilter], *,
                           timeout_s: float = 30.0) -> ControllerReply[list[DeleteAclsResult]]: ...
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion], *,
+        timeout_s: float = 30.0,
+    ) -> ControllerReply[dict[str, tuple[ErrorCode, str | None]]]: ...
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem], *,
                               timeout_s: float = 30.0,

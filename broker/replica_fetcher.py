@@ -44,6 +44,9 @@ from wire.error_codes import ErrorCode
 from wire.errors import CorruptRecordError, DecodeError
 from wire.protocol import (FetchRequest, FrameReader, ListOffsetsRequest, OffsetForLeaderEpochRequest,
                            decode_response, encode_request)
+from wire.security.kafka_sasl_login import sasl_login
+from wire.security.sasl_common import SaslAuthenticationError
+from wire.security.sasl_config import SaslCredentials
 
 __all__ = ["ReplicaFetcherManager", "ReplicaFetcher", "FetcherSettings"]
 
@@ -67,6 +70,7 @@ class FetcherSettings:
     request_timeout_s: float = 30.0  # replica.socket.timeout.ms
     client_id: str = "replica-fetcher"
     tls: object = None  # storage.tls.TlsContext for the inter-broker listener, if it is TLS
+    sasl: SaslCredentials | None = None  # the node's login when the inter-broker listener is SASL
 
 
 class _Link:
@@ -81,6 +85,7 @@ class _Link:
         self.timer = timer
         self.reader = FrameReader()
         self.correlation = 0
+        self.retire_at = float("inf")  # shortly before its SASL session ends (KIP-368)
 
     async def call(self, request, version: int, timeout: float):
         self.correlation += 1
@@ -187,14 +192,27 @@ class ReplicaFetcher:
 
     async def _connect(self) -> _Link:
         if self._link is not None:
-            return self._link
+            if self.env.now() < self._link.retire_at:
+                return self._link
+            await self._close()  # log in afresh before the broker ends the session
         address = self.address_of(self.source_id)
         if address is None:
             raise OSError(f"no address for broker {self.source_id}")
         with self.env.fail_after(self.settings.request_timeout_s):
             stream = await self.env.net.connect(*address, tls=self.settings.tls)
-        self._link = _Link(stream, self.settings.client_id, self._timer)
-        return self._link
+        link = _Link(stream, self.settings.client_id, self._timer)
+        if self.settings.sasl is not None:
+            try:
+                lifetime_ms = await sasl_login(
+                    lambda request, version: link.call(request, version, self.settings.request_timeout_s),
+                    self.settings.sasl, self.env.rng)
+            except SaslAuthenticationError as exc:
+                await trio.aclose_forcefully(stream)
+                raise OSError(f"SASL login to broker {self.source_id} failed: {exc}") from None
+            if lifetime_ms > 0:
+                link.retire_at = self.env.now() + lifetime_ms / 1000 * 0.85
+        self._link = link
+        return link
 
     async def _close(self) -> None:
         if self._link is not None:

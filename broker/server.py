@@ -40,8 +40,9 @@ from broker import authorization
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import fallback_response
 from broker.records_slice import RecordsSlice
-from broker.request_errors import CloseConnection
+from broker.request_errors import CLOSE, CloseAfter, CloseConnection
 from broker.request_reader import RequestReader
+from broker.sasl_authenticator import sasl_phase
 from storage.env import peer_host
 from storage.log.log_dir_failure import KafkaStorageError
 from wire.connection_limits import ConnectionQuotas, RequestMemoryPool
@@ -77,12 +78,12 @@ class KafkaServer:
             if accepted is None:  # a certificate no mapping rule names
                 await trio.aclose_forcefully(stream)
                 return
-            await self._admit(stream, accepted)
+            await self._admit(stream, accepted, security.sasl)
 
         await self.broker.env.net.serve(listener.host, listener.port, handle, tls=security.server_tls,
                                         task_status=task_status)
 
-    async def _admit(self, stream, security: ConnectionSecurity) -> None:
+    async def _admit(self, stream, security: ConnectionSecurity, sasl=None) -> None:
         """max.connections / max.connections.per.ip: a connection over a limit is closed at once."""
         ip = security.peer_host
         refused = self.quotas.try_open(ip)
@@ -92,18 +93,24 @@ class KafkaServer:
                 await trio.aclose_forcefully(stream)
             return
         try:
-            await self.handle_connection(stream, security)
+            await self.handle_connection(stream, security, sasl)
         finally:
             self.quotas.close(ip)
 
-    async def handle_connection(self, stream, security: ConnectionSecurity | None = None) -> None:
+    async def handle_connection(self, stream, security: ConnectionSecurity | None = None, sasl=None) -> None:
+        """Serve one accepted connection; `sasl` (wire.security.sasl_config.SaslServerSettings)
+        is its SASL listener's, which puts the SASL phase in front of the server's responder."""
         self.connections += 1
         if security is None:  # a stream handed in directly (tests): the inter-broker listener's, plaintext
             security = ConnectionSecurity.accepted(self.broker.config.listener_name, "PLAINTEXT", peer_host(stream))
         conn = _Connection()
         try:
             set_current_security(security)
-            await self._serve_requests(stream, conn)
+            with trio.CancelScope() as scope:  # a SASL listener's login deadline lives here
+                await self._serve_requests(stream, security, sasl, scope, conn)
+            if scope.cancelled_caught:
+                log.info("closing connection from %s: SASL authentication did not complete in time",
+                         security.peer_host)
         except _CONNECTION_ERRORS:
             pass  # the peer went away: nothing to answer
         except Exception:  # none may reach the listener
@@ -127,16 +134,17 @@ class KafkaServer:
         if shrunk:
             log.info("replica %d: its fetch connection closed; shrinking %d ISRs", replica, shrunk)
 
-    async def _serve_requests(self, stream, conn: "_Connection | None" = None) -> None:
+    async def _serve_requests(self, stream, security, sasl, scope, conn: "_Connection | None" = None) -> None:
         """Read a frame, answer it, repeat; return when the peer closes or must be dropped."""
         reader = RequestReader(stream, self.broker.env, max_frame_size=self.broker.config.max_frame_size,
                                limits=self.broker.config.connection_limits, pool=self.memory_pool)
         try:
-            await self._answer_frames(stream, reader, conn)
+            await self._answer_frames(stream, reader, sasl_phase(self, security, sasl, scope, reader.frames, conn))
         finally:
             reader.done()
 
-    async def _answer_frames(self, stream, reader: RequestReader, conn: "_Connection | None") -> None:
+    async def _answer_frames(self, stream, reader: RequestReader, respond) -> None:
+        """Answer each frame with `respond` (the server's own, or a SASL phase in front of it)."""
         env, metrics = self.broker.env, self.broker.metrics
         while True:
             try:
@@ -148,11 +156,16 @@ class KafkaServer:
             if frame is None:
                 return
             started = env.now()
-            parts = await self.respond(frame, conn)
+            parts = await respond(frame)
             if len(frame) >= 2:
                 metrics.request(int.from_bytes(frame[:2], "big", signed=True), env.now() - started)
             if parts is CLOSE:
                 self.closed_for_bad_input += 1
+                return
+            if isinstance(parts, CloseAfter):
+                await send_parts(stream, parts.parts)
+                self.closed_for_bad_input += 1
+                await env.sleep(parts.delay)
                 return
             if parts is not None:
                 await send_parts(stream, parts)
@@ -224,7 +237,6 @@ class KafkaServer:
         return False
 
 
-CLOSE = object()
 _REPLICA_APIS = frozenset({ApiKey.FETCH, ApiKey.LIST_OFFSETS})
 
 

@@ -15,6 +15,7 @@ from typing import AsyncIterator
 import trio
 
 from raft import codec  # noqa: F401  (registers the message types)
+from raft.rpc_authentication import open_rpc_stream
 from storage.env import Env
 from wire.errors import DecodeError
 from wire.rpc import FrameDecoder, encode_frame
@@ -89,11 +90,12 @@ class RpcClient:
 
 @contextlib.asynccontextmanager
 async def open_client(env: Env, host: str, port: int, *, connect_timeout: float = 5.0,
-                      tls=None) -> AsyncIterator[RpcClient]:
-    """Connect (OSError / TooSlowError on failure; TLS with `tls`, a storage.tls.TlsContext)
-    and run the reader until the block ends."""
+                      tls=None, login=None) -> AsyncIterator[RpcClient]:
+    """Connect (OSError / TooSlowError on failure; TLS with `tls`, a storage.tls.TlsContext; on a
+    SASL listener, log in with `login`, wire.security.sasl_config.SaslCredentials) and run the
+    reader until the block ends."""
     with env.fail_after(connect_timeout):
-        stream = await env.net.connect(host, port, tls=tls)
+        stream = await open_rpc_stream(env, host, port, tls=tls, login=login)
     client = RpcClient(env, stream)
     try:
         async with trio.open_nursery() as nursery:

@@ -21,6 +21,7 @@ from raft.driver import ProposalFailed, RaftDriver
 from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
 from raft.node_client import ConnectionLost, RpcClient
 from raft.quorum_state import Role
+from raft.rpc_authentication import open_rpc_stream
 from storage.env import Env
 from storage.raft_log import MAX_ENTRY_BYTES
 from wire.error_codes import ErrorCode
@@ -54,7 +55,7 @@ def describe_from_status(status, cluster_id: str, now: float) -> DescribeQuorumR
 
 class QuorumService:
     def __init__(self, env: Env, driver: RaftDriver, *, cluster_id: str, node_id: int, addresses: dict,
-                 diagnostic_append: bool = False, tls=None):
+                 diagnostic_append: bool = False, tls=None, login=None):
         self.env = env
         self.diagnostic_append = diagnostic_append
         self.driver = driver
@@ -62,6 +63,7 @@ class QuorumService:
         self.node_id = node_id
         self.addresses = addresses  # node id -> (host, port) of its controller listener
         self.tls = tls  # storage.tls.TlsContext to reach them with, if the listener is TLS
+        self.login = login  # SaslCredentials when the controller listener is SASL
         self._clients: dict[int, RpcClient] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -135,7 +137,7 @@ class QuorumService:
             return client
         host, port = self.addresses[node_id]
         with self.env.fail_after(FORWARD_TIMEOUT):
-            stream = await self.env.net.connect(host, port, tls=self.tls)
+            stream = await open_rpc_stream(self.env, host, port, tls=self.tls, login=self.login)
         client = self._clients[node_id] = RpcClient(self.env, stream)
         self._nursery.start_soon(client.run)
         return client

@@ -35,12 +35,14 @@ from typing import Awaitable, Callable
 import trio
 
 from raft import codec
+from raft.rpc_authentication import authenticate_inbound, open_rpc_stream
 from storage.env import Env
 from storage.listener_security import ListenerSecurity
 from wire.connection_limits import ConnectionLimits, ConnectionQuotas
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.rpc import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decode_payload, encode_frame, unpack_payload
+from wire.security.sasl_config import SaslCredentials
 
 __all__ = ["Transport", "LINK_QUEUE", "BACKOFF_MIN", "BACKOFF_MAX"]
 
@@ -55,6 +57,8 @@ CONNECT_TIMEOUT = 1.0
 # handler(request, connection): `connection` identifies the connection it came on (its
 # `_Inbound`, hashable by identity) so the controller can tell when it closes.
 ClientHandler = Callable[[object, object], Awaitable[object]]
+# Controller connections log in with PLAIN: SCRAM users live in the metadata log (as in KRaft).
+_NO_SCRAM = lambda mechanism, user: None  # noqa: E731
 # What a broken or closed connection raises; each task catches these itself, because
 # trio would wrap them in an ExceptionGroup once they leave a nursery.
 _STREAM_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError)
@@ -102,7 +106,8 @@ class _PeerLink:
         while True:
             try:
                 with self.t.env.fail_after(CONNECT_TIMEOUT):
-                    stream = await self.t.env.net.connect(self.host, self.port, tls=self.t.security.client_tls)
+                    stream = await open_rpc_stream(self.t.env, self.host, self.port, tls=self.t.security.client_tls,
+                                                   login=self.t.login)
             except (OSError, trio.TooSlowError) as e:
                 self._drop_queued()
                 # Jitter keeps a restarted cluster's nodes from reconnecting in lockstep.
@@ -203,6 +208,7 @@ class Transport:
         limits: ConnectionLimits = ConnectionLimits(),
         security: ListenerSecurity | None = None,
         on_client_closed: Callable[[object], None] | None = None,
+        login: SaslCredentials | None = None,
     ):
         self.env = env
         self.node_id = node_id
@@ -218,8 +224,9 @@ class Transport:
         self.limits = limits
         self.quotas = ConnectionQuotas(limits.max_connections, limits.max_connections_per_ip)
         self.bad_frames = 0
-        # The controller listener's security: TLS on both sides, and who may speak on it.
+        # The controller listener's security: TLS and SASL on both sides, and who may speak on it.
         self.security = security or ListenerSecurity("CONTROLLER")
+        self.login = login  # what this node logs in with to its peers' SASL controller listener
         self.refused = 0  # connections closed before a frame: not a cluster member
 
     # ----------------------------------------------------------------- running
@@ -260,16 +267,27 @@ class Transport:
             log.warning("raft inbox full; dropping %s from %d", type(msg).__name__, src)
 
     # ----------------------------------------------------------------- inbound
-    def admit(self, stream: trio.abc.Stream) -> bool:
-        """The gate before any frame is read: only a cluster member's connection is served
-        (Raft votes and fetches, metadata appends, registrations, heartbeats, fencing)."""
+    async def admit(self, stream: trio.abc.Stream) -> FrameDecoder | None:
+        """The gate before any frame is read: the listener's TLS principal, then on a SASL
+        listener the login, then the member check; the decoder to go on with (it may hold frames
+        sent right after the login), or None: close (no vote, no fetch, no metadata append,
+        no registration, heartbeat or fencing from a stranger)."""
+        peer = _peer_name(stream)
+        decoder = FrameDecoder(max_frame_size=DEFAULT_MAX_FRAME_SIZE)
         security = self.security.accept(stream)
+        if security is not None and self.security.sasl is not None:
+            outcome = await authenticate_inbound(stream, self.security.sasl, _NO_SCRAM, self.env, peer)
+            if outcome is None:  # the login failed (logged there)
+                self.refused += 1
+                return None
+            principal, decoder = outcome
+            security.authenticate(principal)
         if security is not None and self.security.admits_member(security):
-            return True
+            return decoder
         self.refused += 1
         who = "a certificate no mapping rule names" if security is None else str(security.principal)
-        log.warning("closing connection from %s: %s is not a cluster member", _peer_name(stream), who)
-        return False
+        log.warning("closing connection from %s: %s is not a cluster member", peer, who)
+        return None
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         peer = _peer_name(stream)
@@ -281,21 +299,22 @@ class Transport:
                 await trio.aclose_forcefully(stream)
             return
         try:
-            if not self.admit(stream):
+            decoder = await self.admit(stream)
+            if decoder is None:
                 with trio.CancelScope(shield=True):
                     await trio.aclose_forcefully(stream)
                 return
-            await self._serve_admitted(stream, peer)
+            await self._serve_admitted(stream, peer, decoder)
         finally:
             self.quotas.close(ip)
 
-    async def _serve_admitted(self, stream: trio.abc.Stream, peer: str) -> None:
+    async def _serve_admitted(self, stream: trio.abc.Stream, peer: str, decoder: FrameDecoder) -> None:
         conn = _Inbound(stream, peer)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._reply_writer, conn, nursery.cancel_scope)
                 try:
-                    await self._read_requests(conn, nursery)
+                    await self._read_requests(conn, nursery, decoder)
                 except _STREAM_ERRORS as e:
                     log.info("connection from %s lost: %s", conn.peer, e)
                     nursery.cancel_scope.cancel()
@@ -325,10 +344,24 @@ class Transport:
         finally:
             scope.cancel()
 
-    async def _read_requests(self, conn: _Inbound, nursery) -> None:
-        decoder = FrameDecoder(max_frame_size=DEFAULT_MAX_FRAME_SIZE)
+    async def _read_requests(self, conn: _Inbound, nursery, decoder: FrameDecoder) -> None:
         partial_since: float | None = None  # when the frame being read began to arrive
         while True:
+            while True:  # every whole frame buffered (the first may have come with the login)
+                try:
+                    payload = decoder.next_payload()
+                except DecodeError as e:
+                    # Framing is lost: answer once, then hang up.
+                    self._reject(conn, 0, f"{e}; closing the connection")
+                    return
+                if payload is None:
+                    break
+                try:
+                    frame = decode_payload(payload)
+                except DecodeError as e:
+                    self._reject(conn, _correlation_of(payload), str(e))
+                    continue
+                await self._on_request(conn, frame, nursery)
             if decoder.buffered:
                 partial_since = self.env.now() if partial_since is None else partial_since
                 deadline = partial_since + self.limits.request_read_timeout_s
@@ -345,21 +378,6 @@ class Transport:
             if not data:
                 return
             decoder.feed(data)
-            while True:
-                try:
-                    payload = decoder.next_payload()
-                except DecodeError as e:
-                    # Framing is lost: answer once, then hang up.
-                    self._reject(conn, 0, f"{e}; closing the connection")
-                    return
-                if payload is None:
-                    break
-                try:
-                    frame = decode_payload(payload)
-                except DecodeError as e:
-                    self._reject(conn, _correlation_of(payload), str(e))
-                    continue
-                await self._on_request(conn, frame, nursery)
 
     def _reject(self, conn: _Inbound, corr: int, why: str) -> None:
         self.bad_frames += 1

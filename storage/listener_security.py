@@ -1,4 +1,4 @@
-"""One listener's security: its protocol, TLS contexts, principal mapping and member rule.
+"""One listener's security: its protocol, TLS contexts, SASL settings, principal mapping and member rule.
 
 The node builds one per listener from its config (raftkafka.node.security_setup); the code that
 serves a listener (the Kafka server, the Raft/controller transport) calls `accept(stream)`
@@ -15,6 +15,7 @@ from storage.tls import TlsContext
 from wire.security.connection_security import ConnectionSecurity, is_member
 from wire.security.principal import KafkaPrincipal
 from wire.security.principal_mapping import NoMatchingRule, PrincipalMapper, subject_from_peercert
+from wire.security.sasl_config import SaslServerSettings
 
 __all__ = ["ListenerSecurity"]
 
@@ -29,6 +30,7 @@ class ListenerSecurity:
     client_tls: TlsContext | None = None  # what this node connects to peers' same-named listener with
     mapper: PrincipalMapper = field(default_factory=PrincipalMapper)
     super_users: frozenset[KafkaPrincipal] = frozenset()
+    sasl: SaslServerSettings | None = None  # a SASL listener's mechanisms, PLAIN users, session rules
 
     def accept(self, stream) -> ConnectionSecurity | None:
         """The security state of a connection this listener accepted (after its TLS

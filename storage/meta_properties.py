@@ -26,6 +26,7 @@ from storage.java_properties import parse_properties
 __all__ = [
     "META_PROPERTIES",
     "BOOTSTRAP_VOTERS",
+    "BOOTSTRAP_RECORDS",
     "MetaProperties",
     "VoterSpec",
     "DataDirError",
@@ -39,6 +40,7 @@ __all__ = [
 
 META_PROPERTIES = "meta.properties"
 BOOTSTRAP_VOTERS = "bootstrap.voters"
+BOOTSTRAP_RECORDS = "bootstrap.records"
 VERSION = 1
 
 
@@ -154,8 +156,11 @@ async def format_data_dir(
     voters: list[VoterSpec],
     *,
     ignore_formatted: bool = False,
+    bootstrap_records: bytes = b"",
 ) -> bool:
-    """Write meta.properties and bootstrap.voters. Returns False if already formatted identically.
+    """Write meta.properties and bootstrap.voters (and `bootstrap_records`, the metadata records
+    the first active controller writes, e.g. SCRAM users: metadata.bootstrap_records).
+    Returns False if already formatted identically.
 
     Refuses (DataDirError) a directory that holds anything else, or that is formatted
     differently; with `ignore_formatted`, an existing format of any kind is left alone.
@@ -176,7 +181,8 @@ async def format_data_dir(
             + (" (same cluster and node; use --ignore-formatted)" if same
                else f" for cluster {existing.cluster_id} node {existing.node_id}")
         )
-    leftovers = (BOOTSTRAP_VOTERS, BOOTSTRAP_VOTERS + ".tmp", META_PROPERTIES + ".tmp")
+    leftovers = (BOOTSTRAP_VOTERS, BOOTSTRAP_VOTERS + ".tmp", META_PROPERTIES + ".tmp",
+                 BOOTSTRAP_RECORDS, BOOTSTRAP_RECORDS + ".tmp")
     if fs.is_dir(data_dir) and [n for n in fs.listdir(data_dir) if not n.startswith(".") and n not in leftovers]:
         raise DataDirError(f"data directory {data_dir} is not empty and not formatted; refusing to format it")
     ids = [v.node_id for v in voters]
@@ -186,6 +192,8 @@ async def format_data_dir(
     doc = {"version": VERSION, "voters": [v.to_dict() for v in sorted(voters, key=lambda v: v.node_id)]}
     # Voters first: a crash in between leaves no meta.properties, so the dir reads as unformatted.
     await write_file_atomic(fs, posixpath.join(data_dir, BOOTSTRAP_VOTERS), json.dumps(doc).encode())
+    if bootstrap_records:
+        await write_file_atomic(fs, posixpath.join(data_dir, BOOTSTRAP_RECORDS), bootstrap_records)
     await write_file_atomic(fs, posixpath.join(data_dir, META_PROPERTIES), meta.to_text().encode())
     parent = posixpath.dirname(data_dir.rstrip("/"))
     if parent and fs.is_dir(parent):

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable
 
 from broker.handlers import (
     acls, api_versions, configs, describe_cluster, fetch, groups, init_producer_id, list_offsets, metadata,
-    offset_for_leader_epoch, offsets, produce, topics_admin,
+    offset_for_leader_epoch, offsets, produce, sasl, scram_credentials, topics_admin,
 )
 from wire.protocol import API_VERSIONS, ApiKey
 
@@ -57,6 +57,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_FETCH: Handler(offsets.handle_fetch, offsets.fetch_error),
     ApiKey.OFFSET_DELETE: Handler(offsets.handle_delete, offsets.delete_error),
     ApiKey.INIT_PRODUCER_ID: Handler(init_producer_id.handle, init_producer_id.error_response),
+    # a SASL listener's login is served by broker.sasl_authenticator before these are reached
+    ApiKey.SASL_HANDSHAKE: Handler(sasl.handle_handshake, sasl.handshake_error),
+    ApiKey.SASL_AUTHENTICATE: Handler(sasl.handle_authenticate, sasl.authenticate_error),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Handler(scram_credentials.handle_describe, scram_credentials.describe_error),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Handler(scram_credentials.handle_alter, scram_credentials.alter_error),
 }
 
 

@@ -28,6 +28,7 @@ from metadata.controller.topics import (
 )
 from metadata.image import ConfigResource
 from raft.node_client import ConnectionLost, RpcClient
+from raft.rpc_authentication import open_rpc_stream
 from storage.env import Env
 from wire.error_codes import ErrorCode
 
@@ -52,13 +53,15 @@ class ControllerUnavailableError(Exception):
 
 
 class ControllerConnection:
-    def __init__(self, env: Env, voters: Mapping[int, tuple[str, int]], *, cluster_id: str = "", tls=None):
+    def __init__(self, env: Env, voters: Mapping[int, tuple[str, int]], *, cluster_id: str = "", tls=None,
+                 login=None):
         if not voters:
             raise ValueError("no controller addresses")
         self.env = env
         self.voters = dict(sorted(voters.items()))
         self.cluster_id = cluster_id
         self.tls = tls  # storage.tls.TlsContext for the controller listener, if it is TLS
+        self.login = login  # SaslCredentials when the controller listener is SASL
         self.leader: int | None = None
         self._client: RpcClient | None = None
         self._client_node: int | None = None
@@ -119,7 +122,7 @@ class ControllerConnection:
         self._drop(self._client_node)
         host, port = self.voters[node]
         with self.env.fail_after(CALL_TIMEOUT):
-            stream = await self.env.net.connect(host, port, tls=self.tls)
+            stream = await open_rpc_stream(self.env, host, port, tls=self.tls, login=self.login)
         client = RpcClient(self.env, stream)
         self._client, self._client_node = client, node
         self.generation += 1
@@ -179,13 +182,15 @@ class ControllerClient:
     async def create_acls(self, bindings: Sequence[AclBinding], *,
                           timeout_s: float = 30.0) -> ControllerReply[list[AclResult]]:
         reply = await self.conn.call(
-            rpc.CreateAclsRequest(self.cluster_id, [rpc.AclInfo(*b) for b in bindings]), timeout=timeout_s)
+            rpc.CreateAclsRequest(self.cluster_id, [rpc.AclInfo(*b) for b in bindings], **self._admin(timeout_s)),
+            timeout=timeout_s)
         return ControllerReply([AclResult(ErrorCode(r.error), r.message) for r in reply.results], reply.offset)
 
     async def delete_acls(self, filters: Sequence[AclFilter], *,
                           timeout_s: float = 30.0) -> ControllerReply[list[DeleteAclsResult]]:
         reply = await self.conn.call(
-            rpc.DeleteAclsRequest(self.cluster_id, [rpc.AclFilterInfo(*f) for f in filters]), timeout=timeout_s)
+            rpc.DeleteAclsRequest(self.cluster_id, [rpc.AclFilterInfo(*f) for f in filters], **self._admin(timeout_s)),
+            timeout=timeout_s)
         return ControllerReply([DeleteAclsResult(ErrorCode(r.error), r.message,
                                                  [AclBinding(*acl_fields(a)) for a in r.deleted])
                                 for r in reply.results], reply.offset)
@@ -223,6 +228,14 @@ class ControllerClient:
             rpc.IncrementalAlterConfigsRequest(self.cluster_id, infos, validate_only, **self._admin(timeout_s)),
             timeout=timeout_s)
         return self._config_reply(reply, resources)
+
+    async def alter_user_scram_credentials(self, deletions, upsertions, *, timeout_s: float = 30.0,
+                                           ) -> ControllerReply[dict[str, tuple[ErrorCode, str | None]]]:
+        reply = await self.conn.call(rpc.AlterUserScramCredentialsRequest(
+            self.cluster_id, [rpc.ScramDeletionInfo(d.name, d.mechanism) for d in deletions],
+            [rpc.ScramUpsertionInfo(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+             for u in upsertions], **self._admin(timeout_s)), timeout=timeout_s)
+        return ControllerReply({r.user: (ErrorCode(r.error), r.message) for r in reply.results}, reply.offset)
 
     @staticmethod
     def _config_reply(reply, resources) -> ControllerReply[dict[ConfigResource, ConfigError]]:

@@ -9,10 +9,10 @@ admin requests their clients send. A client never reaches it directly, so:
   elections) must come from a broker: `forwarded_by` must name a broker registered with
   exactly that epoch in the controller's image, else CLUSTER_AUTHORIZATION_FAILED.
 
-Until connections are authenticated (the listener's SASL/TLS, where the principal comes
-from the connection rather than the body), this keeps out stray and misconfigured
-processes and anything that only knows the cluster id; it is not yet proof of identity.
-The authenticated principal check belongs here, in `admit` and `check_forwarder`.
+On an SSL or SASL controller listener the transport has already admitted only members'
+connections (raft.transport.Transport.admit: certificate, login, super.users) before any
+frame; these checks add the request-level rules, and on a PLAINTEXT listener they keep out
+stray and misconfigured processes and anything that only knows the cluster id.
 """
 from __future__ import annotations
 

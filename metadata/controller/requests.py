@@ -30,6 +30,7 @@ from metadata.controller.gate import admit, check_forwarder
 from metadata.controller.producer_ids import allocate_producer_ids
 from metadata.controller.replication import batches as split_batches
 from metadata.controller.service import ControllerFault, ControllerService, NotControllerError
+from metadata.controller.scram import ScramDeletion, ScramUpsertion, alter_user_scram_credentials
 from metadata.controller.topics import (
     CreatableTopic, NewPartitions, create_partitions, create_topics, delete_topics,
 )
@@ -70,6 +71,7 @@ class ControllerRequests:
             rpc.DescribeClusterRequest: self._describe_cluster,
             rpc.CreateAclsRequest: self._create_acls,
             rpc.DeleteAclsRequest: self._delete_acls,
+            rpc.AlterUserScramCredentialsRequest: self._alter_scram,
         }
 
     async def handle(self, request, connection=None) -> Any | None:
@@ -280,6 +282,19 @@ class ControllerRequests:
         return rpc.ElectLeadersResponse(0, self._me(), offset, [
             rpc.ElectionResultInfo(t, p, int(code)) for (t, p), code in sorted(results.items())])
 
+    async def _alter_scram(self, req: rpc.AlterUserScramCredentialsRequest):
+        deletions = [ScramDeletion(d.name, d.mechanism) for d in req.deletions]
+        upsertions = [ScramUpsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+                      for u in req.upsertions]
+
+        def op(image, next_offset, now):
+            records, results = alter_user_scram_credentials(image, deletions, upsertions)
+            return [records], results
+
+        results, offset = await self._submit("AlterUserScramCredentials", op, req)
+        return rpc.AlterUserScramCredentialsResponse(0, self._me(), offset, [
+            rpc.ScramResultInfo(user, int(code), message) for user, (code, message) in results.items()])
+
     async def _describe_cluster(self, req: rpc.DescribeClusterRequest):
         # A read of the speculative image: answered once what it shows has committed.
         image, _ = await self._submit("DescribeCluster", lambda image, off, now: ([], image))
@@ -300,7 +315,7 @@ class ControllerRequests:
             records, results = create_acls(image, bindings, rng=rng)
             return [records], results  # one batch: a request's ACLs commit together
 
-        results, offset = await self._submit("CreateAcls", op)
+        results, offset = await self._submit("CreateAcls", op, req)
         return rpc.CreateAclsResponse(0, self._me(), offset,
                                       [rpc.AclResultInfo(int(r.error), r.message) for r in results])
 
@@ -311,7 +326,7 @@ class ControllerRequests:
             records, results = delete_acls(image, filters)
             return [records], results
 
-        results, offset = await self._submit("DeleteAcls", op)
+        results, offset = await self._submit("DeleteAcls", op, req)
         return rpc.DeleteAclsResponse(0, self._me(), offset, [
             rpc.DeleteAclsResultInfo(int(r.error), r.message, [rpc.AclInfo(*b) for b in r.deleted])
             for r in results])

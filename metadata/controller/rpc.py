@@ -3,14 +3,14 @@
 Brokers send BrokerRegistration, BrokerHeartbeat (which also carries controlled shutdown:
 `want_shutdown`, as in KRaft), AlterPartition and AllocateProducerIds; admin requests that
 reach a broker are forwarded as CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, ElectLeaders, DescribeConfigs, CreateAcls and DeleteAcls. Every response carries `error`
+IncrementalAlterConfigs, ElectLeaders, DescribeConfigs, CreateAcls, DeleteAcls and AlterUserScramCredentials. Every response carries `error`
 (a top-level Kafka error code: NOT_CONTROLLER when this node is not the active controller,
 with `leader_id` as a hint), and writes carry `offset`: the metadata log offset the change
 committed at (-1 when nothing was written), so a broker can wait for its own metadata to
 reach it before answering its client.
 
 Admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, ElectLeaders) are version 2: they carry `forwarded_by`, the
+IncrementalAlterConfigs, ElectLeaders, AlterUserScramCredentials) are version 2: they carry `forwarded_by`, the
 (broker id, broker epoch) of the broker that forwards them (metadata.controller.gate
 admits them only from a live registration), and `timeout_ms`, the client's timeout (an
 operation whose turn comes later is not carried out). Every other message is version 1;
@@ -41,7 +41,9 @@ __all__ = [
     "ElectLeadersResponse", "DescribeClusterRequest", "BrokerInfo", "PartitionInfo",
     "DescribeClusterResponse", "AclInfo", "AclFilterInfo", "AclResultInfo", "CreateAclsRequest",
     "CreateAclsResponse", "DeleteAclsResultInfo", "DeleteAclsRequest", "DeleteAclsResponse",
-    "CONTROLLER_REQUESTS", "ADMIN_REQUESTS",
+    "ScramDeletionInfo", "ScramUpsertionInfo", "ScramResultInfo",
+    "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "CONTROLLER_REQUESTS",
+    "ADMIN_REQUESTS",
 ]
 
 
@@ -457,11 +459,38 @@ class AclResultInfo:
     message: str | None = None
 
 
-@rpc_message("controller.CreateAcls", version=1)
+# ------------------------------------------------------------------------------- SCRAM
+
+
+@dataclass(slots=True, frozen=True)
+class ScramDeletionInfo:
+    name: str
+    mechanism: int  # 1 SCRAM-SHA-256, 2 SCRAM-SHA-512
+
+
+@dataclass(slots=True, frozen=True)
+class ScramUpsertionInfo:
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
+@dataclass(slots=True, frozen=True)
+class ScramResultInfo:
+    user: str
+    error: int
+    message: str | None = None
+
+
+@rpc_message("controller.CreateAcls", version=2)
 @dataclass(slots=True, frozen=True)
 class CreateAclsRequest:
     cluster_id: str
     creations: list[AclInfo] = field(default_factory=list)
+    forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
+    timeout_ms: int = -1
 
 
 @rpc_message("controller.CreateAclsResponse", version=1)
@@ -480,11 +509,13 @@ class DeleteAclsResultInfo:
     deleted: list[AclInfo] = field(default_factory=list)
 
 
-@rpc_message("controller.DeleteAcls", version=1)
+@rpc_message("controller.DeleteAcls", version=2)
 @dataclass(slots=True, frozen=True)
 class DeleteAclsRequest:
     cluster_id: str
     filters: list[AclFilterInfo] = field(default_factory=list)
+    forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
+    timeout_ms: int = -1
 
 
 @rpc_message("controller.DeleteAclsResponse", version=1)
@@ -494,6 +525,25 @@ class DeleteAclsResponse:
     leader_id: int | None = None
     offset: int = -1
     results: list[DeleteAclsResultInfo] = field(default_factory=list)
+
+
+@rpc_message("controller.AlterUserScramCredentials", version=2)
+@dataclass(slots=True, frozen=True)
+class AlterUserScramCredentialsRequest:
+    cluster_id: str
+    deletions: list[ScramDeletionInfo] = field(default_factory=list)
+    upsertions: list[ScramUpsertionInfo] = field(default_factory=list)
+    forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
+    timeout_ms: int = -1
+
+
+@rpc_message("controller.AlterUserScramCredentialsResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class AlterUserScramCredentialsResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1
+    results: list[ScramResultInfo] = field(default_factory=list)
 
 
 # Request type → its response type (the service answers NOT_CONTROLLER with these).
@@ -512,10 +562,12 @@ CONTROLLER_REQUESTS: dict[type, type] = {
     DescribeClusterRequest: DescribeClusterResponse,
     CreateAclsRequest: CreateAclsResponse,
     DeleteAclsRequest: DeleteAclsResponse,
+    AlterUserScramCredentialsRequest: AlterUserScramCredentialsResponse,
 }
 
 # Requests that change the cluster on a client's behalf: only ever forwarded by a broker.
 ADMIN_REQUESTS = (
     CreateTopicsRequest, DeleteTopicsRequest, CreatePartitionsRequest, AlterConfigsRequest,
-    IncrementalAlterConfigsRequest, ElectLeadersRequest,
+    IncrementalAlterConfigsRequest, ElectLeadersRequest, AlterUserScramCredentialsRequest,
+    CreateAclsRequest, DeleteAclsRequest,
 )

@@ -134,12 +134,13 @@ class ControllerService:
     def __init__(self, env: Env, *, node_id: int, driver, state_machine: ControllerStateMachine,
                  static: Mapping[str, str] | None = None,
                  session_timeout: float = DEFAULT_SESSION_TIMEOUT, tick: float = DEFAULT_TICK,
-                 close_grace: float = DEFAULT_CLOSE_GRACE):
+                 close_grace: float = DEFAULT_CLOSE_GRACE, bootstrap_records: list | None = None):
         self.env = env
         self.node_id = node_id
         self.driver = driver
         self.sm = state_machine
         self.static = dict(static or {})
+        self.bootstrap_records = list(bootstrap_records or ())  # from format (--add-scram)
         self.heartbeats = BrokerHeartbeatManager(session_timeout)
         self.grace = ConnectionGrace(close_grace)
         self.tick_interval = tick
@@ -262,7 +263,9 @@ class ControllerService:
             # Bootstrap a fresh cluster; eligible leader replicas on, as Kafka 4.1 does for new
             # clusters (KIP-966: a broker that lost unflushed data is never elected over one
             # that kept the acknowledged records).
-            self._write([[FeatureLevel(METADATA_VERSION, 1), FeatureLevel(ELR_FEATURE, 1)]])
+            # Then what format seeded (SCRAM users), in the same batch.
+            self._write([[FeatureLevel(METADATA_VERSION, 1), FeatureLevel(ELR_FEATURE, 1),
+                          *self.bootstrap_records]])
 
     def _deactivate(self, why: str) -> None:
         log.info("no longer the active controller: %s", why)

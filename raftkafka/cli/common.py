@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 import trio
 
 from raftkafka.client import Admin, KafkaError
+from raftkafka.client.errors import AuthenticationError
 from raftkafka.client.cluster import parse_bootstrap
 from raftkafka.client.security import SECURITY_PROPERTIES, ClientSecurity
 from storage.env import RealEnv
@@ -223,6 +224,8 @@ async def wait_reachable(cluster, bootstrap: str) -> None:
         try:
             await cluster.any_connection()
             return
+        except AuthenticationError as e:  # retrying cannot help
+            raise CommandError(f"authentication failed: {e}") from None
         except KafkaError as e:
             if trio.current_time() >= deadline:
                 raise CommandError(f"cannot reach any broker at {bootstrap}: {e}") from None

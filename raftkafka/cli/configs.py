@@ -1,4 +1,4 @@
-"""`python -m raftkafka configs`: describe and alter topic and broker configs, like kafka-configs.
+"""`python -m raftkafka configs`: describe and alter topic, broker and user configs, like kafka-configs.
 
     configs --bootstrap-server H:P --describe --entity-type topics --entity-name T [--all]
     configs --bootstrap-server H:P --describe --entity-type brokers (--entity-name 1 | --entity-default)
@@ -6,6 +6,7 @@
             --add-config retention.ms=60000,cleanup.policy=[compact,delete] --delete-config segment.ms
     configs --bootstrap-server H:P --alter --topic T --add-config-file FILE   (a .properties file)
 
+Users (`--entity-type users`) have SCRAM credentials as their configs: raftkafka.cli.user_configs.
 `--topic T`, `--broker N` and `--broker-defaults` are shorthands, as in Kafka.
 Describe lists the overrides at the entity's own level (everything with
 `--all`); alter is incremental: settings not named keep their values.
@@ -22,6 +23,7 @@ from raftkafka.cli.common import (
     run_client,
 )
 from raftkafka.client import RESOURCE_BROKER, RESOURCE_TOPIC
+from raftkafka.cli.user_configs import run_users
 
 __all__ = ["add_parser", "run", "format_entries"]
 
@@ -33,13 +35,14 @@ _ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "topic": RESOURCE_TOPIC, "brokers": R
 
 
 def add_parser(subparsers) -> None:
-    p = add_command(subparsers, "configs", "describe and alter topic and broker configs")
+    p = add_command(subparsers, "configs", "describe and alter topic, broker and user (SCRAM) configs")
     add_bootstrap(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", dest="action", action="store_const", const="describe")
     action.add_argument("--alter", dest="action", action="store_const", const="alter")
-    p.add_argument("--entity-type", choices=sorted(_ENTITY_TYPES), help="topics or brokers")
-    p.add_argument("--entity-name", help="topic name or broker id")
+    p.add_argument("--entity-type", choices=sorted([*_ENTITY_TYPES, "users", "user"]),
+                   help="topics, brokers or users")
+    p.add_argument("--entity-name", help="topic name, broker id or user name")
     p.add_argument("--entity-default", action="store_true", help="brokers: the cluster-wide default")
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name TOPIC")
     p.add_argument("--broker", help="shorthand for --entity-type brokers --entity-name ID")
@@ -84,6 +87,8 @@ def _broker_id(text: str) -> str:
 
 
 def run(args) -> int:
+    if args.entity_type in ("users", "user"):
+        return run_users(args)
     entity = entity_of(args)
     if args.action == "alter":
         if args.add_config and args.add_config_file:

@@ -31,7 +31,7 @@ from metadata.controller.client import ControllerClient, ControllerConnection, C
 from raftkafka.client.security import ClientSecurity
 from raftkafka.cli.dev_security import SECURITY_MODES, prepare_security
 from raftkafka.cli.format_storage import random_cluster_id
-from raftkafka.node.config import ConfigError
+from raftkafka.node.config import ConfigError, controller_login, load_config
 from storage.env import RealEnv
 from storage.meta_properties import (
     META_PROPERTIES, MetaProperties, VoterSpec, format_data_dir, read_meta_properties, uuid_to_str,
@@ -109,13 +109,14 @@ def existing_cluster_id(layouts: list[NodeLayout]) -> str | None:
     return None
 
 
-def prepare_node(layout: NodeLayout, voters: list[VoterSpec], cluster_id: str) -> bool:
+def prepare_node(layout: NodeLayout, voters: list[VoterSpec], cluster_id: str, bootstrap_records: bytes = b"") -> bool:
     """Format the node's data dir unless it already is (True if formatted now); write node.toml."""
     env = RealEnv()
     formatted = False
     if not os.path.exists(os.path.join(layout.data_dir, META_PROPERTIES)):
         meta = MetaProperties(cluster_id=cluster_id, node_id=layout.node_id, directory_id=uuid_to_str(env.uuid()))
-        formatted = trio.run(partial(format_data_dir, env.fs, layout.data_dir, meta, voters))
+        formatted = trio.run(partial(format_data_dir, env.fs, layout.data_dir, meta, voters,
+                                     bootstrap_records=bootstrap_records))
     write_node_toml(layout)
     return formatted
 
@@ -137,10 +138,11 @@ def check_ports_free(layouts: list[NodeLayout], flag: str = "--base-port") -> No
 
 
 async def wait_ready(controller_ports: dict[int, int], cluster_id: str, brokers: list[int], *,
-                     still_running=lambda: True, poll_s: float = 0.2, tls=None) -> None:
-    """Until the quorum has an active controller and every broker is registered and unfenced."""
+                     still_running=lambda: True, poll_s: float = 0.2, tls=None, login=None) -> None:
+    """Until the quorum has an active controller and every broker is registered and unfenced.
+    `tls`/`login`: the nodes' own TLS context and SASL login when the controller listener uses them."""
     conn = ControllerConnection(RealEnv(), {i: (HOST, p) for i, p in controller_ports.items()}, cluster_id=cluster_id,
-                                tls=tls)
+                                tls=tls, login=login)
     client = ControllerClient(conn)
     async with trio.open_nursery() as nursery:
         await nursery.start(conn.run)
@@ -167,8 +169,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--set", metavar="NAME=VALUE", action="append", default=[],
                    help="a setting for every node (repeatable), e.g. --set num.partitions=3")
     p.add_argument("--security", choices=SECURITY_MODES, default="plaintext", type=str.lower,
-                   help="client and inter-node security: ssl makes a throwaway CA, node and admin certificates "
-                        "and writes <data-dir>/client.properties (default plaintext)")
+                   help="client and inter-node security: ssl makes a throwaway CA, node and admin certificates; "
+                        "sasl_plaintext/sasl_ssl an admin SCRAM user and a node login (sasl_ssl: TLS too); "
+                        "all write <data-dir>/client.properties (default plaintext)")
     p.set_defaults(run=run)
 
 
@@ -191,7 +194,6 @@ def run(args) -> int:
     listener = "PLAINTEXT" if security is None else args.security.upper()
     layouts = [node_layout(i, args.nodes, args.base_port, os.path.join(args.data_dir, f"node-{i}"),
                            {**(security.node_settings[i] if security else {}), **extra}, listener) for i in ids]
-    from raftkafka.node.config import load_config
 
     for layout in layouts:
         load_config(layout.settings)  # a bad --set stops here, naming the setting
@@ -199,7 +201,7 @@ def run(args) -> int:
     cluster_id = existing_cluster_id(layouts) or random_cluster_id(RealEnv())
     voters = voters_of(layouts)
     for layout in layouts:
-        prepare_node(layout, voters, cluster_id)
+        prepare_node(layout, voters, cluster_id, security.bootstrap_records if security else b"")
     tls = None
     if security is not None:
         print(f"client properties: {security.client_properties_path}", flush=True)
@@ -247,7 +249,8 @@ async def _supervise(layouts: list[NodeLayout], cluster_id: str, tls=None) -> in
 async def _announce_ready(layouts, cluster_id, procs, tls=None) -> None:
     with trio.move_on_after(120) as scope:
         await wait_ready({l.node_id: l.controller_port for l in layouts}, cluster_id,
-                         [l.node_id for l in layouts], still_running=lambda: bool(procs), tls=tls)
+                         [l.node_id for l in layouts], still_running=lambda: bool(procs), tls=tls,
+                         login=controller_login(load_config(layouts[0].settings)))
     if scope.cancelled_caught:
         print("not ready after 120 s; see the node.log files", flush=True)
         return

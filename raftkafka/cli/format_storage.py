@@ -3,6 +3,7 @@
     python -m raftkafka format --cluster-id ID --node-id 1 --log-dir DIR \\
         --initial-voters 1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095
     python -m raftkafka format --random-uuid      # print a new cluster id
+    ... --add-scram 'SCRAM-SHA-256=[name=admin,password=admin-secret]'   # seed a SCRAM user
 
 The voters default to the config's controller.quorum.voters. A data dir that is
 already formatted, or holds anything else, is refused (`--ignore-formatted`
@@ -14,7 +15,10 @@ from functools import partial
 
 import trio
 
+from metadata.bootstrap_records import encode_bootstrap_records
+from metadata.controller.scram import credential_record
 from raftkafka.node.config import ConfigError, add_config_arguments, convert_setting, parse_voters, settings_from_args
+from raftkafka.cli.scram_args import parse_scram_args
 from storage.env import RealEnv
 from storage.meta_properties import MetaProperties, format_data_dir, is_valid_uuid, uuid_to_str
 
@@ -29,6 +33,8 @@ def add_parser(subparsers) -> None:
                    help="the initial voter set: id@host:port[:directory_id],...")
     p.add_argument("--directory-id", help="this directory's uuid (random by default)")
     p.add_argument("--ignore-formatted", action="store_true", help="succeed if already formatted")
+    p.add_argument("--add-scram", "-S", action="append", default=[], metavar="'MECH=[name=U,password=P]'",
+                   help="a SCRAM credential the new cluster starts with (repeatable), as kafka-storage format")
     p.add_argument("--random-uuid", action="store_true", help="print a random cluster id and exit")
     p.set_defaults(run=run)
 
@@ -63,7 +69,10 @@ def run(args) -> int:
         (v.directory_id for v in voters if v.node_id == node_id and v.directory_id), None
     ) or uuid_to_str(env.uuid())
     meta = MetaProperties(cluster_id=args.cluster_id, node_id=node_id, directory_id=directory_id)
-    wrote = trio.run(partial(format_data_dir, env.fs, log_dir, meta, voters, ignore_formatted=args.ignore_formatted))
+    records = [credential_record(a.name, a.mechanism_id, a.iterations, a.salt, a.salted_password)
+               for text in args.add_scram for a in parse_scram_args(text, name_required=True)]
+    wrote = trio.run(partial(format_data_dir, env.fs, log_dir, meta, voters, ignore_formatted=args.ignore_formatted,
+                             bootstrap_records=encode_bootstrap_records(records) if records else b""))
     if wrote:
         print(f"Formatted {log_dir} for cluster {args.cluster_id}, node {node_id}, "
               f"voters {','.join(str(v.node_id) for v in voters)}")

@@ -33,7 +33,8 @@ def add_parser(subparsers) -> None:
     d.add_argument("--bootstrap-controller", "--bootstrap-controllers", dest="bootstrap", required=True,
                    metavar="HOST:PORT", help="a controller's listener (comma-separated list allowed)")
     d.add_argument("--command-config", dest="command_config", metavar="FILE",
-                   help="client properties (security.protocol=SSL, ssl.ca.location, ssl.certificate.location, ...)")
+                   help="client properties (security.protocol, ssl.ca.location, ssl.certificate.location, "
+                        "sasl.mechanism, sasl.username, sasl.password, ...)")
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a leader (default 10)")
     d.add_argument("--status", action="store_true", help="accepted for kafka-metadata-quorum compatibility")
@@ -53,15 +54,17 @@ def _addresses(text: str) -> list[tuple[str, int]]:
     return out
 
 
-async def describe(addresses: list[tuple[str, int]], timeout: float, tls=None) -> DescribeQuorumResponse:
-    """Ask the controllers until one answers with a leader's view, or time out."""
+async def describe(addresses: list[tuple[str, int]], timeout: float, security=None) -> DescribeQuorumResponse:
+    """Ask the controllers until one answers with a leader's view, or time out; `security`
+    (raftkafka.client.security.ClientSecurity) gives the TLS context and SASL login."""
+    tls, login = (security.tls, security.login) if security is not None else (None, None)
     env = RealEnv()
     last_problem = "no answer"
     with trio.move_on_after(timeout):
         while True:
             for host, port in addresses:
                 try:
-                    async with open_client(env, host, port, connect_timeout=2.0, tls=tls) as client:
+                    async with open_client(env, host, port, connect_timeout=2.0, tls=tls, login=login) as client:
                         reply = await client.call(DescribeQuorumRequest(""), timeout=5.0)
                 except (OSError, ConnectionLost, trio.TooSlowError) as e:
                     last_problem = f"cannot reach {host}:{port}: {e or type(e).__name__}"
@@ -73,8 +76,8 @@ async def describe(addresses: list[tuple[str, int]], timeout: float, tls=None) -
     raise QuorumCommandError(f"could not describe the quorum within {timeout:g}s ({last_problem})")
 
 
-def _controller_tls(args):
-    """The TLS context for a controller listener, from --command-config (None for PLAINTEXT)."""
+def _controller_security(args):
+    """TLS and SASL for a controller listener, from --command-config."""
     from raftkafka.cli.common import read_properties
     from raftkafka.client.security import ClientSecurity
 
@@ -82,7 +85,7 @@ def _controller_tls(args):
         security = ClientSecurity.from_properties(read_properties(args.command_config))
     except ValueError as e:
         raise QuorumCommandError(f"--command-config: {e}") from None
-    return security.tls
+    return security
 
 
 def summarize(reply: DescribeQuorumResponse) -> dict:
@@ -125,7 +128,7 @@ def render(summary: dict) -> str:
 
 def run(args) -> int:
     addresses = _addresses(args.bootstrap)
-    reply = trio.run(describe, addresses, args.timeout, _controller_tls(args))
+    reply = trio.run(describe, addresses, args.timeout, _controller_security(args))
     summary = summarize(reply)
     print(json.dumps(summary, sort_keys=True) if args.json else render(summary))
     return 0

@@ -25,6 +25,7 @@ from storage.env import Env
 from wire.acl_codes import AclBinding, AclFilter
 from wire.error_codes import ErrorCode
 from wire.protocol import (
+    AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
     ApiKey,
     CreateAclsRequest,
     CreatePartitionsRequest,
@@ -236,6 +237,32 @@ class Admin:
         for result in r.responses:
             if result.error_code:
                 raise error_for(result.error_code, result.error_message, result.resource_name)
+
+    # ------------------------------------------------------------------ SCRAM users (KIP-554)
+
+    async def describe_user_scram_credentials(self, users: list[str] | None = None
+                                              ) -> dict[str, list[tuple[int, int]]]:
+        """user -> [(mechanism id, iterations)]; every user with a credential when `users` is None."""
+        R = DescribeUserScramCredentialsRequest
+        r = await self.cluster.request_any(R(users=None if users is None else [R.UserName(name=u) for u in users]))
+        if r.error_code:
+            raise error_for(r.error_code, r.error_message, "DescribeUserScramCredentials")
+        out = {}
+        for result in r.results:
+            if result.error_code:
+                raise error_for(result.error_code, result.error_message, result.user)
+            out[result.user] = [(c.mechanism, c.iterations) for c in result.credential_infos]
+        return out
+
+    async def alter_user_scram_credentials(self, upsertions=(), deletions=()) -> dict[str, KafkaError | None]:
+        """`upsertions`: (user, mechanism id, iterations, salt, salted password); `deletions`:
+        (user, mechanism id). The password itself never leaves the caller."""
+        R = AlterUserScramCredentialsRequest
+        r = await self.cluster.request_any(R(
+            deletions=[R.ScramCredentialDeletion(name=u, mechanism=m) for u, m in deletions],
+            upsertions=[R.ScramCredentialUpsertion(name=u, mechanism=m, iterations=i, salt=s, salted_password=p)
+                        for u, m, i, s, p in upsertions]))
+        return {x.user: error_for(x.error_code, x.error_message, x.user) if x.error_code else None for x in r.results}
 
     # ------------------------------------------------------------------ groups and offsets
 

@@ -20,6 +20,7 @@ from wire.error_codes import ErrorCode
 from wire.protocol import MetadataRequest
 from wire.protocol.message import Message
 
+
 __all__ = ["Cluster", "BrokerInfo", "PartitionInfo", "TopicInfo", "parse_bootstrap"]
 
 

@@ -20,6 +20,13 @@ On open the connection negotiates versions with ApiVersions (KIP-35): we send
 our newest version; a broker that does not know it answers in v0 with
 UNSUPPORTED_VERSION and its range, and we retry with that. Afterwards
 `version_for(api_key)` is the highest version both sides implement.
+
+With SASL credentials (`security.protocol=SASL_PLAINTEXT/SASL_SSL`) the connection then
+logs in (SaslHandshake v1, SaslAuthenticate with the mechanism's tokens) before it is handed
+out; a refused login is `AuthenticationError`, not retried. When the broker reports a session
+lifetime (KIP-368), the connection counts as closed shortly before it ends, so the pool opens
+a fresh, freshly authenticated one instead of having requests cut by the broker; the retired
+one closes once its last answer is in.
 """
 from __future__ import annotations
 
@@ -30,6 +37,7 @@ import trio
 
 from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
 from raftkafka.client.errors import (
+    AuthenticationError,
     ClientClosedError,
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -41,12 +49,15 @@ from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.protocol import API_VERSIONS, ApiKey, ApiVersionsRequest, FrameReader, decode_response, encode_request
 from wire.protocol.message import Message
+from wire.security.kafka_sasl_login import sasl_login
+from wire.security.sasl_common import SaslAuthenticationError
 
 __all__ = ["BrokerConnection", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
 CLIENT_SOFTWARE_NAME = "raftkafka-python"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 _RECEIVE_CHUNK = 256 * 1024
+_SESSION_MARGIN = 0.85  # of a SASL session's lifetime, after which the connection is retired
 
 
 class _Slot:
@@ -99,7 +110,8 @@ class BrokerConnection:
     def __init__(self, env: Env, host: str, port: int, *, node_id: int = -1, client_id: str = "raftkafka",
                  request_timeout: float = 30.0, security: ClientSecurity = PLAINTEXT_CLIENT):
         self.env = env
-        self.security = security
+        self.security = security  # TLS and, on SASL_*, the login (client.security.ClientSecurity)
+        self._session_end = float("inf")  # when the SASL session is retired (KIP-368)
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -131,6 +143,10 @@ class BrokerConnection:
         nursery.start_soon(conn._watch_deadlines)
         try:
             await conn._negotiate_versions()
+            if conn.security.login is not None:
+                await conn._authenticate()
+                if conn._session_end < float("inf"):
+                    nursery.start_soon(conn._retire)
         except BaseException:
             await conn.aclose()
             raise
@@ -138,7 +154,29 @@ class BrokerConnection:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._closed or self.env.now() >= self._session_end
+
+    # ------------------------------------------------------------------ SASL
+
+    async def _authenticate(self) -> None:
+        async def call(request, version):
+            return await self.request(request, version=version)
+
+        try:
+            lifetime_ms = await sasl_login(call, self.security.login, self.env.rng,
+                                           authenticate_version=self.version_for(ApiKey.SASL_AUTHENTICATE))
+        except SaslAuthenticationError as exc:
+            raise AuthenticationError(f"{self.host}:{self.port}: {exc}") from None
+        if lifetime_ms > 0:
+            self._session_end = self.env.now() + lifetime_ms / 1000 * _SESSION_MARGIN
+
+    async def _retire(self) -> None:
+        """Past its session the pool no longer hands this connection out (`closed`); once the
+        answers it still owes are in, close it."""
+        await self.env.sleep_until(self._session_end)
+        while self._pending and not self._closed:
+            await self.env.sleep(min(1.0, self.request_timeout))
+        await self._fail(ClientClosedError(f"SASL session to {self.host}:{self.port} ended"))
 
     # ------------------------------------------------------------------ versions
 

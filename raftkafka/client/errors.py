@@ -6,6 +6,7 @@
       KafkaTimeoutError     a deadline passed (request, delivery, metadata wait)
       UnsupportedVersionError no API version both sides speak
       ClientClosedError     the client was closed while the call was pending
+      AuthenticationError   the broker refused our SASL login (not retriable)
 
 `retriable` says whether retrying the same call may succeed; `invalid_metadata`
 says the client should refresh its metadata first (the Java client's
@@ -22,6 +23,7 @@ __all__ = [
     "KafkaTimeoutError",
     "UnsupportedVersionError",
     "ClientClosedError",
+    "AuthenticationError",
     "error_for",
     "raise_for_code",
 ]
@@ -64,6 +66,12 @@ class ClientClosedError(KafkaError):
     """Not retriable: the client is gone."""
 
     code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class AuthenticationError(KafkaError):
+    """The broker refused the SASL login (wrong password, mechanism not enabled): not retriable."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
 def error_for(code: int, message: str | None = None, context: str = "") -> BrokerResponseError:

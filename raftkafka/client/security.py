@@ -5,16 +5,18 @@
 the Java client's PEM settings `ssl.truststore.location` / `ssl.keystore.location` (key and
 chain in one file); `ssl.endpoint.identification.algorithm` (`https` by default: the
 broker's certificate must name the host we dialled; `none` or empty turns that off).
-SASL's `sasl.mechanism`, `sasl.username`/`sasl.password` and `sasl.jaas.config` are kept
-here for the SASL exchange (`sasl`), which runs after the TLS handshake.
+On SASL_PLAINTEXT/SASL_SSL, `sasl.mechanism` with `sasl.username`/`sasl.password` (or a
+`sasl.jaas.config` carrying username and password) become the `login` the connection runs
+after the TLS handshake and ApiVersions (raftkafka.client.connection).
 """
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from storage.tls import TlsConfigError, TlsContext, tls_settings
 from wire.security.connection_security import SECURITY_PROTOCOLS, uses_sasl, uses_tls
+from wire.security.sasl_config import SaslCredentials, client_credentials
 
 __all__ = ["ClientSecurity", "SECURITY_PROPERTIES", "PLAINTEXT_CLIENT"]
 
@@ -30,7 +32,7 @@ SECURITY_PROPERTIES = frozenset({
 class ClientSecurity:
     protocol: str = "PLAINTEXT"
     tls: TlsContext | None = None
-    sasl: dict[str, str] = field(default_factory=dict)  # the sasl.* properties, as given
+    login: SaslCredentials | None = None  # on SASL_PLAINTEXT / SASL_SSL
 
     @classmethod
     def from_properties(cls, properties: dict[str, str]) -> "ClientSecurity":
@@ -46,7 +48,8 @@ class ClientSecurity:
             raise ValueError(f"ssl.* properties given but security.protocol is {protocol} (SSL or SASL_SSL?)")
         if sasl and not uses_sasl(protocol):
             raise ValueError(f"sasl.* properties given but security.protocol is {protocol}")
-        return cls(protocol, tls, sasl)
+        login = client_credentials(sasl) if uses_sasl(protocol) else None
+        return cls(protocol, tls, login)
 
 
 PLAINTEXT_CLIENT = ClientSecurity()

@@ -16,6 +16,7 @@ import signal
 import msgpack
 import trio
 
+from metadata.bootstrap_records import read_bootstrap_records
 from metadata.data_dir_lock import lock_data_dirs
 from raft.core import RaftCore
 from raft.driver import RaftDriver
@@ -23,7 +24,7 @@ from raft.entry import Entry
 from raft.node_rpc import QuorumService
 from raft.node_storage import NodeStorage
 from raft.transport import Transport
-from raftkafka.node.config import ConfigError, NodeConfig
+from raftkafka.node.config import ConfigError, controller_login, NodeConfig
 from raftkafka.node.security_setup import all_listener_security
 from storage.env import Env
 from storage.meta_properties import VoterSpec, check_data_dir
@@ -89,6 +90,7 @@ class ControllerNode:
     def preflight(self):
         """Check the data dir and voters (DataDirError / ConfigError) before anything starts."""
         meta, bootstrap = check_data_dir(self.env.fs, self.config.metadata_log_dir, node_id=self.config.node_id)
+        read_bootstrap_records(self.env.fs, self.config.metadata_log_dir)  # a damaged file stops us here
         return meta, voter_addresses(bootstrap, self.config.voters)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -125,10 +127,11 @@ class ControllerNode:
             snapshot_interval_bytes=config.snapshot_interval_bytes,
         )
         controller_security = self.security[config.controller_connect_listener.name]
+        login = controller_login(config)
         app = self.app
         # Opaque appends only where the log is not the cluster's metadata (Raft-only runs).
         service = QuorumService(env, driver, cluster_id=meta.cluster_id, node_id=config.node_id, addresses=addresses,
-                                diagnostic_append=app is None, tls=controller_security.client_tls)
+                                diagnostic_append=app is None, tls=controller_security.client_tls, login=login)
 
         async def client_handler(request, connection=None):
             reply = None if app is None else await app.handle(request, connection)
@@ -149,6 +152,7 @@ class ControllerNode:
             status=epoch_and_leader,
             limits=config.connection_limits(),
             security=controller_security,
+            login=login,
         )
         listener = config.controller_listener
         try:

@@ -33,6 +33,7 @@ from storage.meta_properties import VoterSpec
 from wire.connection_limits import ConnectionLimits
 from wire.security.connection_security import SECURITY_PROTOCOLS, uses_tls
 from wire.security.principal import parse_principals
+from wire.security.sasl_config import SaslCredentials, SaslServerSettings, node_credentials, server_settings
 
 __all__ = [
     "ConfigError",
@@ -45,6 +46,9 @@ __all__ = [
     "parse_listeners",
     "add_config_arguments",
     "settings_from_args",
+    "listener_sasl",
+    "listener_login",
+    "controller_login",
 ]
 
 
@@ -74,6 +78,8 @@ SECURITY_SETTINGS = frozenset({
     "ssl.handshake.timeout.ms", "ssl.reload.check.interval.ms",  # raftkafka's own (Kafka has none)
     "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
     "sasl.jaas.config", "connections.max.reauth.ms",
+    "sasl.handshake.timeout.ms",  # raftkafka's own: how long a SASL login may take
+    "sasl.server.max.receive.size", "connection.failed.authentication.delay.ms",
 })
 
 
@@ -523,6 +529,11 @@ def load_config(values: dict[str, Any]) -> NodeConfig:
     except ValueError as e:
         raise ConfigError(str(e)) from None
     _check_request_bounds(static)
+    for listener in config.listeners:
+        listener_sasl(config, listener)  # a bad SASL setting is a startup error
+    if "broker" in config.roles:
+        listener_login(config, config.inter_broker_listener, "sasl.mechanism.inter.broker.protocol")
+    controller_login(config)
     return config
 
 
@@ -539,6 +550,35 @@ def _check_request_bounds(static: dict[str, str]) -> None:
                  "socket.request.read.timeout.ms"):
         if name in static and int(static[name]) < 1:
             raise ConfigError(f"{name}: invalid value {static[name]} (must be >= 1)")
+
+
+def listener_sasl(config: NodeConfig, listener: Listener) -> SaslServerSettings | None:
+    """A SASL listener's mechanisms, PLAIN users and session settings (None on the others)."""
+    if listener.security_protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        return None
+    try:
+        return server_settings(listener.name, lambda name: config.listener_setting(listener.name, name))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def listener_login(config: NodeConfig, listener: Listener | None, mechanism_setting: str) -> SaslCredentials | None:
+    """The SASL login this node uses towards other nodes' `listener` (None unless it is SASL):
+    `mechanism_setting` is sasl.mechanism.inter.broker.protocol or sasl.mechanism.controller.protocol."""
+    if listener is None or listener.security_protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        return None
+    try:
+        return node_credentials(listener.name, mechanism_setting,
+                                lambda name: config.listener_setting(listener.name, name))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def controller_login(config: NodeConfig) -> SaslCredentials | None:
+    """This node's login to the controllers' listener (Raft, controller RPCs) when it is SASL:
+    the JAAS username/password configured for that listener (on a broker-only node, the
+    controller.listener.names entry it connects to)."""
+    return listener_login(config, config.controller_connect_listener, "sasl.mechanism.controller.protocol")
 
 
 # --------------------------------------------------------------------------- #

@@ -26,6 +26,7 @@ import trio
 from broker.broker import Broker, ListenerError
 from broker.broker_config import BrokerConfig, BrokerListener
 from metadata.authorizer import AuthorizerSettings
+from metadata.bootstrap_records import read_bootstrap_records
 from metadata.broker_lifecycle import AfterOwnRegistration, BrokerLifecycle
 from metadata.controller.client import ControllerClient, ControllerConnection
 from metadata.controller.requests import ControllerRequests
@@ -40,7 +41,7 @@ from metadata.metadata_follower import LeaderHighWatermarkTap, MetadataFollower
 from metadata.records import Endpoint
 from metrics.registry import MetricsRegistry
 from raft.quorum_state import Role
-from raftkafka.node.config import ConfigError, NodeConfig
+from raftkafka.node.config import ConfigError, NodeConfig, controller_login, listener_login
 from raftkafka.node.security_setup import all_listener_security
 from storage.env import Env
 from storage.listener_security import ListenerSecurity
@@ -76,6 +77,7 @@ def broker_config(config: NodeConfig, cluster_id: str,
         static=dict(static),
         listeners=tuple(BrokerListener(l.host, l.port, security[l.name]) for l in config.client_listeners),
         super_users=config.super_users, inter_broker_tls=security[inter_broker.name].client_tls,
+        inter_broker_sasl=listener_login(config, inter_broker, "sasl.mechanism.inter.broker.protocol"),
         authorizer=AuthorizerSettings(
             enabled=bool(config.authorizer_class_name), super_users=frozenset(map(str, config.super_users)),
             allow_if_no_acl=config.allow_everyone_if_no_acl_found), **extra)
@@ -136,7 +138,8 @@ class BrokerRole:
         if self.follower.schedule is not None:  # broker-only: the follower is the state machine
             self.follower.schedule.attach(driver)
         controller_tls = self.security[config.controller_connect_listener.name].client_tls
-        self.connection = ControllerConnection(self.env, voters, cluster_id=cluster_id, tls=controller_tls)
+        self.connection = ControllerConnection(self.env, voters, cluster_id=cluster_id, tls=controller_tls,
+                                               login=controller_login(config))
         # Forwarded admin requests name this broker's registration (metadata.controller.gate).
         self.controller = ControllerClient(
             self.connection, forwarder=lambda: (config.node_id, self.lifecycle.broker_epoch))
@@ -218,9 +221,9 @@ class BrokerRole:
         broker without its own registration in the metadata. Connections wait, not fail."""
         serve_connection = kafka.server.handle_connection
 
-        async def handle_connection(stream, security=None) -> None:
+        async def handle_connection(stream, security=None, sasl=None) -> None:
             await self.lifecycle.unfenced.wait()
-            await serve_connection(stream, security)
+            await serve_connection(stream, security, sasl)
 
         kafka.server.handle_connection = handle_connection
 
@@ -245,7 +248,8 @@ class ControllerRole:
             self.env, node_id=self.config.node_id, driver=driver, state_machine=self.state_machine,
             static=self.config.broker_static,  # num.partitions, default.replication.factor, ...
             session_timeout=self.config.broker_session_timeout_ms / 1000,
-            close_grace=self.config.broker_connection_close_grace_ms / 1000)
+            close_grace=self.config.broker_connection_close_grace_ms / 1000,
+            bootstrap_records=read_bootstrap_records(self.env.fs, self.config.metadata_log_dir))
         self.requests = ControllerRequests(self.service, rng=self.env.rng, cluster_id=cluster_id)
         await self.service.run(task_status=task_status)
 

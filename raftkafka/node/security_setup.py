@@ -6,11 +6,12 @@ connections to that listener on its peers (controller RPC and Raft on the contro
 listener, replica fetches on the inter-broker listener), presenting the same certificate.
 On a TLS controller listener the client certificate is required: it is how a peer proves
 it is a cluster member (`super.users`, or any certificate the truststore's CA signed).
+A SASL listener also carries its SASL server settings (mechanisms, PLAIN users, sessions).
 A setting or file that cannot be used is a ConfigError (one line), never a plaintext port.
 """
 from __future__ import annotations
 
-from raftkafka.node.config import ConfigError, Listener, NodeConfig
+from raftkafka.node.config import ConfigError, Listener, NodeConfig, listener_sasl
 from storage.listener_security import ListenerSecurity
 from storage.tls import TlsConfigError, TlsContext, tls_settings
 from wire.security.connection_security import uses_tls
@@ -38,7 +39,7 @@ def listener_security(config: NodeConfig, listener: Listener, *, serve: bool = T
         except TlsConfigError as e:
             raise ConfigError(f"listener {listener.name}: {e}") from None
     return ListenerSecurity(listener.name, listener.security_protocol, server_tls, client_tls, mapper,
-                            config.super_users)
+                            config.super_users, listener_sasl(config, listener) if serve else None)
 
 
 def all_listener_security(config: NodeConfig) -> dict[str, ListenerSecurity]:

@@ -28,6 +28,7 @@ from metadata.controller.brokers import fence_broker
 from metadata.controller.dynamic_configs import alter_configs, incremental_alter_configs
 from metadata.controller.heartbeats import BrokerHeartbeatManager
 from metadata.controller.replication import elect_leaderless, remove_broker_from_isrs
+from metadata.controller.scram import alter_user_scram_credentials
 from metadata.controller.topics import create_partitions, create_topics, delete_topics
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, METADATA_VERSION
@@ -129,6 +130,11 @@ class InProcessController:
     async def alter_configs(self, resources, *, validate_only=False, timeout_s=30.0):
         self.calls.append("alter_configs")
         records, results = alter_configs(self.image, resources, validate_only)
+        return ControllerReply(results, self.commit(records))
+
+    async def alter_user_scram_credentials(self, deletions, upsertions, *, timeout_s=30.0):
+        self.calls.append("alter_user_scram_credentials")
+        records, results = alter_user_scram_credentials(self.image, deletions, upsertions)
         return ControllerReply(results, self.commit(records))
 
     async def alter_partition(self, broker_id, broker_epoch, items, *, timeout_s=30.0):

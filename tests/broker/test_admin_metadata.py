@@ -27,7 +27,9 @@ async def test_api_versions_advertises_exactly_the_handled_apis():
                          8: (2, 7), 9: (1, 5), 10: (0, 1), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3),
                          15: (0, 4), 16: (0, 5), 22: (0, 1), 42: (0, 1), 47: (0, 0),
                          # DescribeAcls, CreateAcls, DeleteAcls (broker.handlers.acls)
-                         29: (0, 3), 30: (0, 3), 31: (0, 3)}
+                         29: (0, 3), 30: (0, 3), 31: (0, 3),
+                         17: (0, 1), 36: (0, 2),  # SASL (served in a login; ILLEGAL_SASL_STATE after)
+                         50: (0, 0), 51: (0, 0)}  # SCRAM credentials (KIP-554)
         v0 = await client.call(ApiVersionsRequest(), 0)
         assert v0.error_code == 0 and len(v0.api_keys) == len(table)
 

@@ -148,7 +148,7 @@ def _connect_as(c, principal: str) -> None:
     server = c.brokers[0].server
     serve = type(server).handle_connection
 
-    async def as_principal(stream, security=None):
+    async def as_principal(stream, security=None, sasl=None):
         await serve(server, stream, ConnectionSecurity.accepted("PLAINTEXT", "PLAINTEXT",
                                                                principal=parse_principal(principal)))
     server.handle_connection = as_principal

@@ -32,13 +32,15 @@ async def test_unknown_key_unsupported_version_and_unimplemented_api_close_the_c
         bad_frames.append(bytes(frame))
         struct.pack_into(">hh", frame, 4, 3, 42)  # Metadata v42
         bad_frames.append(bytes(frame))
-        sasl = SaslHandshakeRequest(mechanism="PLAIN")
-        bad_frames.append(encode_request(sasl, 1, 1, "x"))  # defined by the codecs, not served here
         for data in bad_frames:
             client = await RawClient.connect(port)
             await client.send_raw(data)
             assert await client.is_closed()
-        assert c.brokers[0].server.closed_for_bad_input == 3
+        assert c.brokers[0].server.closed_for_bad_input == 2
+        # SASL on a PLAINTEXT listener: Kafka's answer, and the connection stays usable
+        client = await RawClient.connect(port)
+        assert (await client.call(SaslHandshakeRequest(mechanism="PLAIN"), 1)).error_code == 34  # ILLEGAL_SASL_STATE
+        assert (await client.call(ApiVersionsRequest(), 0)).error_code == 0
 
 
 async def test_malformed_frames_close_only_their_connection():

@@ -114,9 +114,11 @@ class Processes:
     def node(self, config_path: str, **kw) -> Proc:
         return self.start("node", "--config", config_path, **kw)
 
-    def dev(self, nodes: int, base_port: int, data_dir: str, *settings: str, **kw) -> tuple[Proc, dict[int, int]]:
+    def dev(self, nodes: int, base_port: int, data_dir: str, *settings: str, security: str = "plaintext",
+            **kw) -> tuple[Proc, dict[int, int]]:
         """`dev` up to its `ready` line; returns the process and node id → pid."""
-        args = ["dev", "--nodes", str(nodes), "--base-port", str(base_port), "--data-dir", data_dir]
+        args = ["dev", "--nodes", str(nodes), "--base-port", str(base_port), "--data-dir", data_dir,
+                "--security", security]
         for s in settings:
             args += ["--set", s]
         proc = self.start(*args, **kw)

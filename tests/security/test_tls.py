@@ -257,21 +257,50 @@ def test_broker_only_node_reaches_tls_controllers_with_its_certificate(pki):
     assert config.controller_connect_listener.name == "CONTROLLER"
 
 
-def test_dev_security_modes_not_built_fail_clearly(tmp_path):
+def test_broker_only_node_logs_in_to_sasl_controllers():
+    from raftkafka.node.config import controller_login
+    from wire.security.sasl_config import SaslCredentials
+
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="node" password="pw";'
+    settings = {"node.id": 4, "process.roles": "broker", "log.dirs": "/tmp/x",
+                "controller.quorum.voters": "1@127.0.0.1:9093", "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas.replace(";", ' user_node="pw";')}
+    with pytest.raises(ConfigError, match="listener.name.controller.plain.sasl.jaas.config: needs username"):
+        load_config(settings)  # no login for the controllers' listener: a startup error, not a refused node
+    config = load_config({**settings, "listener.name.controller.plain.sasl.jaas.config": jaas})
+    assert controller_login(config) == SaslCredentials("PLAIN", "node", "pw")
+
+
+def test_dev_security_modes_make_usable_settings(tmp_path):
+    from raftkafka.cli.dev import node_layout
     from raftkafka.cli.dev_security import prepare_security
 
     assert prepare_security("plaintext", str(tmp_path), [1], "127.0.0.1") is None
-    with pytest.raises(ConfigError, match="--security sasl_ssl: SASL is not built yet"):
-        prepare_security("sasl_ssl", str(tmp_path), [1], "127.0.0.1")
-    made = prepare_security("ssl", str(tmp_path), [1, 2], "127.0.0.1")
+    made = prepare_security("ssl", str(tmp_path / "ssl"), [1, 2], "127.0.0.1")
     assert made.client_properties["security.protocol"] == "SSL"
     assert open(made.client_properties_path).read().count("ssl.") == 3
     assert made.node_settings[2]["super.users"] == "User:node-1;User:node-2;User:admin"
+    for mode in ("sasl_plaintext", "sasl_ssl"):
+        made = prepare_security(mode, str(tmp_path / mode), [1, 2], "127.0.0.1")
+        layout = node_layout(1, 2, 20000, str(tmp_path / mode / "node-1"), made.node_settings[1], mode.upper())
+        config = load_config(layout.settings)
+        listeners = all_listener_security(config)
+        assert {l.sasl is not None for l in listeners.values()} == {True}
+        assert listeners["CONTROLLER"].sasl.mechanisms == ("PLAIN",)
+        client = ClientSecurity.from_properties(made.client_properties)
+        assert client.protocol == mode.upper() and (client.tls is not None) == (mode == "sasl_ssl")
+        assert client.login.username == "admin" and listeners["CONTROLLER"].sasl.plain_users["admin"] == \
+            client.login.password
+        assert made.bootstrap_records  # the admin's SCRAM credential
+        again = prepare_security(mode, str(tmp_path / mode), [1, 2], "127.0.0.1")
+        assert again.client_properties == made.client_properties  # passwords kept on restart
 
 
 async def test_kafka_requests_before_sasl_login_close_the_connection():
     from broker.connection_context import set_current_security
-    from broker.server import CLOSE, KafkaServer
+    from broker.request_errors import CLOSE
+    from broker.server import KafkaServer
     from wire.connection_limits import ConnectionLimits
     from wire.protocol import MetadataRequest, decode_request, encode_request
 

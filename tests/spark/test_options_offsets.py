@@ -188,3 +188,17 @@ def test_security_options_are_kafka_client_properties(tmp_path):
                              streaming=False)
     with pytest.raises(InvalidOptionError, match="security.protocol"):
         parse_sink_options({"kafka.bootstrap.servers": "h:9092", "kafka.security.protocol": "TLS"})
+
+
+def test_sasl_options_become_the_clients_login():
+    from raftkafka.client.security import ClientSecurity
+    from wire.security.sasl_config import SaslCredentials
+
+    sasl = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256",
+            "kafka.sasl.username": "alice", "kafka.sasl.password": "pw"}
+    opts = parse_source_options({"kafka.bootstrap.servers": "h:9092", "subscribe": "t", **sasl}, streaming=False)
+    # What the connecting process builds from them (spark_source.cluster_io.RemoteLogClient).
+    assert ClientSecurity.from_properties(dict(opts.security)).login == SaslCredentials("SCRAM-SHA-256", "alice", "pw")
+    with pytest.raises(InvalidOptionError, match="sasl.password"):
+        parse_sink_options({"kafka.bootstrap.servers": "h:9092",
+                            **{k: v for k, v in sasl.items() if k != "kafka.sasl.password"}})

@@ -1,8 +1,8 @@
-"""Admin APIs: topics, partitions, configs, producer ids, cluster description."""
+"""Admin APIs: topics, partitions, configs, producer ids, cluster description, SCRAM users."""
 from __future__ import annotations
 
 from wire.protocol.message import request, response
-from wire.protocol.schema import ArrayOf, F, BOOL, INT16, INT32, INT64, INT8, STRING
+from wire.protocol.schema import ArrayOf, F, BOOL, BYTES, INT16, INT32, INT64, INT8, STRING
 
 __all__ = [
     "CreateTopicsRequest", "CreateTopicsResponse", "DeleteTopicsRequest",
@@ -11,6 +11,8 @@ __all__ = [
     "DescribeConfigsResponse", "AlterConfigsRequest", "AlterConfigsResponse",
     "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse",
     "DescribeClusterRequest", "DescribeClusterResponse",
+    "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse",
+    "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse",
 ]
 
 CreateTopicsRequest = request(19, "CreateTopics", "0-4", flexible="5+", fields=[
@@ -182,4 +184,47 @@ DescribeClusterResponse = response(60, "DescribeCluster", "0-1", flexible="0+", 
         F("rack", STRING, nullable="0+", default=None),
     )),
     F("cluster_authorized_operations", INT32, default=-2147483648),
+])
+
+# KIP-554: SCRAM credentials; the client sends the salted password, never the password.
+DescribeUserScramCredentialsRequest = request(50, "DescribeUserScramCredentials", "0", flexible="0+", fields=[
+    F("users", ArrayOf("UserName", F("name", STRING)), nullable="0+"),
+])
+
+DescribeUserScramCredentialsResponse = response(50, "DescribeUserScramCredentials", "0", flexible="0+", fields=[
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F("results", ArrayOf("DescribeUserScramCredentialsResult",
+        F("user", STRING),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+"),
+        F("credential_infos", ArrayOf("CredentialInfo",
+            F("mechanism", INT8),
+            F("iterations", INT32),
+        )),
+    )),
+])
+
+AlterUserScramCredentialsRequest = request(51, "AlterUserScramCredentials", "0", flexible="0+", fields=[
+    F("deletions", ArrayOf("ScramCredentialDeletion",
+        F("name", STRING),
+        F("mechanism", INT8),
+    )),
+    F("upsertions", ArrayOf("ScramCredentialUpsertion",
+        F("name", STRING),
+        F("mechanism", INT8),
+        F("iterations", INT32),
+        F("salt", BYTES),
+        F("salted_password", BYTES),
+    )),
+])
+
+AlterUserScramCredentialsResponse = response(51, "AlterUserScramCredentials", "0", flexible="0+", fields=[
+    F("throttle_time_ms", INT32),
+    F("results", ArrayOf("AlterUserScramCredentialsResult",
+        F("user", STRING),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+"),
+    )),
 ])

@@ -45,11 +45,11 @@ SaslHandshakeResponse = response(17, "SaslHandshake", "0-1", fields=[
     F("mechanisms", ArrayOf(STRING)),
 ])
 
-SaslAuthenticateRequest = request(36, "SaslAuthenticate", "0-1", flexible="2+", fields=[
+SaslAuthenticateRequest = request(36, "SaslAuthenticate", "0-2", flexible="2+", fields=[
     F("auth_bytes", BYTES),
 ])
 
-SaslAuthenticateResponse = response(36, "SaslAuthenticate", "0-1", flexible="2+", fields=[
+SaslAuthenticateResponse = response(36, "SaslAuthenticate", "0-2", flexible="2+", fields=[
     F("error_code", INT16),
     F("error_message", STRING, nullable="0+"),
     F("auth_bytes", BYTES),
