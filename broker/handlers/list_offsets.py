@@ -6,6 +6,7 @@ stable offset for read_committed), as in Kafka; -1 answers that bound.
 """
 from __future__ import annotations
 
+from broker.request_caps import Pacer
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from wire.error_codes import ErrorCode
 from wire.protocol import ListOffsetsResponse
@@ -25,9 +26,11 @@ async def handle(broker, header, request) -> ListOffsetsResponse:
     deadline = broker.env.now() + broker.config.replica_apply_timeout_s
     committed = header.api_version >= 2 and request.isolation_level == READ_COMMITTED
     topics = []
+    pacer = Pacer()
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
+            await pacer.step()
             found = await broker.leader_partition(topic.name, p.partition_index, deadline)
             if isinstance(found, int):
                 parts.append(_error(p.partition_index, found))

@@ -7,6 +7,7 @@ topic is answered LEADER_NOT_AVAILABLE, as Kafka does, and clients retry.
 """
 from __future__ import annotations
 
+from broker.request_caps import Pacer
 from metadata.controller.topics import validate_topic_name
 from metadata.errors import ApiError
 from metadata.records import NO_LEADER
@@ -39,7 +40,9 @@ async def handle(broker, header, request) -> MetadataResponse:
         created_errors = broker.auto_create_topics(wanted_missing, allowed=allow_auto)
     alive = {b.node_id for b in cache.alive_brokers()}
     topics = []
+    pacer = Pacer()
     for name in names:
+        await pacer.step()
         topic = image.topics_by_name.get(name)
         if topic is None:
             topics.append(R.MetadataResponseTopic(error_code=created_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),

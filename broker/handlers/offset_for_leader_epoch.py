@@ -8,6 +8,7 @@ fenced, a newer one is unknown here yet.
 from __future__ import annotations
 
 from broker.handlers.fetch import check_leader_epoch
+from broker.request_caps import Pacer
 from wire.error_codes import ErrorCode
 from wire.protocol import OffsetForLeaderEpochResponse
 
@@ -23,9 +24,11 @@ def _error(index: int, code: int) -> R.EpochEndOffset:
 async def handle(broker, header, request) -> OffsetForLeaderEpochResponse:
     deadline = broker.env.now() + broker.config.replica_apply_timeout_s
     topics = []
+    pacer = Pacer()
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
+            await pacer.step()
             found = await broker.leader_partition(topic.topic, p.partition, deadline)
             if isinstance(found, int):
                 parts.append(_error(p.partition, found))

@@ -22,6 +22,7 @@ from broker.delayed_produce import PendingAck, await_acks
 from broker.handlers.metadata import INTERNAL_TOPICS
 from broker.produce_validation import MIN_PRODUCE_VERSION, ProduceError, validate_produce_records
 from broker.record_validation import validate_records
+from broker.request_caps import Pacer
 from broker.request_errors import CloseConnection
 from metadata.controller.dynamic_configs import effective_topic_value
 from storage.log import LogError, RecordTooLargeError
@@ -52,10 +53,12 @@ async def handle(broker, header, request):
     results: dict[str, list] = {}
     waits: list[PendingAck] = []  # acks=all: answered once the HW passes each batch
     duplicates = _duplicate_partitions(request)
+    pacer = Pacer()
     for topic in request.topic_data:
         out = results.setdefault(topic.name, [])
         limits = _topic_limits(broker, topic.name)
         for part in topic.partition_data:
+            await pacer.step()
             if version < MIN_PRODUCE_VERSION:
                 out.append(_partition_response(part.index, ErrorCode.UNSUPPORTED_VERSION,
                                                f"Produce v{version} is not supported; use v3 or later"))
