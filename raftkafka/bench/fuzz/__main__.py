@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--start", type=int, default=0, help="index of the first case (to replay part of a run)")
     p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--case-timeout", type=float, default=5.0)
+    p.add_argument("--case-timeout", type=float, default=8.0)
     p.add_argument("--rpc-share", type=float, default=0.25, help="share of internal RPC cases (with --controller)")
     p.add_argument("--cluster-id", help="name the node's own cluster in RPC seeds (reaches deeper: the "
                    "messages then act on the quorum)")

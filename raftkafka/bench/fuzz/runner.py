@@ -56,7 +56,9 @@ class FuzzConfig:
     seed: int = 1
     start: int = 0  # index of the first generated case (replays a stretch of a long run)
     concurrency: int = 8
-    case_timeout: float = 5.0
+    # Longer than the 5 s a request may wait for the replica of a just-created partition
+    # (replica_apply_timeout_s: a CreateTopics of hundreds of partitions opens their logs first).
+    case_timeout: float = 8.0
     rpc_share: float = 0.25  # of the cases, when a controller address is given
     cluster_id: str = FOREIGN_CLUSTER_ID  # what RPC seeds name (the node's own id reaches deeper, and steers it)
     logs: tuple[str, ...] = ()  # node log files to watch for tracebacks
