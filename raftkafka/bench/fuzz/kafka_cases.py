@@ -268,9 +268,9 @@ def kafka_case(rng: random.Random, seeds: list[bytes]) -> tuple[bytes, str]:
                 labels.append(f"{slot.path}:{_mutate_value(rng, slot)}")
         try:
             frame = _encode(header, body, version, cls)
+            break
         except (ValueError, TypeError, struct.error, OverflowError, AttributeError, DecodeError):
             continue
-        break
     else:
         frame = _SIZE.pack(len(seed)) + seed
         labels = ["seed"]
