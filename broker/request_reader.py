@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 
-import trio
-
 from wire.connection_limits import ConnectionLimits, RequestMemoryPool
 from wire.protocol import FrameReader
 

@@ -21,8 +21,11 @@ only once its size fits the shared queued.max.request.bytes pool, and released w
 answered; an idle connection (connections.max.idle.ms) or a request that does not
 arrive whole in time (socket.request.read.timeout.ms) is closed.
 
+A request naming more than MAX_REQUEST_ITEMS items in all (broker.request_caps) is
+answered INVALID_REQUEST without being handled.
+
 What closes a connection (and only that connection): a bad size prefix, a
-request that does not parse, an api key or version we do not implement (except
+request that does not parse (or holds more than MAX_DECODED_ITEMS items), an api key or version we do not implement (except
 ApiVersions, answered with a v0 body and UNSUPPORTED_VERSION so the client can
 retry), a failed acks=0 produce. A handler that raises gets an
 UNKNOWN_SERVER_ERROR answer for that request (KAFKA_STORAGE_ERROR if a log dir
@@ -36,10 +39,10 @@ import trio
 
 from broker.broker_config import BrokerListener
 from broker.connection_context import current_security, set_current_security
-from broker import authorization
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import fallback_response
 from broker.records_slice import RecordsSlice
+from broker.request_caps import MAX_DECODED_ITEMS, over_item_cap
 from broker.request_errors import CLOSE, CloseAfter, CloseConnection
 from broker.request_reader import RequestReader
 from broker.sasl_authenticator import sasl_phase
@@ -174,7 +177,7 @@ class KafkaServer:
     async def respond(self, frame: bytes, conn: "_Connection | None" = None):
         """The response chunks for one request frame, None for no response, or CLOSE."""
         try:
-            header, request = decode_request(frame)
+            header, request = decode_request(frame, max_items=MAX_DECODED_ITEMS)
         except UnsupportedRequestError as exc:
             if exc.header.api_key == ApiKey.API_VERSIONS:
                 return encode_response_parts(exc.header.correlation_id, fallback_response(self.broker), version=0)
@@ -190,6 +193,10 @@ class KafkaServer:
         if handler is None:
             log.info("closing connection: api key %d is not implemented", header.api_key)
             return CLOSE
+        too_many = over_item_cap(header)
+        if too_many is not None:
+            log.info("refusing %s v%d: %s", ApiKey(header.api_key).name, header.api_version, too_many)
+            return _error_answer(handler, self.broker, header, request, ErrorCode.INVALID_REQUEST)
         try:
             response = await handler.handle(self.broker, header, request)
             if response is None:
@@ -211,13 +218,7 @@ class KafkaServer:
             log.exception("%s v%d (correlation id %d) failed", ApiKey(header.api_key).name, header.api_version,
                           header.correlation_id)
             code = ErrorCode.UNKNOWN_SERVER_ERROR
-        try:
-            return encode_response_parts(header, handler.error(self.broker, header, request, code))
-        except CloseConnection:
-            return CLOSE
-        except Exception:
-            log.exception("cannot even build an error response; closing the connection")
-            return CLOSE
+        return _error_answer(handler, self.broker, header, request, code)
 
     def _admitted(self, header, request) -> bool:
         """Nothing but ApiVersions (and the SASL exchange, which answers those itself) before a
@@ -238,6 +239,17 @@ class KafkaServer:
 
 
 _REPLICA_APIS = frozenset({ApiKey.FETCH, ApiKey.LIST_OFFSETS})
+
+
+def _error_answer(handler, broker, header, request, code: int):
+    """The answer giving every item of the request `code`, or CLOSE."""
+    try:
+        return encode_response_parts(header, handler.error(broker, header, request, code))
+    except CloseConnection:
+        return CLOSE
+    except Exception:
+        log.exception("cannot even build an error response; closing the connection")
+        return CLOSE
 
 
 async def send_parts(stream, parts: list) -> None:

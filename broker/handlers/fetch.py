@@ -30,6 +30,7 @@ from __future__ import annotations
 from broker.authorization import cluster_allowed, topic_allowed
 from broker.records_slice import RecordsSlice
 from metadata.acls import AclOperation
+from broker.request_caps import Pacer
 from storage.log import OffsetOutOfRangeError
 from wire.error_codes import ErrorCode
 from wire.protocol import FetchResponse
@@ -162,8 +163,10 @@ class _Answer:
                 for (name, _), parts in zip(self.topics, self.parts)]
 
     async def read_all(self) -> None:
+        pacer = Pacer()
         for ti, (name, items) in enumerate(self.topics):
             for pi, item in enumerate(items):
+                await pacer.step()
                 key = (name, item.partition)
                 self._where[key] = (ti, pi)
                 if self.incremental and self._unchanged(name, item):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from broker.authorization import topic_allowed
 from metadata.acls import AclOperation
+from broker.request_caps import Pacer
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from wire.error_codes import ErrorCode
 from wire.protocol import ListOffsetsResponse
@@ -27,6 +28,7 @@ async def handle(broker, header, request) -> ListOffsetsResponse:
     deadline = broker.env.now() + broker.config.replica_apply_timeout_s
     committed = header.api_version >= 2 and request.isolation_level == READ_COMMITTED
     topics = []
+    pacer = Pacer()
     for topic in request.topics:
         if not topic_allowed(broker, AclOperation.DESCRIBE, topic.name):
             topics.append(R.ListOffsetsTopicResponse(name=topic.name, partitions=[
@@ -34,6 +36,7 @@ async def handle(broker, header, request) -> ListOffsetsResponse:
             continue
         parts = []
         for p in topic.partitions:
+            await pacer.step()
             found = await broker.leader_partition(topic.name, p.partition_index, deadline)
             if isinstance(found, int):
                 parts.append(_error(p.partition_index, found))

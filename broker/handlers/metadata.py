@@ -14,6 +14,7 @@ from __future__ import annotations
 from broker.authorization import cluster_allowed, topic_allowed
 from metadata.acls import AclOperation
 from metadata.controller.dynamic_configs import effective_broker_value
+from broker.request_caps import Pacer
 from metadata.controller.topics import validate_topic_name
 from metadata.errors import ApiError
 from metadata.records import NO_LEADER
@@ -42,7 +43,9 @@ async def handle(broker, header, request) -> MetadataResponse:
     created_errors = _auto_create(broker, wanted_missing, allow_auto)
     alive = {b.node_id for b in cache.alive_brokers()}
     topics = []
+    pacer = Pacer()
     for name in names:
+        await pacer.step()
         topic = image.topics_by_name.get(name)
         if not describable[name]:
             topics.append(R.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from broker.authorization import cluster_allowed, topic_allowed
 from broker.handlers.fetch import check_leader_epoch
 from metadata.acls import AclOperation
+from broker.request_caps import Pacer
 from wire.error_codes import ErrorCode
 from wire.protocol import OffsetForLeaderEpochResponse
 
@@ -28,6 +29,7 @@ async def handle(broker, header, request) -> OffsetForLeaderEpochResponse:
     if request.replica_id != CONSUMER_REPLICA_ID and not cluster_allowed(broker, AclOperation.CLUSTER_ACTION):
         return error_response(broker, header, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     topics = []
+    pacer = Pacer()
     for topic in request.topics:
         if not topic_allowed(broker, AclOperation.DESCRIBE, topic.topic):
             topics.append(R.OffsetForLeaderTopicResult(topic=topic.topic, partitions=[
@@ -35,6 +37,7 @@ async def handle(broker, header, request) -> OffsetForLeaderEpochResponse:
             continue
         parts = []
         for p in topic.partitions:
+            await pacer.step()
             found = await broker.leader_partition(topic.topic, p.partition, deadline)
             if isinstance(found, int):
                 parts.append(_error(p.partition, found))

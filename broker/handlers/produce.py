@@ -23,6 +23,7 @@ from broker.delayed_produce import PendingAck, await_acks
 from broker.handlers.metadata import INTERNAL_TOPICS
 from broker.produce_validation import MIN_PRODUCE_VERSION, ProduceError, validate_produce_records
 from broker.record_validation import validate_records
+from broker.request_caps import Pacer
 from broker.request_errors import CloseConnection
 from metadata.acls import AclOperation
 from metadata.controller.dynamic_configs import effective_topic_value
@@ -54,6 +55,7 @@ async def handle(broker, header, request):
     results: dict[str, list] = {}
     waits: list[PendingAck] = []  # acks=all: answered once the HW passes each batch
     duplicates = _duplicate_partitions(request)
+    pacer = Pacer()
     for topic in request.topic_data:
         out = results.setdefault(topic.name, [])
         refused = _refused(broker, topic.name)
@@ -62,6 +64,7 @@ async def handle(broker, header, request):
             continue
         limits = _topic_limits(broker, topic.name)
         for part in topic.partition_data:
+            await pacer.step()
             if version < MIN_PRODUCE_VERSION:
                 out.append(_partition_response(part.index, ErrorCode.UNSUPPORTED_VERSION,
                                                f"Produce v{version} is not supported; use v3 or later"))

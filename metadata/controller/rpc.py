@@ -169,7 +169,7 @@ class CreatableTopicInfo:
     num_partitions: int = -1
     replication_factor: int = -1
     assignments: dict[int, list[int]] | None = None
-    configs: dict[str, str] = field(default_factory=dict)
+    configs: dict[str, str | None] = field(default_factory=dict)  # a null value: INVALID_CONFIG, as Kafka
 
 
 @dataclass(slots=True, frozen=True)

@@ -20,6 +20,7 @@ from metadata.errors import ApiError
 from metadata.image import TOPIC_RESOURCE, MetadataImage
 from metadata.records import NO_LEADER, Config, Partition, Record, RemoveTopic, Topic
 from storage.env import uuid_from_rng
+from storage.log.log_manager import RESERVED_TOPICS
 from wire.error_codes import ErrorCode
 
 __all__ = [
@@ -94,6 +95,10 @@ def create_topics(image: MetadataImage, topics: Sequence[CreatableTopic], *,
         if t.name in duplicates:
             results.append(CreateTopicResult(t.name, ErrorCode.INVALID_REQUEST,
                                              "Duplicate topic name."))
+            continue
+        if t.name in RESERVED_TOPICS:  # Kafka's ControllerApis refuses it before validation
+            results.append(CreateTopicResult(t.name, ErrorCode.INVALID_REQUEST,
+                                             f"Creation of internal topic {t.name} is prohibited."))
             continue
         try:
             recs, result = _create_one(image, t, taken, racks, start, rng, static)

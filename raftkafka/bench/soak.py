@@ -178,7 +178,7 @@ class Soak:
             layout = self.layouts[self.rng.choice(calm)]
             seed += 1
             config = FuzzConfig(bootstrap=(HOST, layout.client_port), controller=(HOST, layout.controller_port),
-                                cases=300, seed=seed, concurrency=4, pending=False, isolate=False,
+                                cases=300, seed=seed, concurrency=4, isolate=False,
                                 probe_every=10 ** 9)
             try:
                 report = trio.run(run_fuzz, config)

@@ -48,7 +48,7 @@ def test_fuzzed_node_answers_or_closes_and_stays_healthy(processes, tmp_path):
         bootstrap=(HOST, base), controller=(HOST, base + 1),
         cases=int(os.environ.get("RAFTKAFKA_FUZZ_CASES", "3000")),
         seed=int(os.environ.get("RAFTKAFKA_FUZZ_SEED", "1")),
-        pending=False, logs=(str(log_path),), pids=(pids[1],), corpus=replay_corpus_files(CORPUS),
+        logs=(str(log_path),), pids=(pids[1],), corpus=replay_corpus_files(CORPUS),
     )
     report = trio.run(run_fuzz, config)
     print(report.summary())

@@ -59,6 +59,7 @@ def create(img, *topics, **kw):
     ("", ErrorCode.INVALID_TOPIC_EXCEPTION), (".", ErrorCode.INVALID_TOPIC_EXCEPTION),
     ("..", ErrorCode.INVALID_TOPIC_EXCEPTION), ("a" * 250, ErrorCode.INVALID_TOPIC_EXCEPTION),
     ("bad name", ErrorCode.INVALID_TOPIC_EXCEPTION), ("ünï", ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ("__cluster_metadata", ErrorCode.INVALID_REQUEST),  # the Raft log's own directory name
     ("a" * 249, ErrorCode.NONE), ("ok.name_-1", ErrorCode.NONE),
 ])
 def test_topic_name_rules(name, code):

@@ -10,7 +10,8 @@ from wire.errors import DecodeError
 from wire.protocol import (
     API_VERSIONS, ApiKey, ApiVersionsRequest, ApiVersionsResponse, ConsumerProtocolAssignment,
     ConsumerProtocolSubscription, DescribeClusterRequest, DescribeClusterResponse, FetchRequest, JoinGroupResponse,
-    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, decode_request, decode_subscription,
+    ListOffsetsRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, decode_request,
+    decode_subscription,
     encode_assignment, decode_assignment, encode_request, encode_response, encode_response_parts,
     encode_subscription, lookup, response_header_version, split_frame,
 )
@@ -149,3 +150,19 @@ def test_error_codes():
                  41: True, 42: False, 45: False, 47: False, 56: True, 59: False, 68: False, 69: False, 70: True,
                  74: True, 75: True, 76: False, 78: True, 79: False, 82: False, 87: False, 89: True, 100: True}
     assert {code: ErrorCode(code).retriable for code in reference} == reference
+
+
+def test_decode_request_counts_array_elements_and_stops_past_max_items():
+    L = ListOffsetsRequest
+    request = L(replica_id=-1, isolation_level=0, topics=[
+        L.ListOffsetsTopic(name="a", partitions=[L.ListOffsetsPartition(partition_index=i, timestamp=-1) for i in range(3)]),
+        L.ListOffsetsTopic(name="b", partitions=[]),
+    ])
+    for version in (1, 3):
+        frame = encode_request(request, version, 1, "c")[4:]
+        header, body = decode_request(frame)
+        assert header.item_count == 5 and body == request
+        assert decode_request(frame, max_items=5)[0].item_count == 5
+        with pytest.raises(DecodeError, match="more than 4 array elements"):
+            decode_request(frame, max_items=4)
+        assert decode_request(frame)[0].item_count == 5  # the limit held for that one request only

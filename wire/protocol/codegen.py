@@ -84,6 +84,7 @@ def _decode_value(ns: _Namespace, ftype, nullable: bool, version: int, flexible:
     if nullable:
         lines += [f"{ind}if n is None:", f"{ind}    {target} = None", f"{ind}else:"]
         inner = ind + "    "
+    lines.append(f"{inner}{ns.bind('_t', P.take_items)}(n)")
     elem = ftype.element
     if isinstance(elem, Primitive) and elem.fixed:
         # One struct call for the whole array; struct caches the format.

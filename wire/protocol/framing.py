@@ -9,6 +9,7 @@ Header rules (KIP-482, KIP-511):
 """
 from __future__ import annotations
 
+import math
 import struct
 
 from wire.errors import DecodeError, UnsupportedVersionError
@@ -39,7 +40,7 @@ _CORRELATION = struct.Struct(">i")
 
 
 class RequestHeader:
-    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "unknown_tags")
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "unknown_tags", "item_count")
 
     def __init__(self, api_key: int, api_version: int, correlation_id: int,
                  client_id: str | None = None, unknown_tags=None):
@@ -48,6 +49,7 @@ class RequestHeader:
         self.correlation_id = correlation_id
         self.client_id = client_id
         self.unknown_tags = unknown_tags
+        self.item_count = 0  # array elements in the body, counted by decode_request
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, RequestHeader):
@@ -151,12 +153,13 @@ class FrameReader:
 # --------------------------------------------------------------------------- #
 
 
-def decode_request(frame) -> tuple[RequestHeader, Message]:
+def decode_request(frame, *, max_items: int | None = None) -> tuple[RequestHeader, Message]:
     """Parse a request frame (without its size prefix) into (header, body).
 
     Raises `UnsupportedRequestError` for unknown api keys/versions (its header
     carries the correlation id, so ApiVersions can still be answered) and
-    `DecodeError` for anything malformed.
+    `DecodeError` for anything malformed, or holding more than `max_items` array
+    elements in all (decoding stops there, so its cost is bounded by that too).
     """
     buf = as_memoryview(frame)
     if len(buf) < 8:
@@ -179,9 +182,13 @@ def decode_request(frame) -> tuple[RequestHeader, Message]:
     except (struct.error, ValueError) as exc:
         raise MalformedRequestError(f"request header: {exc}", header) from None
     try:
+        P.ITEM_BUDGET.reset(math.inf if max_items is None else max_items)
         body, pos = cls.decode_from(buf, pos, api_version)
+        header.item_count = P.ITEM_BUDGET.taken
     except DecodeError as exc:
         raise MalformedRequestError(str(exc), header) from None
+    finally:
+        P.ITEM_BUDGET.reset(math.inf)
     if pos != len(buf):
         raise MalformedRequestError(f"{cls.__name__} v{api_version}: {len(buf) - pos} trailing bytes", header)
     return header, body

@@ -10,6 +10,7 @@ is copied exactly once, into the final frame.
 """
 from __future__ import annotations
 
+import math
 import struct
 import uuid as _uuid
 
@@ -25,6 +26,31 @@ _pack_i32 = _I32.pack
 _NULL16 = _pack_i16(-1)
 _NULL32 = _pack_i32(-1)
 _ZERO_BYTE = b"\x00"
+
+
+class ItemBudget:
+    """The array elements the decoding in progress has read, and how many it may: decode_request
+    counts and bounds one request's; unbounded otherwise. Decoding is synchronous, so one
+    budget serves them all."""
+
+    __slots__ = ("limit", "taken")
+
+    def __init__(self) -> None:
+        self.reset(math.inf)
+
+    def reset(self, limit: float) -> None:
+        self.limit = limit
+        self.taken = 0
+
+
+ITEM_BUDGET = ItemBudget()
+
+
+def take_items(n: int) -> None:
+    """Count an array of n elements against ITEM_BUDGET (generated decoders call it)."""
+    ITEM_BUDGET.taken += n
+    if ITEM_BUDGET.taken > ITEM_BUDGET.limit:
+        raise DecodeError(f"more than {ITEM_BUDGET.limit} array elements in one request")
 
 
 def _span(buf, pos: int, length: int, what: str) -> int:

@@ -25,12 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--start", type=int, default=0, help="index of the first case (to replay part of a run)")
     p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--case-timeout", type=float, default=5.0)
+    p.add_argument("--case-timeout", type=float, default=8.0)
     p.add_argument("--rpc-share", type=float, default=0.25, help="share of internal RPC cases (with --controller)")
     p.add_argument("--cluster-id", help="name the node's own cluster in RPC seeds (reaches deeper: the "
                    "messages then act on the quorum)")
-    p.add_argument("--no-pending", action="store_true",
-                   help="leave out the inputs of known, separately fixed cases (internal topics, 249-character names)")
     p.add_argument("--log", action="append", default=[], help="a node log file to watch for tracebacks")
     p.add_argument("--pid", action="append", type=int, default=[], help="a node process that must stay alive")
     p.add_argument("--corpus", help="replay the regression inputs of this directory first")
@@ -39,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     config = FuzzConfig(bootstrap=args.bootstrap, controller=args.controller, cases=args.cases, seed=args.seed, start=args.start,
                         concurrency=args.concurrency, case_timeout=args.case_timeout, rpc_share=args.rpc_share,
-                        pending=not args.no_pending, logs=tuple(args.log), pids=tuple(args.pid),
+                        logs=tuple(args.log), pids=tuple(args.pid),
                         corpus=replay_corpus_files(args.corpus) if args.corpus else (), save_dir=args.save, verbose=args.verbose)
     if args.cluster_id:
         config.cluster_id = args.cluster_id

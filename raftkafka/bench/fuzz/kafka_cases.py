@@ -126,18 +126,10 @@ def _slots(obj: Struct, version: int, path: str, out: list[_Slot]) -> list[_Slot
 # --------------------------------------------------------------------------- #
 
 
-# Inputs of confirmed cases other changes fix (see tests/fuzz_corpus/pending/README.md): drawn
-# only when the run asks for them, so a CI run stays green until those fixes land.
-PENDING_STRINGS = (*INTERNAL_TOPICS, "a" * 249)  # internal topics; the longest legal topic name
-
-
-def _hostile_string(rng: random.Random, pending: bool) -> str | None:
-    choices = ["", None, "-", ".", "..", "../../../etc/passwd", "a" * 250, "b" * 256, "t" * 200,
-               "é" * 200, "c" * 32767, "\x00", "topic\x00name", "name with spaces", "ü-" * 40,
-               "x" * rng.randint(1, 3000), rng.randbytes(8).hex()]
-    if pending:
-        choices += PENDING_STRINGS
-    return rng.choice(choices)
+def _hostile_string(rng: random.Random) -> str | None:
+    return rng.choice(["", None, "-", ".", "..", "../../../etc/passwd", "a" * 249, "a" * 250, "b" * 256, "t" * 200,
+                       "é" * 200, "c" * 32767, "\x00", "topic\x00name", "name with spaces", "ü-" * 40,
+                       "x" * rng.randint(1, 3000), rng.randbytes(8).hex(), *INTERNAL_TOPICS])
 
 
 def _mutate_int(rng: random.Random, ftype: Primitive, value: int) -> int:
@@ -210,7 +202,7 @@ def _mutate_batch(rng: random.Random, value) -> bytes | None:
     return bytes(data)
 
 
-def _mutate_value(rng: random.Random, slot: _Slot, pending: bool) -> str:
+def _mutate_value(rng: random.Random, slot: _Slot) -> str:
     ftype, value = slot.ftype, slot.get()
     if isinstance(ftype, ArrayOf):
         slot.set(_mutate_array(rng, value))
@@ -227,7 +219,7 @@ def _mutate_value(rng: random.Random, slot: _Slot, pending: bool) -> str:
         slot.set(rng.choice((float("nan"), float("inf"), -1.0, 1e308)))
         return "float"
     if ftype is STRING:
-        slot.set(_hostile_string(rng, pending))
+        slot.set(_hostile_string(rng))
         return "string"
     if ftype is BYTES:
         slot.set(rng.choice((None, b"", rng.randbytes(rng.randint(1, 100)), b"\xff" * 70000)))
@@ -246,7 +238,7 @@ def _mutate_value(rng: random.Random, slot: _Slot, pending: bool) -> str:
 # --------------------------------------------------------------------------- #
 
 
-def kafka_case(rng: random.Random, seeds: list[bytes], *, pending: bool = True) -> tuple[bytes, str]:
+def kafka_case(rng: random.Random, seeds: list[bytes]) -> tuple[bytes, str]:
     """One case: (bytes to send, size prefix included; a label saying what was mutated)."""
     seed = rng.choice(seeds)
     try:
@@ -269,19 +261,16 @@ def kafka_case(rng: random.Random, seeds: list[bytes], *, pending: bool = True) 
                 header.correlation_id = rng.choice(INT32_EDGES)
                 labels.append("correlation_id")
             elif roll < 0.16:
-                header.client_id = _hostile_string(rng, False)
+                header.client_id = _hostile_string(rng)
                 labels.append("client_id")
             elif slots:
                 slot = rng.choice(slots)
-                labels.append(f"{slot.path}:{_mutate_value(rng, slot, pending)}")
-        if not pending and _pending_request(header.api_key, body):
-            continue
+                labels.append(f"{slot.path}:{_mutate_value(rng, slot)}")
         try:
             frame = _encode(header, body, version, cls)
+            break
         except (ValueError, TypeError, struct.error, OverflowError, AttributeError, DecodeError):
             continue
-        if pending or len(frame) <= PENDING_FRAME_BYTES:
-            break
     else:
         frame = _SIZE.pack(len(seed)) + seed
         labels = ["seed"]
@@ -293,22 +282,6 @@ def kafka_case(rng: random.Random, seeds: list[bytes], *, pending: bool = True) 
         frame = _lying_size(rng, frame)
         labels.append("size")
     return frame, f"{name}: {', '.join(labels)}"
-
-
-PENDING_PARTITIONS = 1000
-# A bigger request can hold the node's event loop for seconds (a 12 MB ListOffsets of 1000 topics
-# x 1000 partitions: 12 s, every other connection stalled) until requests get per-API caps.
-PENDING_FRAME_BYTES = 1 << 20
-
-
-def _pending_request(api_key: int, body) -> bool:
-    """CreateTopics/CreatePartitions asking for more than PENDING_PARTITIONS partitions in all
-    (issue 16 case 5: the controller stalls and grows without a cap)."""
-    if api_key == 19:
-        return sum(max(t.num_partitions, len(t.assignments or ())) for t in body.topics or ()) > PENDING_PARTITIONS
-    if api_key == 37:
-        return sum(max(t.count, 0) for t in body.topics or ()) > PENDING_PARTITIONS
-    return False
 
 
 def _encode(header, body, version: int, cls) -> bytes:
