@@ -77,11 +77,15 @@ class KafkaServer:
         security = listener.security
 
         async def handle(stream) -> None:
-            accepted = security.accept(stream)
-            if accepted is None:  # a certificate no mapping rule names
+            try:
+                accepted = security.accept(stream)
+                if accepted is None:  # a certificate no mapping rule names
+                    await trio.aclose_forcefully(stream)
+                    return
+                await self._admit(stream, accepted, security.sasl)
+            except Exception:  # the last line: nothing on one connection may stop the listener
+                log.exception("connection setup failed; closing the connection")
                 await trio.aclose_forcefully(stream)
-                return
-            await self._admit(stream, accepted, security.sasl)
 
         await self.broker.env.net.serve(listener.host, listener.port, handle, tls=security.server_tls,
                                         task_status=task_status)

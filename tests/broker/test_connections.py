@@ -163,3 +163,24 @@ async def test_many_pipelined_requests_are_all_answered_in_order():
         await client.send_raw(b"".join(encode_request(ApiVersionsRequest(), 0, cid, "x") for cid in range(100)))
         ids = [decode_response(await client.read_frame(), 18, 0)[0] for _ in range(100)]
         assert ids == list(range(100))
+
+
+async def test_an_error_escaping_a_connection_handler_closes_only_that_connection():
+    """The listener's last line: an exception out of one connection's setup (here a handler
+    wrapper that raises, as a bug would) closes that connection, never the listener."""
+    async with running_cluster() as c:
+        server = c.brokers[0].server
+        serve = server.handle_connection
+        broken = True
+
+        async def flaky(stream, security=None, sasl=None):
+            if broken:
+                raise RuntimeError("a bug in connection setup")
+            await serve(stream, security, sasl)
+
+        server.handle_connection = flaky
+        client = await RawClient.connect(c.brokers[0].port)
+        assert await client.is_closed()
+        broken = False
+        client = await RawClient.connect(c.brokers[0].port)
+        assert (await client.call(ApiVersionsRequest(), 0)).error_code == 0
