@@ -92,17 +92,10 @@ class KafkaServer:
 
     async def _admit(self, stream, security: ConnectionSecurity, sasl=None) -> None:
         """max.connections / max.connections.per.ip: a connection over a limit is closed at once."""
-        ip = security.peer_host
-        refused = self.quotas.try_open(ip)
+        refused = await self.quotas.serve(stream, security.peer_host,
+                                          lambda: self.handle_connection(stream, security, sasl))
         if refused is not None:
-            log.info("closing a new connection from %s: %s", ip, refused)
-            with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(stream)
-            return
-        try:
-            await self.handle_connection(stream, security, sasl)
-        finally:
-            self.quotas.close(ip)
+            log.info("closed a new connection from %s: %s", security.peer_host, refused)
 
     async def handle_connection(self, stream, security: ConnectionSecurity | None = None, sasl=None) -> None:
         """Serve one accepted connection; `sasl` (wire.security.sasl_config.SaslServerSettings)

@@ -291,22 +291,18 @@ class Transport:
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         peer = _peer_name(stream)
-        ip = peer.rpartition(":")[0] or peer
-        refused = self.quotas.try_open(ip)
+        refused = await self.quotas.serve(stream, peer.rpartition(":")[0] or peer,
+                                          lambda: self._admit_and_serve(stream, peer))
         if refused is not None:
-            log.info("closing a new connection from %s: %s", peer, refused)
+            log.info("closed a new connection from %s: %s", peer, refused)
+
+    async def _admit_and_serve(self, stream: trio.abc.Stream, peer: str) -> None:
+        decoder = await self.admit(stream)
+        if decoder is None:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
             return
-        try:
-            decoder = await self.admit(stream)
-            if decoder is None:
-                with trio.CancelScope(shield=True):
-                    await trio.aclose_forcefully(stream)
-                return
-            await self._serve_admitted(stream, peer, decoder)
-        finally:
-            self.quotas.close(ip)
+        await self._serve_admitted(stream, peer, decoder)
 
     async def _serve_admitted(self, stream: trio.abc.Stream, peer: str, decoder: FrameDecoder) -> None:
         conn = _Inbound(stream, peer)

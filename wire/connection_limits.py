@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
+from typing import Awaitable, Callable
 
 import trio
 
@@ -61,6 +62,20 @@ class ConnectionQuotas:
         self.per_ip[ip] -= 1
         if self.per_ip[ip] <= 0:
             del self.per_ip[ip]
+
+    async def serve(self, stream, ip: str, serve: Callable[[], Awaitable[None]]) -> str | None:
+        """Run `serve()` counted against the limits (None once it returns), or close `stream` at
+        once and return why it was over a limit."""
+        refused = self.try_open(ip)
+        if refused is not None:
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            return refused
+        try:
+            await serve()
+        finally:
+            self.close(ip)
+        return None
 
 
 class RequestMemoryPool:
