@@ -112,7 +112,7 @@ async def test_restarted_broker_loads_a_snapshot_and_converges(cluster, nursery)
         reply = await client.create_topics(
             [CreatableTopic(f"s{i:02d}-{j:03d}", 4, 1) for j in range(100)])
         assert all(r.error == 0 for r in reply.results)
-    active = cluster.active_controller()
+    active = await cluster.wait_active()
     assert cluster.committed_image(active).offset > 10_000
     follower = cluster.nodes[101].app.broker.follower
     await cluster.wait_for(lambda: follower.metadata_offset >= reply.offset)
@@ -122,10 +122,16 @@ async def test_restarted_broker_loads_a_snapshot_and_converges(cluster, nursery)
     await cluster.start(101)
     follower = cluster.nodes[101].app.broker.follower
     assert follower.loaded_snapshot is not None and follower.loaded_snapshot[0] >= snapshot_id[0]
-    target = cluster.committed_image(cluster.active_controller())
-    await cluster.wait_for(lambda: follower.caught_up and follower.image.offset >= target.offset)
-    target = cluster.committed_image(cluster.active_controller())
-    await cluster.wait_for(lambda: follower.image.offset == target.offset)
+
+    def converged_with_active_controller():
+        # Leadership may move while the machine is loaded: compare against whoever is active now.
+        active = cluster.active_controller()
+        if active is None or not follower.caught_up:
+            return None
+        target = cluster.committed_image(active)
+        return target if follower.image.offset == target.offset else None
+
+    target = await cluster.wait_for(converged_with_active_controller, timeout=60.0)
     assert list(image_to_records(follower.image)) == list(image_to_records(target))
 
 
