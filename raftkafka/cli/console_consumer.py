@@ -11,8 +11,11 @@ committed offset exists at the earliest record instead of the end. The command
 stops after `--max-messages`, after `--timeout-ms` without a record, or on
 Ctrl-C, and reports "Processed a total of N messages" on stderr.
 
-`--include REGEX` reads every non-internal topic whose whole name matches, as
-found when the command starts (topics created later are not picked up).
+`--include REGEX` reads every non-internal topic whose whole name matches; at
+least one must match when the command starts (else one error line), and topics
+or partitions created later are picked up at each metadata refresh
+(`metadata.max.age.ms`, 5 minutes unless set with `--consumer-property`), read
+from where `auto.offset.reset` says, as Kafka's pattern subscription does.
 `--formatter` takes Kafka's default formatter's class names only (its options are
 the `--property print.*` ones, also from `--formatter-config FILE`);
 `--skip-message-on-error` prints a record the formatter cannot render as an error
@@ -182,7 +185,7 @@ async def _main(args, formatter: RecordFormatter, options: dict, start) -> int:
         if args.group:
             consumer.subscribe(sorted(topics))
         else:
-            assignment = [(t, p) for t in sorted(topics) for p in sorted(topics[t].partitions)]
+            assignment = _partitions_of(topics)
             if args.partition is not None:
                 if args.partition not in topics[args.topic].partitions:
                     raise CommandError(f"topic {args.topic!r} has no partition {args.partition}")
@@ -194,7 +197,9 @@ async def _main(args, formatter: RecordFormatter, options: dict, start) -> int:
                 consumer.seek_to_beginning()
             else:
                 consumer.seek_to_end()
-        async with _stop_on_interrupt():
+        async with _stop_on_interrupt(), trio.open_nursery() as nursery:
+            if args.include is not None:
+                nursery.start_soon(_follow_new_topics, consumer, args, topics)
             idle_deadline = _deadline(args.timeout_ms)
             while args.max_messages is None or count < args.max_messages:
                 wait = 1.0 if idle_deadline is None else max(0.0, min(1.0, idle_deadline - trio.current_time()))
@@ -206,6 +211,7 @@ async def _main(args, formatter: RecordFormatter, options: dict, start) -> int:
                     idle_deadline = _deadline(args.timeout_ms)
                 elif idle_deadline is not None and trio.current_time() >= idle_deadline:
                     break
+            nursery.cancel_scope.cancel()
     print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
 
@@ -214,17 +220,41 @@ async def _topics(consumer, args) -> dict:
     """name -> TopicInfo of --topic, or of every topic --include matches now."""
     if args.topic is not None:
         return {args.topic: await consumer.cluster.topic(args.topic, wait=TOPIC_WAIT_S)}
+    found = await _matching_topics(consumer, re.compile(args.include))
+    if not found:
+        raise CommandError(f"no topic matches --include {args.include!r}")
+    return found
+
+
+async def _follow_new_topics(consumer, args, topics: dict) -> None:
+    """Every metadata refresh interval, read topics (and partitions) --include matches since."""
+    pattern = re.compile(args.include)
+    known = _partitions_of(topics)
+    while True:
+        await trio.sleep(consumer.cluster.metadata_max_age)
+        found = await _matching_topics(consumer, pattern)
+        if set(_partitions_of(found)) <= set(known):
+            continue
+        known = _partitions_of(found)
+        if args.group:
+            consumer.subscribe(sorted(found))
+        else:
+            consumer.assign(known)  # partitions already read keep their positions
+
+
+def _partitions_of(topics: dict) -> list[tuple[str, int]]:
+    return [(t, p) for t in sorted(topics) for p in sorted(topics[t].partitions)]
+
+
+async def _matching_topics(consumer, pattern: re.Pattern) -> dict:
     cluster = consumer.cluster
     cluster.want_all_topics = True
     try:
         await cluster.refresh()
     finally:
         cluster.want_all_topics = False
-    pattern = re.compile(args.include)
     found = {name: info for name, info in sorted(cluster.topics.items())
              if not name.startswith("__") and info.partitions and pattern.fullmatch(name)}
-    if not found:
-        raise CommandError(f"no topic matches --include {args.include!r}")
     cluster.add_topics(sorted(found))
     return found
 

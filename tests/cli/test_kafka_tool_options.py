@@ -3,6 +3,9 @@ out, --include, formatter options, delete-offsets, reset export/import, --by-dur
 --all-groups, the coordinator column, --add-config-file, get-offsets, --version."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from raftkafka.cli.consumer_groups import export_csv, parse_duration_ms, read_reset_csv
@@ -51,6 +54,27 @@ def test_include_reads_every_matching_topic(cli, brokers, topic_name):
     assert r.code == 0 and sorted(r.out.split()) == ["a", "b"]
     r = cli("consume", "--bootstrap-server", brokers, "--include", "no-such-topic-.*", "--timeout-ms", 100)
     assert r.code == 1 and "no topic matches" in r.err
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["assigned", "group"])
+def test_include_picks_up_a_topic_created_later(cli, brokers, topic_name, group):
+    """Topics matching --include that appear while the consumer runs are read from where
+    auto.offset.reset says (here the beginning), as Kafka's pattern subscription."""
+    _create(cli, brokers, f"{topic_name}-a", 1)
+    cli("produce", "--bootstrap-server", brokers, "--topic", f"{topic_name}-a", stdin=b"a\n")
+    argv = [sys.executable, "-m", "raftkafka", "consume", "--bootstrap-server", brokers,
+            "--include", f"{topic_name}-.*", "--from-beginning", "--max-messages", "2", "--timeout-ms", "30000",
+            "--consumer-property", "metadata.max.age.ms=300"] + (["--group", f"{topic_name}-g"] if group else [])
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as consumer:
+        try:
+            assert consumer.stdout.readline() == b"a\n"  # running, before the second topic exists
+            _create(cli, brokers, f"{topic_name}-b", 2)
+            cli("produce", "--bootstrap-server", brokers, "--topic", f"{topic_name}-b", stdin=b"b\n")
+            out, err = consumer.communicate(timeout=60)
+        finally:
+            consumer.kill()
+    assert consumer.returncode == 0, err
+    assert out == b"b\n" and b"Processed a total of 2 messages" in err
 
 
 @pytest.fixture
