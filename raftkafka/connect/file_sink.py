@@ -9,8 +9,8 @@ flushes and fsyncs the file, then records in the worker's offsets file (atomical
 size together with the next offset of every partition it has written, and only then commits
 those offsets to its group. On start it cuts the file back to the recorded size (dropping lines
 written after the last flush, which it is about to consume again) and continues from the
-recorded offsets; with no record yet it appends from the group's committed offsets (earliest
-without any). The group's offsets therefore never run ahead of the file, and the file never
+recorded offsets (for partitions it has none for, the group's committed offsets, else the
+earliest). The group's offsets therefore never run ahead of the file, and the file never
 holds a record twice. This holds while this connector is the file's only writer.
 """
 from __future__ import annotations
@@ -42,11 +42,13 @@ class FileSinkTask:
         self.partition_key = {"file": self.file}
         self.positions: dict[tuple[str, int], int] = {}
 
-    def _restore(self, out) -> None:
-        """Cut the file back to its last flushed size; take the offsets recorded with it."""
+    async def _restore(self, out) -> None:
+        """Cut the file back to its last flushed size; take the offsets recorded with it. The first
+        time, record the size the file has before anything is written to it."""
         stored = self.offsets.get(self.connector.name, self.partition_key)
         size = os.fstat(out.fileno()).st_size
         if stored is None:
+            await self.offsets.put(self.connector.name, self.partition_key, {"size": size, "offsets": {}})
             return
         flushed = int(stored["size"])
         if size > flushed:
@@ -60,11 +62,14 @@ class FileSinkTask:
 
     async def run(self) -> None:
         with open(self.file, "ab") as out:
-            self._restore(out)
+            await self._restore(out)
             out.seek(0, os.SEEK_END)
+            # A static member (KIP-345): the one task of this connector, restarted after a crash,
+            # takes its place in the group at once instead of waiting out the dead one's session.
+            settings = {"group_instance_id": f"connect-{self.connector.name}-0", "enable_auto_commit": False,
+                        "auto_offset_reset": "earliest", **self.consumer_kwargs}
             async with Consumer(self.env, self.worker.bootstrap_servers, group_id=f"connect-{self.connector.name}",
-                                enable_auto_commit=False, auto_offset_reset="earliest",
-                                **self.consumer_kwargs) as consumer:
+                                **settings) as consumer:
                 def on_assign(partitions):
                     for tp in partitions:
                         if tp in self.positions:
@@ -74,7 +79,13 @@ class FileSinkTask:
                 next_flush = self.env.now() + self.worker.flush_interval
                 dirty = False
                 while True:
-                    records = await consumer.poll(0.5)
+                    try:
+                        records = await consumer.poll(0.5)
+                    except KafkaError as e:
+                        if not e.retriable:
+                            raise
+                        self.log(f"{self.connector.name}: {e}; polling again")
+                        continue
                     if records:
                         out.write(b"".join(self._line(r) for r in records))
                         out.flush()  # visible to readers now; durable at the next flush

@@ -35,7 +35,7 @@ async def read_topic(env, bootstrap: str, kwargs: dict, topic: str) -> list:
         consumer.assign(partitions)
         consumer.seek_to_beginning()
         records = []
-        while any(await consumer.position(tp) < ends[tp] for tp in partitions):
+        while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
             records += await consumer.poll(1.0)
         return records
 
@@ -140,14 +140,16 @@ class MirrorFlow:
     async def _copy(self, consumer: Consumer, producer: Producer, sync_producer: Producer) -> None:
         flow = self.flow
         states: dict[tuple[str, int], PartitionSyncState] = {}
-        pending_syncs: dict[tuple[str, int], OffsetSync] = {}
+        latest: dict[tuple[str, int], OffsetSync] = {}  # per partition: the last record acknowledged
+        due: list[OffsetSync] = []  # offset syncs to write
 
         def acked(tp, upstream, metadata) -> None:
             state = states.get(tp)
             if state is None:
                 state = states[tp] = PartitionSyncState(flow.offset_lag_max)
+            sync = latest[tp] = OffsetSync(tp[0], tp[1], upstream, metadata.offset)
             if state.update(upstream, metadata.offset):
-                pending_syncs[tp] = OffsetSync(tp[0], tp[1], upstream, metadata.offset)
+                due.append(sync)
 
         deliveries = Deliveries()
         copied: dict[tuple[str, int], int] = {}  # since the last progress write
@@ -164,16 +166,23 @@ class MirrorFlow:
                 deliveries.track(future, functools.partial(acked, tp, r.offset))
                 copied[tp] = r.offset
             deliveries.raise_error()
-            if pending_syncs:
-                for sync in pending_syncs.values():
-                    await sync_producer.send(flow.offset_syncs_topic, sync.value(), sync.key(), partition=0)
-                    self.store.add(sync)
-                pending_syncs.clear()
             if self.env.now() >= next_flush:
                 await self._write_progress(producer, deliveries, copied)
+                # As MirrorMaker's delayed syncs: each partition's last record gets a sync at a
+                # flush, so a group that has read everything translates exactly.
+                for tp, sync in latest.items():
+                    if states[tp].last_sync_downstream != sync.downstream:
+                        states[tp].last_sync_downstream = sync.downstream
+                        due.append(sync)
+                latest.clear()
                 deliveries = Deliveries()
                 copied = {}
                 next_flush = self.env.now() + flow.flush_interval
+            if due:
+                for sync in due:
+                    await sync_producer.send(flow.offset_syncs_topic, sync.value(), sync.key(), partition=0)
+                    self.store.add(sync)
+                due.clear()
 
     async def _write_progress(self, producer: Producer, deliveries: Deliveries, copied: dict) -> None:
         await producer.flush()
