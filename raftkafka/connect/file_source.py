@@ -65,6 +65,7 @@ class FileSourceTask:
         self.consumer_kwargs = consumer_kwargs
         self.log = log
         self.partition_key = {"filename": self.file}  # Kafka's source partition for this file
+        self._header_prefix = b"[%s," % json.dumps(connector.name).encode()
         stored = offsets.get(connector.name, self.partition_key) or {}
         self.position = int(stored.get("position", 0))
         self.topics: dict[str, dict] = dict(stored.get("raftkafka.topics", {}))  # topic -> partition, scan_from
@@ -144,12 +145,14 @@ class FileSourceTask:
                 await self.env.sleep(_IDLE_WAIT)
 
     async def _send(self, text: str, end: int, deliveries: Deliveries) -> None:
-        record = apply_chain(self.connector.transforms, ConnectRecord(
-            self.topic, None, None, None, STRING_SCHEMA, text, self.env.wall_ms()))
-        partition = await self._partition_of(record.topic)
+        record = ConnectRecord(self.topic, None, None, None, STRING_SCHEMA, text, self.env.wall_ms())
+        if self.connector.transforms:
+            record = apply_chain(self.connector.transforms, record)
+        where = self.topics.get(record.topic)
+        partition = where["partition"] if where is not None else await self._partition_of(record.topic)
         key = self.connector.key_converter.from_connect(record.topic, record.key_schema, record.key)
         value = self.connector.value_converter.from_connect(record.topic, record.value_schema, record.value)
-        header = json.dumps([self.connector.name, end], separators=(",", ":")).encode()
+        header = b"%s%d]" % (self._header_prefix, end)
         future = await self.producer.send(record.topic, value, key, partition=partition,
                                           headers=(*record.headers, (POSITION_HEADER, header)),
                                           timestamp_ms=record.timestamp)

@@ -35,7 +35,8 @@ async def run_worker(worker: WorkerConfig, connectors: list[ConnectorConfig], pr
     env = RealEnv()
     offsets = OffsetFile.load(worker.offsets_path)
     failed = 0
-    async with Producer(env, worker.bootstrap_servers, **{"linger_ms": 5, **producer_kwargs}) as producer:
+    settings = {"linger_ms": 5, "batch_size": 262_144, **producer_kwargs}  # larger batches than Kafka's 16 KiB
+    async with Producer(env, worker.bootstrap_servers, **settings) as producer:
         await wait_reachable(producer.cluster, worker.bootstrap_servers)
 
         async def run_task(connector: ConnectorConfig) -> None:
