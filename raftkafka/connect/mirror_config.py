@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from raftkafka.client.security import SECURITY_PROPERTIES
 from raftkafka.connect.replication_policy import ReplicationPolicy, make_policy
+from raftkafka.connect.worker_config import client_settings
 
 __all__ = ["ClusterConfig", "FlowConfig", "parse_mirror_config"]
 
@@ -58,10 +59,7 @@ class ClusterConfig:
     properties: dict[str, str] = field(repr=False)  # Kafka client properties of this cluster
 
     def client_settings(self, kind: str) -> dict[str, str]:
-        out = {k: v for k, v in self.properties.items() if k in SECURITY_PROPERTIES}
-        prefix = kind + "."
-        out.update({k[len(prefix):]: v for k, v in self.properties.items() if k.startswith(prefix)})
-        return out
+        return client_settings(self.properties, kind)
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,6 @@ class MirrorFlow:
         self.store = OffsetSyncStore()
         self.progress: dict[tuple[str, int], int] = {}  # source partition -> last upstream offset copied
         self.wanted: dict[str, int] = {}  # replicated source topics -> partition count
-        self.copied = 0
 
     def _client(self, cls, cluster, kind: str, **extra):
         return cls(self.env, cluster.bootstrap_servers, **{**extra, **self.kwargs[(cluster.alias, kind)]})
@@ -194,4 +193,3 @@ class MirrorFlow:
             await producer.send(self.flow.progress_topic, value, key, partition=0)
             self.progress[(topic, partition)] = offset
         await producer.flush()
-        self.copied += deliveries.sent

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from raftkafka.client import Consumer, Producer
 from raftkafka.client.security import SECURITY_PROPERTIES
 from raftkafka.connect.converters import Converter, make_converter
 from raftkafka.connect.transforms import transform_chain
@@ -131,7 +130,3 @@ class ConnectorConfig:
 
     def topics(self) -> list[str]:
         return [t.strip() for t in self.properties.get("topics", "").split(",") if t.strip()]
-
-
-# The client classes the settings are checked against (keyword names), for the CLI.
-CLIENT_CLASSES = {"producer": Producer, "consumer": Consumer}

@@ -105,6 +105,21 @@ def test_quickstart_files_parse_with_kafka_names():
         ConnectorConfig.parse({"name": "x", "connector.class": "FileStreamSink", "file": "f"}, worker)
 
 
+def test_worker_security_settings_reach_every_client_and_prefixed_ones_one_kind():
+    from raftkafka.cli.common import client_kwargs
+    from raftkafka.client import Consumer, Producer
+
+    worker = WorkerConfig.parse({**WORKER, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                                 "sasl.username": "connect", "sasl.password": "secret",
+                                 "producer.linger.ms": "20", "consumer.max.poll.records": "100"})
+    producer = client_kwargs(Producer, worker.client_kwargs("producer"), "producer")
+    consumer = client_kwargs(Consumer, worker.client_kwargs("consumer"), "consumer")
+    assert producer["linger_ms"] == 20.0 and "max_poll_records" not in producer
+    assert consumer["max_poll_records"] == 100
+    for kwargs in (producer, consumer):
+        assert kwargs["security"].protocol == "SASL_PLAINTEXT" and kwargs["security"].login is not None
+
+
 def test_connect_standalone_with_a_bad_file_is_one_line(tmp_path, capsys):
     (tmp_path / "w.properties").write_text("bootstrap.servers=localhost:1\noffset.storage.file.filename=o\n")
     (tmp_path / "c.properties").write_text("name=x\nconnector.class=FileStreamSource\n")
