@@ -73,13 +73,16 @@ def test_connect_quickstart_then_kill_9_mid_file_leaves_identical_files(processe
         f.write("Another line\n")
     wait_until(lambda: _lines(sink)[-1:] == ["Another line"], 30, "the appended line in test.sink.txt")
 
-    # Lines keep coming (some written in pieces, a line end arriving later) while the worker dies.
+    # Lines keep coming (some written in pieces, a line end arriving later) while the worker dies
+    # twice; the writer holds back its last lines until both kills are done, so both land mid-file.
     total = 30_000
-    done = threading.Event()
+    kills_done = threading.Event()
 
     def append() -> None:
         with source.open("a") as f:
             for i in range(0, total, 300):
+                if i >= total - 3_000:
+                    kills_done.wait(120)
                 chunk = "".join(f"line {n} of the appended part, {'x' * (n % 40)}\n" for n in range(i, i + 300))
                 f.write(chunk[:-20])
                 f.flush()
@@ -87,19 +90,19 @@ def test_connect_quickstart_then_kill_9_mid_file_leaves_identical_files(processe
                 f.write(chunk[-20:])
                 f.flush()
                 time.sleep(0.03)
-        done.set()
 
     writer = threading.Thread(target=append, daemon=True)
     writer.start()
-    for kills in (1, 2):
+    for _ in range(2):
+        target = len(_lines(sink)) + 3_000
         try:
-            wait_until(lambda: len(_lines(sink)) >= 3 + kills * 5_000, 60, f"{kills * 5000} lines in the sink")
+            wait_until(lambda: len(_lines(sink)) >= target, 60, f"{target} lines in the sink")
         except AssertionError:
             raise AssertionError(f"{len(_lines(sink))} lines in the sink; worker:\n{worker.output()[-3000:]}")
         worker.popen.kill()  # kill -9
         worker.wait(30)
-        assert not done.is_set(), "the writer finished before the kill: the kill was not mid-file"
         worker = processes.start(*args, cwd=str(tmp_path))
+    kills_done.set()
     writer.join(120)
     expected = source.read_text()
     assert expected.count("\n") == 3 + total

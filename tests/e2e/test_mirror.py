@@ -11,7 +11,7 @@ import time
 import pytest
 
 from raftkafka.connect.mirror_records import Checkpoint
-from tests.e2e.procs import free_base_port, ports_free, wait_until
+from tests.e2e.procs import free_base_port, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -38,10 +38,7 @@ offset.flush.interval.ms = 500
 
 
 def _cluster(processes, tmp_path, name: str) -> int:
-    while True:
-        base = free_base_port()
-        if ports_free(range(base, base + 2)):
-            break
+    base = free_base_port()
     node = processes.start("--base-port", str(base), "--data-dir", str(tmp_path / name))
     node.wait_line(r"serving Kafka clients", 60)
     return base
@@ -65,19 +62,20 @@ def _consume(bootstrap: str, group: str, topics: list[str], count: int) -> None:
     assert got >= count
 
 
-def _read_all(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record of one partition, up to its end now."""
+def _read_topic(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes, bytes]]]:
+    """partition -> (offset, key, value) of every record, up to the partitions' ends now."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
-    _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=20)
-    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-    out = []
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1] for p in range(partitions)}
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    out: dict[int, list] = {p: [] for p in range(partitions)}
     deadline = time.monotonic() + 60
-    while (not out or out[-1][0] < end - 1) and end > 0 and time.monotonic() < deadline:
+    while any(ends[p] > 0 and (not out[p] or out[p][-1][0] < ends[p] - 1) for p in out) \
+            and time.monotonic() < deadline:
         msg = consumer.poll(0.2)
         if msg is not None and msg.error() is None:
-            out.append((msg.offset(), msg.value()))
+            out[msg.partition()].append((msg.offset(), msg.key(), msg.value()))
     consumer.close()
     return out
 
@@ -117,24 +115,31 @@ def test_mirror_survives_two_kill_9s_and_a_group_moves_to_the_target_without_a_g
     mirror = processes.start("mirror", "mm2.properties", cwd=str(tmp_path))
     mirror.wait_line(r"A->B: replicating 6 topics", 60)
     for _ in range(2):
-        time.sleep(3)
+        time.sleep(2)
         mirror.popen.kill()  # kill -9 under load
         mirror.wait(30)
         mirror = processes.start("mirror", "mm2.properties", cwd=str(tmp_path))
         mirror.wait_line(r"A->B: replicating 6 topics \(\d+ partitions resume", 60)
     assert "(0 partitions resume" not in mirror.output()
-    time.sleep(2)
+    time.sleep(1)
     stop.set()
     load.join(60)
     assert errors == []
     _consume(source, "app", TOPICS, 3000)  # the group moves on upstream after the kills
 
     # Every source record is on the target, in the same partition of the renamed topic.
-    source_records = {(t, p): _read_all(source, t, p) for t in TOPICS for p in range(PARTITIONS)}
+    source_records = {}
+    for t in TOPICS:
+        for p, records in _read_topic(source, t, PARTITIONS).items():
+            source_records[(t, p)] = [(o, v) for o, _, v in records]
 
     def copied() -> bool:
-        return all(set(v for _, v in source_records[(t, p)]) <= set(v for _, v in _read_all(target, f"A.{t}", p))
-                   for t in TOPICS for p in range(PARTITIONS))
+        for t in TOPICS:
+            remote = _read_topic(target, f"A.{t}", PARTITIONS)
+            if any(not {v for _, v in source_records[(t, p)]} <= {v for _, _, v in remote[p]}
+                   for p in range(PARTITIONS)):
+                return False
+        return True
 
     wait_until(copied, 60, "every source record on the target", interval=1)
     admin_b = AdminClient({"bootstrap.servers": target})
@@ -154,8 +159,8 @@ def test_mirror_survives_two_kill_9s_and_a_group_moves_to_the_target_without_a_g
 
     def checkpoints() -> dict:
         latest = {}
-        for _, value_key in [(o, v) for o, v in _read_all_keyed(target, "A.checkpoints.internal")]:
-            cp = Checkpoint.decode(*value_key)
+        for _, key, value in _read_topic(target, "A.checkpoints.internal", 1)[0]:
+            cp = Checkpoint.decode(key, value)
             if cp.group == "app":
                 latest[(cp.topic, cp.partition)] = cp
         return latest
@@ -186,7 +191,7 @@ def test_mirror_survives_two_kill_9s_and_a_group_moves_to_the_target_without_a_g
     switched.subscribe([f"A.{t}" for t in TOPICS])
     seen: dict[tuple[str, int], set] = {}
     first: dict[tuple[str, int], int] = {}
-    ends = {(t, p): _read_all(target, f"A.{t}", p)[-1][0] + 1 for t in TOPICS for p in range(PARTITIONS)}
+    ends = {(t, p): records[-1][0] + 1 for t in TOPICS for p, records in _read_topic(target, f"A.{t}", PARTITIONS).items()}
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and any(
             max(seen.get((t, p), {-1})) < ends[(t, p)] - 1 and offsets.get((f"A.{t}", p), 0) < ends[(t, p)]
@@ -205,19 +210,3 @@ def test_mirror_survives_two_kill_9s_and_a_group_moves_to_the_target_without_a_g
                 assert first[(t, p)] == offsets[(f"A.{t}", p)]  # it started where the mirror put it
             unread = {v for o, v in source_records[(t, p)] if o >= committed.get((t, p), 0)}
             assert unread <= seen.get(("values", t, p), set()), f"{t}-{p}: records the group never read are missing"
-
-
-def _read_all_keyed(bootstrap: str, topic: str) -> list[tuple[int, tuple[bytes, bytes]]]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
-    _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=20)
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    out = []
-    deadline = time.monotonic() + 30
-    while end > 0 and (not out or out[-1][0] < end - 1) and time.monotonic() < deadline:
-        msg = consumer.poll(0.2)
-        if msg is not None and msg.error() is None:
-            out.append((msg.offset(), (msg.key(), msg.value())))
-    consumer.close()
-    return out
