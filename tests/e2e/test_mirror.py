@@ -1,10 +1,14 @@
 """MirrorMaker 2 with our command: `python -m raftkafka mirror mm2.properties` between two
-clusters on loopback (one node each, to keep the test short), several topics under produce
-load, the mirror killed with kill -9 twice; then a consumer group moves to the target cluster at
-the offsets the mirror translated for it and sees every record it had not read (no gap).
+clusters on loopback, ten topics under produce load, the mirror killed with kill -9 twice; then a
+consumer group moves to the target cluster at the offsets the mirror translated for it and sees
+every record it had not read (no gap).
+
+The clusters have one node each to keep the suite short; RAFTKAFKA_MIRROR_TEST_NODES=3 runs the
+same test on two 3-node clusters (`dev`, RF=3 everywhere).
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -15,19 +19,20 @@ from tests.e2e.procs import free_base_port, wait_until
 
 pytestmark = pytest.mark.e2e
 
-TOPICS = [f"orders-{i}" for i in range(6)]
+TOPICS = [f"orders-{i}" for i in range(10)]
 PARTITIONS = 2
+NODES = int(os.environ.get("RAFTKAFKA_MIRROR_TEST_NODES", "1"))
 
 MM2 = """\
 clusters = A, B
-A.bootstrap.servers = localhost:{a}
-B.bootstrap.servers = localhost:{b}
+A.bootstrap.servers = {a}
+B.bootstrap.servers = {b}
 A->B.enabled = true
 A->B.topics = orders-.*
-replication.factor = 1
-offset-syncs.topic.replication.factor = 1
-checkpoints.topic.replication.factor = 1
-offset.storage.replication.factor = 1
+replication.factor = {rf}
+offset-syncs.topic.replication.factor = {rf}
+checkpoints.topic.replication.factor = {rf}
+offset.storage.replication.factor = {rf}
 refresh.topics.interval.seconds = 1
 sync.topic.configs.interval.seconds = 1
 emit.checkpoints.interval.seconds = 1
@@ -37,11 +42,16 @@ offset.flush.interval.ms = 500
 """
 
 
-def _cluster(processes, tmp_path, name: str) -> int:
-    base = free_base_port()
-    node = processes.start("--base-port", str(base), "--data-dir", str(tmp_path / name))
-    node.wait_line(r"serving Kafka clients", 60)
-    return base
+def _cluster(processes, tmp_path, name: str) -> str:
+    """A cluster of NODES nodes; its bootstrap servers."""
+    base = free_base_port(NODES)
+    if NODES == 1:
+        node = processes.start("--base-port", str(base), "--data-dir", str(tmp_path / name))
+        node.wait_line(r"serving Kafka clients", 60)
+    else:
+        processes.dev(NODES, base, str(tmp_path / name), f"default.replication.factor={NODES}",
+                      f"offsets.topic.replication.factor={NODES}", "min.insync.replicas=2")
+    return ",".join(f"localhost:{base + 2 * i}" for i in range(NODES))
 
 
 def _consume(bootstrap: str, group: str, topics: list[str], count: int) -> None:
@@ -84,10 +94,9 @@ def test_mirror_survives_two_kill_9s_and_a_group_moves_to_the_target_without_a_g
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-    a, b = _cluster(processes, tmp_path, "a"), _cluster(processes, tmp_path, "b")
-    source, target = f"localhost:{a}", f"localhost:{b}"
+    source, target = _cluster(processes, tmp_path, "a"), _cluster(processes, tmp_path, "b")
     admin_a = AdminClient({"bootstrap.servers": source})
-    for future in admin_a.create_topics([NewTopic(t, PARTITIONS, 1, config={"retention.ms": "86400000"})
+    for future in admin_a.create_topics([NewTopic(t, PARTITIONS, NODES, config={"retention.ms": "86400000"})
                                          for t in TOPICS]).values():
         future.result(30)
 
@@ -111,15 +120,15 @@ def test_mirror_survives_two_kill_9s_and_a_group_moves_to_the_target_without_a_g
     load.start()
     _consume(source, "app", TOPICS, 2000)
 
-    (tmp_path / "mm2.properties").write_text(MM2.format(a=a, b=b))
+    (tmp_path / "mm2.properties").write_text(MM2.format(a=source, b=target, rf=NODES))
     mirror = processes.start("mirror", "mm2.properties", cwd=str(tmp_path))
-    mirror.wait_line(r"A->B: replicating 6 topics", 60)
+    mirror.wait_line(rf"A->B: replicating {len(TOPICS)} topics", 60)
     for _ in range(2):
         time.sleep(2)
         mirror.popen.kill()  # kill -9 under load
         mirror.wait(30)
         mirror = processes.start("mirror", "mm2.properties", cwd=str(tmp_path))
-        mirror.wait_line(r"A->B: replicating 6 topics \(\d+ partitions resume", 60)
+        mirror.wait_line(rf"A->B: replicating {len(TOPICS)} topics \(\d+ partitions resume", 60)
     assert "(0 partitions resume" not in mirror.output()
     time.sleep(1)
     stop.set()
