@@ -103,6 +103,7 @@ def bench_mirror(source: str, target: str, records: int, nodes: int, work: str) 
                 "A->B.enabled = true\nA->B.topics = bench-mirror-.*\n"
                 f"replication.factor = {nodes}\noffset-syncs.topic.replication.factor = {nodes}\n"
                 f"checkpoints.topic.replication.factor = {nodes}\noffset.storage.replication.factor = {nodes}\n"
+                f"heartbeats.topic.replication.factor = {nodes}\n"
                 "offset.flush.interval.ms = 10000\n")
     remote = {f"A.{t}": n for t, n in topics.items()}
     from raftkafka.client.blocking import BlockingAdmin

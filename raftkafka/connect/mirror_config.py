@@ -40,6 +40,9 @@ _DEFAULTS = {
     "config.properties.exclude": (r"follower\.replication\.throttled\.replicas, "
                                   r"leader\.replication\.throttled\.replicas, message\.timestamp\.difference\.max\.ms, "
                                   r"message\.timestamp\.type, unclean\.leader\.election\.enable, min\.insync\.replicas"),
+    "emit.heartbeats.enabled": "true",
+    "emit.heartbeats.interval.seconds": "1",
+    "heartbeats.topic.replication.factor": "3",
     "emit.checkpoints.enabled": "true",
     "emit.checkpoints.interval.seconds": "60",
     "sync.group.offsets.enabled": "false",
@@ -75,10 +78,12 @@ class FlowConfig:
     replication_factor: int
     refresh_topics: float | None  # seconds; None: topics are listed once, at start
     sync_topic_configs: float | None
+    emit_heartbeats: float | None
     emit_checkpoints: float | None
     sync_group_offsets: float | None
     offset_lag_max: int
     offset_syncs_rf: int
+    heartbeats_rf: int
     checkpoints_rf: int
     progress_rf: int
     flush_interval: float  # seconds
@@ -100,8 +105,9 @@ class FlowConfig:
         return f"mm2-offsets.{self.source.alias}.internal"
 
     def replicates_topic(self, topic: str) -> bool:
-        return (bool(self.topics.fullmatch(topic)) and not self.topics_exclude.fullmatch(topic)
-                and not self.policy.is_internal(topic) and not self.policy.is_cycle(topic, self.target.alias))
+        wanted = (bool(self.topics.fullmatch(topic)) and not self.topics_exclude.fullmatch(topic)) \
+            or self.policy.is_heartbeats(topic)
+        return wanted and not self.policy.is_internal(topic) and not self.policy.is_cycle(topic, self.target.alias)
 
     def replicates_group(self, group: str) -> bool:
         return bool(self.groups.fullmatch(group)) and not self.groups_exclude.fullmatch(group)
@@ -192,10 +198,12 @@ def _flow(properties: dict, flow: str, source: ClusterConfig, target: ClusterCon
         replication_factor=number("replication.factor"),
         refresh_topics=every("refresh.topics.enabled", "refresh.topics.interval.seconds"),
         sync_topic_configs=every("sync.topic.configs.enabled", "sync.topic.configs.interval.seconds"),
+        emit_heartbeats=every("emit.heartbeats.enabled", "emit.heartbeats.interval.seconds"),
         emit_checkpoints=every("emit.checkpoints.enabled", "emit.checkpoints.interval.seconds"),
         sync_group_offsets=every("sync.group.offsets.enabled", "sync.group.offsets.interval.seconds"),
         offset_lag_max=number("offset.lag.max", 0),
         offset_syncs_rf=number("offset-syncs.topic.replication.factor"),
+        heartbeats_rf=number("heartbeats.topic.replication.factor"),
         checkpoints_rf=number("checkpoints.topic.replication.factor"),
         progress_rf=number("offset.storage.replication.factor"),
         flush_interval=number("offset.flush.interval.ms") / 1000)

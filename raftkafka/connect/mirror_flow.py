@@ -19,7 +19,7 @@ from raftkafka.client import Admin, Consumer, Producer
 from raftkafka.connect.delivery import Deliveries
 from raftkafka.connect.mirror_checkpoints import Checkpointer, OffsetSyncStore, PartitionSyncState
 from raftkafka.connect.mirror_config import FlowConfig
-from raftkafka.connect.mirror_records import (OffsetSync, RecordFormatError, decode_progress,
+from raftkafka.connect.mirror_records import (Heartbeat, OffsetSync, RecordFormatError, decode_progress,
                                               encode_progress)
 from raftkafka.connect.mirror_topics import (ensure_internal_topic, ensure_remote_topics, source_topics,
                                              sync_topic_configs)
@@ -69,6 +69,8 @@ class MirrorFlow:
             await ensure_internal_topic(target, flow.progress_topic, flow.progress_rf)
             if flow.emit_checkpoints or flow.sync_group_offsets:
                 await ensure_internal_topic(target, flow.checkpoints_topic, flow.checkpoints_rf)
+            if flow.emit_heartbeats:
+                await ensure_internal_topic(target, "heartbeats", flow.heartbeats_rf)
             await self._load_state()
             await self._refresh_topics(source, target)
             if flow.sync_topic_configs:
@@ -85,6 +87,8 @@ class MirrorFlow:
                 if flow.sync_topic_configs:
                     nursery.start_soon(self._every, flow.sync_topic_configs,
                                        lambda s, t: sync_topic_configs(flow, s, t, self.wanted), source, target)
+                if flow.emit_heartbeats:
+                    nursery.start_soon(self._every, flow.emit_heartbeats, self._heartbeat, producer)
                 checkpointer = Checkpointer(self.env, flow, source, target, producer, self.store, self.log)
                 if flow.emit_checkpoints:
                     nursery.start_soon(self._every, flow.emit_checkpoints, checkpointer.emit_checkpoints)
@@ -96,6 +100,11 @@ class MirrorFlow:
         while True:
             await self.env.sleep(interval)
             await fn(*args)
+
+    async def _heartbeat(self, producer: Producer) -> None:
+        """MirrorHeartbeatConnector's record: replicated onwards, its age shows the replication lag."""
+        beat = Heartbeat(self.flow.source.alias, self.flow.target.alias, self.env.wall_ms())
+        await producer.send("heartbeats", beat.value(), beat.key(), partition=0)
 
     # ------------------------------------------------------------------ state from earlier runs
 

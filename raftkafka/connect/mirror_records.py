@@ -6,6 +6,8 @@ encoding: STRING = int16 length + UTF-8, INT16/INT32/INT64 big-endian), so Kafka
   (upstreamOffset, offset): record `upstreamOffset` of the source partition is `offset` downstream.
 - checkpoint (topic `<source>.checkpoints.internal` on the target): key (group, topic, partition)
   with the *target* topic name, value version INT16 0 then (upstreamOffset, offset, metadata).
+- heartbeat (topic `heartbeats` on the target): key (sourceClusterAlias, targetClusterAlias),
+  value version INT16 0 then timestamp INT64 (ms).
 - progress (topic `mm2-offsets.<source>.internal` on the target), Connect's offset form in JSON:
   key `["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"orders"}]`, value
   `{"offset":N}` with N the last upstream offset replicated.
@@ -16,7 +18,7 @@ import json
 import struct
 from dataclasses import dataclass
 
-__all__ = ["OffsetSync", "Checkpoint", "encode_progress", "decode_progress", "RecordFormatError"]
+__all__ = ["OffsetSync", "Checkpoint", "Heartbeat", "encode_progress", "decode_progress", "RecordFormatError"]
 
 
 class RecordFormatError(ValueError):
@@ -89,6 +91,26 @@ class Checkpoint:
         group, topic, partition = k.string(), k.string(), k.take(">i")
         v.take(">h")  # version
         return cls(group, topic, partition, v.take(">q"), v.take(">q"), v.string())
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    source_alias: str
+    target_alias: str
+    timestamp: int
+
+    def key(self) -> bytes:
+        return _string(self.source_alias) + _string(self.target_alias)
+
+    def value(self) -> bytes:
+        return struct.pack(">hq", 0, self.timestamp)
+
+    @classmethod
+    def decode(cls, key: bytes, value: bytes) -> "Heartbeat":
+        k, v = _Reader(key or b""), _Reader(value or b"")
+        source, target = k.string(), k.string()
+        v.take(">h")  # version
+        return cls(source, target, v.take(">q"))
 
 
 def encode_progress(source_alias: str, topic: str, partition: int, offset: int) -> tuple[bytes, bytes]:

@@ -69,4 +69,4 @@ async def ensure_internal_topic(admin: Admin, name: str, replication_factor: int
         await admin.create_topic(name, 1, replication_factor, {"cleanup.policy": "compact"})
     except KafkaError as e:
         if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-            raise
+            raise KafkaError(f"cannot create {name} (replication factor {replication_factor}): {e}", e.code) from None

@@ -42,6 +42,14 @@ class ReplicationPolicy:
                 return True
             topic = self.upstream_topic(topic)
 
+    def is_heartbeats(self, topic: str) -> bool:
+        """`heartbeats`, or a remote copy of one (`A.heartbeats`): always replicated, as MirrorMaker does."""
+        while True:
+            upstream = self.upstream_topic(topic)
+            if upstream is None:
+                return topic == "heartbeats"
+            topic = upstream
+
     @staticmethod
     def is_internal(topic: str) -> bool:
         """MirrorMaker's own topics and the clusters' internal ones are never replicated."""

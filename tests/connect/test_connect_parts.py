@@ -11,7 +11,7 @@ from raftkafka.connect.converters import ConverterError, JsonConverter, StringCo
 from raftkafka.connect.file_source import split_lines
 from raftkafka.connect.mirror_checkpoints import OffsetSyncStore, PartitionSyncState
 from raftkafka.connect.mirror_config import parse_mirror_config
-from raftkafka.connect.mirror_records import Checkpoint, OffsetSync, decode_progress, encode_progress
+from raftkafka.connect.mirror_records import Checkpoint, Heartbeat, OffsetSync, decode_progress, encode_progress
 from raftkafka.connect.records import ConnectRecord
 from raftkafka.connect.transforms import TransformError, apply_chain, transform_chain
 from raftkafka.connect.worker_config import SINK, SOURCE, ConnectorConfig, WorkerConfig
@@ -145,8 +145,9 @@ def test_mm2_properties_flows_filters_and_naming():
     assert (flow.name, flow.replication_factor, flow.emit_checkpoints, flow.sync_group_offsets) == ("A->B", 2, 60.0, 60.0)
     assert flow.offset_syncs_topic == "mm2-offset-syncs.B.internal"
     assert flow.checkpoints_topic == "A.checkpoints.internal"
-    assert [t for t in ("orders", "pay-eu", "orders2", "B.orders", "x.internal", "__consumer_offsets")
-            if flow.replicates_topic(t)] == ["orders", "pay-eu"]
+    assert [t for t in ("orders", "pay-eu", "orders2", "B.orders", "x.internal", "__consumer_offsets", "heartbeats",
+                        "C.heartbeats", "B.heartbeats")
+            if flow.replicates_topic(t)] == ["orders", "pay-eu", "heartbeats", "C.heartbeats"]
     assert flow.policy.remote_topic("A", "orders") == "A.orders"
     assert flow.source.client_settings("admin") == {"security.protocol": "PLAINTEXT"}
     assert flow.replicates_group("app") and not flow.replicates_group("console-consumer-1")
@@ -168,6 +169,9 @@ def test_offset_sync_and_checkpoint_bytes_are_kafkas_struct_encoding():
     checkpoint = Checkpoint("app", "A.orders", 3, 100, 251, "")
     assert checkpoint.value() == struct.pack(">hqq", 0, 100, 251) + b"\x00\x00"
     assert Checkpoint.decode(checkpoint.key(), checkpoint.value()) == checkpoint
+    beat = Heartbeat("A", "B", 1700000000000)
+    assert beat.key() == b"\x00\x01A\x00\x01B" and beat.value() == struct.pack(">hq", 0, 1700000000000)
+    assert Heartbeat.decode(beat.key(), beat.value()) == beat
     key, value = encode_progress("A", "orders", 3, 99)
     assert key == b'["MirrorSourceConnector",{"cluster":"A","partition":3,"topic":"orders"}]'
     assert decode_progress("A", key, value) == (("orders", 3), 99)

@@ -33,6 +33,7 @@ replication.factor = {rf}
 offset-syncs.topic.replication.factor = {rf}
 checkpoints.topic.replication.factor = {rf}
 offset.storage.replication.factor = {rf}
+heartbeats.topic.replication.factor = {rf}
 refresh.topics.interval.seconds = 1
 sync.topic.configs.interval.seconds = 1
 emit.checkpoints.interval.seconds = 1
@@ -154,6 +155,7 @@ def test_mirror_survives_two_kill_9s_and_a_group_moves_to_the_target_without_a_g
     admin_b = AdminClient({"bootstrap.servers": target})
     metadata = admin_b.list_topics(timeout=20)
     assert {t: len(metadata.topics[f"A.{t}"].partitions) for t in TOPICS} == {t: PARTITIONS for t in TOPICS}
+    assert "heartbeats" in metadata.topics and "A.checkpoints.internal" in metadata.topics
     described = admin_b.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "A.orders-0")])
     assert list(described.values())[0].result(20)["retention.ms"].value == "86400000"
 
