@@ -65,7 +65,7 @@ def test_connect_quickstart_then_kill_9_mid_file_leaves_identical_files(processe
     wait_until(lambda: _lines(sink) == ["foo", "bar"], 30, "foo and bar in test.sink.txt")
     consumed = subprocess.run(
         [sys.executable, "-m", "raftkafka", "consume", "--bootstrap-server", f"localhost:{base}",
-         "--topic", "connect-test", "--from-beginning", "--timeout-ms", "3000"],
+         "--topic", "connect-test", "--from-beginning", "--max-messages", "2"],
         capture_output=True, text=True, timeout=60, cwd=str(REPO))
     assert consumed.stdout.splitlines() == ['{"schema":{"type":"string","optional":false},"payload":"foo"}',
                                             '{"schema":{"type":"string","optional":false},"payload":"bar"}']
