@@ -15,7 +15,7 @@ import functools
 
 import trio
 
-from raftkafka.client import Admin, Consumer, Producer
+from raftkafka.client import Admin, Consumer, KafkaError, Producer
 from raftkafka.connect.delivery import Deliveries
 from raftkafka.connect.mirror_checkpoints import Checkpointer, OffsetSyncStore, PartitionSyncState
 from raftkafka.connect.mirror_config import FlowConfig
@@ -97,9 +97,16 @@ class MirrorFlow:
                 await self._copy(consumer, producer, sync_producer)
 
     async def _every(self, interval: float, fn, *args) -> None:
+        """A periodic chore; a retriable error (a coordinator loading, a leader moving) waits for
+        the next round instead of ending the flow."""
         while True:
             await self.env.sleep(interval)
-            await fn(*args)
+            try:
+                await fn(*args)
+            except KafkaError as e:
+                if not e.retriable:
+                    raise
+                self.log(f"{self.flow.name}: {getattr(fn, '__name__', 'task')}: {e}; retried in {interval:g}s")
 
     async def _heartbeat(self, producer: Producer) -> None:
         """MirrorHeartbeatConnector's record: replicated onwards, its age shows the replication lag."""
