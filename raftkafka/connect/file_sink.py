@@ -50,7 +50,11 @@ class FileSinkTask:
         if stored is None:
             await self.offsets.put(self.connector.name, self.partition_key, {"size": size, "offsets": {}})
             return
-        flushed = int(stored["size"])
+        try:
+            flushed = int(stored["size"])
+            positions = {(t, int(p)): int(o) for t, parts in stored["offsets"].items() for p, o in parts.items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise ValueError(f"the offsets file's entry for {self.connector.name} is damaged: {stored!r}") from None
         if size > flushed:
             self.log(f"{self.connector.name}: dropping {size - flushed} bytes of {self.file} written after the "
                      "last flush (their records are consumed again)")
@@ -58,7 +62,7 @@ class FileSinkTask:
         elif size < flushed:
             self.log(f"{self.connector.name}: {self.file} is shorter than when it was last flushed "
                      f"({size} < {flushed} bytes); appending to it as it is")
-        self.positions = {(t, int(p)): int(o) for t, parts in stored["offsets"].items() for p, o in parts.items()}
+        self.positions = positions
 
     async def run(self) -> None:
         with open(self.file, "ab") as out:

@@ -67,15 +67,20 @@ class FileSourceTask:
         self.partition_key = {"filename": self.file}  # Kafka's source partition for this file
         self._header_prefix = b"[%s," % json.dumps(connector.name).encode()
         stored = offsets.get(connector.name, self.partition_key) or {}
-        self.position = int(stored.get("position", 0))
-        self.topics: dict[str, dict] = dict(stored.get("raftkafka.topics", {}))  # topic -> partition, scan_from
+        try:
+            self.position = int(stored.get("position", 0))
+            # topic -> {"partition": p, "scan_from": offset}
+            self.topics: dict[str, dict] = {t: {"partition": int(w["partition"]), "scan_from": int(w["scan_from"])}
+                                            for t, w in stored.get("raftkafka.topics", {}).items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise ValueError(f"the offsets file's entry for {connector.name} is damaged: {stored!r}") from None
 
     # ------------------------------------------------------------------ recovery
 
     async def recover(self) -> None:
         """Move the position past lines an earlier run delivered but did not record."""
         for topic, where in sorted(self.topics.items()):
-            found, end = await self._scan(topic, int(where["partition"]), int(where["scan_from"]))
+            found, end = await self._scan(topic, where["partition"], where["scan_from"])
             if found > self.position:
                 self.log(f"{self.connector.name}: lines up to position {found} of {self.file} were already "
                          f"in {topic}; resuming there")

@@ -41,14 +41,14 @@ async def run_worker(worker: WorkerConfig, connectors: list[ConnectorConfig], pr
 
         async def run_task(connector: ConnectorConfig) -> None:
             nonlocal failed
-            if connector.kind == SOURCE:
-                task = FileSourceTask(env, connector, worker, offsets, producer, consumer_kwargs, log)
-            else:
-                task = FileSinkTask(env, connector, worker, offsets, consumer_kwargs, log)
             if connector.tasks_max > 1:
                 log(f"{connector.name}: runs one task (tasks.max={connector.tasks_max}): one file has one reader "
                     "or writer")
             try:
+                if connector.kind == SOURCE:
+                    task = FileSourceTask(env, connector, worker, offsets, producer, consumer_kwargs, log)
+                else:
+                    task = FileSinkTask(env, connector, worker, offsets, consumer_kwargs, log)
                 await task.run()
             except _TASK_ERRORS as e:
                 failed += 1

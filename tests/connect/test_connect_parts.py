@@ -191,3 +191,20 @@ def test_sync_rule_and_translation_never_skip_a_record():
     assert store.translate(("t", 1), 5) is None
     store.add(OffsetSync("t", 0, 150, 400))  # copied again after a restart: the newer mapping wins above it
     assert store.translate(("t", 0), 160) == 401 and store.translate(("t", 0), 120) == 112
+
+
+def test_a_damaged_offsets_file_is_one_clear_error(tmp_path):
+    from raftkafka.connect.file_source import FileSourceTask
+    from raftkafka.connect.offset_file import OffsetFile, OffsetFileError
+
+    path = tmp_path / "connect.offsets"
+    path.write_text("not json")
+    with pytest.raises(OffsetFileError, match="not a raftkafka offsets file"):
+        OffsetFile.load(str(path))
+    path.write_text('{"format": "raftkafka-connect-offsets-v1", "offsets": {"[\\"s\\",{\\"filename\\":\\"f\\"}]": '
+                    '{"position": "x"}}}')
+    worker = WorkerConfig.parse({**WORKER, "offset.storage.file.filename": str(path)})
+    connector = ConnectorConfig.parse({"name": "s", "connector.class": "FileStreamSource", "file": "f",
+                                       "topic": "t"}, worker)
+    with pytest.raises(ValueError, match="entry for s is damaged"):
+        FileSourceTask(None, connector, worker, OffsetFile.load(str(path)), None, {}, print)
