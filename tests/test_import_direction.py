@@ -6,7 +6,7 @@
          ← raftkafka.node                   (a node uses the client for its group-lag metric)
          ← spark_source (and pyspark_raftkafka.py, its Spark discovery hook)
          ← simulations
-         ← raftkafka.cli, raftkafka.bench    (the top: they may import each other)
+         ← raftkafka.cli, raftkafka.bench, raftkafka.connect  (the top: they may import each other)
 
 A layer may import its own layer and any layer below it, never one above. `raftkafka.client`
 is narrower still: only `wire` and the Env (`storage.env`, its timers in `storage.deadline_reaper`,
@@ -32,10 +32,11 @@ RANKS = {
     "raftkafka.client": 6, "raftkafka.node": 7,
     "spark_source": 8,
     "simulations": 9,
-    "raftkafka.cli": 10, "raftkafka.bench": 10, "raftkafka": 10,
+    "raftkafka.cli": 10, "raftkafka.bench": 10, "raftkafka.connect": 10, "raftkafka": 10,
 }
 # Pairs of distinct layers allowed to import each other although of the same rank.
-PEERS = {frozenset({"raftkafka.cli", "raftkafka.bench"}), frozenset({"raftkafka", "raftkafka.cli"})}
+PEERS = {frozenset({"raftkafka.cli", "raftkafka.bench"}), frozenset({"raftkafka", "raftkafka.cli"}),
+         frozenset({"raftkafka.cli", "raftkafka.connect"}), frozenset({"raftkafka.bench", "raftkafka.connect"})}
 # What raftkafka.client may import besides itself (module names or their prefixes).
 CLIENT_ALLOWED = ("wire", "storage.env", "storage.deadline_reaper", "storage.tls")  # the Env, its timers, TLS
 TOP_LEVEL = {name.split(".")[0] for name in RANKS}

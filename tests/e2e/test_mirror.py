@@ -1,0 +1,223 @@
+"""MirrorMaker 2 with our command: `python -m raftkafka mirror mm2.properties` between two
+clusters on loopback, ten topics under produce load, the mirror killed with kill -9 twice; then a
+consumer group moves to the target cluster at the offsets the mirror translated for it and sees
+every record it had not read (no gap).
+
+The clusters have one node each to keep the suite short; RAFTKAFKA_MIRROR_TEST_NODES=3 runs the
+same test on two 3-node clusters (`dev`, RF=3 everywhere).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from raftkafka.connect.mirror_records import Checkpoint
+from tests.e2e.procs import free_base_port, wait_until
+
+pytestmark = pytest.mark.e2e
+
+TOPICS = [f"orders-{i}" for i in range(10)]
+PARTITIONS = 2
+NODES = int(os.environ.get("RAFTKAFKA_MIRROR_TEST_NODES", "1"))
+
+MM2 = """\
+clusters = A, B
+A.bootstrap.servers = {a}
+B.bootstrap.servers = {b}
+A->B.enabled = true
+A->B.topics = orders-.*
+replication.factor = {rf}
+offset-syncs.topic.replication.factor = {rf}
+checkpoints.topic.replication.factor = {rf}
+offset.storage.replication.factor = {rf}
+heartbeats.topic.replication.factor = {rf}
+refresh.topics.interval.seconds = 1
+sync.topic.configs.interval.seconds = 1
+emit.checkpoints.interval.seconds = 1
+sync.group.offsets.enabled = true
+sync.group.offsets.interval.seconds = 1
+offset.flush.interval.ms = 500
+"""
+
+
+def _cluster(processes, tmp_path, name: str) -> str:
+    """A cluster of NODES nodes; its bootstrap servers."""
+    base = free_base_port(NODES)
+    if NODES == 1:
+        node = processes.start("--base-port", str(base), "--data-dir", str(tmp_path / name))
+        node.wait_line(r"serving Kafka clients", 60)
+    else:
+        processes.dev(NODES, base, str(tmp_path / name), f"default.replication.factor={NODES}",
+                      f"offsets.topic.replication.factor={NODES}", "min.insync.replicas=2")
+    return ",".join(f"localhost:{base + 2 * i}" for i in range(NODES))
+
+
+def _consume(bootstrap: str, group: str, topics: list[str], count: int) -> None:
+    """Read `count` records as `group` (from the start), commit, close."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(topics)
+    got = 0
+    deadline = time.monotonic() + 60
+    while got < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            got += 1
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert got >= count
+
+
+def _read_topic(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes, bytes]]]:
+    """partition -> (offset, key, value) of every record, up to the partitions' ends now."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1] for p in range(partitions)}
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    out: dict[int, list] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + 60
+    while any(ends[p] > 0 and (not out[p] or out[p][-1][0] < ends[p] - 1) for p in out) \
+            and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            out[msg.partition()].append((msg.offset(), msg.key(), msg.value()))
+    consumer.close()
+    return out
+
+
+def test_mirror_survives_two_kill_9s_and_a_group_moves_to_the_target_without_a_gap(processes, tmp_path):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    source, target = _cluster(processes, tmp_path, "a"), _cluster(processes, tmp_path, "b")
+    admin_a = AdminClient({"bootstrap.servers": source})
+    for future in admin_a.create_topics([NewTopic(t, PARTITIONS, NODES, config={"retention.ms": "86400000"})
+                                         for t in TOPICS]).values():
+        future.result(30)
+
+    stop = threading.Event()
+    errors = []
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": source, "linger.ms": 5, "enable.idempotence": True})
+        n = 0
+        while not stop.is_set():
+            for _ in range(100):
+                topic = TOPICS[n % len(TOPICS)]
+                producer.produce(topic, value=b"%s:%d" % (topic.encode(), n), key=b"%d" % n,
+                                 on_delivery=lambda err, msg: err and errors.append(err))
+                n += 1
+            producer.poll(0)
+            time.sleep(0.05)
+        assert producer.flush(30) == 0
+
+    load = threading.Thread(target=produce, daemon=True)
+    load.start()
+    _consume(source, "app", TOPICS, 2000)
+
+    (tmp_path / "mm2.properties").write_text(MM2.format(a=source, b=target, rf=NODES))
+    mirror = processes.start("mirror", "mm2.properties", cwd=str(tmp_path))
+    mirror.wait_line(rf"A->B: replicating {len(TOPICS)} topics", 60)
+    for _ in range(2):
+        time.sleep(2)
+        mirror.popen.kill()  # kill -9 under load
+        mirror.wait(30)
+        mirror = processes.start("mirror", "mm2.properties", cwd=str(tmp_path))
+        mirror.wait_line(rf"A->B: replicating {len(TOPICS)} topics \(\d+ partitions resume", 60)
+    assert "(0 partitions resume" not in mirror.output()
+    time.sleep(1)
+    stop.set()
+    load.join(60)
+    assert errors == []
+    _consume(source, "app", TOPICS, 3000)  # the group moves on upstream after the kills
+
+    # Every source record is on the target, in the same partition of the renamed topic.
+    source_records = {}
+    for t in TOPICS:
+        for p, records in _read_topic(source, t, PARTITIONS).items():
+            source_records[(t, p)] = [(o, v) for o, _, v in records]
+
+    def copied() -> bool:
+        for t in TOPICS:
+            remote = _read_topic(target, f"A.{t}", PARTITIONS)
+            if any(not {v for _, v in source_records[(t, p)]} <= {v for _, _, v in remote[p]}
+                   for p in range(PARTITIONS)):
+                return False
+        return True
+
+    wait_until(copied, 60, "every source record on the target", interval=1)
+    admin_b = AdminClient({"bootstrap.servers": target})
+    metadata = admin_b.list_topics(timeout=20)
+    assert {t: len(metadata.topics[f"A.{t}"].partitions) for t in TOPICS} == {t: PARTITIONS for t in TOPICS}
+    assert "heartbeats" in metadata.topics and "A.checkpoints.internal" in metadata.topics
+    described = admin_b.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "A.orders-0")])
+    assert list(described.values())[0].result(20)["retention.ms"].value == "86400000"
+
+    # The mirror translates the group's final upstream offsets and commits them on the target.
+    committed = {}
+    consumer = Consumer({"bootstrap.servers": source, "group.id": "app"})
+    for tp in consumer.committed([TopicPartition(t, p) for t in TOPICS for p in range(PARTITIONS)], timeout=20):
+        if tp.offset >= 0:  # partitions the group never read have no offset to translate
+            committed[(tp.topic, tp.partition)] = tp.offset
+    consumer.close()
+    assert len(committed) >= 2
+
+    def checkpoints() -> dict:
+        latest = {}
+        for _, key, value in _read_topic(target, "A.checkpoints.internal", 1)[0]:
+            cp = Checkpoint.decode(key, value)
+            if cp.group == "app":
+                latest[(cp.topic, cp.partition)] = cp
+        return latest
+
+    last = {}
+
+    def translated() -> dict | None:
+        latest = last["checkpoints"] = checkpoints()
+        if any(latest.get((f"A.{t}", p)) is None or latest[(f"A.{t}", p)].upstream != committed[(t, p)]
+               for t, p in committed):
+            return None
+        check = Consumer({"bootstrap.servers": target, "group.id": "app"})
+        on_target = {(tp.topic, tp.partition): tp.offset for tp in check.committed(
+            [TopicPartition(f"A.{t}", p) for t, p in committed], timeout=20)}
+        check.close()
+        last["on_target"] = on_target
+        wanted = {tp: latest[tp].downstream for tp in on_target}
+        return wanted if on_target == wanted else None
+
+    try:
+        offsets = wait_until(translated, 60, "the group's translated offsets committed on the target", interval=1)
+    except AssertionError:
+        raise AssertionError(f"committed upstream {committed}\nlast {last}\nmirror:\n{mirror.output()[-3000:]}")
+
+    # The group switches to the target: it reads from the translated offsets and misses nothing.
+    switched = Consumer({"bootstrap.servers": target, "group.id": "app", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    switched.subscribe([f"A.{t}" for t in TOPICS])
+    seen: dict[tuple[str, int], set] = {}
+    first: dict[tuple[str, int], int] = {}
+    ends = {(t, p): records[-1][0] + 1 for t in TOPICS for p, records in _read_topic(target, f"A.{t}", PARTITIONS).items()}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(
+            max(seen.get((t, p), {-1})) < ends[(t, p)] - 1 and offsets.get((f"A.{t}", p), 0) < ends[(t, p)]
+            for t in TOPICS for p in range(PARTITIONS)):
+        msg = switched.poll(0.2)
+        if msg is None or msg.error() is not None:
+            continue
+        tp = (msg.topic()[2:], msg.partition())
+        first.setdefault(tp, msg.offset())
+        seen.setdefault(tp, set()).add(msg.offset())
+        seen.setdefault(("values",) + tp, set()).add(msg.value())
+    switched.close()
+    for t in TOPICS:
+        for p in range(PARTITIONS):
+            if (t, p) in committed and offsets[(f"A.{t}", p)] < ends[(t, p)]:
+                assert first[(t, p)] == offsets[(f"A.{t}", p)]  # it started where the mirror put it
+            unread = {v for o, v in source_records[(t, p)] if o >= committed.get((t, p), 0)}
+            assert unread <= seen.get(("values", t, p), set()), f"{t}-{p}: records the group never read are missing"
