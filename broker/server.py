@@ -64,8 +64,10 @@ class KafkaServer:
     def __init__(self, broker):
         self.broker = broker
         limits = broker.config.connection_limits
-        # The inter-broker listener is the nodes' own: exempt from the broker-wide and per-ip rates.
-        self.quotas = ConnectionQuotas(limits, broker.env, protected=frozenset({broker.config.listener_name}))
+        # Beside other client listeners, the inter-broker one is the nodes' own: exempt from the
+        # broker-wide and per-ip creation rates (alone, it is every client's and is not).
+        protected = {broker.config.listener_name} if len(broker.config.served_listeners()) > 1 else set()
+        self.quotas = ConnectionQuotas(limits, broker.env, protected=frozenset(protected))
         self.memory_pool = RequestMemoryPool(limits.queued_max_request_bytes)
         self.connections = 0  # open now
         self.closed_for_bad_input = 0  # connections closed because of what the client sent
