@@ -21,7 +21,7 @@ from metadata.authorizer import AclIndex, authorize, authorized_operations as _o
 from wire.error_codes import ErrorCode
 from wire.security.principal import ANONYMOUS
 
-__all__ = ["Requester", "requester", "allowed", "topic_allowed", "group_allowed",
+__all__ = ["Requester", "requester", "allowed", "decide", "topic_allowed", "group_allowed",
            "cluster_allowed", "authorized_operations", "config_resource_error"]
 
 
@@ -51,11 +51,16 @@ def _index(broker) -> AclIndex:
 
 
 def allowed(broker, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
-    settings = broker.config.authorizer
-    if not settings.enabled:
+    if not broker.config.authorizer.enabled:
         return True
     who = requester()
-    return authorize(_index(broker), settings, who.principal, who.host, operation, resource_type, name)
+    return decide(broker, who.principal, who.host, operation, resource_type, name)
+
+
+def decide(broker, principal: str, host: str, operation: int, resource_type: int, name: str) -> bool:
+    """This broker's decision for any caller, from its current image (what `allowed` asks for
+    the connection's caller; the simulation's authorization checker asks it directly)."""
+    return authorize(_index(broker), broker.config.authorizer, principal, host, operation, resource_type, name)
 
 
 def topic_allowed(broker, operation: AclOperation, topic: str) -> bool:

@@ -64,7 +64,10 @@ class KafkaServer:
     def __init__(self, broker):
         self.broker = broker
         limits = broker.config.connection_limits
-        self.quotas = ConnectionQuotas(limits.max_connections, limits.max_connections_per_ip)
+        # Beside other client listeners, the inter-broker one is the nodes' own: exempt from the
+        # broker-wide and per-ip creation rates (alone, it is every client's and is not).
+        protected = {broker.config.listener_name} if len(broker.config.served_listeners()) > 1 else set()
+        self.quotas = ConnectionQuotas(limits, broker.env, protected=frozenset(protected))
         self.memory_pool = RequestMemoryPool(limits.queued_max_request_bytes)
         self.connections = 0  # open now
         self.closed_for_bad_input = 0  # connections closed because of what the client sent
@@ -82,7 +85,7 @@ class KafkaServer:
                 if accepted is None:  # a certificate no mapping rule names
                     await trio.aclose_forcefully(stream)
                     return
-                await self._admit(stream, accepted, security.sasl)
+                await self._admit(stream, accepted, security.sasl, security.name)
             except Exception:  # the last line: nothing on one connection may stop the listener
                 log.exception("connection setup failed; closing the connection")
                 await trio.aclose_forcefully(stream)
@@ -90,10 +93,11 @@ class KafkaServer:
         await self.broker.env.net.serve(listener.host, listener.port, handle, tls=security.server_tls,
                                         task_status=task_status)
 
-    async def _admit(self, stream, security: ConnectionSecurity, sasl=None) -> None:
-        """max.connections / max.connections.per.ip: a connection over a limit is closed at once."""
+    async def _admit(self, stream, security: ConnectionSecurity, sasl=None, listener: str = "") -> None:
+        """Connection limits and creation rates (wire.connection_limits): a connection over a
+        limit is closed; over a creation rate it waits, or (per address) is closed after a delay."""
         refused = await self.quotas.serve(stream, security.peer_host,
-                                          lambda: self.handle_connection(stream, security, sasl))
+                                          lambda: self.handle_connection(stream, security, sasl), listener)
         if refused is not None:
             log.info("closed a new connection from %s: %s", security.peer_host, refused)
 

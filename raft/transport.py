@@ -222,10 +222,11 @@ class Transport:
         }
         self.routes: dict[int, _Inbound] = {}  # reply route per requesting node id
         self.limits = limits
-        self.quotas = ConnectionQuotas(limits.max_connections, limits.max_connections_per_ip)
         self.bad_frames = 0
         # The controller listener's security: TLS and SASL on both sides, and who may speak on it.
         self.security = security or ListenerSecurity("CONTROLLER")
+        # The controller listener is the nodes' own: only a creation rate set for it by name applies.
+        self.quotas = ConnectionQuotas(limits, env, protected=frozenset({self.security.name}))
         self.login = login  # what this node logs in with to its peers' SASL controller listener
         self.refused = 0  # connections closed before a frame: not a cluster member
 
@@ -292,7 +293,7 @@ class Transport:
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         peer = _peer_name(stream)
         refused = await self.quotas.serve(stream, peer.rpartition(":")[0] or peer,
-                                          lambda: self._admit_and_serve(stream, peer))
+                                          lambda: self._admit_and_serve(stream, peer), self.security.name)
         if refused is not None:
             log.info("closed a new connection from %s: %s", peer, refused)
 

@@ -19,6 +19,8 @@ import random
 
 import trio
 
+from metadata.authorizer import STANDARD_AUTHORIZER, AuthorizerSettings
+from simulations.checkers.authorization import AuthorizationChecker
 from simulations.checkers.data import DataChecker
 from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
@@ -31,6 +33,7 @@ from simulations.fault_schedule import profile_for, schedule_of
 from simulations.nemesis import Nemesis
 from simulations.network import SimNetwork
 from simulations.trace import Trace
+from simulations.workloads.acls import QUESTIONS
 from simulations.workloads.cluster import CLIENT_HOST, ClusterWorkload
 
 __all__ = ["simulate_cluster", "NODE_SETTINGS"]
@@ -51,7 +54,12 @@ NODE_SETTINGS = {
     # broker default (Kafka: 1, under which one power loss may drop a committed offset).
     "min.insync.replicas": 2,
     "metadata.log.max.records.between.snapshots": 200,
+    # Deny by default, as a secured cluster: the nodes and the workload's clients (plaintext,
+    # User:ANONYMOUS) are super users; the ACL churn's principals get only what its ACLs say.
+    "authorizer.class.name": STANDARD_AUTHORIZER,
+    "super.users": "User:ANONYMOUS",
 }
+AUTHORIZER = AuthorizerSettings(enabled=True, super_users=frozenset({"User:ANONYMOUS"}))
 
 
 async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: dict) -> None:
@@ -70,6 +78,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     cluster = SimCluster(seed, net, trace, checker, controllers=options.controllers, brokers=options.brokers,
                          mode="cluster", raft_settings=raft_settings, node_settings=NODE_SETTINGS)
     metadata = MetadataChecker(checker)
+    authorization = AuthorizationChecker(metadata, AUTHORIZER, QUESTIONS)
     net.add_host(CLIENT_HOST)
     history = History(trace)
     workload = ClusterWorkload(seed, net, history, cluster.bootstrap(), brokers=len(cluster.broker_ids),
@@ -83,6 +92,8 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     def poll() -> None:
         roles.poll()
         observe_metadata(cluster, metadata)
+        for node_id, broker in live_brokers(cluster).items():
+            authorization.observe(node_id, cluster.hosts[node_id].incarnation, broker)
 
     async with trio.open_nursery() as nursery:
         cluster.bind(nursery)
@@ -104,6 +115,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
             nemesis.heal()
             await _liveness(cluster, workload, metadata, checker, trace, options.heal_timeout)
         poll()
+        authorization.check_all(live_brokers(cluster))
         durable = await cluster.poll_durable()
         checker.check_final(durable)
         data = DataChecker(checker, history, idempotent={"producer0", "setup", "final-producer"})
@@ -119,7 +131,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     state["sim_seconds"] = round(trio.current_time(), 6)
     counts = history.counts()
     state["workload"] = {"ops": counts, "crashes": cluster.crashes, "committed": len(checker.committed),
-                         "images_compared": metadata.compared,
+                         "images_compared": metadata.compared, "authorization_questions": authorization.asked,
                          "records_read": sum(len(r) for r in workload.final.values())}
 
 
@@ -134,6 +146,16 @@ def observe_metadata(cluster: SimCluster, metadata: MetadataChecker) -> None:
         machine = host.controller_state_machine()
         if machine is not None:
             metadata.observe(node_id, host.incarnation, "controller", machine.image, machine.replay_errors)
+
+
+def live_brokers(cluster: SimCluster) -> dict:
+    """node id -> the running Kafka broker (broker.broker.Broker) of every live broker."""
+    out = {}
+    for node_id, host in sorted(cluster.hosts.items()):
+        kafka = host.kafka()
+        if kafka is not None:
+            out[node_id] = kafka
+    return out
 
 
 def replica_logs(cluster: SimCluster, partitions) -> dict:

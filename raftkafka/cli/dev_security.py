@@ -17,6 +17,10 @@ a SCRAM-SHA-256 user seeded into the metadata when the nodes are formatted (as `
 --add-scram`). Client listeners offer PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, so users
 added later with `configs --entity-type users` log in too. `super.users` is User:node and User:admin. Passwords are generated once
 (`<data-dir>/security/*.password`) and kept on restart.
+
+Every secured mode turns the StandardAuthorizer on with `allow.everyone.if.no.acl.found=false`:
+the nodes and the admin (super.users) may do everything, any other principal nothing until
+`acls --add` grants it.
 """
 from __future__ import annotations
 
@@ -24,12 +28,16 @@ import os
 import secrets
 from dataclasses import dataclass
 
+from metadata.authorizer import STANDARD_AUTHORIZER
 from raftkafka.node.config import ConfigError
 
 __all__ = ["SECURITY_MODES", "DevSecurity", "prepare_security"]
 
 SECURITY_MODES = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
 MAPPING_RULES = "RULE:^CN=([^,]+).*$/$1/,DEFAULT"
+# Every secured mode is deny-by-default, as a real secured cluster: only super.users (the nodes
+# and the admin) may do anything until ACLs grant more (`acls --add`).
+AUTHORIZER_SETTINGS = {"authorizer.class.name": STANDARD_AUTHORIZER, "allow.everyone.if.no.acl.found": "false"}
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,7 @@ def prepare_security(mode: str, data_dir: str, node_ids: list[int], host: str) -
             "ssl.client.auth": "required",
             "ssl.principal.mapping.rules": MAPPING_RULES,
             "super.users": super_users,
+            **AUTHORIZER_SETTINGS,
         }
     admin_base = admin_path[:-4]
     properties = {
@@ -123,6 +132,7 @@ def _sasl(protocol: str, data_dir: str, folder: str, node_ids: list[int], host: 
         f"listener.name.{protocol.lower()}.plain.sasl.jaas.config": jaas,
         "listener.name.controller.plain.sasl.jaas.config": jaas,
         "super.users": "User:node;User:admin",
+        **AUTHORIZER_SETTINGS,
     }
     properties = {"security.protocol": protocol, "sasl.mechanism": "PLAIN",
                   "sasl.username": "admin", "sasl.password": admin_password}

@@ -30,6 +30,7 @@ from metadata.config_definitions import parse as parse_broker_value
 from metadata.errors import ApiError
 from raft.config import RaftConfig
 from storage.meta_properties import VoterSpec
+from raftkafka.node import connection_limit_settings as limit_settings
 from wire.connection_limits import ConnectionLimits
 from wire.security.connection_security import SECURITY_PROTOCOLS, uses_tls
 from wire.security.principal import parse_principals
@@ -254,14 +255,14 @@ EXTRA_BROKER_SETTINGS = frozenset({
     "offsets.retention.check.interval.ms", "offset.metadata.max.bytes",
     "offsets.topic.segment.bytes", "offsets.commit.timeout.ms",
     "log.retention.check.interval.ms", "socket.request.max.bytes", "log.cleaner.backoff.ms",
-    # Listener resource bounds (wire.connection_limits); socket.request.read.timeout.ms is ours.
-    "queued.max.request.bytes", "connections.max.idle.ms", "max.connections", "max.connections.per.ip",
-    "socket.request.read.timeout.ms",
+    # Listener resource bounds (wire.connection_limits, node.connection_limit_settings).
+    *limit_settings.INTEGER_SETTINGS,
 })
 
 
 def is_broker_setting(name: str) -> bool:
-    return name in BROKER_CONFIGS or name in EXTRA_BROKER_SETTINGS
+    return (name in BROKER_CONFIGS or name in EXTRA_BROKER_SETTINGS or name in limit_settings.TEXT_SETTINGS
+            or limit_settings.is_listener_rate_setting(name))
 
 
 def _plain_text(raw: Any) -> str:
@@ -279,7 +280,7 @@ def _broker_value(name: str, raw: Any) -> str:
     try:
         if d is not None:
             parse_broker_value(d, text)
-        elif name in EXTRA_BROKER_SETTINGS:
+        elif name in EXTRA_BROKER_SETTINGS or limit_settings.is_listener_rate_setting(name):
             int(text)  # every extra one is a number
     except ApiError as e:
         raise ConfigError(f"{name}: invalid value {raw!r} ({e.message or 'invalid'})") from None
@@ -373,18 +374,7 @@ class NodeConfig:
 
     def connection_limits(self) -> ConnectionLimits:
         """Every listener's bounds, from the static configs (Kafka's names; unset = Kafka's default)."""
-        default = ConnectionLimits()
-
-        def number(name: str, value):
-            return int(self.broker_static[name]) if name in self.broker_static else value
-
-        return ConnectionLimits(
-            max_connections=number("max.connections", default.max_connections),
-            max_connections_per_ip=number("max.connections.per.ip", default.max_connections_per_ip),
-            idle_timeout_s=number("connections.max.idle.ms", default.idle_timeout_s * 1000) / 1000,
-            request_read_timeout_s=number("socket.request.read.timeout.ms",
-                                          default.request_read_timeout_s * 1000) / 1000,
-            queued_max_request_bytes=number("queued.max.request.bytes", default.queued_max_request_bytes))
+        return limit_settings.connection_limits_of(self.broker_static)  # validated by load_config
 
     @property
     def controller_connect_listener(self) -> Listener:
@@ -546,10 +536,10 @@ def _check_request_bounds(static: dict[str, str]) -> None:
     if pool != -1 and pool < frame:
         raise ConfigError(f"queued.max.request.bytes: {pool} must be -1 (no bound) or at least "
                           f"socket.request.max.bytes ({frame})")
-    for name in ("max.connections", "max.connections.per.ip", "connections.max.idle.ms",
-                 "socket.request.read.timeout.ms"):
-        if name in static and int(static[name]) < 1:
-            raise ConfigError(f"{name}: invalid value {static[name]} (must be >= 1)")
+    try:
+        limit_settings.connection_limits_of(static)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def listener_sasl(config: NodeConfig, listener: Listener) -> SaslServerSettings | None:

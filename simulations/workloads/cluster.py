@@ -1,6 +1,7 @@
 """The full-cluster workload: data topics written by acks=all producers (idempotent and
 not), read by assign-mode consumers and a consumer group that commits, plus metadata
-churn through Admin — all through the real client library, recorded in a History.
+churn through Admin (topics, and ACLs: simulations.workloads.acls) — all through the real
+client library, recorded in a History.
 
 Phases, driven by the runner:
 - `setup(deadline)`: before any fault, create the data topics (min.insync.replicas=2)
@@ -19,6 +20,7 @@ import trio
 from raftkafka.client import Admin, Consumer, KafkaError, NewTopic, Producer
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.history import History
+from simulations.workloads.acls import AclChurnProcess
 from simulations.workloads.clients import (
     CLIENT, AdminChurnProcess, AssignConsumerProcess, ClientSettings, CommittedReaderProcess,
     GroupConsumerProcess, ProducerProcess, client_error,
@@ -89,6 +91,7 @@ class ClusterWorkload:
         if self.churn:
             processes.append(AdminChurnProcess("admin0", self.env_for, h, s, self._rng("admin0"),
                                                replication_factor=self.replication_factor))
+            processes.append(AclChurnProcess("acls0", self.env_for, h, s, self._rng("acls0")))
         async with trio.open_nursery() as nursery:
             for p in processes:
                 nursery.start_soon(p.run, until)

@@ -233,3 +233,51 @@ async def test_clients_never_write_internal_topics():
         client = await RawClient.connect(c.brokers[0].port)
         resp = await client.call(B.produce("__consumer_offsets", 0, B.batch()), 8)
         assert B.one_partition(resp).error_code == E.INVALID_TOPIC_EXCEPTION
+
+
+async def test_metadata_v8_to_v12_answers_authorized_operations_topic_ids_and_lookups_by_id():
+    from wire.protocol import MetadataRequest as M
+    from wire.protocol.schema import ZERO_UUID
+
+    def ask(*names, ids=(), cluster_ops=False):
+        topics = [M.MetadataRequestTopic(name=n) for n in names] + [M.MetadataRequestTopic(topic_id=i, name=None)
+                                                                    for i in ids]
+        return M(topics=topics, allow_auto_topic_creation=False, include_cluster_authorized_operations=cluster_ops,
+                 include_topic_authorized_operations=True)
+
+    async with running_cluster(static=GROUPS, broker_overrides=AUTHZ) as c:
+        await _setup(c)
+        await _grant(c, Res.TOPIC, TOPIC, Op.READ)
+        await _grant(c, Res.TOPIC, TOPIC, Op.ALTER_CONFIGS)
+        await c.settle()
+        image = c.brokers[0].metadata.image
+        t_id, doomed_id = image.topics_by_name[TOPIC].topic_id, image.topics_by_name["doomed"].topic_id
+        client = await RawClient.connect(c.brokers[0].port)
+        for version in (8, 9, 10, 11, 12):
+            resp = await client.call(ask(TOPIC, "doomed", cluster_ops=True), version)
+            mine, hidden = resp.topics
+            # READ implies DESCRIBE, ALTER_CONFIGS implies DESCRIBE_CONFIGS (Kafka's implications).
+            assert mine.error_code == 0 and mine.topic_authorized_operations == (
+                (1 << Op.READ) | (1 << Op.DESCRIBE) | (1 << Op.ALTER_CONFIGS) | (1 << Op.DESCRIBE_CONFIGS)), version
+            assert hidden.error_code == E.TOPIC_AUTHORIZATION_FAILED and hidden.topic_authorized_operations == -2**31
+            assert mine.topic_id == (t_id if version >= 10 else ZERO_UUID)
+            assert hidden.topic_id == ZERO_UUID  # no id for a topic it may not describe
+            # The cluster's operations: 0 without DESCRIBE on the cluster; not in v11+.
+            assert resp.cluster_authorized_operations == (0 if version <= 10 else -2**31)
+        not_asked = await client.call(B.metadata(TOPIC, auto_create=False), 8)
+        assert not_asked.topics[0].topic_authorized_operations == -2**31
+
+        # v12 looks up by id; an id it may not describe is as unknown as an id of nothing.
+        nowhere = __import__("uuid").UUID(int=12345)
+        resp = await client.call(ask(ids=[t_id, doomed_id, nowhere]), 12)
+        assert [(t.error_code, t.name, t.topic_id) for t in resp.topics] == [
+            (0, TOPIC, t_id), (E.UNKNOWN_TOPIC_ID, None, doomed_id), (E.UNKNOWN_TOPIC_ID, None, nowhere)]
+        assert resp.topics[0].partitions[0].partition_index == 0
+        for version in (10, 11):  # ids before v12: INVALID_REQUEST, as Kafka
+            resp = await client.call(ask(ids=[t_id]), version)
+            assert resp.topics[0].error_code == E.INVALID_REQUEST
+
+        await _grant(c, Res.CLUSTER, CLUSTER_NAME, Op.ALTER)
+        await c.settle()
+        resp = await client.call(ask(TOPIC, cluster_ops=True), 10)
+        assert resp.cluster_authorized_operations == (1 << Op.ALTER) | (1 << Op.DESCRIBE)

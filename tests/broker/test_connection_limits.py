@@ -14,11 +14,11 @@ from wire.protocol import encode_request
 
 
 def test_quotas_count_per_listener_and_per_ip():
-    quotas = ConnectionQuotas(max_connections=3, max_per_ip=2)
+    quotas = ConnectionQuotas(ConnectionLimits(max_connections=3, max_connections_per_ip=2))
     assert quotas.try_open("a") is None and quotas.try_open("a") is None
-    assert "max.connections.per.ip=2" in quotas.try_open("a")
+    assert "max.connections.per.ip=2" in quotas.try_open("a").why
     assert quotas.try_open("b") is None
-    assert "max.connections=3" in quotas.try_open("c")
+    assert "max.connections=3" in quotas.try_open("c").why
     quotas.close("a")
     assert quotas.try_open("c") is None
     assert quotas.refused == 2 and quotas.total == 3

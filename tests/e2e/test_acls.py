@@ -11,6 +11,7 @@ and consume there, while the other topic stays invisible and refused.
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -152,3 +153,60 @@ def test_deny_by_default_then_the_acls_cli_grants_producer_and_consumer(processe
         AclPermissionType.ANY)).result(10)] == []
     errors = _produce(bootstrap, "events")
     assert errors and all(e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in errors)
+
+
+def test_describe_topics_reports_authorized_operations_to_real_admin_clients(processes, tmp_path):
+    """Metadata v8+ (KIP-430) and v12 (lookups by topic id) through librdkafka and kafka-python."""
+    from confluent_kafka import KafkaError, KafkaException, TopicCollection
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
+    from confluent_kafka.admin import ResourcePatternType, ResourceType
+    from kafka import KafkaAdminClient
+
+    base = free_base_port(2)
+    bootstrap, ssl_bootstrap = f"127.0.0.1:{base}", f"127.0.0.1:{base + 2}"
+    admin_conf, _ = _secured_node(processes, tmp_path, base)
+    admin = AdminClient({"bootstrap.servers": ssl_bootstrap, **admin_conf})
+    for f in admin.create_topics([NewTopic("visible", 2), NewTopic("hidden", 1)]).values():
+        f.result(30)
+    for f in admin.create_acls([AclBinding(ResourceType.TOPIC, "visible", ResourcePatternType.LITERAL,
+                                           "User:ANONYMOUS", "*", op, AclPermissionType.ALLOW)
+                                for op in (AclOperation.READ, AclOperation.ALTER_CONFIGS)]).values():
+        f.result(30)
+
+    def described(client, name):
+        return client.describe_topics(TopicCollection([name]), include_authorized_operations=True)[name].result(30)
+
+    topic_ops = {"READ", "WRITE", "CREATE", "DESCRIBE", "DELETE", "ALTER", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+    assert {op.name for op in described(admin, "visible").authorized_operations} == topic_ops  # a super user
+    wait_until = time.monotonic() + 15
+    anonymous = AdminClient({"bootstrap.servers": bootstrap})
+    while True:  # the ACLs reach the broker's image a moment after CreateAcls answers
+        try:
+            mine = described(anonymous, "visible")
+            break
+        except KafkaException:
+            assert time.monotonic() < wait_until
+            time.sleep(0.2)
+    assert {op.name for op in mine.authorized_operations} == {"READ", "DESCRIBE", "ALTER_CONFIGS",
+                                                               "DESCRIBE_CONFIGS"}
+    assert len(mine.partitions) == 2 and mine.topic_id is not None
+    with pytest.raises(KafkaException) as refused:
+        described(anonymous, "hidden")
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    # kafka-python asks Metadata v12 with the operations, by name and by topic id.
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        [by_name] = kp.describe_topics(["visible"])
+        assert by_name["error_code"] == 0 and set(by_name["authorized_operations"]) == {
+            "READ", "DESCRIBE", "ALTER_CONFIGS", "DESCRIBE_CONFIGS"}
+        visible_id = uuid.UUID(str(by_name["topic_id"]))
+        [by_id] = kp.describe_topics([visible_id])
+        assert (by_id["name"], by_id["error_code"]) == ("visible", 0)
+        hidden = described(admin, "hidden").topic_id
+        hidden_id = uuid.UUID(int=((hidden.get_most_significant_bits() % 2**64) << 64)
+                              | (hidden.get_least_significant_bits() % 2**64))
+        [unseen] = kp.describe_topics([hidden_id])
+        assert unseen["error_code"] == KafkaError.UNKNOWN_TOPIC_ID and unseen["name"] is None  # never named
+    finally:
+        kp.close()

@@ -25,7 +25,8 @@ EXTRAS = {23: (0, 3), 44: (0, 1), 47: (0, 0), 60: (0, 1)}
 STATIC_MEMBERSHIP = {8: (2, 7), 9: (1, 5), 12: (0, 3), 13: (0, 3), 15: (0, 4)}
 # Metadata v7 carries each partition's leader epoch: our client ignores metadata from a broker
 # whose view is older than one it has seen, and fences its Fetches with it (KIP-320).
-LEADER_EPOCHS = {3: (1, 7)}
+# v8-12: authorized operations (KIP-430), flexible versions, topic ids and lookups by id.
+LEADER_EPOCHS = {3: (1, 12)}
 ACLS = {29: (0, 3), 30: (0, 3), 31: (0, 3)}  # DescribeAcls, CreateAcls, DeleteAcls
 # SaslAuthenticate v2 (flexible); the SCRAM credential admin APIs (KIP-554).
 SECURITY = {36: (0, 2), 50: (0, 0), 51: (0, 0)}

@@ -191,3 +191,12 @@ def test_fetch_response_records_stay_views():
     decoded = FetchResponse.decode(body.encode(11), 11)
     records = decoded.responses[0].partitions[0].records
     assert isinstance(records, memoryview) and records == data
+
+
+def test_librdkafkas_all_topics_metadata_v9_plus_is_read_as_kafka_reads_it():
+    """librdkafka #5049: a null topic array as a varint in a 4-byte placeholder (3 extra bytes)."""
+    header = encode_request(MetadataRequest(topics=[]), 12, 3, "rdkafka")[4:][:-4]  # up to the body
+    header, body = decode_request(header + bytes.fromhex("00000000010000"))
+    assert (header.api_version, body.topics, body.include_topic_authorized_operations) == (12, None, False)
+    with pytest.raises(MalformedRequestError):  # only Metadata, only v9+
+        decode_request(encode_request(MetadataRequest(topics=None), 8, 7, "c")[4:] + b"\x00")

@@ -7,7 +7,7 @@ OffsetForLeaderEpoch is what our own follower replicas send.
 from __future__ import annotations
 
 from wire.protocol.message import request, response
-from wire.protocol.schema import ArrayOf, F, BOOL, INT16, INT32, INT64, INT8, RECORDS, STRING
+from wire.protocol.schema import ArrayOf, F, BOOL, INT16, INT32, INT64, INT8, RECORDS, STRING, UUID
 
 __all__ = [
     "ProduceRequest", "ProduceResponse", "FetchRequest", "FetchResponse", "ListOffsetsRequest",
@@ -119,14 +119,19 @@ ListOffsetsResponse = response(2, "ListOffsets", "1-3", flexible="6+", fields=[
     )),
 ])
 
-MetadataRequest = request(3, "Metadata", "1-7", flexible="9+", fields=[
+# v8 asks for authorized operations (KIP-430), v9 is flexible, v10 carries topic ids, v11
+# drops the cluster's operations (DescribeCluster has them), v12 looks topics up by id.
+MetadataRequest = request(3, "Metadata", "1-12", flexible="9+", fields=[
     F("topics", ArrayOf("MetadataRequestTopic",
-        F("name", STRING),
+        F("topic_id", UUID, "10+"),
+        F("name", STRING, nullable="10+"),
     ), nullable="1+"),
     F("allow_auto_topic_creation", BOOL, "4+", default=True),
+    F("include_cluster_authorized_operations", BOOL, "8-10", default=False),
+    F("include_topic_authorized_operations", BOOL, "8+", default=False),
 ])
 
-MetadataResponse = response(3, "Metadata", "1-7", flexible="9+", fields=[
+MetadataResponse = response(3, "Metadata", "1-12", flexible="9+", fields=[
     F("throttle_time_ms", INT32, "3+"),
     F("brokers", ArrayOf("MetadataResponseBroker",
         F("node_id", INT32),
@@ -138,7 +143,8 @@ MetadataResponse = response(3, "Metadata", "1-7", flexible="9+", fields=[
     F("controller_id", INT32, "1+", default=-1),
     F("topics", ArrayOf("MetadataResponseTopic",
         F("error_code", INT16),
-        F("name", STRING),
+        F("name", STRING, nullable="12+"),  # null: a topic id that names no topic (or none it may see)
+        F("topic_id", UUID, "10+"),
         F("is_internal", BOOL, "1+", default=False),
         F("partitions", ArrayOf("MetadataResponsePartition",
             F("error_code", INT16),
@@ -149,7 +155,9 @@ MetadataResponse = response(3, "Metadata", "1-7", flexible="9+", fields=[
             F("isr_nodes", ArrayOf(INT32)),
             F("offline_replicas", ArrayOf(INT32), "5+"),
         )),
+        F("topic_authorized_operations", INT32, "8+", default=-2147483648),  # not asked: Integer.MIN_VALUE
     )),
+    F("cluster_authorized_operations", INT32, "8-10", default=-2147483648),
 ])
 
 OffsetForLeaderEpochRequest = request(23, "OffsetForLeaderEpoch", "0-3", flexible="4+", fields=[
