@@ -12,6 +12,11 @@ changes). Election order, as in Kafka with KIP-966:
 4. UNCLEAN elections only (the topic allows it): any acceptable replica, ISR = [it],
    leader_recovery_state = RECOVERING.
 
+A reassignment in progress (adding/removing replicas, KIP-455) completes in any change whose
+target ISR holds every adding replica and some replica that stays (Kafka's
+maybeCompleteReassignment): the replicas become the target, removed replicas leave the ISR,
+and a leader that was removed gives way to the election above.
+
 ELR maintenance (only when enabled): with |ISR| >= min.insync.replicas, ELR and
 last-known-ELR are cleared; below it, replicas leaving the ISR join the ELR unless they
 shut down uncleanly.
@@ -41,9 +46,15 @@ def build_change(
     target_replicas: tuple[int, ...] | None = None,
     unclean_shutdown: AbstractSet[int] = frozenset(),
     recovery_state: int | None = None,
+    target_adding: tuple[int, ...] | None = None,
+    target_removing: tuple[int, ...] | None = None,
 ) -> PartitionChange | None:
     replicas = part.replicas if target_replicas is None else target_replicas
     isr = part.isr if target_isr is None else target_isr
+    adding = part.adding_replicas if target_adding is None else target_adding
+    removing = part.removing_replicas if target_removing is None else target_removing
+    if adding or removing:
+        replicas, isr, adding, removing = _maybe_complete_reassignment(replicas, isr, adding, removing)
     elr = tuple(r for r in part.eligible_leader_replicas
                 if r in replicas and r not in isr and r not in unclean_shutdown)
     if not elr_enabled:
@@ -71,7 +82,15 @@ def build_change(
         elr, last_known = _maintain_elr(part, isr, elr, last_known, min_isr, unclean_shutdown)
 
     return _diff(topic_id, partition_id, part, leader=leader, isr=isr, replicas=replicas,
-                 elr=elr, last_known=last_known, recovery=new_recovery)
+                 elr=elr, last_known=last_known, recovery=new_recovery, adding=adding,
+                 removing=removing)
+
+
+def _maybe_complete_reassignment(replicas, isr, adding, removing):
+    new_isr = tuple(r for r in isr if r not in removing)
+    if not new_isr or any(r not in new_isr for r in adding):
+        return replicas, isr, adding, removing
+    return tuple(r for r in replicas if r not in removing), new_isr, (), ()
 
 
 def _elect(part, replicas, election, valid, is_acceptable) -> tuple[int, bool]:
@@ -102,8 +121,12 @@ def _maintain_elr(part, isr, elr, last_known, min_isr, unclean_shutdown):
 
 
 def _diff(topic_id, partition_id, part, *, leader, isr, replicas, elr, last_known,
-          recovery) -> PartitionChange | None:
+          recovery, adding, removing) -> PartitionChange | None:
     fields = {}
+    if tuple(adding) != part.adding_replicas:
+        fields["adding_replicas"] = tuple(adding)
+    if tuple(removing) != part.removing_replicas:
+        fields["removing_replicas"] = tuple(removing)
     if tuple(isr) != part.isr:
         fields["isr"] = tuple(isr)
     if tuple(replicas) != part.replicas:
