@@ -13,9 +13,11 @@ changes). Election order, as in Kafka with KIP-966:
    leader_recovery_state = RECOVERING.
 
 A reassignment in progress (adding/removing replicas, KIP-455) completes in any change whose
-target ISR holds every adding replica and some replica that stays (Kafka's
-maybeCompleteReassignment): the replicas become the target, removed replicas leave the ISR,
-and a leader that was removed gives way to the election above.
+target ISR holds every adding replica (Kafka's maybeCompleteReassignment) and, without the
+removed replicas, still min(min.insync.replicas, target size) members — stricter than Kafka's
+KRaft controller, so that dropping in-sync replicas never leaves a target replica that fell
+behind as the only hope of the partition. The replicas become the target, removed replicas
+leave the ISR, and a leader that was removed gives way to the election above.
 
 ELR maintenance (only when enabled): with |ISR| >= min.insync.replicas, ELR and
 last-known-ELR are cleared; below it, replicas leaving the ISR join the ELR unless they
@@ -54,7 +56,8 @@ def build_change(
     adding = part.adding_replicas if target_adding is None else target_adding
     removing = part.removing_replicas if target_removing is None else target_removing
     if adding or removing:
-        replicas, isr, adding, removing = _maybe_complete_reassignment(replicas, isr, adding, removing)
+        replicas, isr, adding, removing = _maybe_complete_reassignment(replicas, isr, adding, removing,
+                                                                       min_isr)
     elr = tuple(r for r in part.eligible_leader_replicas
                 if r in replicas and r not in isr and r not in unclean_shutdown)
     if not elr_enabled:
@@ -79,18 +82,20 @@ def build_change(
         isr = tuple(r for r in part.isr if r in replicas)[:1]
     last_known = part.last_known_elr if elr_enabled else ()
     if elr_enabled:
-        elr, last_known = _maintain_elr(part, isr, elr, last_known, min_isr, unclean_shutdown)
+        elr, last_known = _maintain_elr(part, replicas, isr, elr, last_known, min_isr, unclean_shutdown)
 
     return _diff(topic_id, partition_id, part, leader=leader, isr=isr, replicas=replicas,
                  elr=elr, last_known=last_known, recovery=new_recovery, adding=adding,
                  removing=removing)
 
 
-def _maybe_complete_reassignment(replicas, isr, adding, removing):
+def _maybe_complete_reassignment(replicas, isr, adding, removing, min_isr):
+    target = tuple(r for r in replicas if r not in removing)
     new_isr = tuple(r for r in isr if r not in removing)
-    if not new_isr or any(r not in new_isr for r in adding):
+    if (not new_isr or any(r not in new_isr for r in adding)
+            or len(new_isr) < min(min_isr, len(target))):
         return replicas, isr, adding, removing
-    return tuple(r for r in replicas if r not in removing), new_isr, (), ()
+    return target, new_isr, (), ()
 
 
 def _elect(part, replicas, election, valid, is_acceptable) -> tuple[int, bool]:
@@ -108,12 +113,12 @@ def _elect(part, replicas, election, valid, is_acceptable) -> tuple[int, bool]:
     return NO_LEADER, False
 
 
-def _maintain_elr(part, isr, elr, last_known, min_isr, unclean_shutdown):
+def _maintain_elr(part, replicas, isr, elr, last_known, min_isr, unclean_shutdown):
     if len(isr) >= min_isr:
         return (), ()
     candidates = sorted(set(elr) | set(part.isr))
     new_elr = tuple(r for r in candidates
-                    if r not in isr and r not in unclean_shutdown and r in part.replicas)
+                    if r not in isr and r not in unclean_shutdown and r in replicas)
     # last-known-ELR remembers former members (even unclean ones) that are no longer ELR.
     known = sorted(set(last_known) | set(part.isr))
     new_last = tuple(r for r in known if r not in isr and r not in new_elr)

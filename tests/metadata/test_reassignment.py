@@ -140,3 +140,25 @@ def test_a_snapshot_keeps_reassignments_in_progress(img):
     restored = image_from_records(decode_snapshot(encode_snapshot(img)).records)
     p = part(restored)
     assert (p.replicas, p.adding_replicas, p.removing_replicas) == ((3, 4, 1, 2), (3, 4), (1, 2))
+
+
+def test_dropping_in_sync_replicas_waits_until_min_isr_of_the_target_is_in_sync():
+    # The target keeps 2 (out of sync) and drops 3 (in sync): completing now would leave
+    # the ISR [1] below min.insync.replicas, with 2 lacking acknowledged records.
+    img = with_topic(cluster(3, elr=True), "t", 1, 3, assignments={0: (1, 2, 3)},
+                     configs={"min.insync.replicas": "2"})
+    img, _ = isr_to(img, (1, 3))
+    img, _ = reassign(img, ("t", 0, [2, 1]))
+    p = part(img)
+    assert (p.replicas, p.isr, p.removing_replicas) == ((2, 1, 3), (1, 3), (3,))
+    img, _ = isr_to(img, (1, 2, 3))
+    p = part(img)
+    assert (p.replicas, p.isr, p.removing_replicas, p.eligible_leader_replicas) == ((2, 1), (1, 2), (), ())
+
+
+def test_a_removed_replica_never_becomes_an_eligible_leader():
+    img = with_topic(cluster(3, elr=True), "t", 1, 3, assignments={0: (1, 2, 3)},
+                     configs={"min.insync.replicas": "3"})
+    img, _ = reassign(img, ("t", 0, [1, 2]))  # completes at once: min(3, 2) = 2 stay in sync
+    p = part(img)
+    assert (p.replicas, p.isr) == ((1, 2), (1, 2)) and 3 not in p.eligible_leader_replicas
