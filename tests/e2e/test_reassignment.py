@@ -22,7 +22,7 @@ MOVED, GROWN = "moved", "grown"
 
 
 def test_reassign_and_raise_the_replication_factor_under_load(processes, tmp_path):
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     base = free_base_port(3)
@@ -103,7 +103,11 @@ def test_reassign_and_raise_the_replication_factor_under_load(processes, tmp_pat
         step()
     assert producer.flush(30) == 0 and failed == []
 
+    # Kafka's AdminClient elects the preferred leaders (ElectLeaders v2 through librdkafka).
+    elected = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(t, p) for t, p in target]).result(30)
+    assert all(e is None or e.code() == KafkaError.ELECTION_NOT_NEEDED for e in elected.values()), elected
     topics = admin.list_topics(timeout=10).topics
+    assert all(topics[t].partitions[p].leader == r[0] for (t, p), r in target.items())
     for (t, p), replicas in target.items():
         assert topics[t].partitions[p].replicas == replicas
         assert sorted(topics[t].partitions[p].isrs) == sorted(replicas)
