@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from broker.authorization import cluster_allowed
 from broker.controller_channel import ControllerUnavailableError
+# the same timeout default and catch-up wait as the topic admin requests
+from broker.handlers.topics_admin import _caught_up, _timeout_s
 from metadata.acls import AclOperation
 from wire.error_codes import ErrorCode
 from wire.protocol import (
@@ -19,18 +21,6 @@ from wire.protocol import (
 
 __all__ = ["handle_elect_leaders", "elect_leaders_error", "handle_alter_reassignments",
            "alter_reassignments_error", "handle_list_reassignments", "list_reassignments_error"]
-
-DEFAULT_TIMEOUT_MS = 30_000
-
-
-def _timeout_s(timeout_ms: int) -> float:
-    return (timeout_ms if timeout_ms > 0 else DEFAULT_TIMEOUT_MS) / 1000
-
-
-async def _caught_up(broker, offset: int, timeout_s: float) -> None:
-    if offset >= 0:
-        await broker.metadata.wait_for_offset(offset, broker.env.now() + timeout_s)
-
 
 def _by_topic(items: dict[tuple[str, int], tuple[int, str | None]]):
     topics: dict[str, list[tuple[int, int, str | None]]] = {}
