@@ -44,3 +44,16 @@ def test_leader_election_json():
         parse_partitions_json('{"partitions": [{"topic": "t", "partition": 1}, {"topic": "t", "partition": 1}]}', "f")
     with pytest.raises(CommandError, match="not valid JSON"):
         parse_partitions_json("{", "f")
+
+
+def test_topics_describe_shows_a_reassignment_in_progress_as_kafka_topics_does():
+    from raftkafka.cli.topics import format_describe
+    from raftkafka.client.cluster import PartitionInfo, TopicInfo
+    info = TopicInfo("t", partitions={0: PartitionInfo(0, 1, (3, 4, 1, 2), (1, 2)),
+                                      1: PartitionInfo(1, 2, (2, 1), (1, 2))})
+    text = format_describe({"t": info}, {}, reassignments={("t", 0): ([3, 4, 1, 2], [3, 4], [1, 2])})
+    assert text.splitlines() == [
+        "Topic: t\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: ",
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 3,4,1,2\tIsr: 1,2\tAdding Replicas: 3,4\tRemoving Replicas: 1,2",
+        "\tTopic: t\tPartition: 1\tLeader: 2\tReplicas: 2,1\tIsr: 1,2",
+    ]
