@@ -261,12 +261,8 @@ class Admin:
                                            ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
         """(topic, partition) -> (replicas, adding, removing) for every reassignment in progress."""
         R = ListPartitionReassignmentsRequest
-        topics = None
-        if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for topic, partition in partitions:
-                by_topic.setdefault(topic, []).append(partition)
-            topics = [R.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
+        topics = None if partitions is None else [
+            R.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps) for t, ps in _by_topic(partitions)]
         r = await self.cluster.request_any(R(timeout_ms=timeout_ms, topics=topics))
         if r.error_code:
             raise error_for(r.error_code, r.error_message, "ListPartitionReassignments")
@@ -277,12 +273,8 @@ class Admin:
                             timeout_ms: int = 60_000) -> dict[tuple[str, int], KafkaError | None]:
         """ElectLeaders (0 PREFERRED, 1 UNCLEAN) for the partitions, or every partition (None)."""
         R = ElectLeadersRequest
-        topic_partitions = None
-        if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for topic, partition in partitions:
-                by_topic.setdefault(topic, []).append(partition)
-            topic_partitions = [R.TopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()]
+        topic_partitions = None if partitions is None else [
+            R.TopicPartitions(topic=t, partitions=ps) for t, ps in _by_topic(partitions)]
         r = await self.cluster.request_any(R(election_type=election_type, topic_partitions=topic_partitions,
                                              timeout_ms=timeout_ms))
         if r.error_code:
@@ -427,6 +419,14 @@ class Admin:
             out.append([AclBinding(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host,
                                    m.operation, m.permission_type) for m in result.matching_acls])
         return out
+
+
+def _by_topic(partitions) -> list[tuple[str, list[int]]]:
+    """(topic, partition) pairs grouped by topic, in first-seen order."""
+    out: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        out.setdefault(topic, []).append(partition)
+    return list(out.items())
 
 
 def _filter_fields(f: AclFilter) -> dict:
