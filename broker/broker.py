@@ -33,6 +33,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition, ReplicationSettings
 from broker.producer_state_hooks import ProducerStates
+from broker.replication_throttle import ReplicationThrottles
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.server import KafkaServer
@@ -82,6 +83,8 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(  # KIP-227: incremental fetches
             env.rng, max_slots=self._static_int("max.incremental.fetch.session.cache.slots", 1000))
         self.alter_partitions = AlterPartitionManager(env, config.node_id, controller, self._broker_epoch)
+        # leader/follower.replication.throttled.* (the fetch handler and the replica fetchers)
+        self.throttles = ReplicationThrottles(env.now, config.node_id, lambda: self.metadata.image, self.static)
         self.fetchers = ReplicaFetcherManager(env, config.node_id, self._broker_address, FetcherSettings(
             wait_max_ms=self._static_int("replica.fetch.wait.max.ms", 500),
             min_bytes=self._static_int("replica.fetch.min.bytes", 1),
@@ -89,7 +92,7 @@ class Broker:
             response_max_bytes=self._static_int("replica.fetch.response.max.bytes", 10 << 20),
             backoff_s=self._static_int("replica.fetch.backoff.ms", 1000) / 1000, tls=config.inter_broker_tls,
             sasl=config.inter_broker_sasl),
-            on_appended=self.metrics.replicated_in)
+            on_appended=self.metrics.replicated_in, throttles=self.throttles)
         replication = ReplicationSettings(
             clock=env.now, lag_time_s=self._static_int("replica.lag.time.max.ms", 30000) / 1000,
             alter_partitions=self.alter_partitions, is_isr_eligible=self._isr_eligible)

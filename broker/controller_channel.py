@@ -3,7 +3,8 @@
 Also the replication path's AlterPartition (ISR changes from partition leaders).
 
 Admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, CreateAcls, DeleteAcls, AlterUserScramCredentials) that reach a broker are forwarded to the active
+IncrementalAlterConfigs, CreateAcls, DeleteAcls, AlterUserScramCredentials, ElectLeaders,
+AlterPartitionReassignments; ListPartitionReassignments reads the controller's view) that reach a broker are forwarded to the active
 controller, as in KRaft. Handlers talk to this protocol with plain request and
 result objects (the metadata layer's own types, never Kafka wire classes); the
 real implementation forwards them over the controller RPC, tests apply the
@@ -22,6 +23,7 @@ from metadata.acls import AclBinding, AclFilter
 from metadata.controller.acls import AclResult, DeleteAclsResult
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
 from metadata.controller.dynamic_configs import AlterOp, ConfigError
+from metadata.controller.reassignment import OngoingReassignment, ReassignmentResult
 from metadata.controller.scram import ScramDeletion, ScramUpsertion
 from metadata.controller.topics import CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions
 # The real channel (metadata.controller.client.ControllerClient) lives below the broker
@@ -69,6 +71,21 @@ class ControllerChannel(Protocol):
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion], *,
         timeout_s: float = 30.0,
     ) -> ControllerReply[dict[str, tuple[ErrorCode, str | None]]]: ...
+
+    async def elect_leaders(self, election_type: int, partitions: Sequence[tuple[str, int]] | None = None, *,
+                            timeout_s: float = 30.0) -> ControllerReply[dict[tuple[str, int], ErrorCode]]:
+        """ElectLeaders (0 PREFERRED, 1 UNCLEAN) for the partitions, or every partition if None."""
+        ...
+
+    async def alter_partition_reassignments(
+        self, wanted: Sequence[tuple[str, int, Sequence[int] | None]], *, timeout_s: float = 30.0,
+    ) -> ControllerReply[dict[tuple[str, int], ReassignmentResult]]:
+        """Start, replace or (replicas None) cancel partition reassignments."""
+        ...
+
+    async def list_partition_reassignments(
+        self, wanted: Sequence[tuple[str, Sequence[int]]] | None = None, *, timeout_s: float = 30.0,
+    ) -> ControllerReply[list[OngoingReassignment]]: ...
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem], *,
                               timeout_s: float = 30.0,

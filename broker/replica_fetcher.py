@@ -37,6 +37,7 @@ import trio
 
 from broker.fetch_session_client import FetchSessionClient, PartitionRequest
 from broker.partition import Partition
+from broker.replication_throttle import FOLLOWER, ReplicationThrottles
 from storage.deadline_reaper import DeadlineReaper, Timer
 from storage.log import InvalidAppendOffsetError, LogError
 from storage.log.epoch_cache import UNDEFINED_EPOCH
@@ -57,6 +58,7 @@ EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 2
 EARLIEST, LATEST = -2, -1
 UNDEFINED_OFFSET = -1
+THROTTLE_RECHECK_S = 0.1  # a throttled partition is left out of fetches this long at a time
 SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
 
 
@@ -123,8 +125,10 @@ class ReplicaFetcher:
 
     def __init__(self, env, broker_id: int, source_id: int,
                  address_of: Callable[[int], tuple[str, int] | None], settings: FetcherSettings,
-                 timers: DeadlineReaper, on_appended: Callable[[str, int], None] = lambda topic, nbytes: None):
+                 timers: DeadlineReaper, on_appended: Callable[[str, int], None] = lambda topic, nbytes: None,
+                 throttles: ReplicationThrottles | None = None):
         self.env = env
+        self.throttles = throttles  # follower.replication.throttled.* (None: never throttled)
         self.on_appended = on_appended  # (topic, bytes) after each append: the replication-in counter
         self.broker_id = broker_id
         self.source_id = source_id
@@ -187,8 +191,16 @@ class ReplicaFetcher:
         if truncating:
             await self._truncate(link, truncating)
         fetching = {k: s for k, s in ready.items() if not s.truncating and self.partitions.get(k) is s}
+        for key in [k for k, s in fetching.items() if self._throttled(k, s)]:
+            self._delay(fetching.pop(key), THROTTLE_RECHECK_S)  # Kafka's shouldFollowerThrottle
         if fetching:
             await self._fetch(link, fetching)
+
+    def _throttled(self, key: Key, state: _State) -> bool:
+        if self.throttles is None:
+            return False
+        in_sync = self.broker_id in state.partition.registration.isr
+        return self.throttles.should_throttle(FOLLOWER, *key, in_sync=in_sync)
 
     async def _connect(self) -> _Link:
         if self._link is not None:
@@ -229,8 +241,8 @@ class ReplicaFetcher:
             return None
         return p
 
-    def _delay(self, state: _State) -> None:
-        state.delayed_until = self.env.now() + self.settings.backoff_s
+    def _delay(self, state: _State, seconds: float | None = None) -> None:
+        state.delayed_until = self.env.now() + (self.settings.backoff_s if seconds is None else seconds)
 
     # -- truncation --------------------------------------------------------------------
     async def _truncate(self, link: _Link, states: dict[Key, _State]) -> None:
@@ -357,6 +369,8 @@ class ReplicaFetcher:
                 self._delay(state)
                 return
             self.on_appended(key[0], len(records))
+            if self.throttles is not None:
+                self.throttles.record(FOLLOWER, *key, len(records))
         p.update_follower_high_watermark(pd.high_watermark)
         plog = p.log
         if plog.log_start_offset < pd.log_start_offset <= plog.high_watermark:
@@ -413,8 +427,10 @@ class ReplicaFetcherManager:
 
     def __init__(self, env, broker_id: int, address_of: Callable[[int], tuple[str, int] | None],
                  settings: FetcherSettings | None = None,
-                 on_appended: Callable[[str, int], None] = lambda topic, nbytes: None):
+                 on_appended: Callable[[str, int], None] = lambda topic, nbytes: None,
+                 throttles: ReplicationThrottles | None = None):
         self.env = env
+        self.throttles = throttles
         self.broker_id = broker_id
         self.address_of = address_of
         self.settings = settings or FetcherSettings()
@@ -442,7 +458,7 @@ class ReplicaFetcherManager:
             if fetcher is None:
                 fetcher = self.fetchers[source_id] = ReplicaFetcher(
                     self.env, self.broker_id, source_id, self.address_of, self.settings, self.timers,
-                    self.on_appended)
+                    self.on_appended, self.throttles)
                 self._start(fetcher)
             for p in by_leader[source_id].values():
                 fetcher.add(p)

@@ -79,6 +79,19 @@ def list_of(*choices):
     return check
 
 
+def throttled_replicas(items):
+    """Kafka's ThrottledReplicaListValidator: `*`, or `partition:broker` entries."""
+    if list(items) == ["*"]:
+        return None
+    bad = [i for i in items if not _is_partition_broker(i)]
+    return f"must be * or a list of partition:broker pairs, not {bad}" if bad else None
+
+
+def _is_partition_broker(item: str) -> bool:
+    partition, sep, broker = item.strip().partition(":")
+    return bool(sep) and partition.isdigit() and broker.isdigit()
+
+
 _T = ConfigType
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
@@ -115,6 +128,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("segment.jitter.ms", _T.LONG, "0", at_least(0)),
     ConfigDef("segment.ms", _T.LONG, "604800000", at_least(1)),
     ConfigDef("unclean.leader.election.enable", _T.BOOLEAN, "false"),
+    # replicas whose replication counts against the brokers' throttled rates (broker.throttle)
+    ConfigDef("leader.replication.throttled.replicas", _T.LIST, "", throttled_replicas),
+    ConfigDef("follower.replication.throttled.replicas", _T.LIST, "", throttled_replicas),
 )
 
 # topic config -> broker configs that supply its default, highest precedence first, with the
@@ -197,6 +213,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("leader.imbalance.check.interval.seconds", _T.LONG, "300", at_least(1),
               dynamic=False),
     ConfigDef("auto.leader.rebalance.enable", _T.BOOLEAN, "true", dynamic=False),
+    ConfigDef("leader.imbalance.per.broker.percentage", _T.INT, "10", at_least(0), dynamic=False),
+    # bytes/s for throttled replicas (the topics' *.replication.throttled.replicas), per broker
+    ConfigDef("leader.replication.throttled.rate", _T.LONG, str(LONG_MAX), at_least(0)),
+    ConfigDef("follower.replication.throttled.rate", _T.LONG, str(LONG_MAX), at_least(0)),
     # node identity and listeners
     ConfigDef("node.id", _T.INT, "-1", dynamic=False),
     ConfigDef("process.roles", _T.LIST, "", list_of("broker", "controller"), dynamic=False),

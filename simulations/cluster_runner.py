@@ -82,7 +82,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     net.add_host(CLIENT_HOST)
     history = History(trace)
     workload = ClusterWorkload(seed, net, history, cluster.bootstrap(), brokers=len(cluster.broker_ids),
-                               producers=2, churn=True)
+                               producers=2, churn=True, broker_ids=cluster.broker_ids)
     nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile,
                       replay=None if options.replay is None else options.replay.events)
     await cluster.format()

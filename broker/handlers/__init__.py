@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable
 
 from broker.handlers import (
     acls, api_versions, configs, describe_cluster, fetch, groups, init_producer_id, list_offsets, metadata,
-    offset_for_leader_epoch, offsets, produce, sasl, scram_credentials, topics_admin,
+    offset_for_leader_epoch, offsets, produce, reassignments, sasl, scram_credentials, topics_admin,
 )
 from wire.protocol import API_VERSIONS, ApiKey
 
@@ -62,6 +62,12 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SASL_AUTHENTICATE: Handler(sasl.handle_authenticate, sasl.authenticate_error),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Handler(scram_credentials.handle_describe, scram_credentials.describe_error),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Handler(scram_credentials.handle_alter, scram_credentials.alter_error),
+    # leader elections and partition reassignments, decided on the active controller
+    ApiKey.ELECT_LEADERS: Handler(reassignments.handle_elect_leaders, reassignments.elect_leaders_error),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Handler(reassignments.handle_alter_reassignments,
+                                                  reassignments.alter_reassignments_error),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Handler(reassignments.handle_list_reassignments,
+                                                 reassignments.list_reassignments_error),
 }
 
 

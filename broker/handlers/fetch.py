@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from broker.authorization import cluster_allowed, topic_allowed
 from broker.records_slice import RecordsSlice
+from broker.replication_throttle import LEADER
 from metadata.acls import AclOperation
 from broker.request_caps import Pacer
 from storage.log import OffsetOutOfRangeError
@@ -249,15 +250,20 @@ class _Answer:
             # Not one of this partition's replicas: it must not count toward the ISR or HW.
             return _error_partition(p.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER), None
         limit = max(0, min(p.partition_max_bytes, self.max_bytes - total))
+        # Kafka's shouldLeaderThrottle: a throttled follower out of the ISR gets nothing for now.
+        throttled = self.follower and self.broker.throttles.should_throttle(
+            LEADER, name, p.partition, in_sync=self.replica_id in partition.isr)
         data = None
         # Once the response is full, later partitions get nothing; at the log end there is
         # nothing to read (an idle follower's every partition: skip the read).
-        if (limit > 0 or total == 0) and p.fetch_offset < log.log_end_offset:
+        if (limit > 0 or total == 0) and p.fetch_offset < log.log_end_offset and not throttled:
             try:
                 data = partition.read(p.fetch_offset, limit, max_offset=max_offset, min_one_batch=total == 0)
             except OffsetOutOfRangeError:  # retention moved the log start meanwhile
                 return _error_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE), None
         size = 0 if data is None else data.size
+        if self.follower:
+            self.broker.throttles.record(LEADER, name, p.partition, size)
         return R.PartitionData(
             partition_index=p.partition, error_code=ErrorCode.NONE,
             high_watermark=log.high_watermark, last_stable_offset=partition.last_stable_offset,

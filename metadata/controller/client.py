@@ -23,6 +23,7 @@ from metadata.controller import rpc
 from metadata.controller.acls import AclResult, DeleteAclsResult
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
 from metadata.controller.dynamic_configs import AlterOp, ConfigError
+from metadata.controller.reassignment import OngoingReassignment, ReassignmentResult
 from metadata.controller.topics import (
     CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions,
 )
@@ -255,6 +256,29 @@ class ControllerClient:
             return ControllerReply({tp: failed[0] for tp in partitions}, reply.offset)
         return ControllerReply({(r.topic, r.partition): ErrorCode(r.error) for r in reply.results},
                                reply.offset)
+
+    async def alter_partition_reassignments(
+        self, wanted: Sequence[tuple[str, int, Sequence[int] | None]], *, timeout_s: float = 30.0,
+    ) -> ControllerReply[dict[tuple[str, int], ReassignmentResult]]:
+        """Start, change or cancel (replicas None) partition reassignments."""
+        reply = await self.conn.call(rpc.AlterPartitionReassignmentsRequest(
+            self.cluster_id, [rpc.ReassignmentInfo(t, p, None if r is None else list(r)) for t, p, r in wanted],
+            **self._admin(timeout_s)), timeout=timeout_s)
+        if failed := _request_error(reply):
+            return ControllerReply({(t, p): ReassignmentResult(*failed) for t, p, _ in wanted}, reply.offset)
+        return ControllerReply({(r.topic, r.partition): ReassignmentResult(ErrorCode(r.error), r.message)
+                                for r in reply.results}, reply.offset)
+
+    async def list_partition_reassignments(
+        self, wanted: Sequence[tuple[str, Sequence[int]]] | None = None, *, timeout_s: float = 30.0,
+    ) -> ControllerReply[list[OngoingReassignment]]:
+        reply = await self.conn.call(rpc.ListPartitionReassignmentsRequest(
+            self.cluster_id, None if wanted is None else [(t, list(p)) for t, p in wanted]),
+            timeout=timeout_s)
+        if reply.error != ErrorCode.NONE:
+            raise ControllerUnavailableError(f"ListPartitionReassignments: error {reply.error}")
+        return ControllerReply([OngoingReassignment(o.topic, o.partition, tuple(o.replicas), tuple(o.adding),
+                                                    tuple(o.removing)) for o in reply.reassignments])
 
     async def alter_partition(self, broker_id: int, broker_epoch: int,
                               items: Sequence[AlterPartitionItem], *, timeout_s: float = 30.0,

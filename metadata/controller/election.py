@@ -12,6 +12,13 @@ changes). Election order, as in Kafka with KIP-966:
 4. UNCLEAN elections only (the topic allows it): any acceptable replica, ISR = [it],
    leader_recovery_state = RECOVERING.
 
+A reassignment in progress (adding/removing replicas, KIP-455) completes in any change whose
+target ISR holds every adding replica (Kafka's maybeCompleteReassignment) and, without the
+removed replicas, still min(min.insync.replicas, target size) members — stricter than Kafka's
+KRaft controller, so that dropping in-sync replicas never leaves a target replica that fell
+behind as the only hope of the partition. The replicas become the target, removed replicas
+leave the ISR, and a leader that was removed gives way to the election above.
+
 ELR maintenance (only when enabled): with |ISR| >= min.insync.replicas, ELR and
 last-known-ELR are cleared; below it, replicas leaving the ISR join the ELR unless they
 shut down uncleanly.
@@ -41,9 +48,16 @@ def build_change(
     target_replicas: tuple[int, ...] | None = None,
     unclean_shutdown: AbstractSet[int] = frozenset(),
     recovery_state: int | None = None,
+    target_adding: tuple[int, ...] | None = None,
+    target_removing: tuple[int, ...] | None = None,
 ) -> PartitionChange | None:
     replicas = part.replicas if target_replicas is None else target_replicas
     isr = part.isr if target_isr is None else target_isr
+    adding = part.adding_replicas if target_adding is None else target_adding
+    removing = part.removing_replicas if target_removing is None else target_removing
+    if adding or removing:
+        replicas, isr, adding, removing = _maybe_complete_reassignment(replicas, isr, adding, removing,
+                                                                       min_isr)
     elr = tuple(r for r in part.eligible_leader_replicas
                 if r in replicas and r not in isr and r not in unclean_shutdown)
     if not elr_enabled:
@@ -68,10 +82,20 @@ def build_change(
         isr = tuple(r for r in part.isr if r in replicas)[:1]
     last_known = part.last_known_elr if elr_enabled else ()
     if elr_enabled:
-        elr, last_known = _maintain_elr(part, isr, elr, last_known, min_isr, unclean_shutdown)
+        elr, last_known = _maintain_elr(part, replicas, isr, elr, last_known, min_isr, unclean_shutdown)
 
     return _diff(topic_id, partition_id, part, leader=leader, isr=isr, replicas=replicas,
-                 elr=elr, last_known=last_known, recovery=new_recovery)
+                 elr=elr, last_known=last_known, recovery=new_recovery, adding=adding,
+                 removing=removing)
+
+
+def _maybe_complete_reassignment(replicas, isr, adding, removing, min_isr):
+    target = tuple(r for r in replicas if r not in removing)
+    new_isr = tuple(r for r in isr if r not in removing)
+    if (not new_isr or any(r not in new_isr for r in adding)
+            or len(new_isr) < min(min_isr, len(target))):
+        return replicas, isr, adding, removing
+    return target, new_isr, (), ()
 
 
 def _elect(part, replicas, election, valid, is_acceptable) -> tuple[int, bool]:
@@ -89,12 +113,12 @@ def _elect(part, replicas, election, valid, is_acceptable) -> tuple[int, bool]:
     return NO_LEADER, False
 
 
-def _maintain_elr(part, isr, elr, last_known, min_isr, unclean_shutdown):
+def _maintain_elr(part, replicas, isr, elr, last_known, min_isr, unclean_shutdown):
     if len(isr) >= min_isr:
         return (), ()
     candidates = sorted(set(elr) | set(part.isr))
     new_elr = tuple(r for r in candidates
-                    if r not in isr and r not in unclean_shutdown and r in part.replicas)
+                    if r not in isr and r not in unclean_shutdown and r in replicas)
     # last-known-ELR remembers former members (even unclean ones) that are no longer ELR.
     known = sorted(set(last_known) | set(part.isr))
     new_last = tuple(r for r in known if r not in isr and r not in new_elr)
@@ -102,8 +126,12 @@ def _maintain_elr(part, isr, elr, last_known, min_isr, unclean_shutdown):
 
 
 def _diff(topic_id, partition_id, part, *, leader, isr, replicas, elr, last_known,
-          recovery) -> PartitionChange | None:
+          recovery, adding, removing) -> PartitionChange | None:
     fields = {}
+    if tuple(adding) != part.adding_replicas:
+        fields["adding_replicas"] = tuple(adding)
+    if tuple(removing) != part.removing_replicas:
+        fields["removing_replicas"] = tuple(removing)
     if tuple(isr) != part.isr:
         fields["isr"] = tuple(isr)
     if tuple(replicas) != part.replicas:

@@ -28,6 +28,9 @@ from metadata.controller.dynamic_configs import (
 from metadata.controller.elect_leaders import ElectionType, elect_leaders
 from metadata.controller.gate import admit, check_forwarder
 from metadata.controller.producer_ids import allocate_producer_ids
+from metadata.controller.reassignment import (
+    alter_partition_reassignments, list_partition_reassignments,
+)
 from metadata.controller.replication import batches as split_batches
 from metadata.controller.service import ControllerFault, ControllerService, NotControllerError
 from metadata.controller.scram import ScramDeletion, ScramUpsertion, alter_user_scram_credentials
@@ -72,6 +75,8 @@ class ControllerRequests:
             rpc.CreateAclsRequest: self._create_acls,
             rpc.DeleteAclsRequest: self._delete_acls,
             rpc.AlterUserScramCredentialsRequest: self._alter_scram,
+            rpc.AlterPartitionReassignmentsRequest: self._alter_reassignments,
+            rpc.ListPartitionReassignmentsRequest: self._list_reassignments,
         }
 
     async def handle(self, request, connection=None) -> Any | None:
@@ -281,6 +286,31 @@ class ControllerRequests:
         results, offset = await self._submit("ElectLeaders", op, req)
         return rpc.ElectLeadersResponse(0, self._me(), offset, [
             rpc.ElectionResultInfo(t, p, int(code)) for (t, p), code in sorted(results.items())])
+
+    async def _alter_reassignments(self, req: rpc.AlterPartitionReassignmentsRequest):
+        wanted = [(r.topic, r.partition, None if r.replicas is None else tuple(r.replicas))
+                  for r in req.reassignments]
+        static = self.service.static
+
+        def op(image, next_offset, now):
+            records, results = alter_partition_reassignments(image, wanted, static=static)
+            return split_batches(records), results
+
+        results, offset = await self._submit("AlterPartitionReassignments", op, req)
+        return rpc.AlterPartitionReassignmentsResponse(0, self._me(), offset, [
+            rpc.ReassignmentResultInfo(t, p, int(r.error), r.message)
+            for (t, p), r in results.items()])
+
+    async def _list_reassignments(self, req: rpc.ListPartitionReassignmentsRequest):
+        wanted = None if req.topics is None else [(t, list(pids)) for t, pids in req.topics]
+
+        def op(image, next_offset, now):  # a read: answered once what it shows has committed
+            return [], list_partition_reassignments(image, wanted)
+
+        ongoing, _ = await self._submit("ListPartitionReassignments", op)
+        return rpc.ListPartitionReassignmentsResponse(0, self._me(), [
+            rpc.OngoingReassignmentInfo(o.topic, o.partition, list(o.replicas), list(o.adding),
+                                        list(o.removing)) for o in ongoing])
 
     async def _alter_scram(self, req: rpc.AlterUserScramCredentialsRequest):
         deletions = [ScramDeletion(d.name, d.mechanism) for d in req.deletions]

@@ -43,7 +43,10 @@ __all__ = [
     "CreateAclsResponse", "DeleteAclsResultInfo", "DeleteAclsRequest", "DeleteAclsResponse",
     "ScramDeletionInfo", "ScramUpsertionInfo", "ScramResultInfo",
     "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "CONTROLLER_REQUESTS",
-    "ADMIN_REQUESTS",
+    "ADMIN_REQUESTS", "ReassignmentInfo", "ReassignmentResultInfo",
+    "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse",
+    "OngoingReassignmentInfo", "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
 ]
 
 
@@ -546,6 +549,67 @@ class AlterUserScramCredentialsResponse:
     results: list[ScramResultInfo] = field(default_factory=list)
 
 
+# ------------------------------------------------------------------------ reassignment
+
+
+@dataclass(slots=True, frozen=True)
+class ReassignmentInfo:
+    topic: str
+    partition: int
+    replicas: list[int] | None  # None cancels the partition's reassignment
+
+
+@dataclass(slots=True, frozen=True)
+class ReassignmentResultInfo:
+    topic: str
+    partition: int
+    error: int
+    message: str | None = None
+
+
+@rpc_message("controller.AlterPartitionReassignments", version=2)
+@dataclass(slots=True, frozen=True)
+class AlterPartitionReassignmentsRequest:
+    cluster_id: str
+    reassignments: list[ReassignmentInfo] = field(default_factory=list)
+    forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
+    timeout_ms: int = -1
+
+
+@rpc_message("controller.AlterPartitionReassignmentsResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class AlterPartitionReassignmentsResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1
+    results: list[ReassignmentResultInfo] = field(default_factory=list)
+    message: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class OngoingReassignmentInfo:
+    topic: str
+    partition: int
+    replicas: list[int]
+    adding: list[int]
+    removing: list[int]
+
+
+@rpc_message("controller.ListPartitionReassignments", version=1)
+@dataclass(slots=True, frozen=True)
+class ListPartitionReassignmentsRequest:
+    cluster_id: str
+    topics: list[tuple[str, list[int]]] | None = None  # None = every partition
+
+
+@rpc_message("controller.ListPartitionReassignmentsResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class ListPartitionReassignmentsResponse:
+    error: int
+    leader_id: int | None = None
+    reassignments: list[OngoingReassignmentInfo] = field(default_factory=list)
+
+
 # Request type → its response type (the service answers NOT_CONTROLLER with these).
 CONTROLLER_REQUESTS: dict[type, type] = {
     BrokerRegistrationRequest: BrokerRegistrationResponse,
@@ -563,11 +627,13 @@ CONTROLLER_REQUESTS: dict[type, type] = {
     CreateAclsRequest: CreateAclsResponse,
     DeleteAclsRequest: DeleteAclsResponse,
     AlterUserScramCredentialsRequest: AlterUserScramCredentialsResponse,
+    AlterPartitionReassignmentsRequest: AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest: ListPartitionReassignmentsResponse,
 }
 
 # Requests that change the cluster on a client's behalf: only ever forwarded by a broker.
 ADMIN_REQUESTS = (
     CreateTopicsRequest, DeleteTopicsRequest, CreatePartitionsRequest, AlterConfigsRequest,
     IncrementalAlterConfigsRequest, ElectLeadersRequest, AlterUserScramCredentialsRequest,
-    CreateAclsRequest, DeleteAclsRequest,
+    CreateAclsRequest, DeleteAclsRequest, AlterPartitionReassignmentsRequest,
 )

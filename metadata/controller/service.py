@@ -25,7 +25,8 @@ before anything is applied, as Kafka refuses a metadata batch over its limit.
 
 Periodic work, on the same queue: fence at most one broker whose session lapsed, or whose
 controller connection closed without a heartbeat within the close grace, per event
-(BrokerHeartbeatManager and ConnectionGrace soft state, restarted on activation). Snapshots are taken
+(BrokerHeartbeatManager and ConnectionGrace soft state, restarted on activation); else, when
+due, move leadership back to preferred replicas (metadata.controller.leader_balance). Snapshots are taken
 by the state machine's schedule (metadata.controller.state_machine).
 """
 from __future__ import annotations
@@ -40,7 +41,9 @@ import trio
 
 from metadata.controller.brokers import fence_closed_broker, fence_stale_broker
 from metadata.controller.connection_grace import DEFAULT_CLOSE_GRACE, ConnectionGrace
+from metadata.controller.elect_leaders import rebalance_preferred_leaders
 from metadata.controller.heartbeats import DEFAULT_SESSION_TIMEOUT, BrokerHeartbeatManager
+from metadata.controller.leader_balance import LeaderBalanceSchedule
 from metadata.controller.state_machine import ControllerStateMachine
 from metadata.delta import MetadataDelta
 from metadata.errors import ApiError
@@ -143,6 +146,7 @@ class ControllerService:
         self.bootstrap_records = list(bootstrap_records or ())  # from format (--add-scram)
         self.heartbeats = BrokerHeartbeatManager(session_timeout)
         self.grace = ConnectionGrace(close_grace)
+        self.leader_balance = LeaderBalanceSchedule(self.static)  # auto.leader.rebalance.enable
         self.tick_interval = tick
         self._send, self._events = trio.open_memory_channel[object](math.inf)
         self._queued_ops = 0  # submitted, not yet taken by the controller's task
@@ -253,6 +257,7 @@ class ControllerService:
         self._written = self._committed = st.log_end_offset - 1
         self.heartbeats.activate(self._spec, self.env.now())
         self.grace.reset()
+        self.leader_balance.activated(self.env.now())
         self._appender_send, receive = trio.open_memory_channel[_Batch](math.inf)
         self._appender_scope = trio.CancelScope()
         self._nursery.start_soon(self._appender, self._term, receive, self._appender_scope)
@@ -437,3 +442,9 @@ class ControllerService:
             log.info("fencing broker %d: %s", fenced, why)
             self._write(batches)
             self._send.send_nowait(_TICK)  # one broker per event; look for the next at once
+        elif self.leader_balance.due(now):
+            records, more = rebalance_preferred_leaders(self._spec, static=self.static)
+            if records:
+                log.info("moving leadership of %d partition(s) back to their preferred replicas", len(records))
+                self._write([records])
+            self.leader_balance.ran(now, more)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from raftkafka.cli.common import CommandError, add_bootstrap, add_command, open_admin, parse_key_values, run_client
-from raftkafka.client import RESOURCE_TOPIC, NewTopic
+from raftkafka.client import RESOURCE_TOPIC, KafkaError, NewTopic
 from wire.error_codes import ErrorCode
 
 __all__ = ["add_parser", "run", "format_describe"]
@@ -109,15 +109,26 @@ async def _describe(admin, args) -> int:
         described = await admin.describe_configs([(RESOURCE_TOPIC, n) for n in names])
         overrides = {name: {k: e.value for k, e in sorted(entries.items()) if e.source == _DYNAMIC_TOPIC_CONFIG}
                      for (_, name), entries in described.items()}
+    reassignments = {}
+    if names:
+        try:  # as kafka-topics: partitions being reassigned show their adding and removing replicas
+            reassignments = await admin.list_partition_reassignments(
+                [(n, p) for n in names for p in infos[n].partitions])
+        except KafkaError:  # e.g. no DESCRIBE on the cluster: the rest of the description stands
+            pass
     text = format_describe(infos, overrides, under_replicated=args.under_replicated_partitions,
-                           unavailable=args.unavailable_partitions, with_overrides=args.topics_with_overrides)
+                           unavailable=args.unavailable_partitions, with_overrides=args.topics_with_overrides,
+                           reassignments=reassignments)
     if text:
         print(text)
     return 0
 
 
-def format_describe(infos, overrides, *, under_replicated=False, unavailable=False, with_overrides=False) -> str:
-    """kafka-topics' describe layout; with a partition filter only matching partition lines."""
+def format_describe(infos, overrides, *, under_replicated=False, unavailable=False, with_overrides=False,
+                    reassignments=None) -> str:
+    """kafka-topics' describe layout; with a partition filter only matching partition lines.
+    `reassignments`: (topic, partition) -> (replicas, adding, removing) of those being reassigned."""
+    reassignments = reassignments or {}
     filtered = under_replicated or unavailable
     lines = []
     for name, info in sorted(infos.items()):
@@ -127,6 +138,8 @@ def format_describe(infos, overrides, *, under_replicated=False, unavailable=Fal
         partitions = [p for _, p in sorted(info.partitions.items())]
         if not filtered:
             rf = len(partitions[0].replicas) if partitions else 0
+            if partitions and (name, partitions[0].partition) in reassignments:  # the RF it keeps
+                rf -= len(reassignments[(name, partitions[0].partition)][2])
             config_text = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
             lines.append(f"Topic: {name}\tPartitionCount: {len(partitions)}\tReplicationFactor: {rf}\t"
                          f"Configs: {config_text}")
@@ -136,8 +149,12 @@ def format_describe(infos, overrides, *, under_replicated=False, unavailable=Fal
             if unavailable and p.leader >= 0:
                 continue
             leader = "none" if p.leader < 0 else str(p.leader)
-            lines.append(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {leader}\t"
-                         f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
+            line = (f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {leader}\t"
+                    f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
+            moving = reassignments.get((name, p.partition))
+            if moving is not None:
+                line += f"\tAdding Replicas: {_ids(moving[1])}\tRemoving Replicas: {_ids(moving[2])}"
+            lines.append(line)
     return "\n".join(lines)
 
 

@@ -25,7 +25,8 @@ from storage.env import Env
 from wire.acl_codes import AclBinding, AclFilter
 from wire.error_codes import ErrorCode
 from wire.protocol import (
-    AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
+    AlterPartitionReassignmentsRequest, AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
+    ElectLeadersRequest, ListPartitionReassignmentsRequest,
     ApiKey,
     CreateAclsRequest,
     CreatePartitionsRequest,
@@ -238,6 +239,49 @@ class Admin:
             if result.error_code:
                 raise error_for(result.error_code, result.error_message, result.resource_name)
 
+    # ------------------------------------------------------------------ cluster operations
+
+    async def alter_partition_reassignments(self, targets: dict[tuple[str, int], list[int] | None], *,
+                                            timeout_ms: int = 60_000) -> dict[tuple[str, int], KafkaError | None]:
+        """Start (target replicas) or cancel (None) partition reassignments (KIP-455)."""
+        R = AlterPartitionReassignmentsRequest
+        by_topic: dict[str, list] = {}
+        for (topic, partition), replicas in sorted(targets.items()):
+            by_topic.setdefault(topic, []).append(R.ReassignablePartition(
+                partition_index=partition, replicas=None if replicas is None else list(replicas)))
+        r = await self.cluster.request_any(R(timeout_ms=timeout_ms, topics=[
+            R.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()]))
+        if r.error_code:
+            raise error_for(r.error_code, r.error_message, "AlterPartitionReassignments")
+        return {(t.name, p.partition_index): error_for(p.error_code, p.error_message, f"{t.name}-{p.partition_index}")
+                if p.error_code else None for t in r.responses for p in t.partitions}
+
+    async def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None = None, *,
+                                           timeout_ms: int = 60_000
+                                           ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """(topic, partition) -> (replicas, adding, removing) for every reassignment in progress."""
+        R = ListPartitionReassignmentsRequest
+        topics = None if partitions is None else [
+            R.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps) for t, ps in _by_topic(partitions)]
+        r = await self.cluster.request_any(R(timeout_ms=timeout_ms, topics=topics))
+        if r.error_code:
+            raise error_for(r.error_code, r.error_message, "ListPartitionReassignments")
+        return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+                for t in r.topics for p in t.partitions}
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None = None, *,
+                            timeout_ms: int = 60_000) -> dict[tuple[str, int], KafkaError | None]:
+        """ElectLeaders (0 PREFERRED, 1 UNCLEAN) for the partitions, or every partition (None)."""
+        R = ElectLeadersRequest
+        topic_partitions = None if partitions is None else [
+            R.TopicPartitions(topic=t, partitions=ps) for t, ps in _by_topic(partitions)]
+        r = await self.cluster.request_any(R(election_type=election_type, topic_partitions=topic_partitions,
+                                             timeout_ms=timeout_ms))
+        if r.error_code:
+            raise error_for(r.error_code, None, "ElectLeaders")
+        return {(t.topic, p.partition_id): error_for(p.error_code, p.error_message) if p.error_code else None
+                for t in r.replica_election_results for p in t.partition_result}
+
     # ------------------------------------------------------------------ SCRAM users (KIP-554)
 
     async def describe_user_scram_credentials(self, users: list[str] | None = None
@@ -375,6 +419,14 @@ class Admin:
             out.append([AclBinding(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host,
                                    m.operation, m.permission_type) for m in result.matching_acls])
         return out
+
+
+def _by_topic(partitions) -> list[tuple[str, list[int]]]:
+    """(topic, partition) pairs grouped by topic, in first-seen order."""
+    out: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        out.setdefault(topic, []).append(partition)
+    return list(out.items())
 
 
 def _filter_fields(f: AclFilter) -> dict:

@@ -251,6 +251,42 @@ class AdminChurnProcess(_Process):
         return False
 
 
+class ReassignProcess(_Process):
+    """Partition reassignments of the data topics under faults (KIP-455): now and then a data
+    partition gets a new replica set — another order (leadership moves), one replica fewer
+    (down to min.insync.replicas) or more (a new replica copies the log and joins the ISR) —
+    or its reassignment is cancelled. The data checker then proves no acknowledged record,
+    and no committed offset, was lost on the way."""
+
+    def __init__(self, *args, brokers: list[int], min_replicas: int):
+        super().__init__(*args)
+        self.brokers = sorted(brokers)
+        self.min_replicas = min_replicas
+
+    async def session(self) -> None:
+        env = self.new_env()
+        async with Admin(env, self.settings.bootstrap, **_admin_options()) as admin:
+            while True:
+                await trio.sleep(self.rng.uniform(0.3, 1.5))
+                topic, partition = self.rng.choice(self.settings.partitions())
+                if self.rng.random() < 0.2:
+                    target = None  # cancel (NO_REASSIGNMENT_IN_PROGRESS when none is running)
+                else:
+                    size = self.rng.randint(min(self.min_replicas, len(self.brokers)), len(self.brokers))
+                    target = self.rng.sample(self.brokers, size)
+                op = self.history.invoke(self.name, "reassign", target, topic=topic, partition=partition)
+                try:
+                    results = await admin.alter_partition_reassignments({(topic, partition): target},
+                                                                        timeout_ms=5000)
+                    error = results.get((topic, partition))
+                except KafkaError as e:
+                    error = e
+                if error is None:
+                    self.history.ok(op)
+                else:
+                    self.history.info(op, error)
+
+
 async def _admin_call(call, name: str):
     """None on success, else the error (raised or per topic)."""
     try:

@@ -23,7 +23,7 @@ from simulations.history import History
 from simulations.workloads.acls import AclChurnProcess
 from simulations.workloads.clients import (
     CLIENT, AdminChurnProcess, AssignConsumerProcess, ClientSettings, CommittedReaderProcess,
-    GroupConsumerProcess, ProducerProcess, client_error,
+    GroupConsumerProcess, ProducerProcess, ReassignProcess, client_error,
 )
 from storage.memfs import MemFileSystem
 
@@ -35,7 +35,8 @@ GROUP = "sim-group"
 
 class ClusterWorkload:
     def __init__(self, seed: int, net, history: History, bootstrap: list[str], *, brokers: int,
-                 topics: int = 1, partitions: int = 3, producers: int = 2, churn: bool = True):
+                 topics: int = 1, partitions: int = 3, producers: int = 2, churn: bool = True,
+                 broker_ids: list[int] | None = None):
         self.seed = seed
         self.net = net
         self.history = history
@@ -45,6 +46,7 @@ class ClusterWorkload:
         self.settings = ClientSettings(bootstrap, data_topics, GROUP)
         self.producers = producers
         self.churn = churn
+        self.broker_ids = list(broker_ids or ())  # with churn: data partitions are reassigned among them
         self.final: dict[tuple[str, int], dict[int, bytes]] = {}  # final reads, by partition
         self.final_end: dict[tuple[str, int], int] = {}
 
@@ -92,6 +94,9 @@ class ClusterWorkload:
             processes.append(AdminChurnProcess("admin0", self.env_for, h, s, self._rng("admin0"),
                                                replication_factor=self.replication_factor))
             processes.append(AclChurnProcess("acls0", self.env_for, h, s, self._rng("acls0")))
+        if self.churn and self.broker_ids:
+            processes.append(ReassignProcess("reassign0", self.env_for, h, s, self._rng("reassign0"),
+                                             brokers=self.broker_ids, min_replicas=self.min_isr))
         async with trio.open_nursery() as nursery:
             for p in processes:
                 nursery.start_soon(p.run, until)

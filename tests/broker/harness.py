@@ -29,6 +29,8 @@ from metadata.controller.dynamic_configs import alter_configs, incremental_alter
 from metadata.controller.heartbeats import BrokerHeartbeatManager
 from metadata.controller.replication import elect_leaderless, remove_broker_from_isrs
 from metadata.controller.scram import alter_user_scram_credentials
+from metadata.controller.elect_leaders import ElectionType, elect_leaders
+from metadata.controller.reassignment import alter_partition_reassignments, list_partition_reassignments
 from metadata.controller.topics import create_partitions, create_topics, delete_topics
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, METADATA_VERSION
@@ -144,6 +146,19 @@ class InProcessController:
             await self.alter_partition_gate.wait()
         records, error, results = alter_partition(self.image, broker_id, broker_epoch, items, static=self.static)
         return ControllerReply((error, results), self.commit(records))
+
+    async def elect_leaders(self, election_type, partitions=None, *, timeout_s=30.0):
+        self.calls.append("elect_leaders")
+        records, results = elect_leaders(self.image, ElectionType(election_type), partitions, static=self.static)
+        return ControllerReply(results, self.commit(records))
+
+    async def alter_partition_reassignments(self, wanted, *, timeout_s=30.0):
+        self.calls.append("alter_partition_reassignments")
+        records, results = alter_partition_reassignments(self.image, wanted, static=self.static)
+        return ControllerReply(results, self.commit(records))
+
+    async def list_partition_reassignments(self, wanted=None, *, timeout_s=30.0):
+        return ControllerReply(list_partition_reassignments(self.image, wanted))
 
     async def incremental_alter_configs(self, resources, *, validate_only=False, timeout_s=30.0):
         self.calls.append("incremental_alter_configs")

@@ -52,9 +52,21 @@ def fetch_beyond_high_watermark(monkeypatch) -> None:
     monkeypatch.setattr(Partition, "read", read)
 
 
+def reassignment_trusts_new_replicas(monkeypatch) -> None:
+    """A reassignment completes at once, counting its new replicas in sync before they copied the log."""
+    import metadata.controller.election as election
+
+    def complete(replicas, isr, adding, removing, min_isr):
+        target = tuple(r for r in replicas if r not in removing)
+        return target, target, (), ()
+
+    monkeypatch.setattr(election, "_maybe_complete_reassignment", complete)
+
+
 DATA_MUTATIONS = {
     "hw_without_isr": hw_without_isr,
     "skip_follower_truncation": skip_follower_truncation,
     "acks_all_answered_at_append": acks_all_answered_at_append,
     "fetch_beyond_high_watermark": fetch_beyond_high_watermark,
+    "reassignment_trusts_new_replicas": reassignment_trusts_new_replicas,
 }

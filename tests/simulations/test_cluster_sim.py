@@ -33,6 +33,8 @@ EXPECTED = {
     "skip_follower_truncation": {"replicas-diverge", "lost-write", "inconsistent-offsets", "Liveness"},
     "acks_all_answered_at_append": {"lost-write", "inconsistent-offsets"},
     "fetch_beyond_high_watermark": {"inconsistent-offsets", "nonmonotonic-poll", "poll-skip"},
+    # A new replica that never copied the log leads (reassignments of the data partitions).
+    "reassignment_trusts_new_replicas": {"lost-write", "inconsistent-offsets"},
 }
 
 

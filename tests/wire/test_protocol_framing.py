@@ -30,10 +30,13 @@ LEADER_EPOCHS = {3: (1, 12)}
 ACLS = {29: (0, 3), 30: (0, 3), 31: (0, 3)}  # DescribeAcls, CreateAcls, DeleteAcls
 # SaslAuthenticate v2 (flexible); the SCRAM credential admin APIs (KIP-554).
 SECURITY = {36: (0, 2), 50: (0, 0), 51: (0, 0)}
+# ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments (cluster operations).
+CLUSTER_OPERATIONS = {43: (0, 2), 45: (0, 0), 46: (0, 0)}
 
 
 def test_api_versions_is_table_r_plus_the_extras():
-    assert API_VERSIONS == {**TABLE_R, **EXTRAS, **STATIC_MEMBERSHIP, **LEADER_EPOCHS, **ACLS, **SECURITY}
+    assert API_VERSIONS == {**TABLE_R, **EXTRAS, **STATIC_MEMBERSHIP, **LEADER_EPOCHS, **ACLS, **SECURITY,
+                            **CLUSTER_OPERATIONS}
     assert list(API_VERSIONS) == sorted(API_VERSIONS)
     req, resp = lookup(ApiKey.FETCH, 11)
     assert (req.__name__, resp.__name__) == ("FetchRequest", "FetchResponse")

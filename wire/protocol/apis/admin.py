@@ -1,4 +1,5 @@
-"""Admin APIs: topics, partitions, configs, producer ids, cluster description, SCRAM users."""
+"""Admin APIs: topics, partitions, configs, producer ids, cluster description, SCRAM users,
+leader elections and partition reassignments."""
 from __future__ import annotations
 
 from wire.protocol.message import request, response
@@ -13,6 +14,9 @@ __all__ = [
     "DescribeClusterRequest", "DescribeClusterResponse",
     "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse",
     "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse",
+    "ElectLeadersRequest", "ElectLeadersResponse", "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse", "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
 ]
 
 CreateTopicsRequest = request(19, "CreateTopics", "0-4", flexible="5+", fields=[
@@ -226,5 +230,75 @@ AlterUserScramCredentialsResponse = response(51, "AlterUserScramCredentials", "0
         F("user", STRING),
         F("error_code", INT16),
         F("error_message", STRING, nullable="0+"),
+    )),
+])
+
+ElectLeadersRequest = request(43, "ElectLeaders", "0-2", flexible="2+", fields=[
+    F("election_type", INT8, "1+", default=0),
+    F("topic_partitions", ArrayOf("TopicPartitions",
+        F("topic", STRING),
+        F("partitions", ArrayOf(INT32)),
+    ), nullable="0+"),
+    F("timeout_ms", INT32, default=60000),
+])
+
+ElectLeadersResponse = response(43, "ElectLeaders", "0-2", flexible="2+", fields=[
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16, "1+", default=0),
+    F("replica_election_results", ArrayOf("ReplicaElectionResult",
+        F("topic", STRING),
+        F("partition_result", ArrayOf("PartitionResult",
+            F("partition_id", INT32),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+        )),
+    )),
+])
+
+AlterPartitionReassignmentsRequest = request(45, "AlterPartitionReassignments", "0", flexible="0+", fields=[
+    F("timeout_ms", INT32, default=60000),
+    F("topics", ArrayOf("ReassignableTopic",
+        F("name", STRING),
+        F("partitions", ArrayOf("ReassignablePartition",
+            F("partition_index", INT32),
+            F("replicas", ArrayOf(INT32), nullable="0+", default=None),
+        )),
+    )),
+])
+
+AlterPartitionReassignmentsResponse = response(45, "AlterPartitionReassignments", "0", flexible="0+", fields=[
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+", default=None),
+    F("responses", ArrayOf("ReassignableTopicResponse",
+        F("name", STRING),
+        F("partitions", ArrayOf("ReassignablePartitionResponse",
+            F("partition_index", INT32),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+        )),
+    )),
+])
+
+ListPartitionReassignmentsRequest = request(46, "ListPartitionReassignments", "0", flexible="0+", fields=[
+    F("timeout_ms", INT32, default=60000),
+    F("topics", ArrayOf("ListPartitionReassignmentsTopics",
+        F("name", STRING),
+        F("partition_indexes", ArrayOf(INT32)),
+    ), nullable="0+", default=None),
+])
+
+ListPartitionReassignmentsResponse = response(46, "ListPartitionReassignments", "0", flexible="0+", fields=[
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+", default=None),
+    F("topics", ArrayOf("OngoingTopicReassignment",
+        F("name", STRING),
+        F("partitions", ArrayOf("OngoingPartitionReassignment",
+            F("partition_index", INT32),
+            F("replicas", ArrayOf(INT32)),
+            F("adding_replicas", ArrayOf(INT32)),
+            F("removing_replicas", ArrayOf(INT32)),
+        )),
     )),
 ])
