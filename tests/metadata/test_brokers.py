@@ -133,14 +133,21 @@ def test_unclean_restart_drops_broker_from_elr():
     assert 3 in apply(img, batches).topic("t").partitions[0].eligible_leader_replicas
 
 
-def test_unregister():
+def test_unregister_refuses_a_broker_that_still_holds_replicas_and_names_them():
     img = with_topic(cluster(2), "t", 2, 2)
     hb = manager(img)
-    batches, err = unregister_broker(img, 2, hb)
+    batches, err, message = unregister_broker(img, 2, hb)
+    assert (batches, err) == ([], ErrorCode.INVALID_REQUEST)
+    assert "t-0, t-1" in message and "Reassign" in message
+
+
+def test_unregister_of_a_broker_without_replicas():
+    img = with_topic(cluster(3), "t", 2, 2, assignments={0: (1, 2), 1: (2, 1)})
+    hb = manager(img)
+    batches, err, _ = unregister_broker(img, 3, hb)
     new = apply(img, batches)
-    assert err == ErrorCode.NONE and 2 not in new.brokers
-    assert all(2 not in p.isr for p in new.topic("t").partitions.values())
-    assert unregister_broker(new, 2, hb)[1] == ErrorCode.BROKER_ID_NOT_REGISTERED
+    assert err == ErrorCode.NONE and 3 not in new.brokers and {1, 2} <= set(new.brokers)
+    assert unregister_broker(new, 3, hb)[:2] == ([], ErrorCode.BROKER_ID_NOT_REGISTERED)
 
 
 def test_a_fenced_broker_is_unfenced_only_once_its_metadata_has_its_fencing():
