@@ -3,7 +3,7 @@
 Also the replication path's AlterPartition (ISR changes from partition leaders).
 
 Admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, CreateAcls, DeleteAcls, AlterUserScramCredentials) that reach a broker are forwarded to the active
+IncrementalAlterConfigs, CreateAcls, DeleteAcls, AlterUserScramCredentials, UnregisterBroker) that reach a broker are forwarded to the active
 controller, as in KRaft. Handlers talk to this protocol with plain request and
 result objects (the metadata layer's own types, never Kafka wire classes); the
 real implementation forwards them over the controller RPC, tests apply the
@@ -69,6 +69,15 @@ class ControllerChannel(Protocol):
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion], *,
         timeout_s: float = 30.0,
     ) -> ControllerReply[dict[str, tuple[ErrorCode, str | None]]]: ...
+
+    async def unregister_broker(self, broker_id: int, *, timeout_s: float = 30.0,
+                                ) -> ControllerReply[tuple[ErrorCode, str | None]]:
+        """Decommission a broker (UnregisterBroker): (error, message)."""
+        ...
+
+    async def describe_quorum(self, *, timeout_s: float = 10.0):
+        """The metadata quorum's state from its Raft leader (raft.messages.DescribeQuorumResponse)."""
+        ...
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem], *,
                               timeout_s: float = 30.0,

@@ -16,6 +16,8 @@ from broker.handlers import (
     acls, api_versions, configs, describe_cluster, fetch, groups, init_producer_id, list_offsets, metadata,
     offset_for_leader_epoch, offsets, produce, sasl, scram_credentials, topics_admin,
 )
+from broker.handlers import delete_records, describe_log_dirs, describe_quorum, unregister_broker
+
 from wire.protocol import API_VERSIONS, ApiKey
 
 __all__ = ["Handler", "HANDLERS", "advertised_versions"]
@@ -62,6 +64,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SASL_AUTHENTICATE: Handler(sasl.handle_authenticate, sasl.authenticate_error),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Handler(scram_credentials.handle_describe, scram_credentials.describe_error),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Handler(scram_credentials.handle_alter, scram_credentials.alter_error),
+    # cluster operations
+    ApiKey.DELETE_RECORDS: Handler(delete_records.handle, delete_records.error_response),
+    ApiKey.DESCRIBE_LOG_DIRS: Handler(describe_log_dirs.handle, describe_log_dirs.error_response),
+    ApiKey.DESCRIBE_QUORUM: Handler(describe_quorum.handle, describe_quorum.error_response),
+    ApiKey.UNREGISTER_BROKER: Handler(unregister_broker.handle, unregister_broker.error_response),
 }
 
 

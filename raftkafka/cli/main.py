@@ -38,8 +38,10 @@ def _client_commands():
     """The commands that talk to brokers with our client (Kafka's console tools)."""
     from raftkafka.cli import (acls, bench, configs, console_consumer, console_producer, consumer_groups,
                                get_offsets, topics)
+    from raftkafka.cli import cluster, delete_records, log_dirs
 
-    return (topics, console_producer, console_consumer, configs, consumer_groups, get_offsets, acls, bench)
+    return (topics, console_producer, console_consumer, configs, consumer_groups, get_offsets, acls, bench,
+            cluster, delete_records, log_dirs)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,10 +29,13 @@ LEADER_EPOCHS = {3: (1, 7)}
 ACLS = {29: (0, 3), 30: (0, 3), 31: (0, 3)}  # DescribeAcls, CreateAcls, DeleteAcls
 # SaslAuthenticate v2 (flexible); the SCRAM credential admin APIs (KIP-554).
 SECURITY = {36: (0, 2), 50: (0, 0), 51: (0, 0)}
+# Cluster operations: DeleteRecords, DescribeLogDirs, DescribeQuorum, UnregisterBroker.
+OPERATIONS = {21: (0, 2), 35: (0, 4), 55: (0, 2), 64: (0, 0)}
 
 
 def test_api_versions_is_table_r_plus_the_extras():
-    assert API_VERSIONS == {**TABLE_R, **EXTRAS, **STATIC_MEMBERSHIP, **LEADER_EPOCHS, **ACLS, **SECURITY}
+    assert API_VERSIONS == {**TABLE_R, **EXTRAS, **STATIC_MEMBERSHIP, **LEADER_EPOCHS, **ACLS, **SECURITY,
+                            **OPERATIONS}
     assert list(API_VERSIONS) == sorted(API_VERSIONS)
     req, resp = lookup(ApiKey.FETCH, 11)
     assert (req.__name__, resp.__name__) == ("FetchRequest", "FetchResponse")
