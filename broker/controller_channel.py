@@ -75,6 +75,10 @@ class ControllerChannel(Protocol):
         """Decommission a broker (UnregisterBroker): (error, message)."""
         ...
 
+    def controller_addresses(self) -> Mapping[int, tuple[str, int]]:
+        """Each controller voter's (host, port) on the controller listener."""
+        ...
+
     async def describe_quorum(self, *, timeout_s: float = 10.0):
         """The metadata quorum's state from its Raft leader (raft.messages.DescribeQuorumResponse)."""
         ...

@@ -51,7 +51,7 @@ async def handle(broker, header, request) -> DescribeQuorumResponse:
         return out
 
     listener = (broker.static.get("controller.listener.names") or "CONTROLLER").split(",")[0].strip()
-    voters = broker.controller.conn.voters
+    voters = broker.controller.controller_addresses()
     partition = R.PartitionData(
         partition_index=0, error_code=ErrorCode.NONE, leader_id=reply.leader_id, leader_epoch=reply.epoch,
         high_watermark=reply.high_watermark, current_voters=states(reply.voters, R.Voter),

@@ -286,6 +286,10 @@ class ControllerClient:
             timeout=timeout_s)
         return ErrorCode(reply.error), reply.first_producer_id, reply.size
 
+    def controller_addresses(self) -> Mapping[int, tuple[str, int]]:
+        """Each controller voter's (host, port) on the controller listener."""
+        return self.conn.voters
+
     async def describe_quorum(self, *, timeout_s: float = 10.0) -> DescribeQuorumResponse:
         """The Raft leader's view of the metadata quorum (raft.messages.DescribeQuorumResponse);
         a follower's NOT_LEADER_OR_FOLLOWER moves on to the leader it names, until the timeout."""
