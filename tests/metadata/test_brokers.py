@@ -1,3 +1,4 @@
+import dataclasses
 import uuid
 
 from metadata.controller.brokers import (
@@ -113,6 +114,23 @@ def test_controlled_shutdown_moves_leaders_first_then_grants():
         heartbeat(img2, hb, b, 1.3, offset=10**6)
     img3, _, res = heartbeat(img2, hb, 1, 1.4, offset=10**6, want_shutdown=True)
     assert res.should_shutdown and res.is_fenced and img3.brokers[1].fenced
+
+
+def test_a_new_controller_waits_for_the_moves_of_a_controlled_shutdown_it_inherits():
+    img = with_topic(cluster(3), "t", 6, 2)
+    old = manager(img)
+    img2, _, res = heartbeat(img, old, 1, 1.0, offset=500, next_offset=600, want_shutdown=True)
+    assert not res.should_shutdown and img2.brokers[1].in_controlled_shutdown
+    img2 = dataclasses.replace(img2, offset=650)  # the moves committed below the image's end
+    new = manager(img2, now=2.0)  # a failover: the moves' offset is not known, the image bounds it
+    for b in (2, 3):
+        heartbeat(img2, new, b, 2.1, offset=640)
+    _, _, res = heartbeat(img2, new, 1, 2.2, offset=10**6, want_shutdown=True)
+    assert not res.should_shutdown  # brokers 2 and 3 may not have the moves yet
+    for b in (2, 3):
+        heartbeat(img2, new, b, 2.3, offset=650)
+    _, _, res = heartbeat(img2, new, 1, 2.4, offset=10**6, want_shutdown=True)
+    assert res.should_shutdown
 
 
 def test_unclean_restart_drops_broker_from_elr():
