@@ -44,6 +44,8 @@ def add_parser(subparsers) -> None:
     d = sub.add_parser("describe", help="leader, epoch, high watermark and replication lag")
     d.add_argument("--bootstrap-controller", "--bootstrap-controllers", dest="bootstrap", metavar="HOST:PORT",
                    help="a controller's listener (comma-separated list allowed)")
+    d.add_argument("--bootstrap-server", dest="describe_bootstrap_server", metavar="HOST:PORT",
+                   help="a broker's listener (as before `describe`)")
     d.add_argument("--command-config", dest="command_config", metavar="FILE",
                    help="client properties (security.protocol, ssl.ca.location, ssl.certificate.location, "
                         "sasl.mechanism, sasl.username, sasl.password, ...)")
@@ -140,6 +142,7 @@ def render(summary: dict) -> str:
 
 def run(args) -> int:
     args.command_config = args.command_config or args.top_command_config
+    args.bootstrap_server = args.bootstrap_server or args.describe_bootstrap_server
     if args.bootstrap_server:
         if args.bootstrap or args.bootstrap_controller:
             raise QuorumCommandError("give --bootstrap-server or --bootstrap-controller, not both")
