@@ -17,7 +17,7 @@ from metadata.acls import AclOperation
 from wire.error_codes import ErrorCode
 from wire.protocol import DescribeQuorumResponse
 
-__all__ = ["handle", "error_response", "METADATA_TOPIC"]
+__all__ = ["handle", "error_response", "quorum_partition", "METADATA_TOPIC"]
 
 METADATA_TOPIC = "__cluster_metadata"
 TIMEOUT_S = 10.0
@@ -36,7 +36,18 @@ async def handle(broker, header, request) -> DescribeQuorumResponse:
         return _partition_error(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc))
     if reply.error != ErrorCode.NONE:
         return _partition_error(reply.error, "no leader of the metadata quorum answered")
-    now_ms = broker.env.wall_ms()
+    listener = (broker.static.get("controller.listener.names") or "CONTROLLER").split(",")[0].strip()
+    voters = broker.controller.controller_addresses()
+    partition = quorum_partition(reply, broker.env.wall_ms())
+    return R(error_code=ErrorCode.NONE, topics=[R.TopicData(topic_name=METADATA_TOPIC, partitions=[partition])],
+             nodes=[R.Node(node_id=n, listeners=[R.Listener(name=listener, host=host, port=port)])
+                    for n, (host, port) in sorted(voters.items())])
+
+
+def quorum_partition(reply, now_ms: int) -> DescribeQuorumResponse.PartitionData:
+    """The Raft leader's DescribeQuorum answer (raft.messages) as Kafka's partition data,
+    its fetch ages turned into wall-clock timestamps as of `now_ms`."""
+    R = DescribeQuorumResponse
     leader_end = next((v.log_end_offset for v in reply.voters if v.replica_id == reply.leader_id), -1)
 
     def states(rows, kind):
@@ -50,15 +61,10 @@ async def handle(broker, header, request) -> DescribeQuorumResponse:
                             last_fetch_timestamp=fetched, last_caught_up_timestamp=caught_up))
         return out
 
-    listener = (broker.static.get("controller.listener.names") or "CONTROLLER").split(",")[0].strip()
-    voters = broker.controller.controller_addresses()
-    partition = R.PartitionData(
+    return R.PartitionData(
         partition_index=0, error_code=ErrorCode.NONE, leader_id=reply.leader_id, leader_epoch=reply.epoch,
         high_watermark=reply.high_watermark, current_voters=states(reply.voters, R.Voter),
         observers=states(reply.observers, R.Observer))
-    return R(error_code=ErrorCode.NONE, topics=[R.TopicData(topic_name=METADATA_TOPIC, partitions=[partition])],
-             nodes=[R.Node(node_id=n, listeners=[R.Listener(name=listener, host=host, port=port)])
-                    for n, (host, port) in sorted(voters.items())])
 
 
 def _partition_error(code: int, message: str) -> DescribeQuorumResponse:

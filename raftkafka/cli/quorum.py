@@ -8,8 +8,10 @@ answers from the Raft leader) and the output is kafka-metadata-quorum's: `--stat
 ClusterId/LeaderId/.../CurrentObservers lines, `--replication` one row per voter and
 observer (NodeId DirectoryId LogEndOffset Lag LastFetchTimestamp LastCaughtUpTimestamp
 Status). With `--bootstrap-controller` (before or after `describe`) the controllers are asked
-directly: the leader, its epoch, the high watermark and, for every voter and observer, its
-log end offset and lag (leader's end offset minus its own). With `--json`, one object:
+directly: `--status` / `--replication` print the same (without the voters' endpoints, which
+the controllers do not report), else the leader, its epoch, the high watermark and, for every
+voter and observer, its log end offset and lag (leader's end offset minus its own). With
+`--json`, one object:
 {"leader_id", "leader_epoch", "high_watermark", "voters": [{"id", "log_end_offset", "lag",
 "last_fetch_age_ms"}], "observers": [...]}.
 """
@@ -156,6 +158,10 @@ def run(args) -> int:
         raise QuorumCommandError("give --bootstrap-server (a broker) or --bootstrap-controller (a controller)")
     addresses = _addresses(bootstrap)
     reply = trio.run(describe, addresses, args.timeout, _controller_security(args))
+    if args.status or args.replication:  # kafka-metadata-quorum's output, as over a broker
+        from raftkafka.cli.quorum_kafka import print_kafka_format
+
+        return print_kafka_format(args, reply)
     summary = summarize(reply)
     print(json.dumps(summary, sort_keys=True) if args.json else render(summary))
     return 0

@@ -9,15 +9,27 @@ from __future__ import annotations
 import base64
 import json
 
+from broker.handlers.describe_quorum import quorum_partition
 from raftkafka.cli.common import open_admin, run_client
 from raftkafka.client.operations import describe_quorum
+from storage.env import RealEnv
 
-__all__ = ["describe_over_kafka", "status_lines", "replication_rows"]
+__all__ = ["describe_over_kafka", "print_kafka_format", "status_lines", "replication_rows"]
 
 
 def describe_over_kafka(args) -> int:
     args.bootstrap = args.bootstrap_server
     return run_client(_describe, args)
+
+
+def print_kafka_format(args, reply) -> int:
+    """The controllers' own answer (raft.messages.DescribeQuorumResponse) in the same shape."""
+    partition = quorum_partition(reply, RealEnv().wall_ms())
+    if args.status:
+        print("\n".join(status_lines(reply.cluster_id, partition, [])))
+    else:
+        print(_table(replication_rows(partition)))
+    return 0
 
 
 async def _describe(args) -> int:

@@ -157,6 +157,11 @@ def test_describe_quorum_on_the_kafka_port(cluster):
     rows = [line.split() for line in r.stdout.splitlines()]
     assert rows[0][:3] == ["NodeId", "DirectoryId", "LogEndOffset"]
     assert sorted(int(row[0]) for row in rows[1:] if row[-1] in ("Leader", "Follower")) == [1, 2, 3]
+    controller = "127.0.0.1:%d" % (int(bootstrap.split(",")[0].rsplit(":", 1)[1]) + 1)
+    r = cli("quorum", "--bootstrap-controller", controller, "describe", "--status")
+    assert r.returncode == 0, r.stderr
+    direct = dict(line.split(":", 1) for line in r.stdout.splitlines() if ":" in line)
+    assert direct["ClusterId"] == status["ClusterId"] and int(direct["LeaderId"]) in (1, 2, 3)
 
 
 def test_unregister_a_stopped_broker_once_it_holds_no_replicas(cluster):
