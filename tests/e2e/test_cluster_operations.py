@@ -25,9 +25,10 @@ def cluster(tmp_path_factory):
     procs = Processes()
     try:
         base = free_base_port(3)
-        dev, pids = procs.dev(3, base, str(tmp_path_factory.mktemp("ops") / "data"))
+        data = tmp_path_factory.mktemp("ops") / "data"
+        dev, pids = procs.dev(3, base, str(data))
         bootstrap = ",".join(f"127.0.0.1:{base + 2 * i}" for i in range(3))
-        yield dev, pids, bootstrap
+        yield dev, pids, bootstrap, data
     finally:
         procs.kill_all()
 
@@ -59,7 +60,7 @@ def test_delete_records_moves_the_log_start_on_every_replica(cluster):
     from confluent_kafka.admin import AdminClient
     from kafka import KafkaConsumer, TopicPartition as KTP
 
-    _, _, bootstrap = cluster
+    _, _, bootstrap, _ = cluster
     create(bootstrap, "trimmed", 1, 3)
     produce(bootstrap, "trimmed", 100)
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -100,7 +101,7 @@ def test_delete_records_moves_the_log_start_on_every_replica(cluster):
 def test_describe_log_dirs_shows_sizes_per_broker(cluster):
     from kafka.admin import KafkaAdminClient
 
-    _, _, bootstrap = cluster
+    _, _, bootstrap, _ = cluster
     create(bootstrap, "sized", 1, 2)
     produce(bootstrap, "sized", 50)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
@@ -135,7 +136,7 @@ def test_describe_log_dirs_shows_sizes_per_broker(cluster):
 def test_describe_quorum_on_the_kafka_port(cluster):
     from kafka.admin import KafkaAdminClient
 
-    _, _, bootstrap = cluster
+    _, _, bootstrap, _ = cluster
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         quorum = admin.describe_metadata_quorum()
@@ -164,10 +165,10 @@ def test_describe_quorum_on_the_kafka_port(cluster):
     assert direct["ClusterId"] == status["ClusterId"] and int(direct["LeaderId"]) in (1, 2, 3)
 
 
-def test_unregister_a_stopped_broker_once_it_holds_no_replicas(cluster):
+def test_unregister_a_broker_once_it_holds_no_replicas(cluster):
     from confluent_kafka.admin import AdminClient
 
-    dev, pids, bootstrap = cluster
+    dev, pids, bootstrap, data = cluster
     r = cli("cluster", "unregister", "--bootstrap-server", bootstrap, "--id", "9")
     assert r.returncode == 1 and "BROKER_ID_NOT_REGISTERED" in r.stderr
     r = cli("cluster", "cluster-id", "--bootstrap-server", bootstrap)
@@ -187,3 +188,14 @@ def test_unregister_a_stopped_broker_once_it_holds_no_replicas(cluster):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "Broker 3 is no longer registered."
     wait_until(lambda: sorted(admin.list_topics(timeout=10).brokers) == [1, 2], 10, "broker 3 gone")
+
+    # A running broker that holds no replicas may be unregistered too; as in Kafka it registers
+    # again at its next heartbeat.
+    rest = [name for name in admin.list_topics(timeout=10).topics if not name.startswith("__")]
+    for future in (admin.delete_topics(rest).values() if rest else ()):
+        future.result(30)
+    r = cli("cluster", "unregister", "--bootstrap-server", bootstrap, "--id", "2")
+    assert r.returncode == 0 and r.stdout.strip() == "Broker 2 is no longer registered.", r.stderr
+    wait_until(lambda: sorted(admin.list_topics(timeout=10).brokers) == [1, 2], 30, "broker 2 back")
+    wait_until(lambda: "BROKER_ID_NOT_REGISTERED; registering again" in (data / "node-2" / "node.log").read_text(),
+               30, "broker 2 to register again")
