@@ -4,7 +4,7 @@ Also the replication path's AlterPartition (ISR changes from partition leaders).
 
 Admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
 IncrementalAlterConfigs, CreateAcls, DeleteAcls, AlterUserScramCredentials, ElectLeaders,
-AlterPartitionReassignments; ListPartitionReassignments reads the controller's view) that reach a broker are forwarded to the active
+AlterPartitionReassignments, UnregisterBroker; ListPartitionReassignments reads the controller's view) that reach a broker are forwarded to the active
 controller, as in KRaft. Handlers talk to this protocol with plain request and
 result objects (the metadata layer's own types, never Kafka wire classes); the
 real implementation forwards them over the controller RPC, tests apply the
@@ -86,6 +86,19 @@ class ControllerChannel(Protocol):
     async def list_partition_reassignments(
         self, wanted: Sequence[tuple[str, Sequence[int]]] | None = None, *, timeout_s: float = 30.0,
     ) -> ControllerReply[list[OngoingReassignment]]: ...
+
+    async def unregister_broker(self, broker_id: int, *, timeout_s: float = 30.0,
+                                ) -> ControllerReply[tuple[ErrorCode, str | None]]:
+        """Decommission a broker (UnregisterBroker): (error, message)."""
+        ...
+
+    def controller_addresses(self) -> Mapping[int, tuple[str, int]]:
+        """Each controller voter's (host, port) on the controller listener."""
+        ...
+
+    async def describe_quorum(self, *, timeout_s: float = 10.0):
+        """The metadata quorum's state from its Raft leader (raft.messages.DescribeQuorumResponse)."""
+        ...
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem], *,
                               timeout_s: float = 30.0,

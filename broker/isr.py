@@ -41,6 +41,7 @@ class FollowerState:
     last_fetch_time: float = float("-inf")
     last_fetch_leader_end: int = UNKNOWN_OFFSET
     connection_closed: bool = False  # its fetch connection closed; no fetch since
+    log_start_offset: int = UNKNOWN_OFFSET  # as its last fetch said (DeleteRecords' low watermark)
 
     @classmethod
     def fresh(cls, broker_id: int, *, in_isr: bool, now: float) -> "FollowerState":

@@ -176,8 +176,10 @@ class Partition:
         self._notify()
         return info
 
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int, *, record: bool = True) -> bool:
-        """A follower fetched at `fetch_offset`; False if it is not a replica of ours.
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, *, record: bool = True,
+                          log_start_offset: int = -1) -> bool:
+        """A follower fetched at `fetch_offset` with its log starting at `log_start_offset`;
+        False if it is not a replica of ours.
 
         Only a fetch's first read is recorded (`record`): a parked fetch re-read after an
         append says nothing new about the follower, which may have stopped since it sent it."""
@@ -186,6 +188,9 @@ class Partition:
             return False
         if not record:
             return True
+        if log_start_offset >= 0 and log_start_offset != state.log_start_offset:
+            state.log_start_offset = log_start_offset
+            self._notify()  # a DeleteRecords may be waiting for the low watermark
         state.on_fetch(fetch_offset, self.log.log_end_offset, self.replication.clock())
         self._maybe_expand_isr(replica_id, state)
         self.maybe_advance_high_watermark()
@@ -217,6 +222,13 @@ class Partition:
             self._notify()
             return True
         return False
+
+    def low_watermark(self) -> int:
+        """Kafka's lowWatermarkIfLeader: the lowest log start offset of this leader and of
+        its followers on live brokers (-1 for one that has not said yet)."""
+        eligible = self.replication.is_isr_eligible
+        return min([self.log.log_start_offset] + [f.log_start_offset for r, f in self.followers.items()
+                                                  if eligible(r)])
 
     def check_enough_replicas(self, required_offset: int, min_isr: int) -> tuple[bool, int]:
         """acks=all (Kafka's checkEnoughReplicasReachOffset): (done, error code)."""

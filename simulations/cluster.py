@@ -36,6 +36,7 @@ from raft.entry import Entry
 from raft.node_storage import METADATA_DIR, NodeStorage
 from raft.quorum_state import Role
 from raftkafka.node import ControllerNode
+from raftkafka.node.assembly import shut_down_gracefully
 from raftkafka.node.config import load_config
 from raftkafka.node.metadata_roles import MetadataApp
 from simulations.checkers.raft import GENESIS_DIGEST, DurableLog, RaftChecker, entry_digest
@@ -162,6 +163,8 @@ class NodeHost:
         # fsync_error): one may surface after the fault ended, once the node's shielded
         # cleanup is done, and is still the fault's.
         self.injected_errnos: set[int] = set()
+        self.stop_scope: trio.CancelScope | None = None  # a graceful stop under way (SimCluster.stop)
+        self.stopping = False  # this incarnation ends by a graceful stop
 
     @property
     def up(self) -> bool:
@@ -284,6 +287,7 @@ class SimCluster:
         assert not host.up, f"{host.name} is already running"
         host.incarnation += 1
         host.injected_errnos = set()
+        host.stopping = False
         host.env = PausableEnv(host.name, seed=self.seed, incarnation=host.incarnation,
                           net=self.net, disk=host.disk, clock=host.clock)
         config = self.config_for(node_id)
@@ -329,7 +333,9 @@ class SimCluster:
             return
         if env is host.env and env.alive:
             self.trace.record(host.name, "node_exited")
-            self.kill(host.node_id, reason="exited")
+            # A graceful stop flushed and closed everything: its page cache is not lost.
+            self.kill(host.node_id, reason="stopped" if host.stopping else "exited",
+                      power_loss=False if host.stopping else None)
 
     def loses_page_cache(self, node_id: int) -> bool:
         """Whether a plain kill of this node also loses its unfsynced writes.
@@ -340,8 +346,57 @@ class SimCluster:
         survives) and a power loss is a separate, budgeted fault (`power_loss`)."""
         return self.mode == "raft" or not self.hosts[node_id].is_broker
 
+    async def stop(self, node_id: int) -> bool | None:
+        """SIGTERM: the node's controlled shutdown (raftkafka.node.assembly), then it stops as
+        the real process does; returns once it is down, with whether the controlled shutdown
+        completed (None: the node had no registered broker, or was killed meanwhile). If the
+        fault phase ends first, the stop ends as a kill, so the heal restarts the node."""
+        host = self.hosts[node_id]
+        node, env = host.node, host.env
+        done, finished = None, False
+        role = host.broker_role()
+        leased = role is not None and role.lifecycle is not None and role.lifecycle.holds_session_lease()
+        try:
+            with trio.CancelScope() as host.stop_scope:
+                done = await shut_down_gracefully(node)
+                self.trace.record(host.name, "controlled_shutdown", complete=done)
+                if done:
+                    self._check_controlled_shutdown(host, leased)
+                host.stopping = True
+                host.scope.cancel()
+                while host.env is env and host.up:  # until _run has seen the node end
+                    await trio.sleep(0.01)
+                finished = True
+        finally:
+            host.stop_scope = None
+            if not finished and host.env is env and host.up:
+                self.kill(node_id, reason="stop_abandoned", power_loss=False)
+        return done if finished else None
+
+    def _check_controlled_shutdown(self, host: NodeHost, leased: bool) -> None:
+        """A broker that asked to shut down while the controller could not have fenced it
+        (`leased`: it held its session lease, metadata.broker_lifecycle), or whose metadata
+        shows it went through the controller's controlled shutdown, stops knowing it leads
+        nothing: the controller answers should_shutdown only once its leaderships moved and
+        every live broker (this one too) reported metadata past the moves, and never elects a
+        broker in controlled shutdown. (One the controller had fenced meanwhile is let stop
+        at once, as in Kafka; its metadata may be stale then.)"""
+        role = host.broker_role()
+        if role is None or role.kafka is None or role.lifecycle is None:
+            return
+        image = role.kafka.metadata.image
+        reg = image.brokers.get(host.node_id)
+        if reg is None or reg.epoch != role.lifecycle.broker_epoch or not (leased or reg.in_controlled_shutdown):
+            return
+        still = sorted(f"{t.name}-{p}" for t, p, part in image.iter_partitions() if part.leader == host.node_id)
+        if still:
+            self.checker.violate("ControlledShutdownLeftLeaders",
+                                 f"{host.name} completed its controlled shutdown still leading {still[:5]}")
+
     def kill(self, node_id: int, *, reason: str = "nemesis", power_loss: bool | None = None) -> None:
         host = self.hosts[node_id]
+        if host.stop_scope is not None:
+            host.stop_scope.cancel()  # a graceful stop under way ends with the process
         if not host.up:
             return
         host.env.alive = False

@@ -11,7 +11,7 @@ isolate the leader, isolate one node), oneway, clog, swizzle, reset;
 crash: kill, kill_leader, power_loss (a kill that loses the page cache: on nodes with
 the broker role at most BROKER_POWER_LOSS_BUDGET per run, as Kafka's acks=all without fsync
 survives at most min.insync.replicas - 1 such losses); disk: slow_fsync, disk_full,
-read_corruption, bitrot, fsync_error; clock: clock_jump; process: pause.
+read_corruption, bitrot, fsync_error; clock: clock_jump; process: pause, stop.
 
 The storage and process kinds (`LATE_KINDS`) run on a schedule of their own, drawn from
 their own random stream, so the other kinds' draws (profile and schedule) of a seed do not
@@ -28,6 +28,8 @@ saved schedule can be replayed instead of drawing.
 - fsync_error: for 0.1-2 s every fsync of a node fails with EIO, the writeback lost.
 - pause: a node freezes for 1-10 s (SIGSTOP, a GC pause), then resumes with its stale state:
   a leader comes back as a zombie (see SimCluster.pause for what is frozen).
+- stop: SIGTERM, a graceful stop (SimCluster.stop: Kafka's controlled shutdown moves the
+  broker's leaderships away first), restarted 0.1-5 s after it stopped.
 """
 from __future__ import annotations
 
@@ -52,11 +54,11 @@ FAULT_GROUPS = {
     "crash": ["kill", "kill_leader", "power_loss"],
     "disk": ["slow_fsync", "disk_full", "read_corruption", "bitrot", "fsync_error"],
     "clock": ["clock_jump"],
-    "process": ["pause"],
+    "process": ["pause", "stop"],
 }
 
 # Kinds on their own schedule and random stream (see the module docstring).
-LATE_KINDS = ("read_corruption", "bitrot", "fsync_error", "pause")
+LATE_KINDS = ("read_corruption", "bitrot", "fsync_error", "pause", "stop")
 # Raft mode has no broker data: corruption could land only on the Raft log and snapshots,
 # which no Raft voter survives (see simulations/storage_faults.py).
 RAFT_MODE_KINDS = ("fsync_error", "pause")
@@ -284,6 +286,8 @@ class Nemesis:
         if kind == "pause":
             target = rng.choice(up)
             return {"kind": kind, "node": target, "seconds": rng.uniform(1.0, 10.0)}
+        if kind == "stop":
+            return {"kind": kind, "node": rng.choice(up), "restart_after": rng.uniform(0.1, 5.0)}
         raise ValueError(f"unknown fault kind {kind!r}")
 
     def _power_loss_allowed(self, kind: str, target: int) -> bool:
@@ -374,6 +378,11 @@ class Nemesis:
         elif kind == "pause":
             cluster.pause(host.node_id, now + event["seconds"])
             self._count("pause", node=host.name, seconds=round(event["seconds"], 3))
+        elif kind == "stop":
+            if host.stop_scope is not None:
+                return  # already stopping
+            self._count("stop", node=host.name)
+            nursery.start_soon(self._stop, host.node_id, event["restart_after"])
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         event["at"] = now - self._start
@@ -445,6 +454,10 @@ class Nemesis:
         host.disk.fail_syncs = False
         host.disk.read_corruption = None
         host.disk_fault = False
+
+    async def _stop(self, node_id: int, restart_after: float) -> None:
+        await self.cluster.stop(node_id)
+        self._restart_at[node_id] = trio.current_time() + restart_after
 
     def _revive_due(self, now: float) -> None:
         for node_id, host in sorted(self.cluster.hosts.items()):

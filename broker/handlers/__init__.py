@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from broker.handlers import (
-    acls, api_versions, configs, describe_cluster, fetch, groups, init_producer_id, list_offsets, metadata,
-    offset_for_leader_epoch, offsets, produce, reassignments, sasl, scram_credentials, topics_admin,
+    acls, api_versions, configs, delete_records, describe_cluster, describe_log_dirs, describe_quorum, fetch, groups,
+    init_producer_id, list_offsets, metadata, offset_for_leader_epoch, offsets, produce, reassignments, sasl,
+    scram_credentials, topics_admin, unregister_broker,
 )
 from wire.protocol import API_VERSIONS, ApiKey
 
@@ -68,6 +69,11 @@ HANDLERS: dict[int, Handler] = {
                                                   reassignments.alter_reassignments_error),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Handler(reassignments.handle_list_reassignments,
                                                  reassignments.list_reassignments_error),
+    # cluster operations
+    ApiKey.DELETE_RECORDS: Handler(delete_records.handle, delete_records.error_response),
+    ApiKey.DESCRIBE_LOG_DIRS: Handler(describe_log_dirs.handle, describe_log_dirs.error_response),
+    ApiKey.DESCRIBE_QUORUM: Handler(describe_quorum.handle, describe_quorum.error_response),
+    ApiKey.UNREGISTER_BROKER: Handler(unregister_broker.handle, unregister_broker.error_response),
 }
 
 

@@ -195,7 +195,8 @@ class _Answer:
                 or partition.last_stable_offset != cached.last_stable_offset
                 or log.log_start_offset != cached.leader_log_start_offset):
             return False
-        return not self.follower or partition.on_follower_fetch(self.replica_id, fetch_offset)
+        return not self.follower or partition.on_follower_fetch(self.replica_id, fetch_offset,
+                                                                  log_start_offset=cached.log_start_offset)
 
     async def reread(self, keys) -> None:
         for key in keys:
@@ -246,7 +247,8 @@ class _Answer:
             max_offset = log.high_watermark
         if not log.log_start_offset <= p.fetch_offset <= log.log_end_offset:
             return _error_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE), None
-        if self.follower and not partition.on_follower_fetch(self.replica_id, p.fetch_offset, record=first):
+        if self.follower and not partition.on_follower_fetch(self.replica_id, p.fetch_offset, record=first,
+                                                             log_start_offset=p.log_start_offset):
             # Not one of this partition's replicas: it must not count toward the ISR or HW.
             return _error_partition(p.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER), None
         limit = max(0, min(p.partition_max_bytes, self.max_bytes - total))

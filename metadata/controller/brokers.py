@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 Batches = list[list[Record]]
+MAX_NAMED_PARTITIONS = 20  # an UnregisterBroker refusal names this many of the partitions held
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,17 +86,23 @@ def register_broker(image: MetadataImage, req: BrokerRegistrationRequest, *, nex
     return out, RegistrationResult(ErrorCode.NONE, epoch)
 
 
-def unregister_broker(image: MetadataImage, broker_id: int,
-                      heartbeats: BrokerHeartbeatManager,
-                      static: Mapping[str, str] | None = None) -> tuple[Batches, ErrorCode]:
+def unregister_broker(image: MetadataImage, broker_id: int, heartbeats: BrokerHeartbeatManager,
+                      ) -> tuple[Batches, ErrorCode, str | None]:
+    """Kafka's UnregisterBroker: forget a broker's registration (a running broker registers
+    again). Refused while the broker is still a replica of any partition: its data would be
+    one replica short everywhere; reassign those partitions first."""
     reg = image.brokers.get(broker_id)
     if reg is None:
-        return [], ErrorCode.BROKER_ID_NOT_REGISTERED
-    changes = [] if reg.fenced else remove_broker_from_isrs(image, broker_id, static=static)
+        return [], ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker {broker_id} is not registered."
+    held = [f"{t.name}-{p}" for t, p, part in image.iter_partitions() if broker_id in part.replicas]
+    if held:
+        shown = ", ".join(held[:MAX_NAMED_PARTITIONS]) + (
+            f" and {len(held) - MAX_NAMED_PARTITIONS} more" if len(held) > MAX_NAMED_PARTITIONS else "")
+        return [], ErrorCode.INVALID_REQUEST, (
+            f"Broker {broker_id} still holds replicas of {len(held)} partition(s): {shown}. "
+            "Reassign them to other brokers before unregistering it.")
     heartbeats.remove(broker_id)
-    out = batches(changes)
-    out.append([UnregisterBroker(broker_id, reg.epoch)])
-    return out, ErrorCode.NONE
+    return [[UnregisterBroker(broker_id, reg.epoch)]], ErrorCode.NONE, None
 
 
 def fence_broker(image: MetadataImage, broker_id: int, heartbeats: BrokerHeartbeatManager,

@@ -28,6 +28,7 @@ from metadata.controller.topics import (
     CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions,
 )
 from metadata.image import ConfigResource
+from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse
 from raft.node_client import ConnectionLost, RpcClient
 from raft.rpc_authentication import open_rpc_stream
 from storage.env import Env
@@ -280,6 +281,13 @@ class ControllerClient:
         return ControllerReply([OngoingReassignment(o.topic, o.partition, tuple(o.replicas), tuple(o.adding),
                                                     tuple(o.removing)) for o in reply.reassignments])
 
+    async def unregister_broker(self, broker_id: int, *, timeout_s: float = 30.0,
+                                ) -> ControllerReply[tuple[ErrorCode, str | None]]:
+        reply = await self.conn.call(rpc.UnregisterBrokerRequest(
+            self.cluster_id, broker_id, **self._admin(timeout_s)), timeout=timeout_s)
+        return ControllerReply((ErrorCode.of(reply.error), getattr(reply, "message", None)),
+                               getattr(reply, "offset", -1))  # a transport's ErrorResponse has neither
+
     async def alter_partition(self, broker_id: int, broker_epoch: int,
                               items: Sequence[AlterPartitionItem], *, timeout_s: float = 30.0,
                               ) -> ControllerReply[tuple[ErrorCode, list[AlterPartitionResult]]]:
@@ -301,6 +309,22 @@ class ControllerClient:
             rpc.AllocateProducerIdsRequest(self.cluster_id, broker_id, broker_epoch),
             timeout=timeout_s)
         return ErrorCode(reply.error), reply.first_producer_id, reply.size
+
+    def controller_addresses(self) -> Mapping[int, tuple[str, int]]:
+        """Each controller voter's (host, port) on the controller listener."""
+        return self.conn.voters
+
+    async def describe_quorum(self, *, timeout_s: float = 10.0) -> DescribeQuorumResponse:
+        """The Raft leader's view of the metadata quorum (raft.messages.DescribeQuorumResponse);
+        a follower's NOT_LEADER_OR_FOLLOWER moves on to the leader it names, until the timeout."""
+        deadline = self.conn.env.now() + timeout_s
+        while True:
+            left = max(0.01, deadline - self.conn.env.now())
+            reply = await self.conn.call(DescribeQuorumRequest(self.cluster_id), timeout=left)
+            if reply.error == ErrorCode.NONE or self.conn.env.now() >= deadline:
+                return reply
+            self.conn.leader = reply.leader_id if reply.leader_id in self.conn.voters else None
+            await self.conn.env.sleep(RETRY_BACKOFF)
 
     async def describe_cluster(self, *, timeout_s: float = 30.0):
         """The active controller's committed brokers and partitions (DescribeClusterResponse)."""

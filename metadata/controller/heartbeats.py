@@ -38,10 +38,11 @@ class BrokerHeartbeatManager:
     def activate(self, image: MetadataImage, now: float) -> None:
         """Start over from an image (on becoming the active controller)."""
         # Where a fenced broker's fencing was recorded is not in the image: the image's
-        # offset is a bound above it.
+        # offset is a bound above it. So it is for where a broker in controlled shutdown had
+        # its leaderships moved: it may stop only once every live broker has reached it.
         self._sessions = {
             bid: _Session(now, reg.fenced,
-                          controlled_shutdown_offset=None,
+                          controlled_shutdown_offset=image.offset if reg.in_controlled_shutdown else None,
                           fenced_at=image.offset if reg.fenced else -1)
             for bid, reg in sorted(image.brokers.items())
         }

@@ -20,7 +20,7 @@ from metadata.controller.acls import create_acls, delete_acls
 from metadata.controller.alter_partition import AlterPartitionItem, alter_partition
 from metadata.controller.brokers import (
     BrokerRegistrationRequest as Registration, HeartbeatRequest, broker_heartbeat,
-    register_broker,
+    register_broker, unregister_broker,
 )
 from metadata.controller.dynamic_configs import (
     AlterOp, alter_configs, describe_configs, incremental_alter_configs,
@@ -77,6 +77,7 @@ class ControllerRequests:
             rpc.AlterUserScramCredentialsRequest: self._alter_scram,
             rpc.AlterPartitionReassignmentsRequest: self._alter_reassignments,
             rpc.ListPartitionReassignmentsRequest: self._list_reassignments,
+            rpc.UnregisterBrokerRequest: self._unregister,
         }
 
     async def handle(self, request, connection=None) -> Any | None:
@@ -153,6 +154,16 @@ class ControllerRequests:
         r, _ = await self._submit("BrokerHeartbeat", op)
         return rpc.BrokerHeartbeatResponse(int(r.error), self._me(), r.is_caught_up, r.is_fenced,
                                            r.should_shutdown)
+
+    async def _unregister(self, req: rpc.UnregisterBrokerRequest):
+        svc = self.service
+
+        def op(image, next_offset, now):
+            batches, error, message = unregister_broker(image, req.unregistered_id, svc.heartbeats)
+            return batches, (error, message)
+
+        (error, message), offset = await self._submit("UnregisterBroker", op, req)
+        return rpc.UnregisterBrokerResponse(int(error), self._me(), message, offset)
 
     async def _alter_partition(self, req: rpc.AlterPartitionRequest):
         items = [AlterPartitionItem(i.topic_id, i.partition_id, i.leader_epoch, i.partition_epoch,

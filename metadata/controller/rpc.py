@@ -46,7 +46,7 @@ __all__ = [
     "ADMIN_REQUESTS", "ReassignmentInfo", "ReassignmentResultInfo",
     "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse",
     "OngoingReassignmentInfo", "ListPartitionReassignmentsRequest",
-    "ListPartitionReassignmentsResponse",
+    "ListPartitionReassignmentsResponse", "UnregisterBrokerRequest", "UnregisterBrokerResponse",
 ]
 
 
@@ -390,6 +390,27 @@ class ElectLeadersResponse:
     results: list[ElectionResultInfo] = field(default_factory=list)
 
 
+@rpc_message("controller.UnregisterBroker", version=2)
+@dataclass(slots=True, frozen=True)
+class UnregisterBrokerRequest:
+    """Decommission a broker: refused while it still holds replicas (the message names them)."""
+
+    cluster_id: str
+    # Not `broker_id`: that field names the broker a connection speaks for (raft.transport).
+    unregistered_id: int
+    forwarded_by: tuple[int, int] | None = None
+    timeout_ms: int = -1
+
+
+@rpc_message("controller.UnregisterBrokerResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class UnregisterBrokerResponse:
+    error: int
+    leader_id: int | None = None
+    message: str | None = None
+    offset: int = -1
+
+
 # ---------------------------------------------------------------------------- describe
 
 
@@ -629,11 +650,12 @@ CONTROLLER_REQUESTS: dict[type, type] = {
     AlterUserScramCredentialsRequest: AlterUserScramCredentialsResponse,
     AlterPartitionReassignmentsRequest: AlterPartitionReassignmentsResponse,
     ListPartitionReassignmentsRequest: ListPartitionReassignmentsResponse,
+    UnregisterBrokerRequest: UnregisterBrokerResponse,
 }
 
 # Requests that change the cluster on a client's behalf: only ever forwarded by a broker.
 ADMIN_REQUESTS = (
     CreateTopicsRequest, DeleteTopicsRequest, CreatePartitionsRequest, AlterConfigsRequest,
     IncrementalAlterConfigsRequest, ElectLeadersRequest, AlterUserScramCredentialsRequest,
-    CreateAclsRequest, DeleteAclsRequest, AlterPartitionReassignmentsRequest,
+    CreateAclsRequest, DeleteAclsRequest, AlterPartitionReassignmentsRequest, UnregisterBrokerRequest,
 )

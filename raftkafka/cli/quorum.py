@@ -1,11 +1,19 @@
-"""`python -m raftkafka quorum describe`: the metadata quorum's state, like kafka-metadata-quorum.
+"""`python -m raftkafka quorum`: the metadata quorum's state, like kafka-metadata-quorum.
 
+    python -m raftkafka quorum --bootstrap-server 127.0.0.1:9092 describe --status|--replication
     python -m raftkafka quorum describe --bootstrap-controller 127.0.0.1:9093 [--json]
 
-Prints the leader, its epoch, the high watermark and, for every voter and
-observer, its log end offset and lag (leader's end offset minus its own). With
-`--json`, one object: {"leader_id", "leader_epoch", "high_watermark",
-"voters": [{"id", "log_end_offset", "lag", "last_fetch_age_ms"}], "observers": [...]}.
+With `--bootstrap-server` a broker is asked (DescribeQuorum on the Kafka port, which it
+answers from the Raft leader) and the output is kafka-metadata-quorum's: `--status` the
+ClusterId/LeaderId/.../CurrentObservers lines, `--replication` one row per voter and
+observer (NodeId DirectoryId LogEndOffset Lag LastFetchTimestamp LastCaughtUpTimestamp
+Status). With `--bootstrap-controller` (before or after `describe`) the controllers are asked
+directly: `--status` / `--replication` print the same (without the voters' endpoints, which
+the controllers do not report), else the leader, its epoch, the high watermark and, for every
+voter and observer, its log end offset and lag (leader's end offset minus its own). With
+`--json`, one object:
+{"leader_id", "leader_epoch", "high_watermark", "voters": [{"id", "log_end_offset", "lag",
+"last_fetch_age_ms"}], "observers": [...]}.
 """
 from __future__ import annotations
 
@@ -27,18 +35,26 @@ class QuorumCommandError(Exception):
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("quorum", help="describe the metadata quorum")
+    p = subparsers.add_parser("quorum", help="describe the metadata quorum (kafka-metadata-quorum)")
+    p.add_argument("--bootstrap-server", dest="bootstrap_server", metavar="HOST:PORT",
+                   help="a broker's listener: DescribeQuorum over the Kafka protocol")
+    p.add_argument("--bootstrap-controller", "--bootstrap-controllers", dest="bootstrap_controller",
+                   metavar="HOST:PORT", help="a controller's listener (comma-separated list allowed)")
+    p.add_argument("--command-config", dest="top_command_config", metavar="FILE",
+                   help="client properties (security.protocol, sasl.*, ssl.*)")
     sub = p.add_subparsers(dest="quorum_command", required=True)
     d = sub.add_parser("describe", help="leader, epoch, high watermark and replication lag")
-    d.add_argument("--bootstrap-controller", "--bootstrap-controllers", dest="bootstrap", required=True,
-                   metavar="HOST:PORT", help="a controller's listener (comma-separated list allowed)")
+    d.add_argument("--bootstrap-controller", "--bootstrap-controllers", dest="bootstrap", metavar="HOST:PORT",
+                   help="a controller's listener (comma-separated list allowed)")
+    d.add_argument("--bootstrap-server", dest="describe_bootstrap_server", metavar="HOST:PORT",
+                   help="a broker's listener (as before `describe`)")
     d.add_argument("--command-config", dest="command_config", metavar="FILE",
                    help="client properties (security.protocol, ssl.ca.location, ssl.certificate.location, "
                         "sasl.mechanism, sasl.username, sasl.password, ...)")
-    d.add_argument("--json", action="store_true", help="print one JSON object")
+    d.add_argument("--json", action="store_true", help="print one JSON object (--bootstrap-controller)")
     d.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a leader (default 10)")
-    d.add_argument("--status", action="store_true", help="accepted for kafka-metadata-quorum compatibility")
-    d.add_argument("--replication", action="store_true", help="accepted for kafka-metadata-quorum compatibility")
+    d.add_argument("--status", action="store_true", help="the quorum's leader, epoch, lag and members")
+    d.add_argument("--replication", action="store_true", help="one row per voter and observer")
     p.set_defaults(run=run)
 
 
@@ -127,8 +143,25 @@ def render(summary: dict) -> str:
 
 
 def run(args) -> int:
-    addresses = _addresses(args.bootstrap)
+    args.command_config = args.command_config or args.top_command_config
+    args.bootstrap_server = args.bootstrap_server or args.describe_bootstrap_server
+    if args.bootstrap_server:
+        if args.bootstrap or args.bootstrap_controller:
+            raise QuorumCommandError("give --bootstrap-server or --bootstrap-controller, not both")
+        if args.status == args.replication:
+            raise QuorumCommandError("describe needs exactly one of --status or --replication")
+        from raftkafka.cli.quorum_kafka import describe_over_kafka
+
+        return describe_over_kafka(args)
+    bootstrap = args.bootstrap or args.bootstrap_controller
+    if not bootstrap:
+        raise QuorumCommandError("give --bootstrap-server (a broker) or --bootstrap-controller (a controller)")
+    addresses = _addresses(bootstrap)
     reply = trio.run(describe, addresses, args.timeout, _controller_security(args))
+    if args.status or args.replication:  # kafka-metadata-quorum's output, as over a broker
+        from raftkafka.cli.quorum_kafka import print_kafka_format
+
+        return print_kafka_format(args, reply)
     summary = summarize(reply)
     print(json.dumps(summary, sort_keys=True) if args.json else render(summary))
     return 0

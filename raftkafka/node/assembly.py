@@ -29,9 +29,11 @@ from raftkafka.node.security_setup import all_listener_security
 from storage.env import Env
 from storage.meta_properties import VoterSpec, check_data_dir
 
-__all__ = ["RecordingStateMachine", "ControllerNode", "run_node", "voter_addresses", "describe_addresses"]
+__all__ = ["RecordingStateMachine", "ControllerNode", "run_node", "voter_addresses", "describe_addresses",
+           "shut_down_gracefully"]
 
 log = logging.getLogger("raftkafka.node")
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0  # then the broker stops anyway (its leaderships fail over)
 
 
 class RecordingStateMachine:
@@ -239,7 +241,7 @@ async def run_node(env: Env, config: NodeConfig, *, announce=print, ready=None) 
             nursery.start_soon(_announce_when_serving, node, announce, ready)
             async for signum in signals:
                 log.info("signal %d: shutting down", signum)
-                await _shut_down(node)
+                await shut_down_gracefully(node)
                 nursery.cancel_scope.cancel()
                 break
 
@@ -255,15 +257,19 @@ async def _announce_when_serving(node: "ControllerNode", announce, ready) -> Non
         ready(node)
 
 
-async def _shut_down(node: "ControllerNode") -> None:
-    """Kafka's controlled shutdown: leadership moves away, then Raft leadership, then we stop
-    (cancelling the broker flushes and closes its logs and writes the clean-shutdown marker)."""
+async def shut_down_gracefully(node: "ControllerNode") -> bool | None:
+    """Kafka's controlled shutdown: leadership moves away, then Raft leadership; the caller
+    then stops the node (cancelling the broker flushes and closes its logs and writes the
+    clean-shutdown marker). Whether the broker's controlled shutdown completed (None: no
+    registered broker here)."""
     app = node.app
     broker = app and app.broker
+    done = None
     if broker is not None and broker.lifecycle is not None and broker.lifecycle.registered.is_set():
-        done = await broker.lifecycle.controlled_shutdown(timeout=10.0)
+        done = await broker.lifecycle.controlled_shutdown(timeout=CONTROLLED_SHUTDOWN_TIMEOUT_S)
         log.info("controlled shutdown %s", "complete" if done else "timed out")
     # A leader hands over first, so the others need not wait out a timeout.
     with node.env.move_on_after(1.0):
         await node.driver.resign()
         await node.env.sleep(0.05)  # let the transport write the EndQuorumEpoch
+    return done

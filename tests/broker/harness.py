@@ -175,6 +175,26 @@ class InProcessController:
         records, results = delete_acls(self.image, filters)
         return ControllerReply(results, self.commit(records))
 
+    async def unregister_broker(self, broker_id, *, timeout_s=30.0):
+        self.calls.append("unregister_broker")
+        from metadata.controller.brokers import unregister_broker
+        batches, error, message = unregister_broker(self.image, broker_id, BrokerHeartbeatManager())
+        last = -1
+        for batch in batches:
+            last = self.commit(batch)
+        return ControllerReply((error, message), last)
+
+    def controller_addresses(self):
+        return {}
+
+    async def describe_quorum(self, *, timeout_s=10.0):
+        """A one-voter quorum led by the first broker, at the metadata's last offset."""
+        from raft.messages import DescribeQuorumResponse, ReplicaState
+        self.calls.append("describe_quorum")
+        leader = self.brokers[0].node_id if self.brokers else 1
+        end = self.next_offset
+        return DescribeQuorumResponse("", 0, 1, leader, end, [ReplicaState(leader, end, 0)], [])
+
     async def allocate_producer_ids(self, broker_id, broker_epoch, *, timeout_s=30.0):
         self.calls.append("allocate_producer_ids")
         from metadata.controller.producer_ids import allocate_producer_ids

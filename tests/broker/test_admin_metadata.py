@@ -31,7 +31,9 @@ async def test_api_versions_advertises_exactly_the_handled_apis():
                          17: (0, 1), 36: (0, 2),  # SASL (served in a login; ILLEGAL_SASL_STATE after)
                          50: (0, 0), 51: (0, 0),  # SCRAM credentials (KIP-554)
                          # ElectLeaders, Alter/ListPartitionReassignments (broker.handlers.reassignments)
-                         43: (0, 2), 45: (0, 0), 46: (0, 0)}
+                         43: (0, 2), 45: (0, 0), 46: (0, 0),
+                         # DeleteRecords, DescribeLogDirs, DescribeQuorum, UnregisterBroker
+                         21: (0, 2), 35: (0, 4), 55: (0, 2), 64: (0, 0)}
         v0 = await client.call(ApiVersionsRequest(), 0)
         assert v0.error_code == 0 and len(v0.api_keys) == len(table)
 

@@ -18,7 +18,8 @@ from wire.protocol import (
     SyncGroupRequest, CreatePartitionsRequest, DeleteAclsRequest, DeleteGroupsRequest, DescribeAclsRequest,
     DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
     IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, ListGroupsRequest,
-    OffsetCommitRequest, OffsetFetchRequest,
+    OffsetCommitRequest, OffsetFetchRequest, DeleteRecordsRequest, DescribeLogDirsRequest, DescribeQuorumRequest,
+    UnregisterBrokerRequest,
 )
 from wire.security.connection_security import ConnectionSecurity
 from wire.security.principal import parse_principal
@@ -140,6 +141,18 @@ ROWS = [
     ("DeleteAcls", (Res.CLUSTER, CLUSTER_NAME, Op.ALTER), DeleteAclsRequest(
         filters=[DeleteAclsRequest.DeleteAclsFilter(**{**_acl_filter(), "principal_filter": "User:nobody"})]), 3,
      lambda r: r.filter_results[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED),
+    ("DeleteRecords", (Res.TOPIC, TOPIC, Op.DELETE), DeleteRecordsRequest(timeout_ms=5000, topics=[
+        DeleteRecordsRequest.DeleteRecordsTopic(name=TOPIC, partitions=[
+            DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=0)])]), 2,
+     lambda r: _first(r, "topics", "partitions").error_code == E.TOPIC_AUTHORIZATION_FAILED),
+    ("DescribeLogDirs", (Res.CLUSTER, CLUSTER_NAME, Op.DESCRIBE), DescribeLogDirsRequest(topics=None), 4,
+     lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED and r.results == []),
+    ("DescribeQuorum", (Res.CLUSTER, CLUSTER_NAME, Op.DESCRIBE), DescribeQuorumRequest(topics=[
+        DescribeQuorumRequest.TopicData(topic_name="__cluster_metadata", partitions=[
+            DescribeQuorumRequest.PartitionData(partition_index=0)])]), 2,
+     lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED),
+    ("UnregisterBroker", (Res.CLUSTER, CLUSTER_NAME, Op.ALTER), UnregisterBrokerRequest(broker_id=99), 0,
+     lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED),
 ]
 
 

@@ -245,3 +245,16 @@ async def test_a_fetch_that_cannot_be_sent_ends_the_poll_with_its_error_at_once(
             await consumer.poll(5.0)
         assert trio.current_time() - start_time < 0.1
         assert consumer._in_flight == {}
+
+
+async def test_a_consumer_cancelled_while_entering_closes_what_it_opened():
+    # A caller's deadline that passes while the consumer starts its timers (the simulation's
+    # final reader at its liveness deadline) must end the consumer's nursery with it; left open,
+    # it corrupted the caller's cancel-scope stack.
+    env = MemEnv()
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        async with Consumer(env, "b1:9092"):
+            raise AssertionError("entered under a cancelled scope")
+    assert scope.cancelled_caught
+    await trio.sleep(0)  # the task's scope stack is intact: it can still checkpoint

@@ -1,6 +1,7 @@
 """Clients follow a leader change without manual steps: RF=3 on a 3-node `dev` cluster,
 SIGTERM (controlled shutdown) of the partition leader's node while a producer and a
-consumer keep going; nothing acknowledged with acks=all is lost."""
+consumer keep going; nothing acknowledged with acks=all is lost, and the leadership moved
+before the process exited (its controlled shutdown completed rather than timing out)."""
 from __future__ import annotations
 
 import os
@@ -64,6 +65,10 @@ def test_producer_and_consumer_follow_the_leader_to_another_node(processes, tmp_
     dev.wait_line(rf"^node {old_leader} \(pid {pids[old_leader]}\) exited with code 0", 60)
     new_leader, isr = leader_and_isr()
     assert new_leader in {1, 2, 3} - {old_leader} and old_leader not in isr
+    # The controller said the leadership had moved (and every broker had seen it) before the
+    # process stopped: the broker's heartbeats were answered should_shutdown, not timed out.
+    with open(tmp_path / "data" / f"node-{old_leader}" / "node.log") as f:
+        assert "controlled shutdown complete" in f.read()
 
     for i in range(500, 1000):
         step(i)

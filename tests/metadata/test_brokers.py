@@ -1,3 +1,4 @@
+import dataclasses
 import uuid
 
 from metadata.controller.brokers import (
@@ -115,6 +116,23 @@ def test_controlled_shutdown_moves_leaders_first_then_grants():
     assert res.should_shutdown and res.is_fenced and img3.brokers[1].fenced
 
 
+def test_a_new_controller_waits_for_the_moves_of_a_controlled_shutdown_it_inherits():
+    img = with_topic(cluster(3), "t", 6, 2)
+    old = manager(img)
+    img2, _, res = heartbeat(img, old, 1, 1.0, offset=500, next_offset=600, want_shutdown=True)
+    assert not res.should_shutdown and img2.brokers[1].in_controlled_shutdown
+    img2 = dataclasses.replace(img2, offset=650)  # the moves committed below the image's end
+    new = manager(img2, now=2.0)  # a failover: the moves' offset is not known, the image bounds it
+    for b in (2, 3):
+        heartbeat(img2, new, b, 2.1, offset=640)
+    _, _, res = heartbeat(img2, new, 1, 2.2, offset=10**6, want_shutdown=True)
+    assert not res.should_shutdown  # brokers 2 and 3 may not have the moves yet
+    for b in (2, 3):
+        heartbeat(img2, new, b, 2.3, offset=650)
+    _, _, res = heartbeat(img2, new, 1, 2.4, offset=10**6, want_shutdown=True)
+    assert res.should_shutdown
+
+
 def test_unclean_restart_drops_broker_from_elr():
     img = with_topic(cluster(3, elr=True), "t", 1, 3, configs={"min.insync.replicas": "3"})
     hb = manager(img)
@@ -133,14 +151,21 @@ def test_unclean_restart_drops_broker_from_elr():
     assert 3 in apply(img, batches).topic("t").partitions[0].eligible_leader_replicas
 
 
-def test_unregister():
+def test_unregister_refuses_a_broker_that_still_holds_replicas_and_names_them():
     img = with_topic(cluster(2), "t", 2, 2)
     hb = manager(img)
-    batches, err = unregister_broker(img, 2, hb)
+    batches, err, message = unregister_broker(img, 2, hb)
+    assert (batches, err) == ([], ErrorCode.INVALID_REQUEST)
+    assert "t-0, t-1" in message and "Reassign" in message
+
+
+def test_unregister_of_a_broker_without_replicas():
+    img = with_topic(cluster(3), "t", 2, 2, assignments={0: (1, 2), 1: (2, 1)})
+    hb = manager(img)
+    batches, err, _ = unregister_broker(img, 3, hb)
     new = apply(img, batches)
-    assert err == ErrorCode.NONE and 2 not in new.brokers
-    assert all(2 not in p.isr for p in new.topic("t").partitions.values())
-    assert unregister_broker(new, 2, hb)[1] == ErrorCode.BROKER_ID_NOT_REGISTERED
+    assert err == ErrorCode.NONE and 3 not in new.brokers and {1, 2} <= set(new.brokers)
+    assert unregister_broker(new, 3, hb)[:2] == ([], ErrorCode.BROKER_ID_NOT_REGISTERED)
 
 
 def test_a_fenced_broker_is_unfenced_only_once_its_metadata_has_its_fencing():

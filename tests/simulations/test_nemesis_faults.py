@@ -1,4 +1,4 @@
-"""The storage and process fault kinds: read_corruption, bitrot, fsync_error, pause.
+"""The storage and process fault kinds: read_corruption, bitrot, fsync_error, pause, stop.
 
 Each is injected and counted on a fixed seed, and the cluster still passes every checker;
 plus the pieces they are built from (where corruption lands, the paused Env, the profile
@@ -31,6 +31,7 @@ from wire.batch_header import CRC_START, HEADER_SIZE, LOG_OVERHEAD
     ("bitrot", 2, "cluster"),
     ("fsync_error", 1, "cluster"),
     ("pause", 1, "cluster"),
+    ("stop", 1, "cluster"),
     ("fsync_error", 3, "raft"),
     ("pause", 3, "raft"),
 ])
@@ -48,13 +49,44 @@ def test_kind_is_injected_counted_and_survived(kind, seed, workload):
         assert any("kill reason=bitrot" in line for line in lines)
     elif kind == "pause":
         assert any(line.split()[3] == "resume" for line in lines)
+    elif kind == "stop":  # a broker's controlled shutdown completed, and it came back
+        stopped = [line.split()[2] for line in lines if "controlled_shutdown complete=True" in line]
+        assert stopped and any(f"{stopped[0]} start incarnation=2" in line for line in lines)
+
+
+def test_a_controlled_shutdown_that_stops_before_its_leaderships_moved_is_caught(monkeypatch):
+    """Mutation: the controller lets a broker that asks to shut down stop at once (fencing it,
+    which moves its leaderships in the same step): the broker stops while its metadata still
+    shows it leading, which the stop's checker reports."""
+    import metadata.controller.brokers as brokers
+
+    original = brokers._next_state
+
+    def at_once(current, req, caught_up, leads, heartbeats):
+        if current == brokers.BrokerState.UNFENCED and req.want_shutdown and not req.want_fence:
+            return brokers.BrokerState.SHUTDOWN_NOW
+        return original(current, req, caught_up, leads, heartbeats)
+
+    def run(seed):
+        return run_simulation(SimOptions(seed=seed, duration=10.0, faults="stop", workload="cluster"))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(brokers, "_next_state", at_once)
+        for seed in range(10):
+            found = run(seed)["violations"]
+            if found:
+                break
+        else:
+            pytest.fail("the mutation survived 10 seeds")
+    assert {v["invariant"] for v in found} == {"ControlledShutdownLeftLeaders"}, found
+    assert run(seed)["violations"] == []
 
 
 def test_new_kinds_are_in_their_groups():
     assert {"read_corruption", "bitrot", "fsync_error"} <= set(FAULT_GROUPS["disk"])
-    assert FAULT_GROUPS["process"] == ["pause"]
+    assert FAULT_GROUPS["process"] == ["pause", "stop"]
     assert set(LATE_KINDS) <= set(fault_kinds("all"))
-    assert fault_kinds("process") == ["pause"]
+    assert fault_kinds("process") == ["pause", "stop"]
 
 
 def test_adding_the_new_kinds_left_the_older_kinds_schedule_as_it_was():
@@ -69,7 +101,7 @@ def test_adding_the_new_kinds_left_the_older_kinds_schedule_as_it_was():
 def test_a_selection_of_only_new_kinds_enables_one():
     for seed in range(20):
         kinds = draw_profile(random.Random(seed), "process").kinds
-        assert kinds == ["pause"]
+        assert kinds and set(kinds) <= {"pause", "stop"}
 
 
 # -- where corruption lands --------------------------------------------------------------------

@@ -32,11 +32,13 @@ ACLS = {29: (0, 3), 30: (0, 3), 31: (0, 3)}  # DescribeAcls, CreateAcls, DeleteA
 SECURITY = {36: (0, 2), 50: (0, 0), 51: (0, 0)}
 # ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments (cluster operations).
 CLUSTER_OPERATIONS = {43: (0, 2), 45: (0, 0), 46: (0, 0)}
+# Cluster operations: DeleteRecords, DescribeLogDirs, DescribeQuorum, UnregisterBroker.
+OPERATIONS = {21: (0, 2), 35: (0, 4), 55: (0, 2), 64: (0, 0)}
 
 
 def test_api_versions_is_table_r_plus_the_extras():
     assert API_VERSIONS == {**TABLE_R, **EXTRAS, **STATIC_MEMBERSHIP, **LEADER_EPOCHS, **ACLS, **SECURITY,
-                            **CLUSTER_OPERATIONS}
+                            **CLUSTER_OPERATIONS, **OPERATIONS}
     assert list(API_VERSIONS) == sorted(API_VERSIONS)
     req, resp = lookup(ApiKey.FETCH, 11)
     assert (req.__name__, resp.__name__) == ("FetchRequest", "FetchResponse")

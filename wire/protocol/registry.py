@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 
 from wire.errors import UnsupportedVersionError
-from wire.protocol.apis import acls, admin, data, groups, session
+from wire.protocol.apis import acls, admin, data, groups, operations, session
 from wire.protocol.message import Message
 
 __all__ = ["ApiKey", "REQUESTS", "RESPONSES", "API_VERSIONS", "request_class", "response_class", "lookup"]
@@ -32,6 +32,7 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_ACLS = 29
@@ -39,6 +40,7 @@ class ApiKey(enum.IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -49,12 +51,14 @@ class ApiKey(enum.IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
+    UNREGISTER_BROKER = 64
 
 
 def _collect(kind: str) -> dict[int, type[Message]]:
     table: dict[int, type[Message]] = {}
-    for module in (data, groups, admin, acls, session):
+    for module in (data, groups, admin, acls, session, operations):
         for name in module.__all__:
             cls = getattr(module, name)
             if cls.KIND == kind:
