@@ -88,6 +88,7 @@ def wait_for_brokers(bootstrap, n):
 def create_topic(bootstrap, topic, partitions):
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    wait_for_brokers(bootstrap, 3)  # a node the previous test restarted may still be registering
     admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(30)
 
     def full_isr():
