@@ -1,0 +1,115 @@
+"""Transactions (KIP-98/447): AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers,
+TxnOffsetCommit.
+
+The non-flexible versions: AddPartitionsToTxn v4+ (KIP-890's broker-side batches) and the
+flexible encodings are not defined. WriteTxnMarkers is what our transaction coordinators
+send to partition leaders.
+"""
+from __future__ import annotations
+
+from wire.protocol.message import request, response
+from wire.protocol.schema import ArrayOf, F, BOOL, INT16, INT32, INT64, STRING
+
+__all__ = [
+    "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse", "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse", "EndTxnRequest", "EndTxnResponse", "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse",
+]
+
+AddPartitionsToTxnRequest = request(24, "AddPartitionsToTxn", "0-2", flexible="3+", fields=[
+    F("transactional_id", STRING),
+    F("producer_id", INT64),
+    F("producer_epoch", INT16),
+    F("topics", ArrayOf("AddPartitionsToTxnTopic",
+        F("name", STRING),
+        F("partitions", ArrayOf(INT32)),
+    )),
+])
+
+AddPartitionsToTxnResponse = response(24, "AddPartitionsToTxn", "0-2", flexible="3+", fields=[
+    F("throttle_time_ms", INT32),
+    F("results", ArrayOf("AddPartitionsToTxnTopicResult",
+        F("name", STRING),
+        F("results", ArrayOf("AddPartitionsToTxnPartitionResult",
+            F("partition_index", INT32),
+            F("error_code", INT16),
+        )),
+    )),
+])
+
+AddOffsetsToTxnRequest = request(25, "AddOffsetsToTxn", "0-2", flexible="3+", fields=[
+    F("transactional_id", STRING),
+    F("producer_id", INT64),
+    F("producer_epoch", INT16),
+    F("group_id", STRING),
+])
+
+AddOffsetsToTxnResponse = response(25, "AddOffsetsToTxn", "0-2", flexible="3+", fields=[
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+])
+
+EndTxnRequest = request(26, "EndTxn", "0-2", flexible="3+", fields=[
+    F("transactional_id", STRING),
+    F("producer_id", INT64),
+    F("producer_epoch", INT16),
+    F("committed", BOOL),
+])
+
+EndTxnResponse = response(26, "EndTxn", "0-2", flexible="3+", fields=[
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+])
+
+WriteTxnMarkersRequest = request(27, "WriteTxnMarkers", "0", flexible="1+", fields=[
+    F("markers", ArrayOf("WritableTxnMarker",
+        F("producer_id", INT64),
+        F("producer_epoch", INT16),
+        F("transaction_result", BOOL),
+        F("topics", ArrayOf("WritableTxnMarkerTopic",
+            F("name", STRING),
+            F("partition_indexes", ArrayOf(INT32)),
+        )),
+        F("coordinator_epoch", INT32),
+    )),
+])
+
+WriteTxnMarkersResponse = response(27, "WriteTxnMarkers", "0", flexible="1+", fields=[
+    F("markers", ArrayOf("WritableTxnMarkerResult",
+        F("producer_id", INT64),
+        F("topics", ArrayOf("WritableTxnMarkerTopicResult",
+            F("name", STRING),
+            F("partitions", ArrayOf("WritableTxnMarkerPartitionResult",
+                F("partition_index", INT32),
+                F("error_code", INT16),
+            )),
+        )),
+    )),
+])
+
+TxnOffsetCommitRequest = request(28, "TxnOffsetCommit", "0-2", flexible="3+", fields=[
+    F("transactional_id", STRING),
+    F("group_id", STRING),
+    F("producer_id", INT64),
+    F("producer_epoch", INT16),
+    F("topics", ArrayOf("TxnOffsetCommitRequestTopic",
+        F("name", STRING),
+        F("partitions", ArrayOf("TxnOffsetCommitRequestPartition",
+            F("partition_index", INT32),
+            F("committed_offset", INT64),
+            F("committed_leader_epoch", INT32, "2+", default=-1),
+            F("committed_metadata", STRING, nullable="0+"),
+        )),
+    )),
+])
+
+TxnOffsetCommitResponse = response(28, "TxnOffsetCommit", "0-2", flexible="3+", fields=[
+    F("throttle_time_ms", INT32),
+    F("topics", ArrayOf("TxnOffsetCommitResponseTopic",
+        F("name", STRING),
+        F("partitions", ArrayOf("TxnOffsetCommitResponsePartition",
+            F("partition_index", INT32),
+            F("error_code", INT16),
+        )),
+    )),
+])
