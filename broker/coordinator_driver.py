@@ -44,15 +44,15 @@ import trio
 
 from broker.controller_channel import CreatableTopic
 from broker.groups import Output, PartitionStatus, PendingAppend
-from broker.log_scan import iter_log_batches
+from broker.log_scan import iter_log_batches, marker_commit
 from metadata.controller.dynamic_configs import effective_topic_value
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from storage.log import LogError, RecordTooLargeError
 from wire.batch_header import HEADER_SIZE
 from wire.error_codes import ErrorCode
-from wire.errors import CorruptRecordError, DecodeError
-from wire.records import ControlType, SimpleRecord, build_batch, decode_records, parse_control_record
+from wire.errors import DecodeError
+from wire.records import SimpleRecord, build_batch, decode_records
 
 __all__ = ["CoordinatorDriver"]
 
@@ -360,7 +360,7 @@ class CoordinatorDriver:
                     continue
                 if header.is_control:
                     committed = open_txns.pop(header.producer_id, [])
-                    if header.is_transactional and decoded and _is_commit(decoded[0]):
+                    if marker_commit(header, batch):
                         offsets.extend(o for o, _ in committed)
                         records.extend(r for _, r in committed)
                 elif header.is_transactional:
@@ -396,10 +396,3 @@ class CoordinatorDriver:
         self._timers_changed.set()
         self.log.info("coordinator for %s-%d (epoch %d): %d records replayed", self.topic, index, epoch,
                  len(records))
-
-
-def _is_commit(record) -> bool:
-    try:
-        return parse_control_record(record).type == ControlType.COMMIT
-    except CorruptRecordError:
-        return False

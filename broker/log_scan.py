@@ -12,9 +12,10 @@ from typing import Iterator
 
 from storage.log import PartitionLog
 from wire.batch_header import HEADER_SIZE, BatchHeader, iter_batches
-from wire.records import Record, decode_records
+from wire.errors import CorruptRecordError, DecodeError
+from wire.records import ControlType, Record, decode_records, parse_control_record
 
-__all__ = ["iter_log_batches", "iter_log_headers", "iter_log_records"]
+__all__ = ["iter_log_batches", "iter_log_headers", "iter_log_entries", "iter_log_records", "marker_commit"]
 
 READ_CHUNK = 1 << 20
 
@@ -47,6 +48,27 @@ def iter_log_batches(log: PartitionLog, start: int, end: int | None = None,
 def iter_log_headers(log: PartitionLog, start: int, end: int | None = None) -> Iterator[BatchHeader]:
     for header, _ in iter_log_batches(log, start, end):
         yield header
+
+
+def marker_commit(header: BatchHeader, batch) -> bool | None:
+    """True / False for a COMMIT / ABORT transaction marker batch, None for any other batch."""
+    if not (header.is_control and header.is_transactional):
+        return None
+    try:
+        records = decode_records(header, bytes(batch[HEADER_SIZE:]))
+        kind = parse_control_record(records[0]).type if records else None
+    except (CorruptRecordError, DecodeError):
+        return None
+    if kind == ControlType.COMMIT:
+        return True
+    return False if kind == ControlType.ABORT else None
+
+
+def iter_log_entries(log: PartitionLog, start: int, end: int | None = None):
+    """What producer state replays: each batch's header, or (header, commit) for a marker."""
+    for header, batch in iter_log_batches(log, start, end):
+        commit = marker_commit(header, batch)
+        yield header if commit is None else (header, commit)
 
 
 def iter_log_records(log: PartitionLog, start: int, end: int | None = None) -> Iterator[Record]:
