@@ -1,7 +1,8 @@
 """Transactions with real clients on a 3-node `dev` cluster of real processes (issue 22):
 confluent-kafka's transactional producer commits and aborts across partitions,
 read_committed consumers see only committed records and read_uncommitted ones see the
-aborted too; then consume-transform-produce with send_offsets_to_transaction while the
+aborted too; kafka-python's and aiokafka's commit records with a group's offsets and
+abort; then consume-transform-produce with send_offsets_to_transaction while the
 transaction coordinator's node is killed with SIGKILL: the producer re-initialises and
 the read_committed output holds every input record exactly once. One cluster serves the
 module (the kill comes last)."""
@@ -117,6 +118,72 @@ def test_committed_and_aborted_transactions_across_partitions(cluster):
     fresh.commit_transaction(30)
     final = read_all(cluster.bootstrap, "txn-basic", "read_committed", len(expected_committed) + 2)
     assert b"fresh" in final and b"zombie" not in final
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str) -> list[int]:
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return [tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 30)]
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_and_aiokafka_transactions_commit_offsets_and_abort(cluster):
+    """Each client reads the input, writes it transformed and commits the group's offsets in
+    one transaction, then aborts a second one; read_committed sees the first only."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata, TopicPartition as KpTopicPartition
+    cluster.create("multi-in")
+    cluster.create("multi-out")
+    seed = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for i in range(30):
+        seed.send("multi-in", b"%02d" % i, partition=i % PARTITIONS)
+    seed.flush()
+    seed.close()
+    inputs = read_all(cluster.bootstrap, "multi-in", "read_committed", 30)
+    ends = [10, 10, 10]
+
+    kp = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="kafka-python")
+    kp.init_transactions()
+    kp.begin_transaction()
+    for value in inputs:
+        kp.send("multi-out", b"kp-" + value, partition=int(value) % PARTITIONS)
+    kp.send_offsets_to_transaction({KpTopicPartition("multi-in", p): OffsetAndMetadata(ends[p], "", -1)
+                                    for p in range(PARTITIONS)}, "kp-group")
+    kp.commit_transaction()
+    kp.begin_transaction()
+    kp.send("multi-out", b"kp-aborted", partition=0)
+    kp.flush()
+    kp.abort_transaction()
+    kp.close()
+
+    async def aiokafka_pipeline():
+        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="aiokafka")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for value in inputs:
+                    await producer.send("multi-out", b"ap-" + value, partition=int(value) % PARTITIONS)
+                await producer.send_offsets_to_transaction(
+                    {AioTopicPartition("multi-in", p): ends[p] for p in range(PARTITIONS)}, "ap-group")
+            await producer.begin_transaction()
+            await producer.send_and_wait("multi-out", b"ap-aborted", partition=1)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(aiokafka_pipeline())
+    out = read_all(cluster.bootstrap, "multi-out", "read_committed", 60)
+    assert sorted(out) == sorted([b"kp-" + v for v in inputs] + [b"ap-" + v for v in inputs])
+    uncommitted = read_all(cluster.bootstrap, "multi-out", "read_uncommitted", 62)
+    assert b"kp-aborted" in uncommitted and b"ap-aborted" in uncommitted
+    assert committed_offsets(cluster.bootstrap, "kp-group", "multi-in") == ends
+    assert committed_offsets(cluster.bootstrap, "ap-group", "multi-in") == ends
 
 
 def test_consume_transform_produce_survives_a_kill_of_the_coordinator(cluster):
