@@ -12,6 +12,9 @@ topic is gone, or the transaction is no longer ours in that state. Kafka's
 TransactionMarkerChannelManager does the same. The coordinator epoch a marker carries is
 the leader epoch of the `__transaction_state` partition we serve.
 
+KIP-890 part 1: a partition leader asks `verify` before the first transactional batch of
+a producer's transaction there (broker.handlers.produce).
+
 Settings (Kafka's names, node file): transaction.state.log.num.partitions (50),
 transaction.state.log.replication.factor (default min(3, live brokers)),
 transaction.state.log.min.isr (2, at most the RF), transaction.state.log.segment.bytes,
@@ -29,7 +32,7 @@ from broker.transactions import MarkerRequest, TransactionCoordinator, TxnConfig
 from broker.txn_markers import write_markers
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
-from wire.protocol import WriteTxnMarkersRequest
+from wire.protocol import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
 
 __all__ = ["TxnDriver", "TRANSACTION_STATE_TOPIC"]
 
@@ -84,6 +87,31 @@ class TxnDriver(CoordinatorDriver):
             for request in out.markers:
                 self._nursery.start_soon(self._send_markers, request)
 
+    # -- KIP-890 part 1 ------------------------------------------------------------------
+    async def verify(self, transactional_id: str, producer_id: int, epoch: int, partition) -> ErrorCode:
+        """Whether `partition` is in the producer's open transaction, asked of its coordinator
+        (in place, or as AddPartitionsToTxn v4 verify_only over a broker link)."""
+        error, reg = self.coordinator_for(transactional_id)
+        if error != ErrorCode.NONE:
+            return error
+        if reg.leader == self.broker.node_id:
+            return self.coordinator.verify_partitions(transactional_id, producer_id, epoch, [partition])[partition]
+        A = AddPartitionsToTxnRequest
+        body = A(transactions=[A.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch, verify_only=True,
+            topics=[A.AddPartitionsToTxnTopic(name=partition[0], partitions=[partition[1]])])])
+        response = await self._call(reg.leader, body, 4)
+        if response is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if response.error_code != ErrorCode.NONE:
+            return ErrorCode(response.error_code)
+        for txn in response.results_by_transaction:
+            for topic in txn.topic_results:
+                for p in topic.results:
+                    if (topic.name, p.partition_index) == tuple(partition):
+                        return ErrorCode(p.error_code)
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
     # -- markers -------------------------------------------------------------------------
     def _still_wanted(self, request: MarkerRequest) -> bool:
         txn = self.coordinator.txns.get(request.transactional_id)
@@ -131,20 +159,25 @@ class TxnDriver(CoordinatorDriver):
             producer_id=request.producer_id, producer_epoch=request.producer_epoch,
             transaction_result=request.commit, coordinator_epoch=coordinator_epoch,
             topics=[W.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()])])
-        lock = self._link_locks.setdefault(leader, trio.Lock())
-        async with lock:
-            try:
-                link = await self._link(leader)
-                response = await link.call(body, 0, _MARKER_TIMEOUT_S)
-            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
-                    DecodeError) as exc:
-                self.log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
-                link = self._links.pop(leader, None)
-                if link is not None:
-                    await link.aclose()
-                return {}
+        response = await self._call(leader, body, 0)
+        if response is None:
+            return {}
         return {(t.name, p.partition_index): p.error_code
                 for m in response.markers for t in m.topics for p in t.partitions}
+
+    async def _call(self, broker_id: int, body, version: int):
+        """One request to another broker over our link to it; None if it failed."""
+        async with self._link_locks.setdefault(broker_id, trio.Lock()):
+            try:
+                link = await self._link(broker_id)
+                return await link.call(body, version, _MARKER_TIMEOUT_S)
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
+                    DecodeError) as exc:
+                self.log.info("%s to broker %d failed: %s", type(body).__name__, broker_id, exc)
+                link = self._links.pop(broker_id, None)
+                if link is not None:
+                    await link.aclose()
+                return None
 
     async def _link(self, broker_id: int) -> BrokerLink:
         link = self._links.get(broker_id)

@@ -63,16 +63,21 @@ def _init_answer(code: int, producer_id: int = -1, epoch: int = -1) -> InitProdu
 
 
 # -- AddPartitionsToTxn ------------------------------------------------------------------
-def _add_partitions_response(errors: dict[tuple[str, int], int]) -> AddPartitionsToTxnResponse:
-    R = AddPartitionsToTxnResponse
+def _topic_results(errors: dict[tuple[str, int], int], topic_cls, partition_cls) -> list:
     topics: dict[str, list] = {}
     for (topic, index), code in errors.items():
-        topics.setdefault(topic, []).append(R.AddPartitionsToTxnPartitionResult(partition_index=index, error_code=code))
-    return R(throttle_time_ms=0, results=[R.AddPartitionsToTxnTopicResult(name=t, results=rs)
-                                          for t, rs in topics.items()])
+        topics.setdefault(topic, []).append(partition_cls(partition_index=index, error_code=code))
+    return [topic_cls(name=t, results=rs) for t, rs in topics.items()]
+
+
+def _add_partitions_response(errors: dict[tuple[str, int], int]) -> AddPartitionsToTxnResponse:
+    R = AddPartitionsToTxnResponse
+    return R(throttle_time_ms=0, results=_topic_results(errors, R.V3AndBelowTopicResult, R.V3AndBelowPartitionResult))
 
 
 async def handle_add_partitions(broker, header, request) -> AddPartitionsToTxnResponse:
+    if header.api_version >= 4:
+        return await _add_partitions_batched(broker, request)
     tx_id = request.transactional_id
     if not _may_write(broker, tx_id):
         return add_partitions_error(broker, header, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -100,7 +105,30 @@ async def handle_add_partitions(broker, header, request) -> AddPartitionsToTxnRe
     return _add_partitions_response({key: code for key in wanted})
 
 
+async def _add_partitions_batched(broker, request) -> AddPartitionsToTxnResponse:
+    """v4+: from brokers (CLUSTER_ACTION), several transactions, each verified or added."""
+    R = AddPartitionsToTxnResponse
+    if not cluster_allowed(broker, AclOperation.CLUSTER_ACTION):
+        return R(throttle_time_ms=0, error_code=E.CLUSTER_AUTHORIZATION_FAILED)
+    coordinator = broker.transactions.coordinator
+    results = []
+    for txn in request.transactions:
+        partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
+        if txn.verify_only:
+            errors = coordinator.verify_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                                   partitions)
+        else:
+            result: TxnResult = await broker.transactions.call(lambda token, now, txn=txn: coordinator.add_partitions(
+                token, txn.transactional_id, txn.producer_id, txn.producer_epoch, partitions, now))
+            errors = {tp: result.error for tp in partitions}
+        results.append(R.AddPartitionsToTxnResult(transactional_id=txn.transactional_id, topic_results=_topic_results(
+            errors, R.AddPartitionsToTxnTopicResult, R.AddPartitionsToTxnPartitionResult)))
+    return R(throttle_time_ms=0, error_code=E.NONE, results_by_transaction=results)
+
+
 def add_partitions_error(broker, header, request, code: int) -> AddPartitionsToTxnResponse:
+    if header.api_version >= 4:
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=code)
     return _add_partitions_response({(t.name, p): code for t in request.topics for p in t.partitions})
 
 

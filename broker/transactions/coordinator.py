@@ -6,6 +6,7 @@ partition this broker leads. Every call takes `now` (wall ms) and returns a TxnO
                        fenced (epoch + 1) and aborted, and the caller retries
                        (CONCURRENT_TRANSACTIONS), as Kafka does
     add_partitions     Empty/Complete* -> Ongoing; more partitions into an Ongoing one
+    verify_partitions  KIP-890 part 1: whether partitions are in the open transaction
     end_txn            Ongoing -> PrepareCommit/PrepareAbort (answered once written), then
                        markers to every partition, then CompleteCommit/CompleteAbort
     tick               aborts transactions open longer than their timeout (fencing the
@@ -200,6 +201,18 @@ class TransactionCoordinator:
                          txn_start_ms=start, last_update_ms=now)
         self._write(txn, target, lambda err, out, now: out.complete(token, TxnResult(err)), out)
         return out
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890: is each partition part of the producer's open transaction? (INVALID_TXN_STATE
+        when not: a write there would hang outside any transaction)."""
+        partitions = list(partitions)
+        error, txn = self._check_producer(transactional_id, producer_id, epoch)
+        if error != ErrorCode.NONE:
+            return {tp: error for tp in partitions}
+        ongoing = txn.state is TxnState.ONGOING
+        return {tp: ErrorCode.NONE if ongoing and tp in txn.partitions else ErrorCode.INVALID_TXN_STATE
+                for tp in partitions}
 
     # ------------------------------------------------------------------ EndTxn
 

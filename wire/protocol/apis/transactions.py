@@ -1,8 +1,8 @@
 """Transactions (KIP-98/447): AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers,
 TxnOffsetCommit.
 
-The non-flexible versions: AddPartitionsToTxn v4+ (KIP-890's broker-side batches) and the
-flexible encodings are not defined. WriteTxnMarkers is what our transaction coordinators
+AddPartitionsToTxn v0-4 (v4: KIP-890's broker-side batches, with verify_only); the others in
+their non-flexible versions. WriteTxnMarkers is what our transaction coordinators
 send to partition leaders.
 """
 from __future__ import annotations
@@ -16,25 +16,48 @@ __all__ = [
     "WriteTxnMarkersResponse", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse",
 ]
 
-AddPartitionsToTxnRequest = request(24, "AddPartitionsToTxn", "0-2", flexible="3+", fields=[
-    F("transactional_id", STRING),
-    F("producer_id", INT64),
-    F("producer_epoch", INT16),
-    F("topics", ArrayOf("AddPartitionsToTxnTopic",
+AddPartitionsToTxnRequest = request(24, "AddPartitionsToTxn", "0-4", flexible="3+", fields=[
+    # v4+ (KIP-890): batches of transactions, sent by brokers; verify_only asks whether the
+    # partitions are in the transaction without adding them.
+    F("transactions", ArrayOf("AddPartitionsToTxnTransaction",
+        F("transactional_id", STRING),
+        F("producer_id", INT64),
+        F("producer_epoch", INT16),
+        F("verify_only", BOOL, default=False),
+        F("topics", ArrayOf("AddPartitionsToTxnTopic",
+            F("name", STRING),
+            F("partitions", ArrayOf(INT32)),
+        )),
+    ), "4+", default=[]),
+    F("transactional_id", STRING, "0-3", default=""),
+    F("producer_id", INT64, "0-3", default=-1),
+    F("producer_epoch", INT16, "0-3", default=-1),
+    F("topics", ArrayOf("V3AndBelowTopic",
         F("name", STRING),
         F("partitions", ArrayOf(INT32)),
-    )),
+    ), "0-3", default=[]),
 ])
 
-AddPartitionsToTxnResponse = response(24, "AddPartitionsToTxn", "0-2", flexible="3+", fields=[
+AddPartitionsToTxnResponse = response(24, "AddPartitionsToTxn", "0-4", flexible="3+", fields=[
     F("throttle_time_ms", INT32),
-    F("results", ArrayOf("AddPartitionsToTxnTopicResult",
+    F("error_code", INT16, "4+", default=0),
+    F("results_by_transaction", ArrayOf("AddPartitionsToTxnResult",
+        F("transactional_id", STRING),
+        F("topic_results", ArrayOf("AddPartitionsToTxnTopicResult",
+            F("name", STRING),
+            F("results", ArrayOf("AddPartitionsToTxnPartitionResult",
+                F("partition_index", INT32),
+                F("error_code", INT16),
+            )),
+        )),
+    ), "4+", default=[]),
+    F("results", ArrayOf("V3AndBelowTopicResult",
         F("name", STRING),
-        F("results", ArrayOf("AddPartitionsToTxnPartitionResult",
+        F("results", ArrayOf("V3AndBelowPartitionResult",
             F("partition_index", INT32),
             F("error_code", INT16),
         )),
-    )),
+    ), "0-3", default=[]),
 ])
 
 AddOffsetsToTxnRequest = request(25, "AddOffsetsToTxn", "0-2", flexible="3+", fields=[

@@ -1,0 +1,141 @@
+"""Transactions served by real brokers (in-process, raw protocol, two brokers): the
+coordinator found with key type TRANSACTION, KIP-890's verification of a transactional write
+(in place and across brokers), the last stable offset, aborted transactions in
+read_committed fetches, TxnOffsetCommit offsets that count only once committed."""
+from __future__ import annotations
+
+import trio
+
+from broker.txn_driver import TRANSACTION_STATE_TOPIC
+from tests.broker.builders import fetch, list_offsets, produce
+from tests.broker.harness import RawClient, running_cluster
+from tests.broker.test_groups_broker import GROUPS, coordinator_of, fetch_offsets, make_topic
+from wire.batch_header import iter_batches
+from wire.error_codes import ErrorCode as E
+from wire.protocol import (
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, FindCoordinatorRequest,
+    InitProducerIdRequest, TxnOffsetCommitRequest,
+)
+from wire.records import SimpleRecord, build_batch
+
+STATIC = {**GROUPS, "transaction.state.log.num.partitions": "4"}
+TX = "tx-1"
+READ_COMMITTED = 1
+LATEST = -1
+
+
+async def until(call, ok=lambda r: True, retry=(E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
+                                              E.NOT_COORDINATOR, E.CONCURRENT_TRANSACTIONS), timeout=10.0):
+    with trio.fail_after(timeout):
+        while True:
+            response = await call()
+            if getattr(response, "error_code", E.NONE) not in retry and ok(response):
+                return response
+            await trio.sleep(0.02)
+
+
+async def coordinator(c) -> RawClient:
+    any_broker = await RawClient.connect(c.broker(1).port)
+    found = await until(lambda: any_broker.call(FindCoordinatorRequest(key=TX, key_type=1), 1))
+    await any_broker.aclose()
+    assert found.error_code == E.NONE
+    return await RawClient.connect(found.port)
+
+
+def txn_batch(pid, epoch, seq, *values):
+    return build_batch([SimpleRecord(None, v) for v in values], producer_id=pid, producer_epoch=epoch,
+                       base_sequence=seq, transactional=True)
+
+
+def txn_produce(topic, partition, records):
+    request = produce(topic, partition, records, acks=-1)
+    request.transactional_id = TX
+    return request
+
+
+def add_partitions(pid, epoch, topic, *partitions):
+    A = AddPartitionsToTxnRequest
+    return A(transactional_id=TX, producer_id=pid, producer_epoch=epoch,
+             topics=[A.V3AndBelowTopic(name=topic, partitions=list(partitions))])
+
+
+async def leader_client(c, topic, partition):
+    leader = c.controller.image.topics_by_name[topic].partitions[partition].leader
+    return await RawClient.connect(c.broker(leader).port)
+
+
+async def test_writes_are_verified_and_read_committed_stops_at_open_transactions():
+    async with running_cluster(2, static=STATIC) as c:
+        await make_topic(c, "t", partitions=2)
+        coord = await coordinator(c)
+        assert len(c.controller.image.topics_by_name[TRANSACTION_STATE_TOPIC].partitions) == 4
+        init = await until(lambda: coord.call(InitProducerIdRequest(transactional_id=TX,
+                                                                     transaction_timeout_ms=60_000), 1))
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert init.error_code == E.NONE and pid >= 0 and epoch == 0
+        leaders = [await leader_client(c, "t", p) for p in (0, 1)]
+        # Outside the transaction (KIP-890): refused, whichever broker leads the partition.
+        for p, client in enumerate(leaders):
+            refused = await client.call(txn_produce("t", p, txn_batch(pid, epoch, 0, b"early")), 7)
+            assert refused.responses[0].partition_responses[0].error_code == E.INVALID_TXN_STATE
+        added = await coord.call(add_partitions(pid, epoch, "t", 0, 1), 1)
+        assert [r.error_code for t in added.results for r in t.results] == [E.NONE, E.NONE]
+        base = {}
+        for p, client in enumerate(leaders):
+            await client.call(produce("t", p, build_batch([SimpleRecord(None, b"plain")]), acks=-1), 7)
+            written = await client.call(txn_produce("t", p, txn_batch(pid, epoch, 0, b"a", b"b")), 7)
+            answer = written.responses[0].partition_responses[0]
+            assert answer.error_code == E.NONE
+            base[p] = answer.base_offset
+            lso = await client.call(list_offsets("t", p, LATEST, isolation_level=READ_COMMITTED), 2)
+            assert lso.topics[0].partitions[0].offset == base[p]  # the open transaction's first offset
+            hw = await client.call(list_offsets("t", p, LATEST), 2)
+            assert hw.topics[0].partitions[0].offset == base[p] + 2
+        ended = await coord.call(EndTxnRequest(transactional_id=TX, producer_id=pid, producer_epoch=epoch,
+                                               committed=False), 1)
+        assert ended.error_code == E.NONE
+        for p, client in enumerate(leaders):
+            # The ABORT marker lands at base + 2; then the LSO is the log end.
+            await until(lambda: client.call(list_offsets("t", p, LATEST, isolation_level=READ_COMMITTED), 2),
+                        ok=lambda r: r.topics[0].partitions[0].offset == base[p] + 3)
+            read = (await client.call(fetch([("t", p, 0)], isolation_level=READ_COMMITTED), 11)).responses[0]
+            part = read.partitions[0]
+            assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(pid, base[p])]
+            headers = [h for _, h in iter_batches(bytes(part.records))]
+            assert [h.is_control for h in headers] == [False, False, True]
+            assert part.last_stable_offset == base[p] + 3
+        # The same producer, still at its epoch, may start the next transaction; an older epoch may not.
+        again = await until(lambda: coord.call(add_partitions(pid, epoch, "t", 0), 1),
+                            ok=lambda r: r.results[0].results[0].error_code != E.CONCURRENT_TRANSACTIONS)
+        assert again.results[0].results[0].error_code == E.NONE
+        stale = await coord.call(add_partitions(pid, epoch - 1, "t", 0), 1)
+        assert stale.results[0].results[0].error_code == E.INVALID_PRODUCER_EPOCH  # v1 predates PRODUCER_FENCED
+
+
+async def test_txn_offset_commits_count_only_once_the_transaction_commits():
+    async with running_cluster(2, static=STATIC) as c:
+        await make_topic(c, "t", partitions=1)
+        coord = await coordinator(c)
+        init = await until(lambda: coord.call(InitProducerIdRequest(transactional_id=TX,
+                                                                     transaction_timeout_ms=60_000), 1))
+        pid, epoch = init.producer_id, init.producer_epoch
+        added = await until(lambda: coord.call(AddOffsetsToTxnRequest(
+            transactional_id=TX, producer_id=pid, producer_epoch=epoch, group_id="g"), 1))
+        assert added.error_code == E.NONE
+        T = TxnOffsetCommitRequest
+        groups_client, _ = await coordinator_of(c, "g")
+        commit = T(transactional_id=TX, group_id="g", producer_id=pid, producer_epoch=epoch, topics=[
+            T.TxnOffsetCommitRequestTopic(name="t", partitions=[T.TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=42, committed_leader_epoch=-1, committed_metadata="m")])])
+        result = await until(lambda: groups_client.call(commit, 2),
+                             ok=lambda r: r.topics[0].partitions[0].error_code not in (
+                                 E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR))
+        assert result.topics[0].partitions[0].error_code == E.NONE
+        before = await groups_client.call(fetch_offsets("g", {"t": [0]}), 3)
+        assert before.topics[0].partitions[0].committed_offset == -1  # pending: not visible yet
+        ended = await coord.call(EndTxnRequest(transactional_id=TX, producer_id=pid, producer_epoch=epoch,
+                                               committed=True), 1)
+        assert ended.error_code == E.NONE
+        after = await until(lambda: groups_client.call(fetch_offsets("g", {"t": [0]}), 3),
+                            ok=lambda r: r.topics[0].partitions[0].committed_offset == 42)
+        assert after.topics[0].partitions[0].metadata == "m"
