@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable
 from broker.handlers import (
     acls, api_versions, configs, describe_cluster, fetch, groups, init_producer_id, list_offsets, metadata,
     offset_for_leader_epoch, offsets, produce, sasl, scram_credentials, topics_admin, transactions,
+    transactions_admin,
 )
 from wire.protocol import API_VERSIONS, ApiKey
 
@@ -63,6 +64,12 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.END_TXN: Handler(transactions.handle_end_txn, transactions.end_txn_error),
     ApiKey.TXN_OFFSET_COMMIT: Handler(transactions.handle_txn_offset_commit, transactions.txn_offset_commit_error),
     ApiKey.WRITE_TXN_MARKERS: Handler(transactions.handle_write_markers, transactions.write_markers_error),
+    ApiKey.DESCRIBE_TRANSACTIONS: Handler(transactions_admin.handle_describe_transactions,
+                                          transactions_admin.describe_transactions_error),
+    ApiKey.LIST_TRANSACTIONS: Handler(transactions_admin.handle_list_transactions,
+                                      transactions_admin.list_transactions_error),
+    ApiKey.DESCRIBE_PRODUCERS: Handler(transactions_admin.handle_describe_producers,
+                                       transactions_admin.describe_producers_error),
     # a SASL listener's login is served by broker.sasl_authenticator before these are reached
     ApiKey.SASL_HANDSHAKE: Handler(sasl.handle_handshake, sasl.handshake_error),
     ApiKey.SASL_AUTHENTICATE: Handler(sasl.handle_authenticate, sasl.authenticate_error),

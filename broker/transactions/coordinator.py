@@ -370,5 +370,26 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ describe
 
-    def describe(self, transactional_id: str) -> TransactionMetadata | None:
-        return self.txns.get(transactional_id)
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
+        """DescribeTransactions of one id: its state here, or why not."""
+        error = self.route_error(transactional_id)
+        if error != ErrorCode.NONE:
+            return error, None
+        txn = self.txns.get(transactional_id)
+        return (ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None) if txn is None else (ErrorCode.NONE, txn)
+
+    def list_transactions(self, states: set[TxnState], producer_ids: set[int], min_duration_ms: int,
+                          now: int) -> tuple[ErrorCode, list[TransactionMetadata]]:
+        """ListTransactions: the ids this broker coordinates, filtered (empty filters take all;
+        a duration takes those open at least that long)."""
+        if any(status is PartitionStatus.LOADING for status in self.partitions.values()):
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+        found = []
+        for txn_id in sorted(self.txns):
+            txn = self.txns[txn_id]
+            if states and txn.state not in states or producer_ids and txn.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and (txn.txn_start_ms < 0 or now - txn.txn_start_ms < min_duration_ms):
+                continue
+            found.append(txn)
+        return ErrorCode.NONE, found

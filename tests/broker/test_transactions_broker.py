@@ -1,7 +1,8 @@
 """Transactions served by real brokers (in-process, raw protocol, two brokers): the
 coordinator found with key type TRANSACTION, KIP-890's verification of a transactional write
 (in place and across brokers), the last stable offset, aborted transactions in
-read_committed fetches, TxnOffsetCommit offsets that count only once committed."""
+read_committed fetches, TxnOffsetCommit offsets that count only once committed, and the
+admin's DescribeTransactions / ListTransactions / DescribeProducers."""
 from __future__ import annotations
 
 import trio
@@ -13,8 +14,8 @@ from tests.broker.test_groups_broker import GROUPS, coordinator_of, fetch_offset
 from wire.batch_header import iter_batches
 from wire.error_codes import ErrorCode as E
 from wire.protocol import (
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, FindCoordinatorRequest,
-    InitProducerIdRequest, TxnOffsetCommitRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeProducersRequest, DescribeTransactionsRequest,
+    EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest, ListTransactionsRequest, TxnOffsetCommitRequest,
 )
 from wire.records import SimpleRecord, build_batch
 
@@ -139,3 +140,30 @@ async def test_txn_offset_commits_count_only_once_the_transaction_commits():
         after = await until(lambda: groups_client.call(fetch_offsets("g", {"t": [0]}), 3),
                             ok=lambda r: r.topics[0].partitions[0].committed_offset == 42)
         assert after.topics[0].partitions[0].metadata == "m"
+
+
+async def test_describe_and_list_transactions_and_producers():
+    async with running_cluster(1, static=STATIC) as c:
+        await make_topic(c, "t", partitions=1)
+        coord = await coordinator(c)
+        init = await until(lambda: coord.call(InitProducerIdRequest(transactional_id=TX,
+                                                                     transaction_timeout_ms=60_000), 1))
+        pid, epoch = init.producer_id, init.producer_epoch
+        await coord.call(add_partitions(pid, epoch, "t", 0), 1)
+        written = await coord.call(txn_produce("t", 0, txn_batch(pid, epoch, 0, b"x")), 7)
+        start = written.responses[0].partition_responses[0].base_offset
+        [described] = (await coord.call(DescribeTransactionsRequest(transactional_ids=[TX]), 0)).transaction_states
+        assert (described.error_code, described.transaction_state, described.producer_id) == (E.NONE, "Ongoing", pid)
+        assert [(t.topic, t.partitions) for t in described.topics] == [("t", [0])]
+        [unknown] = (await coord.call(DescribeTransactionsRequest(transactional_ids=["nope"]), 0)).transaction_states
+        assert unknown.error_code in (E.TRANSACTIONAL_ID_NOT_FOUND, E.NOT_COORDINATOR)
+        listed = await coord.call(ListTransactionsRequest(state_filters=["Ongoing", "Bogus"], producer_id_filters=[]), 1)
+        assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [(TX, "Ongoing")]
+        assert listed.unknown_state_filters == ["Bogus"]
+        long_open = await coord.call(ListTransactionsRequest(state_filters=[], producer_id_filters=[pid],
+                                                             duration_filter=3_600_000), 1)
+        assert long_open.transaction_states == []
+        producers = await coord.call(DescribeProducersRequest(topics=[
+            DescribeProducersRequest.TopicRequest(name="t", partition_indexes=[0])]), 0)
+        [state] = producers.topics[0].partitions[0].active_producers
+        assert (state.producer_id, state.producer_epoch, state.current_txn_start_offset) == (pid, epoch, start)

@@ -1,8 +1,9 @@
 """Transactions (KIP-98/447): AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers,
 TxnOffsetCommit.
 
-AddPartitionsToTxn v0-4 (v4: KIP-890's broker-side batches, with verify_only); the others in
-their non-flexible versions. WriteTxnMarkers is what our transaction coordinators
+AddPartitionsToTxn v0-4 (v4: KIP-890's broker-side batches, with verify_only); the client APIs in
+their non-flexible versions; DescribeProducers, DescribeTransactions and ListTransactions
+(KIP-664, the admin's view) are flexible in every version. WriteTxnMarkers is what our transaction coordinators
 send to partition leaders.
 """
 from __future__ import annotations
@@ -14,6 +15,8 @@ __all__ = [
     "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse", "AddOffsetsToTxnRequest",
     "AddOffsetsToTxnResponse", "EndTxnRequest", "EndTxnResponse", "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse",
+    "DescribeProducersRequest", "DescribeProducersResponse", "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse", "ListTransactionsRequest", "ListTransactionsResponse",
 ]
 
 AddPartitionsToTxnRequest = request(24, "AddPartitionsToTxn", "0-4", flexible="3+", fields=[
@@ -134,5 +137,70 @@ TxnOffsetCommitResponse = response(28, "TxnOffsetCommit", "0-2", flexible="3+", 
             F("partition_index", INT32),
             F("error_code", INT16),
         )),
+    )),
+])
+
+DescribeProducersRequest = request(61, "DescribeProducers", "0", flexible="0+", fields=[
+    F("topics", ArrayOf("TopicRequest",
+        F("name", STRING),
+        F("partition_indexes", ArrayOf(INT32)),
+    )),
+])
+
+DescribeProducersResponse = response(61, "DescribeProducers", "0", flexible="0+", fields=[
+    F("throttle_time_ms", INT32),
+    F("topics", ArrayOf("TopicResponse",
+        F("name", STRING),
+        F("partitions", ArrayOf("PartitionResponse",
+            F("partition_index", INT32),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+            F("active_producers", ArrayOf("ProducerState",
+                F("producer_id", INT64),
+                F("producer_epoch", INT32),
+                F("last_sequence", INT32, default=-1),
+                F("last_timestamp", INT64, default=-1),
+                F("coordinator_epoch", INT32),
+                F("current_txn_start_offset", INT64, default=-1),
+            )),
+        )),
+    )),
+])
+
+DescribeTransactionsRequest = request(65, "DescribeTransactions", "0", flexible="0+", fields=[
+    F("transactional_ids", ArrayOf(STRING)),
+])
+
+DescribeTransactionsResponse = response(65, "DescribeTransactions", "0", flexible="0+", fields=[
+    F("throttle_time_ms", INT32),
+    F("transaction_states", ArrayOf("TransactionState",
+        F("error_code", INT16),
+        F("transactional_id", STRING),
+        F("transaction_state", STRING),
+        F("transaction_timeout_ms", INT32),
+        F("transaction_start_time_ms", INT64),
+        F("producer_id", INT64),
+        F("producer_epoch", INT16),
+        F("topics", ArrayOf("TopicData",
+            F("topic", STRING),
+            F("partitions", ArrayOf(INT32)),
+        )),
+    )),
+])
+
+ListTransactionsRequest = request(66, "ListTransactions", "0-1", flexible="0+", fields=[
+    F("state_filters", ArrayOf(STRING)),
+    F("producer_id_filters", ArrayOf(INT64)),
+    F("duration_filter", INT64, "1+", default=-1),
+])
+
+ListTransactionsResponse = response(66, "ListTransactions", "0-1", flexible="0+", fields=[
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("unknown_state_filters", ArrayOf(STRING)),
+    F("transaction_states", ArrayOf("TransactionState",
+        F("transactional_id", STRING),
+        F("producer_id", INT64),
+        F("transaction_state", STRING),
     )),
 ])
