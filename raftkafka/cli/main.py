@@ -37,9 +37,10 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 def _client_commands():
     """The commands that talk to brokers with our client (Kafka's console tools)."""
     from raftkafka.cli import (acls, bench, configs, console_consumer, console_producer, consumer_groups,
-                               get_offsets, topics)
+                               get_offsets, topics, transactions)
 
-    return (topics, console_producer, console_consumer, configs, consumer_groups, get_offsets, acls, bench)
+    return (topics, console_producer, console_consumer, configs, consumer_groups, get_offsets, acls, transactions,
+            bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
