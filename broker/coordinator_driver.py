@@ -87,7 +87,7 @@ class CoordinatorDriver:
         self.env = broker.env
         self.log = logging.getLogger(type(self).__module__)
         self.coordinator = coordinator
-        self.commit_timeout_ms = commit_timeout_ms  # offsets.commit.timeout.ms / its transaction twin
+        self.commit_timeout_ms = commit_timeout_ms  # how long an append may wait for the HW
         self.load_yield_batches = load_yield_batches  # batches replayed between yields to the event loop
         self.image: MetadataImage = EMPTY_IMAGE
         self._waiting: dict[int, _Slot] = {}
@@ -187,7 +187,7 @@ class CoordinatorDriver:
             for result in reply.results:
                 if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                     self.log.warning("cannot create %s: %s %s", self.topic, ErrorCode(result.error).name,
-                                result.message or "")
+                                     result.message or "")
         except Exception as exc:  # the controller is away: the next FindCoordinator retries
             self.log.info("creating %s failed: %s", self.topic, exc)
         finally:
@@ -277,7 +277,7 @@ class CoordinatorDriver:
             if deadline is not None and self.now() >= deadline:
                 self.carry_out(self.coordinator.tick(self.now()))
 
-    # -- leadership of offsets partitions ---------------------------------------------
+    # -- leadership of the topic's partitions -------------------------------------------
     async def _leadership_loop(self) -> None:
         while True:
             await self._leadership_changed.wait()
@@ -354,7 +354,7 @@ class CoordinatorDriver:
                 try:
                     decoded = decode_records(header, bytes(batch[HEADER_SIZE:]))
                 except DecodeError as exc:
-                    # Skipped, never retried for ever: every group here would wait on it.
+                    # Skipped, never retried for ever: everything in the partition would wait on it.
                     self.log.error("%s-%d: skipping the undecodable batch at offsets %d-%d: %s",
                                    self.topic, index, header.base_offset, header.last_offset, exc)
                     continue
@@ -379,7 +379,7 @@ class CoordinatorDriver:
 
             def skipped(position: int, reason: str) -> None:
                 self.log.error("%s-%d: skipping the undecodable record at offset %d: %s",
-                          self.topic, index, offsets[position], reason)
+                               self.topic, index, offsets[position], reason)
 
             self.carry_out(self.coordinator.load_partition(index, records, self.now(), skipped)
                            or Output())
@@ -395,4 +395,4 @@ class CoordinatorDriver:
         self.loads_completed += 1
         self._timers_changed.set()
         self.log.info("coordinator for %s-%d (epoch %d): %d records replayed", self.topic, index, epoch,
-                 len(records))
+                      len(records))

@@ -28,6 +28,7 @@ import trio
 from broker.broker_link import BrokerLink, open_link
 from broker.controller_channel import CreatableTopic
 from broker.coordinator_driver import CoordinatorDriver
+from broker.group_settings import static_int
 from broker.transactions import MarkerRequest, TransactionCoordinator, TxnConfig, TxnOutput, TxnState
 from broker.txn_markers import write_markers
 from wire.error_codes import ErrorCode
@@ -45,16 +46,6 @@ _PREPARE = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 _GIVE_UP = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.TRANSACTION_COORDINATOR_FENCED)
 
 
-def _static_int(static, name: str, default: int | None) -> int | None:
-    raw = static.get(name)
-    if raw is None:
-        return default
-    try:
-        return int(str(raw).strip(), 10)
-    except ValueError:
-        raise ValueError(f"{name}: {raw!r} is not an integer") from None
-
-
 class TxnDriver(CoordinatorDriver):
     name = "transaction-coordinator"
     topic = TRANSACTION_STATE_TOPIC
@@ -62,21 +53,20 @@ class TxnDriver(CoordinatorDriver):
     def __init__(self, broker):
         static = broker.static
         config = TxnConfig(
-            num_partitions=_static_int(static, "transaction.state.log.num.partitions", 50),
-            max_timeout_ms=_static_int(static, "transaction.max.timeout.ms", 900_000),
-            abort_check_interval_ms=_static_int(
-                static, "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000))
+            num_partitions=static_int(static, "transaction.state.log.num.partitions", 50, minimum=1),
+            max_timeout_ms=static_int(static, "transaction.max.timeout.ms", 900_000, minimum=1),
+            abort_check_interval_ms=static_int(
+                static, "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, minimum=1))
         super().__init__(broker, TransactionCoordinator(config), commit_timeout_ms=5_000)
-        self.replication_factor = _static_int(static, "transaction.state.log.replication.factor", None)
-        self.min_isr = _static_int(static, "transaction.state.log.min.isr", 2)
-        self.segment_bytes = _static_int(static, "transaction.state.log.segment.bytes", 104_857_600)
+        # 0: not set, min(3, live brokers) at creation
+        self.replication_factor = static_int(static, "transaction.state.log.replication.factor", 0)
+        self.min_isr = static_int(static, "transaction.state.log.min.isr", 2, minimum=1)
+        self.segment_bytes = static_int(static, "transaction.state.log.segment.bytes", 104_857_600, minimum=1)
         self._links: dict[int, BrokerLink] = {}
         self._link_locks: dict[int, trio.Lock] = {}
 
     def topic_spec(self) -> CreatableTopic:
-        rf = self.replication_factor
-        if rf is None:
-            rf = max(1, min(3, len(self.broker.metadata.alive_brokers())))
+        rf = self.replication_factor or max(1, min(3, len(self.broker.metadata.alive_brokers())))
         configs = {"cleanup.policy": "compact", "min.insync.replicas": str(max(1, min(self.min_isr, rf))),
                    "segment.bytes": str(self.segment_bytes), "compression.type": "uncompressed"}
         return CreatableTopic(TRANSACTION_STATE_TOPIC, self.coordinator.config.num_partitions, rf, configs=configs)

@@ -16,7 +16,7 @@ from broker.groups.results import (
 )
 from wire.error_codes import ErrorCode
 
-__all__ = ["OffsetOps", "OffsetCommit"]
+__all__ = ["OffsetOps", "OffsetCommit", "offset_records"]
 
 S = GroupState
 E = ErrorCode
@@ -44,17 +44,7 @@ class OffsetOps:
             group = self.groups[group_id] = ClassicGroup(group_id, now)  # a simple consumer's group
         elif member_id in group.members:
             self._schedule_heartbeat(group, group.members[member_id], now)
-        results: dict[tuple[str, int], ErrorCode] = {}
-        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for topic, partition, offset, leader_epoch, metadata in offsets:
-            metadata = metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            # An int64 on disk: a retention near the maximum means "never" rather than an overflow.
-            expire = min(now + retention_ms, _INT64_MAX) if retention_ms >= 0 else -1
-            accepted[(topic, partition)] = OffsetAndMetadata(offset, leader_epoch, metadata, now, expire)
-            results[(topic, partition)] = E.NONE
+        results, accepted = self._accept_offsets(offsets, retention_ms, now)
 
         def answer(error: ErrorCode, out: Output, now: int) -> None:
             mapped = commit_error(error)
@@ -67,12 +57,24 @@ class OffsetOps:
         if not accepted:
             answer(E.NONE, out, now)
             return out
-        records = [offset_commit_record(group_id, t, p, OffsetCommitValue(
-            offset=o.offset, leader_epoch=o.leader_epoch, metadata=o.metadata,
-            commit_timestamp=o.commit_timestamp, expire_timestamp=o.expire_timestamp))
-            for (t, p), o in accepted.items()]
-        self._append(self.partition_for(group_id), records, answer, out)
+        self._append(self.partition_for(group_id), offset_records(group_id, accepted), answer, out)
         return out
+
+    def _accept_offsets(self, offsets: list[OffsetCommit], retention_ms: int, now: int
+                        ) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], OffsetAndMetadata]]:
+        """(error per partition, the offsets to write): metadata over offset.metadata.max.bytes is refused."""
+        results: dict[tuple[str, int], ErrorCode] = {}
+        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            metadata = metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            # An int64 on disk: a retention near the maximum means "never" rather than an overflow.
+            expire = min(now + retention_ms, _INT64_MAX) if retention_ms >= 0 else -1
+            accepted[(topic, partition)] = OffsetAndMetadata(offset, leader_epoch, metadata, now, expire)
+            results[(topic, partition)] = E.NONE
+        return results, accepted
 
     @staticmethod
     def _commit_error(group: ClassicGroup | None, generation_id: int, member_id: str,
@@ -197,3 +199,9 @@ class OffsetOps:
             if (now >= o.expire_timestamp) if o.expire_timestamp >= 0 else (now - base(o) >= retention):
                 expired.append(key)
         return expired
+
+
+def offset_records(group_id: str, accepted: dict[tuple[str, int], OffsetAndMetadata]) -> list:
+    return [offset_commit_record(group_id, t, p, OffsetCommitValue(
+        offset=o.offset, leader_epoch=o.leader_epoch, metadata=o.metadata,
+        commit_timestamp=o.commit_timestamp, expire_timestamp=o.expire_timestamp)) for (t, p), o in accepted.items()]

@@ -13,10 +13,8 @@ from typing import Hashable, Iterable
 
 from broker.groups.append_errors import commit_error
 from broker.groups.group import ClassicGroup, OffsetAndMetadata
-from broker.groups.offset_ops import OffsetCommit
-from broker.groups.records import (
-    OffsetCommitValue, OffsetRecordKey, decode_key, decode_offset_value, offset_commit_record,
-)
+from broker.groups.offset_ops import OffsetCommit, offset_records
+from broker.groups.records import OffsetRecordKey, decode_key, decode_offset_value
 from broker.groups.results import CommitResult, Output, PartitionError
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
@@ -40,15 +38,7 @@ class TxnOffsetOps:
             return out
         if group_id not in self.groups:
             self.groups[group_id] = ClassicGroup(group_id, now)  # as a simple consumer's commit would
-        results: dict[tuple[str, int], ErrorCode] = {}
-        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for topic, partition, offset, leader_epoch, metadata in offsets:
-            metadata = metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            accepted[(topic, partition)] = OffsetAndMetadata(offset, leader_epoch, metadata, now, -1)
-            results[(topic, partition)] = E.NONE
+        results, accepted = self._accept_offsets(offsets, -1, now)
 
         def answer(error: ErrorCode, out: Output, now: int) -> None:
             mapped = commit_error(error)
@@ -61,10 +51,7 @@ class TxnOffsetOps:
         if not accepted:
             answer(E.NONE, out, now)
             return out
-        records = [offset_commit_record(group_id, t, p, OffsetCommitValue(
-            offset=o.offset, leader_epoch=o.leader_epoch, metadata=o.metadata,
-            commit_timestamp=o.commit_timestamp, expire_timestamp=-1)) for (t, p), o in accepted.items()]
-        self._append(self.partition_for(group_id), records, answer, out,
+        self._append(self.partition_for(group_id), offset_records(group_id, accepted), answer, out,
                      producer_id=producer_id, producer_epoch=producer_epoch)
         return out
 

@@ -184,8 +184,9 @@ async def _append_one(broker, topic: str, part, version: int, acks: int, deadlin
         info = partition.append_as_leader(records, now_ms)
         broker.metrics.produced(topic, info.size, info.last_offset - info.first_offset + 1)
         broker.producer_states.record(partition, batch, info, now_ms)
-        if batch.producer_id >= 0:
-            await broker.producer_states.maybe_snapshot(partition)
+        # Every tracked partition (idempotent writes, or a last stable offset asked for) snapshots
+        # on roll, as Kafka does: that bounds what a new leader replays.
+        await broker.producer_states.maybe_snapshot(partition)
     except ProduceError as exc:
         return (_partition_response(part.index, exc.code, exc.message, record_errors=exc.record_errors),
                 partition, -1, min_isr)

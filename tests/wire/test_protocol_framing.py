@@ -29,10 +29,14 @@ LEADER_EPOCHS = {3: (1, 7)}
 ACLS = {29: (0, 3), 30: (0, 3), 31: (0, 3)}  # DescribeAcls, CreateAcls, DeleteAcls
 # SaslAuthenticate v2 (flexible); the SCRAM credential admin APIs (KIP-554).
 SECURITY = {36: (0, 2), 50: (0, 0), 51: (0, 0)}
+# AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers, TxnOffsetCommit, DescribeProducers,
+# DescribeTransactions, ListTransactions
+TRANSACTIONS = {24: (0, 4), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
 
 
 def test_api_versions_is_table_r_plus_the_extras():
-    assert API_VERSIONS == {**TABLE_R, **EXTRAS, **STATIC_MEMBERSHIP, **LEADER_EPOCHS, **ACLS, **SECURITY}
+    assert API_VERSIONS == {**TABLE_R, **EXTRAS, **STATIC_MEMBERSHIP, **LEADER_EPOCHS, **ACLS, **SECURITY,
+                            **TRANSACTIONS}
     assert list(API_VERSIONS) == sorted(API_VERSIONS)
     req, resp = lookup(ApiKey.FETCH, 11)
     assert (req.__name__, resp.__name__) == ("FetchRequest", "FetchResponse")
