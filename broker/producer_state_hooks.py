@@ -112,8 +112,8 @@ class ProducerStates:
             state.remove_expired(now_ms)
         return state.check(header)
 
-    def check_marker(self, partition, header: BatchHeader) -> ProducerCheck:
-        return self.state_for(partition).check_marker(header)
+    def check_marker(self, partition, header: BatchHeader, coordinator_epoch: int) -> ProducerCheck:
+        return self.state_for(partition).check_marker(header, coordinator_epoch)
 
     def first_unstable_offset(self, partition) -> int | None:
         """Where the partition's open (or not yet replicated) transactions begin, if any."""
@@ -123,8 +123,9 @@ class ProducerStates:
         return self.state_for(partition).aborted_between(start, end)
 
     def record(self, partition, header: BatchHeader, info: AppendInfo, now_ms: int,
-               commit: bool | None = None) -> None:
-        """The batch `check` accepted now sits at `info.first_offset` (`commit`: a marker's kind)."""
+               commit: bool | None = None, coordinator_epoch: int = -1) -> None:
+        """The batch `check` accepted now sits at `info.first_offset` (`commit`, `coordinator_epoch`:
+        a transaction marker's)."""
         tracked = self._tracked.get(partition.key)
         if tracked is None or tracked.log is not partition.log:
             if header.producer_id < 0:
@@ -134,7 +135,7 @@ class ProducerStates:
         if tracked.state.end_offset != info.first_offset:
             self.state_for(partition)  # something else appended in between: replay instead
             return
-        tracked.state.apply(header, info.first_offset, now_ms, commit)
+        tracked.state.apply(header, info.first_offset, now_ms, commit, coordinator_epoch)
 
     async def maybe_snapshot(self, partition) -> None:
         """Save the state next to the segments if the log rolled since the last snapshot."""

@@ -4,7 +4,8 @@ onTransactionCompleted).
 
 For each partition: a COMMIT or ABORT control batch of the producer (its epoch, the
 coordinator's epoch) is appended unless the producer state knows a newer epoch of the
-producer (INVALID_PRODUCER_EPOCH); the producer state closes the transaction; the answer
+producer (INVALID_PRODUCER_EPOCH) or a newer coordinator epoch
+(TRANSACTION_COORDINATOR_FENCED); the producer state closes the transaction; the answer
 waits until the high watermark passes the marker, as acks=all. On a `__consumer_offsets`
 partition the group coordinator then makes the producer's TxnOffsetCommit offsets count
 (commit) or drops them (abort).
@@ -43,7 +44,7 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, commit: b
         marker = build_end_txn_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
                                       coordinator_epoch=coordinator_epoch, timestamp=now_ms)
         header = parse_header(marker)
-        verdict = broker.producer_states.check_marker(partition, header)
+        verdict = broker.producer_states.check_marker(partition, header, coordinator_epoch)
         if verdict.error != ErrorCode.NONE:
             results[key] = verdict.error
             continue
@@ -53,8 +54,7 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, commit: b
             log.warning("marker append to %s-%d failed: %s", topic, index, exc)
             results[key] = ErrorCode.KAFKA_STORAGE_ERROR
             continue
-        broker.producer_states.record(partition, header._replace(base_offset=info.first_offset), info, now_ms,
-                                      commit)
+        broker.producer_states.record(partition, header, info, now_ms, commit, coordinator_epoch)
         min_isr = effective_topic_value(broker.metadata.image, topic, "min.insync.replicas", broker.static) or 1
         results[key] = ErrorCode.NONE
         waits.append(PendingAck(partition, partition.leader_epoch, info.last_offset, min_isr,

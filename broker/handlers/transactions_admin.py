@@ -85,7 +85,7 @@ def _producers_partition(index: int, code: int, message: str | None = None, prod
     R = DescribeProducersResponse
     return R.PartitionResponse(partition_index=index, error_code=code, error_message=message, active_producers=[
         R.ProducerState(producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
-                        last_timestamp=e.last_timestamp, coordinator_epoch=-1,
+                        last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
                         current_txn_start_offset=e.current_txn_first_offset) for e in producers])
 
 

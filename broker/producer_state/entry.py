@@ -64,6 +64,7 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(default_factory=deque)
     last_timestamp: int = -1  # ms of the newest batch; drives producer-id expiry
     current_txn_first_offset: int = -1  # first offset of its open transaction here, -1 if none
+    coordinator_epoch: int = -1  # of the newest transaction marker for it here
 
     @property
     def last_seq(self) -> int:
@@ -100,4 +101,4 @@ class ProducerEntry:
 
     def copy(self) -> "ProducerEntry":
         return ProducerEntry(self.producer_id, self.epoch, deque(self.batches), self.last_timestamp,
-                             self.current_txn_first_offset)
+                             self.current_txn_first_offset, self.coordinator_epoch)

@@ -17,7 +17,9 @@ Transactions: a producer's first transactional batch opens its transaction here 
 offset bounds the last stable offset); the coordinator's COMMIT/ABORT marker closes it,
 and an aborted one is remembered as an `AbortedTxn` (what read_committed fetches list)
 until the log start passes its marker. Log entries replayed are batch headers, or
-(header, commit) pairs for transaction markers (True COMMIT, False ABORT).
+(header, commit[, coordinator epoch]) for transaction markers (commit: True COMMIT, False
+ABORT). A marker from an older coordinator epoch than the producer last saw is refused
+(TRANSACTION_COORDINATOR_FENCED): a deposed coordinator cannot close a transaction again.
 """
 from __future__ import annotations
 
@@ -45,12 +47,14 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms: 1 d
 _HALF_SEQUENCE_SPACE = 1 << 30
 
 
-# A batch header, or (header, commit) for a transaction marker.
-LogEntry = Union[BatchHeader, tuple[BatchHeader, bool]]
+# A batch header, or (header, commit[, coordinator epoch]) for a transaction marker.
+LogEntry = Union[BatchHeader, tuple[BatchHeader, bool], tuple[BatchHeader, bool, int]]
 
 
-def _split(entry: LogEntry) -> tuple[BatchHeader, bool | None]:
-    return (entry, None) if isinstance(entry, BatchHeader) else entry
+def _split(entry: LogEntry) -> tuple[BatchHeader, bool | None, int]:
+    if isinstance(entry, BatchHeader):
+        return entry, None, -1
+    return (*entry, -1) if len(entry) == 2 else entry
 
 
 @dataclass(slots=True, frozen=True)
@@ -142,18 +146,22 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ replication / recovery
 
-    def check_marker(self, header: BatchHeader) -> ProducerCheck:
-        """A coordinator's marker: refused only when it is older than the producer's epoch."""
+    def check_marker(self, header: BatchHeader, coordinator_epoch: int) -> ProducerCheck:
+        """A coordinator's marker: refused when older than the producer's epoch, or than the
+        coordinator epoch of the last marker for the producer."""
         entry = self.producers.get(header.producer_id)
         if entry is not None and header.producer_epoch < entry.epoch:
             return ProducerCheck(ErrorCode.INVALID_PRODUCER_EPOCH,
                                  message=f"marker epoch {header.producer_epoch} is older than {entry.epoch}")
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            return ProducerCheck(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                                 message=f"coordinator epoch {coordinator_epoch} is older than {entry.coordinator_epoch}")
         return _ACCEPT
 
     def apply(self, header: BatchHeader, first_offset: int | None = None, timestamp: int | None = None,
-              commit: bool | None = None) -> None:
+              commit: bool | None = None, coordinator_epoch: int = -1) -> None:
         """Record a batch without validating it (it is already in the log); `commit` says what a
-        transaction marker is (None for any other batch)."""
+        transaction marker is (None for any other batch), written by which coordinator epoch."""
         base = header.base_offset if first_offset is None else first_offset
         last_offset = base + header.last_offset_delta
         self.end_offset = max(self.end_offset, last_offset + 1)
@@ -162,7 +170,7 @@ class ProducerStateManager:
         ts = header.max_timestamp if timestamp is None else timestamp
         if header.is_control:
             if header.is_transactional and commit is not None:
-                self._end_transaction(header, last_offset, commit, ts)
+                self._end_transaction(header, last_offset, commit, coordinator_epoch, ts)
             return
         if header.base_sequence < 0:
             return
@@ -175,12 +183,14 @@ class ProducerStateManager:
             entry.current_txn_first_offset = base
             self.ongoing[header.producer_id] = base
 
-    def _end_transaction(self, header: BatchHeader, marker_offset: int, commit: bool, timestamp: int) -> None:
+    def _end_transaction(self, header: BatchHeader, marker_offset: int, commit: bool, coordinator_epoch: int,
+                         timestamp: int) -> None:
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerEntry(header.producer_id)
         if header.producer_epoch > entry.epoch:
             entry.bump_epoch(header.producer_epoch)
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
         first = entry.current_txn_first_offset
         if first < 0:
@@ -212,10 +222,10 @@ class ProducerStateManager:
     def rebuild(self, entries: Iterable[LogEntry]) -> None:
         """Replay log entries; those below `end_offset` are already applied."""
         for item in entries:
-            header, commit = _split(item)
+            header, commit, coordinator_epoch = _split(item)
             if header.next_offset <= self.end_offset:
                 continue
-            self.apply(header, commit=commit)
+            self.apply(header, commit=commit, coordinator_epoch=coordinator_epoch)
 
     def truncate_to(self, offset: int, snapshot: tuple[int, bytes] | None,
                     headers: Iterable[LogEntry]) -> None:

@@ -2,11 +2,12 @@
 
     version int16 (2) | producer count int32 | per producer, ascending id:
         producer_id int64 | epoch int16 | last_timestamp int64 | current_txn_first_offset int64 |
-        batch count int8 |
+        coordinator_epoch int32 | batch count int8 |
         per batch: first_seq int32 | last_seq int32 | first_offset int64 | last_offset int64 | timestamp int64
     | aborted count int32 | per aborted transaction: producer_id int64 | first_offset int64 | last_offset int64
 
-Version 1 (no transactions: no current_txn_first_offset, no aborted list) is still read.
+Version 1 (no transactions: no current_txn_first_offset, coordinator_epoch or aborted list)
+is still read.
 The file wrapper already checksums the blob; this codec checks structure and raises
 DecodeError for anything it cannot read exactly.
 """
@@ -24,7 +25,7 @@ __all__ = ["encode_snapshot", "decode_snapshot", "SNAPSHOT_VERSION"]
 SNAPSHOT_VERSION = 2
 _HEAD = struct.Struct(">hi")
 _PRODUCER_V1 = struct.Struct(">qhqb")
-_PRODUCER = struct.Struct(">qhqqb")
+_PRODUCER = struct.Struct(">qhqqib")
 _BATCH = struct.Struct(">iiqqq")
 _COUNT = struct.Struct(">i")
 _ABORTED = struct.Struct(">qqq")
@@ -34,7 +35,8 @@ def encode_snapshot(entries: Iterable[ProducerEntry], aborted: Iterable[AbortedT
     entries = list(entries)
     out = bytearray(_HEAD.pack(SNAPSHOT_VERSION, len(entries)))
     for e in entries:
-        out += _PRODUCER.pack(e.producer_id, e.epoch, e.last_timestamp, e.current_txn_first_offset, len(e.batches))
+        out += _PRODUCER.pack(e.producer_id, e.epoch, e.last_timestamp, e.current_txn_first_offset,
+                              e.coordinator_epoch, len(e.batches))
         for b in e.batches:
             out += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp)
     aborted = list(aborted)
@@ -58,10 +60,10 @@ def decode_snapshot(blob: bytes) -> tuple[list[ProducerEntry], list[AbortedTxn]]
         for _ in range(count):
             if version == 1:
                 pid, epoch, last_ts, nbatches = _PRODUCER_V1.unpack_from(view, pos)
-                txn_first = -1
+                txn_first = coordinator_epoch = -1
                 pos += _PRODUCER_V1.size
             else:
-                pid, epoch, last_ts, txn_first, nbatches = _PRODUCER.unpack_from(view, pos)
+                pid, epoch, last_ts, txn_first, coordinator_epoch, nbatches = _PRODUCER.unpack_from(view, pos)
                 pos += _PRODUCER.size
             if nbatches < 0 or pid < 0 or pid in seen:
                 raise DecodeError(f"producer state snapshot: bad entry for producer {pid}")
@@ -70,7 +72,7 @@ def decode_snapshot(blob: bytes) -> tuple[list[ProducerEntry], list[AbortedTxn]]
             for _ in range(nbatches):
                 batches.append(BatchMetadata(*_BATCH.unpack_from(view, pos)))
                 pos += _BATCH.size
-            entries.append(ProducerEntry(pid, epoch, batches, last_ts, txn_first))
+            entries.append(ProducerEntry(pid, epoch, batches, last_ts, txn_first, coordinator_epoch))
         aborted = []
         if version >= 2:
             (naborted,) = _COUNT.unpack_from(view, pos)

@@ -40,17 +40,20 @@ def test_a_non_transactional_batch_inside_a_transaction_and_an_old_marker_are_re
     state.apply(batch(1, 3, 0, 0))
     assert state.check(batch(1, 3, 1, 0, transactional=False)).error == ErrorCode.INVALID_TXN_STATE
     assert state.check(batch(1, 3, 1, 0)).ok
-    assert state.check_marker(marker(1, 2, 0)).error == ErrorCode.INVALID_PRODUCER_EPOCH
-    assert state.check_marker(marker(1, 4, 0)).ok
-    state.apply(marker(1, 4, 1), commit=False)  # a fence: the abort comes with a bumped epoch
+    assert state.check_marker(marker(1, 2, 0), coordinator_epoch=0).error == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert state.check_marker(marker(1, 4, 0), coordinator_epoch=0).ok
+    state.apply(marker(1, 4, 1), commit=False, coordinator_epoch=5)  # a fence: the abort comes with a bumped epoch
     assert state.producers[1].epoch == 4 and not state.ongoing
+    # A deposed coordinator (an older leader epoch of __transaction_state) is fenced.
+    assert state.check_marker(marker(1, 4, 0), coordinator_epoch=4).error == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert state.check_marker(marker(1, 4, 0), coordinator_epoch=5).ok
     assert state.check(batch(1, 3, 1, 0)).error == ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 def test_snapshots_keep_open_and_aborted_transactions_and_truncation_reopens_them():
     state = ProducerStateManager()
     state.apply(batch(1, 0, 0, 0))
-    state.apply(marker(1, 0, 1), commit=False)
+    state.apply(marker(1, 0, 1), commit=False, coordinator_epoch=7)
     state.apply(batch(2, 0, 0, 2))
     blob = state.to_bytes()
     restored = ProducerStateManager()
@@ -59,8 +62,9 @@ def test_snapshots_keep_open_and_aborted_transactions_and_truncation_reopens_the
     assert restored.first_unstable_offset(high_watermark=3) == 2
     entries, aborted = decode_snapshot(blob)
     assert [e.current_txn_first_offset for e in entries] == [-1, 2] and aborted == [AbortedTxn(1, 0, 1)]
+    assert [e.coordinator_epoch for e in entries] == [7, -1]
     # Truncating below the abort marker reopens producer 1's transaction.
-    log = [batch(1, 0, 0, 0), (marker(1, 0, 1), False), batch(2, 0, 0, 2)]
+    log = [batch(1, 0, 0, 0), (marker(1, 0, 1), False, 3), batch(2, 0, 0, 2)]
     state.truncate_to(1, None, log)
     assert state.ongoing == {1: 0} and state.aborted == []
     restored.drop_aborted_before(2)  # the log start passed its marker
