@@ -90,7 +90,14 @@ class Consumer:
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
         self.cluster = Cluster(self.env, self._nursery, self._bootstrap, **self._cluster_options)
-        await self._nursery.start(self._timers.run)
+        try:
+            await self._nursery.start(self._timers.run)
+        except BaseException as exc:
+            # Cancelled while starting (a caller's deadline): the nursery opened above must be
+            # exited here, or trio's cancel-scope stack is left corrupted.
+            self._nursery.cancel_scope.cancel()
+            await self._nursery_manager.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
         if self.group_id is not None:
             self.group = GroupMembership(self.env, self.cluster, self.group_id, **self._group_options)
             self.group.on_rejoin_wanted = self._wake_poll
