@@ -1,12 +1,14 @@
 """One transactional id's state on its coordinator (Kafka's TransactionMetadata).
 
-States and their ids are Kafka's (TransactionState.java), so a record of ours reads the
-same way a Kafka tool would read it:
+States and their ids are Kafka's (TransactionState.java):
 
     Empty --AddPartitions--> Ongoing --EndTxn--> PrepareCommit --markers--> CompleteCommit
                                      \\-------> PrepareAbort  --markers--> CompleteAbort
     Complete*/Empty --InitProducerId--> Empty (epoch + 1)
-    Ongoing --InitProducerId / timeout--> PrepareEpochFence (epoch + 1) --> PrepareAbort
+    Ongoing --InitProducerId / timeout--> PrepareAbort (epoch + 1: the open producer is fenced)
+
+PrepareEpochFence and Dead are read (records another writer may have written) but never
+entered: a fence bumps the epoch in memory and writes PrepareAbort with it.
 
 A change is first written to `__transaction_state` (the metadata holds it as
 `pending_state` meanwhile; every other request meets CONCURRENT_TRANSACTIONS) and applied
