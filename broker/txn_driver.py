@@ -19,7 +19,9 @@ Settings (Kafka's names, node file): transaction.state.log.num.partitions (50),
 transaction.state.log.replication.factor (default min(3, live brokers)),
 transaction.state.log.min.isr (2, at most the RF), transaction.state.log.segment.bytes,
 transaction.max.timeout.ms (900000),
-transaction.abort.timed.out.transaction.cleanup.interval.ms (10000).
+transaction.abort.timed.out.transaction.cleanup.interval.ms (10000),
+transactional.id.expiration.ms (7 days),
+transaction.remove.expired.transaction.cleanup.interval.ms (1 hour).
 """
 from __future__ import annotations
 
@@ -56,7 +58,10 @@ class TxnDriver(CoordinatorDriver):
             num_partitions=static_int(static, "transaction.state.log.num.partitions", 50, minimum=1),
             max_timeout_ms=static_int(static, "transaction.max.timeout.ms", 900_000, minimum=1),
             abort_check_interval_ms=static_int(
-                static, "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, minimum=1))
+                static, "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, minimum=1),
+            id_expiration_ms=static_int(static, "transactional.id.expiration.ms", 604_800_000, minimum=1),
+            expiry_check_interval_ms=static_int(
+                static, "transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000, minimum=1))
         super().__init__(broker, TransactionCoordinator(config), commit_timeout_ms=5_000)
         # 0: not set, min(3, live brokers) at creation
         self.replication_factor = static_int(static, "transaction.state.log.replication.factor", 0)

@@ -10,7 +10,7 @@ partition this broker leads. Every call takes `now` (wall ms) and returns a TxnO
     end_txn            Ongoing -> PrepareCommit/PrepareAbort (answered once written), then
                        markers to every partition, then CompleteCommit/CompleteAbort
     tick               aborts transactions open longer than their timeout (fencing the
-                       producer, as Kafka does)
+                       producer, as Kafka does); forgets ids idle past their expiration
     load_partition     replays records; transactions found in Prepare* get their markers
 
 Producer ids come from the caller (the controller's blocks): `needs_producer_id` says
@@ -34,6 +34,8 @@ from wire.errors import DecodeError
 __all__ = ["TransactionCoordinator", "TxnConfig"]
 
 _ABORT_TIMER = ("abort_timed_out",)
+_EXPIRY_TIMER = ("expire_ids",)
+_IDLE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 _PREPARE = {TxnState.PREPARE_COMMIT: True, TxnState.PREPARE_ABORT: False}
 _COMPLETE = {True: TxnState.COMPLETE_COMMIT, False: TxnState.COMPLETE_ABORT}
 
@@ -43,6 +45,8 @@ class TxnConfig:
     num_partitions: int = 50                 # transaction.state.log.num.partitions
     max_timeout_ms: int = 900_000            # transaction.max.timeout.ms
     abort_check_interval_ms: int = 10_000    # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    id_expiration_ms: int = 604_800_000      # transactional.id.expiration.ms (7 days)
+    expiry_check_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
 
 
 def _append_error(error: ErrorCode) -> ErrorCode:
@@ -90,7 +94,8 @@ class TransactionCoordinator:
     def _write(self, txn: TransactionMetadata, target: TransactionMetadata,
                on_done: Callable[[ErrorCode, TxnOutput, int], None], out: TxnOutput) -> None:
         """Write `target` as the id's new state; `on_done(error, out, now)` once committed or failed
-        (`target` is applied first when committed)."""
+        (`target` is applied first when committed). A Dead target is written as a tombstone and
+        forgets the id once committed."""
         txn.pending_state = target.state
         append_id = self._next_append_id
         self._next_append_id += 1
@@ -102,6 +107,8 @@ class TransactionCoordinator:
                 return
             if error == ErrorCode.NONE:
                 txn.apply(target)
+                if target.state is TxnState.DEAD:
+                    del self.txns[txn.transactional_id]
             else:
                 txn.pending_state = None
                 if txn.producer_epoch < 0:  # a new id whose first record never made it
@@ -109,8 +116,8 @@ class TransactionCoordinator:
             on_done(_append_error(error), out, now)
 
         self._appends[append_id] = (partition, done)
-        out.appends.append(PendingAppend(append_id, partition,
-                                         [(encode_key(txn.transactional_id), encode_value(target.stored()))]))
+        value = None if target.state is TxnState.DEAD else encode_value(target.stored())
+        out.appends.append(PendingAppend(append_id, partition, [(encode_key(txn.transactional_id), value)]))
 
     def append_done(self, append_id: int, error: ErrorCode, now: int) -> TxnOutput:
         out = TxnOutput()
@@ -328,6 +335,8 @@ class TransactionCoordinator:
                 self._send_markers(txn, out, now)
         if _ABORT_TIMER not in self.timers:
             self.timers.schedule(_ABORT_TIMER, now + self.config.abort_check_interval_ms)
+        if _EXPIRY_TIMER not in self.timers:
+            self.timers.schedule(_EXPIRY_TIMER, now + self.config.expiry_check_interval_ms)
         return out
 
     def unload_partition(self, partition: int) -> TxnOutput:
@@ -342,6 +351,7 @@ class TransactionCoordinator:
                 out.extend(self.append_done(append_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, 0))
         if not self.partitions:
             self.timers.cancel(_ABORT_TIMER)
+            self.timers.cancel(_EXPIRY_TIMER)
         return out
 
     # ------------------------------------------------------------------ time
@@ -355,6 +365,9 @@ class TransactionCoordinator:
             if key == _ABORT_TIMER:
                 self.abort_timed_out(now, out)
                 self.timers.schedule(_ABORT_TIMER, now + self.config.abort_check_interval_ms)
+            elif key == _EXPIRY_TIMER:
+                self.expire_ids(now, out)
+                self.timers.schedule(_EXPIRY_TIMER, now + self.config.expiry_check_interval_ms)
             elif key[0] == "complete":
                 txn = self.txns.get(key[1])
                 if txn is not None and txn.state in _PREPARE and txn.pending_state is None and not txn.pending_markers:
@@ -367,6 +380,16 @@ class TransactionCoordinator:
             if (txn.state is TxnState.ONGOING and txn.pending_state is None
                     and txn.txn_start_ms + txn.timeout_ms < now):
                 self._fence_and_abort(txn, now, out)
+
+    def expire_ids(self, now: int, out: TxnOutput) -> None:
+        """Ids idle (no open transaction) for transactional.id.expiration.ms are written Dead (a
+        tombstone) and forgotten; the next InitProducerId starts them afresh."""
+        for txn_id in sorted(self.txns):
+            txn = self.txns[txn_id]
+            if (txn.state in _IDLE and txn.pending_state is None
+                    and txn.last_update_ms + self.config.id_expiration_ms <= now):
+                self._write(txn, replace(txn.stored(), state=TxnState.DEAD, last_update_ms=now),
+                            lambda err, out, now: None, out)
 
     # ------------------------------------------------------------------ describe
 

@@ -7,8 +7,10 @@ States and their ids are Kafka's (TransactionState.java):
     Complete*/Empty --InitProducerId--> Empty (epoch + 1)
     Ongoing --InitProducerId / timeout--> PrepareAbort (epoch + 1: the open producer is fenced)
 
-PrepareEpochFence and Dead are read (records another writer may have written) but never
-entered: a fence bumps the epoch in memory and writes PrepareAbort with it.
+    Empty/Complete* --transactional.id.expiration.ms idle--> Dead (a tombstone; forgotten)
+
+PrepareEpochFence is read (records another writer may have written) but never entered: a
+fence bumps the epoch in memory and writes PrepareAbort with it.
 
 A change is first written to `__transaction_state` (the metadata holds it as
 `pending_state` meanwhile; every other request meets CONCURRENT_TRANSACTIONS) and applied

@@ -126,6 +126,22 @@ def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(
     assert h.call("add_partitions", TX, 1000, 0, [("t", 0)]).error == E.PRODUCER_FENCED
 
 
+def test_an_idle_id_expires_as_a_tombstone_and_starts_afresh():
+    h = Harness(id_expiration_ms=60_000, expiry_check_interval_ms=10_000)
+    h.init()
+    h.call("add_partitions", TX, 1000, 0, [("t", 0)])
+    h.now += 120_000
+    h.run(h.c.tick(h.now))
+    assert TX in h.c.txns  # Ongoing: never expired (the timeout aborts it instead)
+    h.write_markers()
+    assert h.txn.state is TxnState.COMPLETE_ABORT
+    h.now += 61_000
+    h.run(h.c.tick(h.now))
+    assert TX not in h.c.txns and h.appended[-1] == (encode_key(TX), None)
+    fresh = h.init(new_id=2000)
+    assert (fresh.producer_id, fresh.producer_epoch) == (2000, 0)
+
+
 def test_timeouts_and_ids_are_validated():
     h = Harness(max_timeout_ms=10_000)
     assert h.init(timeout=10_001).error == E.INVALID_TRANSACTION_TIMEOUT
