@@ -1,4 +1,5 @@
-"""The idempotent producer on the broker: InitProducerId ids and per-partition dedupe state.
+"""The idempotent and transactional producer on the broker: InitProducerId ids and
+per-partition state (dedupe, open and aborted transactions, the last stable offset).
 
     states = ProducerStates(broker)
     verdict = states.check(partition, header)      # on the leader, before the append
@@ -15,7 +16,10 @@ producer snapshot at or below its end plus the batches after it. So the state
 survives restarts (recovery) and leader changes without the replication code
 knowing about it. A snapshot is written next to the segments whenever the log
 rolled a segment since the last one (Kafka snapshots on roll), which bounds
-what a rebuild replays.
+what a rebuild replays. A partition's state is brought up to its log end when a
+batch is checked, a marker written (broker.txn_markers), or its last stable offset
+or aborted transactions asked for (Partition.last_stable_offset, read_committed
+fetches) — on the leader only.
 """
 from __future__ import annotations
 

@@ -6,10 +6,10 @@ left of max_bytes); the first partition with data always gets at least one
 whole batch even if it is larger (KIP-74), so a big batch never stalls a
 consumer. Consumers read up to the high watermark (read_uncommitted) or the
 last stable offset (read_committed, answered with the aborted transactions the
-records read may hold, which the client filters out with the control batches); follower replicas (replica_id >= 0) up to
-the log end — and a follower's fetch offset is its log end, which the leader
-records (Partition.on_follower_fetch: ISR expansion, HW advance) before its
-first read, so the answer carries the HW this very fetch may have moved; the
+records read may hold, which the client drops along with the control batches);
+follower replicas (replica_id >= 0) up to the log end — and a follower's fetch
+offset is its log end, which the leader records (Partition.on_follower_fetch: ISR
+expansion, HW advance) before its first read, so the answer carries the HW this very fetch may have moved; the
 re-reads of a parked follower fetch record nothing (the follower may be gone).
 
 If fewer than min_bytes are available and no partition has an error, the
