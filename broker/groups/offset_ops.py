@@ -6,7 +6,7 @@ an offset a coordinator failover could forget.
 """
 from __future__ import annotations
 
-from typing import Hashable, Iterable
+from typing import Callable, Hashable, Iterable
 
 from broker.groups.append_errors import commit_error
 from broker.groups.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState, OffsetAndMetadata
@@ -46,10 +46,22 @@ class OffsetOps:
             self._schedule_heartbeat(group, group.members[member_id], now)
         results, accepted = self._accept_offsets(offsets, retention_ms, now)
 
+        def store(written: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+            if self.groups.get(group_id) is group:
+                group.offsets.update(written)
+
+        return self._write_offsets(token, group_id, offsets, results, accepted, store, out, now)
+
+    def _write_offsets(self, token: Hashable, group_id: str, offsets: list[OffsetCommit],
+                       results: dict[tuple[str, int], ErrorCode], accepted: dict[tuple[str, int], OffsetAndMetadata],
+                       store: Callable[[dict], None], out: Output, now: int, **producer: int) -> Output:
+        """Append the accepted offsets (as the producer's transactional batch when `producer`
+        names one); answer `token` once they are written, after `store(accepted)`."""
+
         def answer(error: ErrorCode, out: Output, now: int) -> None:
             mapped = commit_error(error)
-            if mapped == E.NONE and self.groups.get(group_id) is group:
-                group.offsets.update(accepted)
+            if mapped == E.NONE:
+                store(accepted)
             for key in accepted:
                 results[key] = mapped
             out.complete(token, CommitResult(tuple(PartitionError(t, p, results[(t, p)]) for t, p, *_ in offsets)))
@@ -57,7 +69,7 @@ class OffsetOps:
         if not accepted:
             answer(E.NONE, out, now)
             return out
-        self._append(self.partition_for(group_id), offset_records(group_id, accepted), answer, out)
+        self._append(self.partition_for(group_id), offset_records(group_id, accepted), answer, out, **producer)
         return out
 
     def _accept_offsets(self, offsets: list[OffsetCommit], retention_ms: int, now: int

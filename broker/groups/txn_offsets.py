@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Hashable, Iterable
 
-from broker.groups.append_errors import commit_error
 from broker.groups.group import ClassicGroup, OffsetAndMetadata
-from broker.groups.offset_ops import OffsetCommit, offset_records
+from broker.groups.offset_ops import OffsetCommit
 from broker.groups.records import OffsetRecordKey, decode_key, decode_offset_value
 from broker.groups.results import CommitResult, Output, PartitionError
 from wire.error_codes import ErrorCode
@@ -40,20 +39,11 @@ class TxnOffsetOps:
             self.groups[group_id] = ClassicGroup(group_id, now)  # as a simple consumer's commit would
         results, accepted = self._accept_offsets(offsets, -1, now)
 
-        def answer(error: ErrorCode, out: Output, now: int) -> None:
-            mapped = commit_error(error)
-            if mapped == E.NONE:
-                self.txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(accepted)
-            for key in accepted:
-                results[key] = mapped
-            out.complete(token, CommitResult(tuple(PartitionError(t, p, results[(t, p)]) for t, p, *_ in offsets)))
+        def store(written: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+            self.txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(written)
 
-        if not accepted:
-            answer(E.NONE, out, now)
-            return out
-        self._append(self.partition_for(group_id), offset_records(group_id, accepted), answer, out,
-                     producer_id=producer_id, producer_epoch=producer_epoch)
-        return out
+        return self._write_offsets(token, group_id, offsets, results, accepted, store, out, now,
+                                   producer_id=producer_id, producer_epoch=producer_epoch)
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
         """The producer's marker on offsets partition `partition` is written: its offsets for the
