@@ -62,12 +62,17 @@ def _init_answer(code: int, producer_id: int = -1, epoch: int = -1) -> InitProdu
     return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=producer_id, producer_epoch=epoch)
 
 
-# -- AddPartitionsToTxn ------------------------------------------------------------------
-def _topic_results(errors: dict[tuple[str, int], int], topic_cls, partition_cls) -> list:
+def _by_topic(errors: dict[tuple[str, int], int], topic_cls, partition_cls, partitions_field: str) -> list:
+    """{(topic, partition): error} -> [topic_cls(name=..., <partitions_field>=[partition_cls...])]."""
     topics: dict[str, list] = {}
     for (topic, index), code in errors.items():
         topics.setdefault(topic, []).append(partition_cls(partition_index=index, error_code=code))
-    return [topic_cls(name=t, results=rs) for t, rs in topics.items()]
+    return [topic_cls(name=t, **{partitions_field: ps}) for t, ps in topics.items()]
+
+
+# -- AddPartitionsToTxn ------------------------------------------------------------------
+def _topic_results(errors: dict[tuple[str, int], int], topic_cls, partition_cls) -> list:
+    return _by_topic(errors, topic_cls, partition_cls, "results")
 
 
 def _add_partitions_response(errors: dict[tuple[str, int], int]) -> AddPartitionsToTxnResponse:
@@ -168,11 +173,8 @@ def end_txn_error(broker, header, request, code: int) -> EndTxnResponse:
 # -- TxnOffsetCommit ---------------------------------------------------------------------
 def _txn_commit_response(errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
     R = TxnOffsetCommitResponse
-    topics: dict[str, list] = {}
-    for (topic, index), code in errors.items():
-        topics.setdefault(topic, []).append(R.TxnOffsetCommitResponsePartition(partition_index=index, error_code=code))
-    return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t, partitions=ps)
-                                         for t, ps in topics.items()])
+    return R(throttle_time_ms=0, topics=_by_topic(errors, R.TxnOffsetCommitResponseTopic,
+                                                  R.TxnOffsetCommitResponsePartition, "partitions"))
 
 
 async def handle_txn_offset_commit(broker, header, request) -> TxnOffsetCommitResponse:
@@ -212,12 +214,8 @@ def _markers_response(results: list[tuple[int, dict[tuple[str, int], int]]]) -> 
     R = WriteTxnMarkersResponse
     markers = []
     for producer_id, errors in results:
-        topics: dict[str, list] = {}
-        for (topic, index), code in errors.items():
-            topics.setdefault(topic, []).append(R.WritableTxnMarkerPartitionResult(partition_index=index,
-                                                                                   error_code=code))
-        markers.append(R.WritableTxnMarkerResult(producer_id=producer_id, topics=[
-            R.WritableTxnMarkerTopicResult(name=t, partitions=ps) for t, ps in topics.items()]))
+        markers.append(R.WritableTxnMarkerResult(producer_id=producer_id, topics=_by_topic(
+            errors, R.WritableTxnMarkerTopicResult, R.WritableTxnMarkerPartitionResult, "partitions")))
     return R(markers=markers)
 
 
