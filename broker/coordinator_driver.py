@@ -346,7 +346,8 @@ class CoordinatorDriver:
         records = []
         offsets = []  # of each record, for the log line about one that does not decode
         # Transactional records (TxnOffsetCommit) count from their producer's COMMIT marker on
-        # and never after an ABORT; those with no marker yet are handed over as pending.
+        # and never after an ABORT, unless a later plain record of the same key superseded
+        # them; those with no marker yet are handed over as pending.
         open_txns: dict[int, list[tuple[int, tuple[bytes, bytes | None]]]] = {}
         end = partition.log_end_offset
         try:
@@ -366,6 +367,10 @@ class CoordinatorDriver:
                 elif header.is_transactional:
                     open_txns.setdefault(header.producer_id, []).extend((r.offset, (r.key, r.value)) for r in decoded)
                 else:
+                    if open_txns:  # a later plain record supersedes an open transaction's of its key
+                        keys = {r.key for r in decoded}
+                        for pid, entries in open_txns.items():
+                            open_txns[pid] = [e for e in entries if e[1][0] not in keys]
                     records.extend((r.key, r.value) for r in decoded)
                     offsets.extend(r.offset for r in decoded)
                 if n % self.load_yield_batches == self.load_yield_batches - 1:

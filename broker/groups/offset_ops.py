@@ -49,6 +49,7 @@ class OffsetOps:
         def store(written: dict[tuple[str, int], OffsetAndMetadata]) -> None:
             if self.groups.get(group_id) is group:
                 group.offsets.update(written)
+                self.supersede_pending(group_id, written)
 
         return self._write_offsets(token, group_id, offsets, results, accepted, store, out, now)
 

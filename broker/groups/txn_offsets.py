@@ -4,7 +4,8 @@ GroupCoordinator.
 
 The records go to `__consumer_offsets` as a transactional batch of the producer; the
 transaction coordinator's COMMIT/ABORT marker on that partition then calls
-`complete_transaction`. A coordinator that loads the partition finds the transactions
+`complete_transaction`. A plain OffsetCommit written after them supersedes them for its
+partitions (the later record in the log wins, as in Kafka). A coordinator that loads the partition finds the transactions
 with no marker yet (the driver hands them to `load_pending_transactions`).
 """
 from __future__ import annotations
@@ -44,6 +45,15 @@ class TxnOffsetOps:
 
         return self._write_offsets(token, group_id, offsets, results, accepted, store, out, now,
                                    producer_id=producer_id, producer_epoch=producer_epoch)
+
+    def supersede_pending(self, group_id: str, written) -> None:
+        """A plain commit of these partitions is now later in the log than any pending
+        transactional one: those can no longer take effect (Kafka keeps the later record)."""
+        for producer_id in list(self.txn_offsets):
+            pending = self.txn_offsets[producer_id].get(group_id)
+            if pending:
+                for key in written:
+                    pending.pop(key, None)
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
         """The producer's marker on offsets partition `partition` is written: its offsets for the

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import trio
 
+from broker.group_settings import OFFSETS_TOPIC
 from broker.txn_driver import TRANSACTION_STATE_TOPIC
 from tests.broker.builders import fetch, list_offsets, produce
 from tests.broker.harness import RawClient, running_cluster
-from tests.broker.test_groups_broker import GROUPS, coordinator_of, fetch_offsets, make_topic
+from tests.broker.test_groups_broker import GROUPS, commit as simple_commit, coordinator_of, fetch_offsets, make_topic
 from wire.batch_header import iter_batches
 from wire.error_codes import ErrorCode as E
 from wire.protocol import (
@@ -124,7 +125,7 @@ async def test_txn_offset_commits_count_only_once_the_transaction_commits():
             transactional_id=TX, producer_id=pid, producer_epoch=epoch, group_id="g"), 1))
         assert added.error_code == E.NONE
         T = TxnOffsetCommitRequest
-        groups_client, _ = await coordinator_of(c, "g")
+        groups_client, group_node = await coordinator_of(c, "g")
         commit = T(transactional_id=TX, group_id="g", producer_id=pid, producer_epoch=epoch, topics=[
             T.TxnOffsetCommitRequestTopic(name="t", partitions=[T.TxnOffsetCommitRequestPartition(
                 partition_index=0, committed_offset=42, committed_leader_epoch=-1, committed_metadata="m")])])
@@ -140,6 +141,31 @@ async def test_txn_offset_commits_count_only_once_the_transaction_commits():
         after = await until(lambda: groups_client.call(fetch_offsets("g", {"t": [0]}), 3),
                             ok=lambda r: r.topics[0].partitions[0].committed_offset == 42)
         assert after.topics[0].partitions[0].metadata == "m"
+        # Next transaction: its offset is written, then a plain commit of the same partition; the
+        # later record wins when the transaction commits (and after a reload of the partition).
+        again = await until(lambda: coord.call(AddOffsetsToTxnRequest(
+            transactional_id=TX, producer_id=pid, producer_epoch=epoch, group_id="g"), 1))
+        assert again.error_code == E.NONE
+        commit.topics[0].partitions[0].committed_offset = 60
+        assert (await groups_client.call(commit, 2)).topics[0].partitions[0].error_code == E.NONE
+        plain = await groups_client.call(simple_commit("g", {("t", 0): 50}), 7)
+        assert plain.topics[0].partitions[0].error_code == E.NONE
+        ended = await coord.call(EndTxnRequest(transactional_id=TX, producer_id=pid, producer_epoch=epoch,
+                                               committed=True), 1)
+        assert ended.error_code == E.NONE
+        await until(lambda: coord.call(DescribeTransactionsRequest(transactional_ids=[TX]), 0),
+                    ok=lambda r: r.transaction_states[0].transaction_state == "CompleteCommit")
+        final = await groups_client.call(fetch_offsets("g", {"t": [0]}), 3)
+        assert final.topics[0].partitions[0].committed_offset == 50
+        # The loader replays the same log to the same answer.
+        driver = c.broker(group_node).groups
+        index = driver.coordinator.partition_for("g")
+        driver._unload(index)
+        driver._served[index] = c.controller.image.topics_by_name[OFFSETS_TOPIC].partitions[index].leader_epoch
+        driver.coordinator.begin_loading(index)
+        await driver._load(index, driver._served[index])
+        reloaded = await until(lambda: groups_client.call(fetch_offsets("g", {"t": [0]}), 3))
+        assert reloaded.topics[0].partitions[0].committed_offset == 50
 
 
 async def test_describe_and_list_transactions_and_producers():
