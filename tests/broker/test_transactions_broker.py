@@ -44,6 +44,14 @@ async def coordinator(c) -> RawClient:
     return await RawClient.connect(found.port)
 
 
+async def transactional_producer(c) -> tuple[RawClient, int, int]:
+    """A connection to TX's coordinator and the producer id and epoch InitProducerId gave."""
+    coord = await coordinator(c)
+    init = await until(lambda: coord.call(InitProducerIdRequest(transactional_id=TX, transaction_timeout_ms=60_000), 1))
+    assert init.error_code == E.NONE
+    return coord, init.producer_id, init.producer_epoch
+
+
 def txn_batch(pid, epoch, seq, *values):
     return build_batch([SimpleRecord(None, v) for v in values], producer_id=pid, producer_epoch=epoch,
                        base_sequence=seq, transactional=True)
@@ -69,12 +77,9 @@ async def leader_client(c, topic, partition):
 async def test_writes_are_verified_and_read_committed_stops_at_open_transactions():
     async with running_cluster(2, static=STATIC) as c:
         await make_topic(c, "t", partitions=2)
-        coord = await coordinator(c)
+        coord, pid, epoch = await transactional_producer(c)
         assert len(c.controller.image.topics_by_name[TRANSACTION_STATE_TOPIC].partitions) == 4
-        init = await until(lambda: coord.call(InitProducerIdRequest(transactional_id=TX,
-                                                                     transaction_timeout_ms=60_000), 1))
-        pid, epoch = init.producer_id, init.producer_epoch
-        assert init.error_code == E.NONE and pid >= 0 and epoch == 0
+        assert pid >= 0 and epoch == 0
         leaders = [await leader_client(c, "t", p) for p in (0, 1)]
         # Outside the transaction (KIP-890): refused, whichever broker leads the partition.
         for p, client in enumerate(leaders):
@@ -117,10 +122,7 @@ async def test_writes_are_verified_and_read_committed_stops_at_open_transactions
 async def test_txn_offset_commits_count_only_once_the_transaction_commits():
     async with running_cluster(2, static=STATIC) as c:
         await make_topic(c, "t", partitions=1)
-        coord = await coordinator(c)
-        init = await until(lambda: coord.call(InitProducerIdRequest(transactional_id=TX,
-                                                                     transaction_timeout_ms=60_000), 1))
-        pid, epoch = init.producer_id, init.producer_epoch
+        coord, pid, epoch = await transactional_producer(c)
         added = await until(lambda: coord.call(AddOffsetsToTxnRequest(
             transactional_id=TX, producer_id=pid, producer_epoch=epoch, group_id="g"), 1))
         assert added.error_code == E.NONE
@@ -171,10 +173,7 @@ async def test_txn_offset_commits_count_only_once_the_transaction_commits():
 async def test_describe_and_list_transactions_and_producers():
     async with running_cluster(1, static=STATIC) as c:
         await make_topic(c, "t", partitions=1)
-        coord = await coordinator(c)
-        init = await until(lambda: coord.call(InitProducerIdRequest(transactional_id=TX,
-                                                                     transaction_timeout_ms=60_000), 1))
-        pid, epoch = init.producer_id, init.producer_epoch
+        coord, pid, epoch = await transactional_producer(c)
         await coord.call(add_partitions(pid, epoch, "t", 0), 1)
         written = await coord.call(txn_produce("t", 0, txn_batch(pid, epoch, 0, b"x")), 7)
         start = written.responses[0].partition_responses[0].base_offset
