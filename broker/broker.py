@@ -38,6 +38,7 @@ from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.server import KafkaServer
 from broker.topic_log_config import log_config_for
+from broker.txn_driver import TxnDriver
 from metadata.controller.dynamic_configs import effective_broker_value
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
@@ -85,7 +86,7 @@ class Broker:
         self.alter_partitions = AlterPartitionManager(env, config.node_id, controller, self._broker_epoch)
         # leader/follower.replication.throttled.* (the fetch handler and the replica fetchers)
         self.throttles = ReplicationThrottles(env.now, config.node_id, lambda: self.metadata.image, self.static)
-        self.fetchers = ReplicaFetcherManager(env, config.node_id, self._broker_address, FetcherSettings(
+        self.fetchers = ReplicaFetcherManager(env, config.node_id, self.broker_address, FetcherSettings(
             wait_max_ms=self._static_int("replica.fetch.wait.max.ms", 500),
             min_bytes=self._static_int("replica.fetch.min.bytes", 1),
             partition_max_bytes=self._static_int("replica.fetch.max.bytes", 1 << 20),
@@ -95,12 +96,14 @@ class Broker:
             on_appended=self.metrics.replicated_in, throttles=self.throttles)
         replication = ReplicationSettings(
             clock=env.now, lag_time_s=self._static_int("replica.lag.time.max.ms", 30000) / 1000,
-            alter_partitions=self.alter_partitions, is_isr_eligible=self._isr_eligible)
+            alter_partitions=self.alter_partitions, is_isr_eligible=self._isr_eligible,
+            first_unstable_offset=lambda partition: self.producer_states.first_unstable_offset(partition))
         self.replicas = ReplicaManager(env, config.node_id, self.log_manager, static=self.static,
                                        on_change=self.purgatory.notify, replication=replication,
                                        fetchers=self.fetchers)
         self.groups = GroupDriver(self)  # consumer-group coordinator (after replicas: it reads them)
         self.producer_states = ProducerStates(self)  # idempotent producer ids and dedupe state
+        self.transactions = TxnDriver(self)  # transaction coordinator on __transaction_state
         self.advertised_versions = advertised_versions()
         self.server = KafkaServer(self)
         self.port: int | None = None  # the first listener's bound port
@@ -122,6 +125,7 @@ class Broker:
         self.metadata.publish(delta, image)
         self.replicas.publish(delta, image)
         self.groups.publish(delta, image)
+        self.transactions.publish(delta, image)
 
     # -- lifecycle ---------------------------------------------------------------
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -141,6 +145,7 @@ class Broker:
                 await nursery.start(self.fetchers.run)
                 nursery.start_soon(self.replicas.run_isr_expiration)
                 await nursery.start(self.groups.run)
+                await nursery.start(self.transactions.run)
                 nursery.start_soon(self._retention)
                 nursery.start_soon(self._cleaner)
                 nursery.start_soon(self._flusher)
@@ -212,7 +217,7 @@ class Broker:
         reg = self.metadata.image.brokers.get(broker_id)
         return reg is not None and reg.active
 
-    def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
+    def broker_address(self, broker_id: int) -> tuple[str, int] | None:
         """Where a source broker's Kafka listener is (our listener name)."""
         reg = self.metadata.image.brokers.get(broker_id)
         if reg is None:

@@ -13,7 +13,7 @@ from broker.groups import GroupConfig
 from metadata.controller.dynamic_configs import effective_broker_value
 from metadata.image import MetadataImage
 
-__all__ = ["GroupSettings", "group_settings", "OFFSETS_TOPIC"]
+__all__ = ["GroupSettings", "group_settings", "static_int", "OFFSETS_TOPIC"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -32,7 +32,7 @@ class GroupSettings:
                 "compression.type": "producer"}
 
 
-def _static_int(static: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
+def static_int(static: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
     raw = static.get(name)
     if raw is None:
         return default
@@ -55,18 +55,18 @@ def group_settings(image: MetadataImage, static: Mapping[str, str]) -> GroupSett
     retention_minutes = _resolved(image, static, "offsets.retention.minutes", 10_080)
     config = GroupConfig(
         num_partitions=_resolved(image, static, "offsets.topic.num.partitions", 50),
-        min_session_timeout_ms=_static_int(static, "group.min.session.timeout.ms", 6_000),
-        max_session_timeout_ms=_static_int(static, "group.max.session.timeout.ms", 1_800_000),
+        min_session_timeout_ms=static_int(static, "group.min.session.timeout.ms", 6_000),
+        max_session_timeout_ms=static_int(static, "group.max.session.timeout.ms", 1_800_000),
         initial_rebalance_delay_ms=_resolved(image, static, "group.initial.rebalance.delay.ms", 3_000),
-        max_group_size=_static_int(static, "group.max.size", 2**31 - 1, minimum=1),
+        max_group_size=static_int(static, "group.max.size", 2**31 - 1, minimum=1),
         offsets_retention_ms=retention_minutes * 60_000,
-        offsets_retention_check_interval_ms=_static_int(static, "offsets.retention.check.interval.ms",
+        offsets_retention_check_interval_ms=static_int(static, "offsets.retention.check.interval.ms",
                                                         600_000, minimum=1),
-        offset_metadata_max_bytes=_static_int(static, "offset.metadata.max.bytes", 4_096),
+        offset_metadata_max_bytes=static_int(static, "offset.metadata.max.bytes", 4_096),
     )
     return GroupSettings(
         group=config,
         offsets_topic_replication_factor=_resolved(image, static, "offsets.topic.replication.factor", 3),
-        offsets_topic_segment_bytes=_static_int(static, "offsets.topic.segment.bytes", 104_857_600, minimum=1),
-        commit_timeout_ms=_static_int(static, "offsets.commit.timeout.ms", 5_000, minimum=1),
+        offsets_topic_segment_bytes=static_int(static, "offsets.topic.segment.bytes", 104_857_600, minimum=1),
+        commit_timeout_ms=static_int(static, "offsets.commit.timeout.ms", 5_000, minimum=1),
     )

@@ -12,9 +12,10 @@ from typing import Iterator
 
 from storage.log import PartitionLog
 from wire.batch_header import HEADER_SIZE, BatchHeader, iter_batches
-from wire.records import Record, decode_records
+from wire.errors import CorruptRecordError, DecodeError
+from wire.records import ControlType, Record, decode_records, parse_control_record, parse_end_txn_marker
 
-__all__ = ["iter_log_batches", "iter_log_headers", "iter_log_records"]
+__all__ = ["iter_log_batches", "iter_log_headers", "iter_log_entries", "iter_log_records", "marker_commit", "read_marker"]
 
 READ_CHUNK = 1 << 20
 
@@ -47,6 +48,37 @@ def iter_log_batches(log: PartitionLog, start: int, end: int | None = None,
 def iter_log_headers(log: PartitionLog, start: int, end: int | None = None) -> Iterator[BatchHeader]:
     for header, _ in iter_log_batches(log, start, end):
         yield header
+
+
+def read_marker(header: BatchHeader, batch) -> tuple[bool, int] | None:
+    """(commit, coordinator epoch) of a COMMIT / ABORT transaction marker batch, None for any
+    other batch (or a marker that does not decode)."""
+    if not (header.is_control and header.is_transactional):
+        return None
+    try:
+        records = decode_records(header, bytes(batch[HEADER_SIZE:]))
+        if not records:
+            return None
+        control = parse_control_record(records[0])
+        if control.type not in (ControlType.COMMIT, ControlType.ABORT):
+            return None
+        return control.type == ControlType.COMMIT, parse_end_txn_marker(control)
+    except (CorruptRecordError, DecodeError):
+        return None
+
+
+def marker_commit(header: BatchHeader, batch) -> bool | None:
+    """True / False for a COMMIT / ABORT transaction marker batch, None for any other batch."""
+    marker = read_marker(header, batch)
+    return None if marker is None else marker[0]
+
+
+def iter_log_entries(log: PartitionLog, start: int, end: int | None = None):
+    """What producer state replays: each batch's header, or (header, commit, coordinator epoch)
+    for a transaction marker."""
+    for header, batch in iter_log_batches(log, start, end):
+        marker = read_marker(header, batch)
+        yield header if marker is None else (header, *marker)
 
 
 def iter_log_records(log: PartitionLog, start: int, end: int | None = None) -> Iterator[Record]:

@@ -48,6 +48,8 @@ class ReplicationSettings:
     # isReplicaIsrEligible; without it a fenced follower would be proposed on every fetch.
     is_isr_eligible: Callable[[int], bool] = lambda broker_id: True
     on_isr_change: Callable[[str], None] | None = None  # "shrink" / "expand" (metrics)
+    # Where a leader's open transactions begin (broker.producer_state_hooks), None if none.
+    first_unstable_offset: Callable[["Partition"], int | None] = lambda partition: None
 
 
 # AlterPartition answers that say the request was not applied, checked against the current
@@ -115,8 +117,12 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet: nothing is ever open, so the LSO is the HW.
-        return self.log.high_watermark
+        """The HW, or below it the first offset of a transaction still open (read_committed's bound)."""
+        hw = self.log.high_watermark
+        if not self.is_leader:
+            return hw
+        first = self.replication.first_unstable_offset(self)
+        return hw if first is None else min(hw, first)
 
     @property
     def isr(self) -> tuple[int, ...]:

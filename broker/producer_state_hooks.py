@@ -1,4 +1,5 @@
-"""The idempotent producer on the broker: InitProducerId ids and per-partition dedupe state.
+"""The idempotent and transactional producer on the broker: InitProducerId ids and
+per-partition state (dedupe, open and aborted transactions, the last stable offset).
 
     states = ProducerStates(broker)
     verdict = states.check(partition, header)      # on the leader, before the append
@@ -15,14 +16,17 @@ producer snapshot at or below its end plus the batches after it. So the state
 survives restarts (recovery) and leader changes without the replication code
 knowing about it. A snapshot is written next to the segments whenever the log
 rolled a segment since the last one (Kafka snapshots on roll), which bounds
-what a rebuild replays.
+what a rebuild replays. A partition's state is brought up to its log end when a
+batch is checked, a marker written (broker.txn_markers), or its last stable offset
+or aborted transactions asked for (Partition.last_stable_offset, read_committed
+fetches) — on the leader only.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 
-from broker.log_scan import iter_log_headers
+from broker.log_scan import iter_log_entries
 from broker.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerCheck, ProducerIdAllocator, ProducerIdsUnavailable,
     ProducerStateManager,
@@ -85,7 +89,7 @@ class ProducerStates:
             tracked = self._tracked[key] = _Tracked(self._rebuild(plog), plog, plog.structure_version,
                                                     last_expiry_check_ms=self.broker.env.wall_ms())
         elif plog.log_end_offset > tracked.state.end_offset:
-            tracked.state.rebuild(iter_log_headers(plog, tracked.state.end_offset))
+            tracked.state.rebuild(iter_log_entries(plog, tracked.state.end_offset))
         return tracked.state
 
     def _rebuild(self, plog: PartitionLog) -> ProducerStateManager:
@@ -98,7 +102,7 @@ class ProducerStates:
             except DecodeError as exc:
                 log.warning("ignoring unreadable producer snapshot %d of %s: %s", snapshot[0], plog, exc)
                 state = ProducerStateManager(producer_id_expiration_ms=self.expiration_ms)
-        state.rebuild(iter_log_headers(plog, state.end_offset))
+        state.rebuild(iter_log_entries(plog, state.end_offset))
         state.end_offset = plog.log_end_offset
         return state
 
@@ -112,8 +116,20 @@ class ProducerStates:
             state.remove_expired(now_ms)
         return state.check(header)
 
-    def record(self, partition, header: BatchHeader, info: AppendInfo, now_ms: int) -> None:
-        """The batch `check` accepted now sits at `info.first_offset`."""
+    def check_marker(self, partition, header: BatchHeader, coordinator_epoch: int) -> ProducerCheck:
+        return self.state_for(partition).check_marker(header, coordinator_epoch)
+
+    def first_unstable_offset(self, partition) -> int | None:
+        """Where the partition's open (or not yet replicated) transactions begin, if any."""
+        return self.state_for(partition).first_unstable_offset(partition.log.high_watermark)
+
+    def aborted_transactions(self, partition, start: int, end: int):
+        return self.state_for(partition).aborted_between(start, end)
+
+    def record(self, partition, header: BatchHeader, info: AppendInfo, now_ms: int,
+               commit: bool | None = None, coordinator_epoch: int = -1) -> None:
+        """The batch `check` accepted now sits at `info.first_offset` (`commit`, `coordinator_epoch`:
+        a transaction marker's)."""
         tracked = self._tracked.get(partition.key)
         if tracked is None or tracked.log is not partition.log:
             if header.producer_id < 0:
@@ -123,7 +139,7 @@ class ProducerStates:
         if tracked.state.end_offset != info.first_offset:
             self.state_for(partition)  # something else appended in between: replay instead
             return
-        tracked.state.record(header, info.first_offset, now_ms)
+        tracked.state.apply(header, info.first_offset, now_ms, commit, coordinator_epoch)
 
     async def maybe_snapshot(self, partition) -> None:
         """Save the state next to the segments if the log rolled since the last snapshot."""
@@ -134,6 +150,7 @@ class ProducerStates:
         if active_base == tracked.last_snapshot_segment or tracked.state.end_offset != tracked.log.log_end_offset:
             return
         tracked.last_snapshot_segment = active_base
+        tracked.state.drop_aborted_before(tracked.log.log_start_offset)
         offset, blob = tracked.state.end_offset, tracked.state.to_bytes()
         try:
             await tracked.log.save_producer_snapshot(offset, blob)

@@ -10,8 +10,8 @@ the rules Kafka applies per record:
 - CreateTime topics: a record timestamp outside message.timestamp.before/
   after.max.ms is INVALID_TIMESTAMP per record; a LogAppendTime batch from a
   producer is refused on a LogAppendTime topic, as in Kafka;
-- transactions are not built here, so a transactional batch is answered as
-  Kafka answers one for a partition outside any transaction (INVALID_TXN_STATE).
+- a transactional batch must carry a producer id (INVALID_RECORD); whether it belongs to
+  an open transaction is the producer state's question.
 
 Per-record faults are answered the way Kafka's processRecordErrors does: the
 partition error plus `record_errors` (ProduceError.record_errors: batch index
@@ -43,9 +43,8 @@ def validate_records(records, header: BatchHeader, where: str, *, compacted: boo
         validate_batch(records, 0)
     except CorruptRecordError as exc:
         raise ProduceError(ErrorCode.CORRUPT_MESSAGE, f"{exc} in {where}") from None
-    if header.is_transactional:
-        raise ProduceError(ErrorCode.INVALID_TXN_STATE,
-                           f"Partition {where} was not added to the transaction (transactions are not supported)")
+    if header.is_transactional and header.producer_id < 0:
+        raise ProduceError(ErrorCode.INVALID_RECORD, f"Transactional batch without a producer id in {where}")
     payload = memoryview(records)[HEADER_SIZE:]
     try:
         scan = scan_records(header, payload)

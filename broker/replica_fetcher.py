@@ -35,6 +35,7 @@ from typing import Callable
 
 import trio
 
+from broker.broker_link import BrokerLink, open_link
 from broker.fetch_session_client import FetchSessionClient, PartitionRequest
 from broker.partition import Partition
 from broker.replication_throttle import FOLLOWER, ReplicationThrottles
@@ -43,10 +44,7 @@ from storage.log import InvalidAppendOffsetError, LogError
 from storage.log.epoch_cache import UNDEFINED_EPOCH
 from wire.error_codes import ErrorCode
 from wire.errors import CorruptRecordError, DecodeError
-from wire.protocol import (FetchRequest, FrameReader, ListOffsetsRequest, OffsetForLeaderEpochRequest,
-                           decode_response, encode_request)
-from wire.security.kafka_sasl_login import sasl_login
-from wire.security.sasl_common import SaslAuthenticationError
+from wire.protocol import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 from wire.security.sasl_config import SaslCredentials
 
 __all__ = ["ReplicaFetcherManager", "ReplicaFetcher", "FetcherSettings"]
@@ -75,41 +73,6 @@ class FetcherSettings:
     sasl: SaslCredentials | None = None  # the node's login when the inter-broker listener is SASL
 
 
-class _Link:
-    """One connection to the source broker; requests are strictly sequential.
-
-    Each request is bounded by its timeout through `timer` (storage.deadline_reaper.Timer: one
-    cancel scope for the connection, held open by the fetcher around its rounds)."""
-
-    def __init__(self, stream, client_id: str, timer: Timer):
-        self.stream = stream
-        self.client_id = client_id
-        self.timer = timer
-        self.reader = FrameReader()
-        self.correlation = 0
-        self.retire_at = float("inf")  # shortly before its SASL session ends (KIP-368)
-
-    async def call(self, request, version: int, timeout: float):
-        self.correlation += 1
-        self.timer.arm(timeout)
-        try:
-            await self.stream.send_all(encode_request(request, version, self.correlation, self.client_id))
-            while True:
-                frame = self.reader.next_frame()
-                if frame is not None:
-                    break
-                data = await self.stream.receive_some(1 << 16)
-                if not data:
-                    raise trio.BrokenResourceError("source broker closed the connection")
-                self.reader.feed(data)
-        finally:
-            self.timer.disarm()
-        correlation, body = decode_response(frame, request.API_KEY, version)
-        if correlation != self.correlation:
-            raise DecodeError(f"response correlation {correlation} != {self.correlation}")
-        return body
-
-
 class _State:
     __slots__ = ("partition", "leader_epoch", "truncating", "delayed_until")
 
@@ -136,9 +99,9 @@ class ReplicaFetcher:
         self.settings = settings
         self.partitions: dict[Key, _State] = {}
         self._wake = trio.Event()
-        self._link: _Link | None = None
+        self._link: BrokerLink | None = None
         self._timers = timers  # its task must run while this fetcher does
-        self._timer: Timer | None = None  # the current connection's (see _Link)
+        self._timer: Timer | None = None  # the current connection's (see BrokerLink)
         self.session = FetchSessionClient()  # KIP-227: after the first, fetches list only changes
         self.fetches = 0
         self.truncations = 0
@@ -202,7 +165,7 @@ class ReplicaFetcher:
         in_sync = self.broker_id in state.partition.registration.isr
         return self.throttles.should_throttle(FOLLOWER, *key, in_sync=in_sync)
 
-    async def _connect(self) -> _Link:
+    async def _connect(self) -> BrokerLink:
         if self._link is not None:
             if self.env.now() < self._link.retire_at:
                 return self._link
@@ -210,21 +173,10 @@ class ReplicaFetcher:
         address = self.address_of(self.source_id)
         if address is None:
             raise OSError(f"no address for broker {self.source_id}")
-        with self.env.fail_after(self.settings.request_timeout_s):
-            stream = await self.env.net.connect(*address, tls=self.settings.tls)
-        link = _Link(stream, self.settings.client_id, self._timer)
-        if self.settings.sasl is not None:
-            try:
-                lifetime_ms = await sasl_login(
-                    lambda request, version: link.call(request, version, self.settings.request_timeout_s),
-                    self.settings.sasl, self.env.rng)
-            except SaslAuthenticationError as exc:
-                await trio.aclose_forcefully(stream)
-                raise OSError(f"SASL login to broker {self.source_id} failed: {exc}") from None
-            if lifetime_ms > 0:
-                link.retire_at = self.env.now() + lifetime_ms / 1000 * 0.85
-        self._link = link
-        return link
+        self._link = await open_link(self.env, address, client_id=self.settings.client_id, tls=self.settings.tls,
+                                     sasl=self.settings.sasl, timeout_s=self.settings.request_timeout_s,
+                                     timer=self._timer)
+        return self._link
 
     async def _close(self) -> None:
         if self._link is not None:
@@ -245,7 +197,7 @@ class ReplicaFetcher:
         state.delayed_until = self.env.now() + (self.settings.backoff_s if seconds is None else seconds)
 
     # -- truncation --------------------------------------------------------------------
-    async def _truncate(self, link: _Link, states: dict[Key, _State]) -> None:
+    async def _truncate(self, link: BrokerLink, states: dict[Key, _State]) -> None:
         O = OffsetForLeaderEpochRequest
         asked: dict[Key, int] = {}
         topics: dict[str, list] = {}
@@ -295,7 +247,7 @@ class ReplicaFetcher:
         state.truncating = not done
 
     # -- fetching ------------------------------------------------------------------------
-    async def _fetch(self, link: _Link, states: dict[Key, _State]) -> None:
+    async def _fetch(self, link: BrokerLink, states: dict[Key, _State]) -> None:
         F = FetchRequest
         s = self.settings
         sent: dict[Key, int] = {}
@@ -377,7 +329,7 @@ class ReplicaFetcher:
             # DeleteRecords / retention moved the leader's log start: follow it (Kafka does).
             plog.delete_records_before(pd.log_start_offset)
 
-    async def _reset_out_of_range(self, link: _Link, items) -> None:
+    async def _reset_out_of_range(self, link: BrokerLink, items) -> None:
         """Kafka's handleOutOfRangeError: start over at the leader's log start if we are
         behind it, else truncate to the leader's end."""
         offsets = {}

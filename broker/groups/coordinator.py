@@ -13,7 +13,7 @@ clock for commit timestamps and timeouts) and returns results and effects
     at next_deadline():                         carry out tick(now)
 
 Membership (join/sync/heartbeat/leave) lives in membership.py, offsets in
-offset_ops.py, DescribeGroups/ListGroups/DeleteGroups in group_admin.py.
+offset_ops.py, transactional offsets in txn_offsets.py, DescribeGroups/ListGroups/DeleteGroups in group_admin.py.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from broker.groups.membership import MembershipOps
 from broker.groups.offset_ops import OffsetOps
 from broker.groups.results import JoinResult, Output, PendingAppend, Record, SyncResult
 from broker.groups.timers import KeyedTimers
+from broker.groups.txn_offsets import TxnOffsetOps
 from wire.error_codes import ErrorCode
 
 __all__ = ["GroupCoordinator", "PartitionStatus"]
@@ -43,7 +44,7 @@ class PartitionStatus(enum.Enum):
     ACTIVE = "active"
 
 
-class GroupCoordinator(MembershipOps, MemberRequestOps, OffsetOps, GroupAdminOps):
+class GroupCoordinator(MembershipOps, MemberRequestOps, OffsetOps, TxnOffsetOps, GroupAdminOps):
     def __init__(self, config: GroupConfig | None = None, *, new_uuid: Callable[[], object]):
         self.config = config or GroupConfig()
         self.new_uuid = new_uuid  # env.uuid: member ids are "<client or instance id>-<uuid>"
@@ -52,6 +53,7 @@ class GroupCoordinator(MembershipOps, MemberRequestOps, OffsetOps, GroupAdminOps
         self.timers = KeyedTimers()
         self._appends: dict[int, tuple[int, AppendCallback]] = {}
         self._next_append_id = 1
+        self.txn_offsets = {}  # TxnOffsetCommit offsets waiting for their transaction's marker
 
     # ------------------------------------------------------------------ routing
 
@@ -71,11 +73,12 @@ class GroupCoordinator(MembershipOps, MemberRequestOps, OffsetOps, GroupAdminOps
 
     # ------------------------------------------------------------------ appends
 
-    def _append(self, partition: int, records: list[Record], callback: AppendCallback, out: Output) -> None:
+    def _append(self, partition: int, records: list[Record], callback: AppendCallback, out: Output, *,
+                producer_id: int = -1, producer_epoch: int = -1) -> None:
         append_id = self._next_append_id
         self._next_append_id += 1
         self._appends[append_id] = (partition, callback)
-        out.appends.append(PendingAppend(append_id, partition, records))
+        out.appends.append(PendingAppend(append_id, partition, records, producer_id, producer_epoch))
 
     def append_done(self, append_id: int, error: ErrorCode, now: int) -> Output:
         """The driver's append `append_id` is committed (error NONE) or failed."""
@@ -118,6 +121,7 @@ class GroupCoordinator(MembershipOps, MemberRequestOps, OffsetOps, GroupAdminOps
         """Leadership of `partition` moved away: drop its groups, fail what they hold."""
         out = Output()
         self.partitions.pop(partition, None)
+        self.drop_pending_transactions(partition)
         for group_id in sorted(self.groups):
             if self.partition_for(group_id) != partition:
                 continue

@@ -6,7 +6,7 @@ an offset a coordinator failover could forget.
 """
 from __future__ import annotations
 
-from typing import Hashable, Iterable
+from typing import Callable, Hashable, Iterable
 
 from broker.groups.append_errors import commit_error
 from broker.groups.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState, OffsetAndMetadata
@@ -16,7 +16,7 @@ from broker.groups.results import (
 )
 from wire.error_codes import ErrorCode
 
-__all__ = ["OffsetOps", "OffsetCommit"]
+__all__ = ["OffsetOps", "OffsetCommit", "offset_records"]
 
 S = GroupState
 E = ErrorCode
@@ -44,6 +44,38 @@ class OffsetOps:
             group = self.groups[group_id] = ClassicGroup(group_id, now)  # a simple consumer's group
         elif member_id in group.members:
             self._schedule_heartbeat(group, group.members[member_id], now)
+        results, accepted = self._accept_offsets(offsets, retention_ms, now)
+
+        def store(written: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+            if self.groups.get(group_id) is group:
+                group.offsets.update(written)
+                self.supersede_pending(group_id, written)
+
+        return self._write_offsets(token, group_id, offsets, results, accepted, store, out, now)
+
+    def _write_offsets(self, token: Hashable, group_id: str, offsets: list[OffsetCommit],
+                       results: dict[tuple[str, int], ErrorCode], accepted: dict[tuple[str, int], OffsetAndMetadata],
+                       store: Callable[[dict], None], out: Output, now: int, **producer: int) -> Output:
+        """Append the accepted offsets (as the producer's transactional batch when `producer`
+        names one); answer `token` once they are written, after `store(accepted)`."""
+
+        def answer(error: ErrorCode, out: Output, now: int) -> None:
+            mapped = commit_error(error)
+            if mapped == E.NONE:
+                store(accepted)
+            for key in accepted:
+                results[key] = mapped
+            out.complete(token, CommitResult(tuple(PartitionError(t, p, results[(t, p)]) for t, p, *_ in offsets)))
+
+        if not accepted:
+            answer(E.NONE, out, now)
+            return out
+        self._append(self.partition_for(group_id), offset_records(group_id, accepted), answer, out, **producer)
+        return out
+
+    def _accept_offsets(self, offsets: list[OffsetCommit], retention_ms: int, now: int
+                        ) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], OffsetAndMetadata]]:
+        """(error per partition, the offsets to write): metadata over offset.metadata.max.bytes is refused."""
         results: dict[tuple[str, int], ErrorCode] = {}
         accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
         for topic, partition, offset, leader_epoch, metadata in offsets:
@@ -55,24 +87,7 @@ class OffsetOps:
             expire = min(now + retention_ms, _INT64_MAX) if retention_ms >= 0 else -1
             accepted[(topic, partition)] = OffsetAndMetadata(offset, leader_epoch, metadata, now, expire)
             results[(topic, partition)] = E.NONE
-
-        def answer(error: ErrorCode, out: Output, now: int) -> None:
-            mapped = commit_error(error)
-            if mapped == E.NONE and self.groups.get(group_id) is group:
-                group.offsets.update(accepted)
-            for key in accepted:
-                results[key] = mapped
-            out.complete(token, CommitResult(tuple(PartitionError(t, p, results[(t, p)]) for t, p, *_ in offsets)))
-
-        if not accepted:
-            answer(E.NONE, out, now)
-            return out
-        records = [offset_commit_record(group_id, t, p, OffsetCommitValue(
-            offset=o.offset, leader_epoch=o.leader_epoch, metadata=o.metadata,
-            commit_timestamp=o.commit_timestamp, expire_timestamp=o.expire_timestamp))
-            for (t, p), o in accepted.items()]
-        self._append(self.partition_for(group_id), records, answer, out)
-        return out
+        return results, accepted
 
     @staticmethod
     def _commit_error(group: ClassicGroup | None, generation_id: int, member_id: str,
@@ -197,3 +212,9 @@ class OffsetOps:
             if (now >= o.expire_timestamp) if o.expire_timestamp >= 0 else (now - base(o) >= retention):
                 expired.append(key)
         return expired
+
+
+def offset_records(group_id: str, accepted: dict[tuple[str, int], OffsetAndMetadata]) -> list:
+    return [offset_commit_record(group_id, t, p, OffsetCommitValue(
+        offset=o.offset, leader_epoch=o.leader_epoch, metadata=o.metadata,
+        commit_timestamp=o.commit_timestamp, expire_timestamp=o.expire_timestamp)) for (t, p), o in accepted.items()]

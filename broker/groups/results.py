@@ -29,8 +29,10 @@ Record = tuple[bytes, bytes | None]  # (key, value); value None = tombstone
 @dataclass(frozen=True, slots=True)
 class PendingAppend:
     append_id: int
-    partition: int  # of __consumer_offsets
+    partition: int  # of the coordinator's internal topic
     records: list[Record]
+    producer_id: int = -1  # >= 0: a transactional batch of this producer (TxnOffsetCommit)
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)

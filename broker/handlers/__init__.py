@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable
 from broker.handlers import (
     acls, api_versions, configs, delete_records, describe_cluster, describe_log_dirs, describe_quorum, fetch, groups,
     init_producer_id, list_offsets, metadata, offset_for_leader_epoch, offsets, produce, reassignments, sasl,
-    scram_credentials, topics_admin, unregister_broker,
+    scram_credentials, topics_admin, transactions, transactions_admin, unregister_broker,
 )
 from wire.protocol import API_VERSIONS, ApiKey
 
@@ -58,6 +58,18 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_FETCH: Handler(offsets.handle_fetch, offsets.fetch_error),
     ApiKey.OFFSET_DELETE: Handler(offsets.handle_delete, offsets.delete_error),
     ApiKey.INIT_PRODUCER_ID: Handler(init_producer_id.handle, init_producer_id.error_response),
+    # transactions (broker.txn_driver, broker.txn_markers)
+    ApiKey.ADD_PARTITIONS_TO_TXN: Handler(transactions.handle_add_partitions, transactions.add_partitions_error),
+    ApiKey.ADD_OFFSETS_TO_TXN: Handler(transactions.handle_add_offsets, transactions.add_offsets_error),
+    ApiKey.END_TXN: Handler(transactions.handle_end_txn, transactions.end_txn_error),
+    ApiKey.TXN_OFFSET_COMMIT: Handler(transactions.handle_txn_offset_commit, transactions.txn_offset_commit_error),
+    ApiKey.WRITE_TXN_MARKERS: Handler(transactions.handle_write_markers, transactions.write_markers_error),
+    ApiKey.DESCRIBE_TRANSACTIONS: Handler(transactions_admin.handle_describe_transactions,
+                                          transactions_admin.describe_transactions_error),
+    ApiKey.LIST_TRANSACTIONS: Handler(transactions_admin.handle_list_transactions,
+                                      transactions_admin.list_transactions_error),
+    ApiKey.DESCRIBE_PRODUCERS: Handler(transactions_admin.handle_describe_producers,
+                                       transactions_admin.describe_producers_error),
     # a SASL listener's login is served by broker.sasl_authenticator before these are reached
     ApiKey.SASL_HANDSHAKE: Handler(sasl.handle_handshake, sasl.handshake_error),
     ApiKey.SASL_AUTHENTICATE: Handler(sasl.handle_authenticate, sasl.authenticate_error),

@@ -5,10 +5,11 @@ fetch_offset and returns whole batches up to min(partition_max_bytes, what is
 left of max_bytes); the first partition with data always gets at least one
 whole batch even if it is larger (KIP-74), so a big batch never stalls a
 consumer. Consumers read up to the high watermark (read_uncommitted) or the
-last stable offset (read_committed); follower replicas (replica_id >= 0) up to
-the log end — and a follower's fetch offset is its log end, which the leader
-records (Partition.on_follower_fetch: ISR expansion, HW advance) before its
-first read, so the answer carries the HW this very fetch may have moved; the
+last stable offset (read_committed, answered with the aborted transactions the
+records read may hold, which the client drops along with the control batches);
+follower replicas (replica_id >= 0) up to the log end — and a follower's fetch
+offset is its log end, which the leader records (Partition.on_follower_fetch: ISR
+expansion, HW advance) before its first read, so the answer carries the HW this very fetch may have moved; the
 re-reads of a parked follower fetch record nothing (the follower may be gone).
 
 If fewer than min_bytes are available and no partition has an error, the
@@ -266,11 +267,18 @@ class _Answer:
         size = 0 if data is None else data.size
         if self.follower:
             self.broker.throttles.record(LEADER, name, p.partition, size)
+        aborted = None
+        if self.committed:
+            # Those the records read may belong to; the LSO bounds the read (Kafka's upper bound
+            # when the read's own end is not known).
+            aborted = [R.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                       for a in self.broker.producer_states.aborted_transactions(
+                           partition, p.fetch_offset, max_offset)] if size else []
         return R.PartitionData(
             partition_index=p.partition, error_code=ErrorCode.NONE,
             high_watermark=log.high_watermark, last_stable_offset=partition.last_stable_offset,
             log_start_offset=log.log_start_offset,
-            aborted_transactions=[] if self.committed else None, preferred_read_replica=-1,
+            aborted_transactions=aborted, preferred_read_replica=-1,
             records=RecordsSlice(data) if size else b""), partition
 
 

@@ -3,11 +3,12 @@ DeleteGroups: thin translations between the wire classes and the group coordinat
 (broker.groups through broker.group_driver). Offsets are in handlers/offsets.py.
 
 The coordinator of a group is the leader of `__consumer_offsets` partition
-hash(group); FindCoordinator creates that topic on first use (as Kafka does).
+hash(group), that of a transactional id the leader of `__transaction_state` partition
+hash(id); FindCoordinator creates the topic on first use (as Kafka does).
 """
 from __future__ import annotations
 
-from broker.authorization import authorized_operations, cluster_allowed, group_allowed
+from broker.authorization import allowed, authorized_operations, cluster_allowed, group_allowed
 from broker.groups import JoinResult, LeaveResult, SyncResult
 from metadata.acls import AclOperation, ResourceType
 from metadata.authorizer import AUTHORIZED_OPERATIONS_OMITTED
@@ -39,13 +40,18 @@ def _coordinator_answer(code: int, message: str | None = None, node=None) -> Fin
 
 async def handle_find_coordinator(broker, header, request) -> FindCoordinatorResponse:
     if request.key_type == TRANSACTION_KEY:
-        return _coordinator_answer(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                   "transaction coordinators are not supported yet")
-    if request.key_type != GROUP_KEY:
+        if not allowed(broker, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, request.key):
+            return _coordinator_answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not request.key:
+            return _coordinator_answer(ErrorCode.INVALID_REQUEST, "empty transactional id")
+        driver = broker.transactions
+    elif request.key_type == GROUP_KEY:
+        if not group_allowed(broker, AclOperation.DESCRIBE, request.key):
+            return _coordinator_answer(NOT_AUTHORIZED)
+        driver = broker.groups
+    else:
         return _coordinator_answer(ErrorCode.INVALID_REQUEST, f"unknown key type {request.key_type}")
-    if not group_allowed(broker, AclOperation.DESCRIBE, request.key):
-        return _coordinator_answer(NOT_AUTHORIZED)
-    error, reg = broker.groups.coordinator_for(request.key)
+    error, reg = driver.coordinator_for(request.key)
     if error != ErrorCode.NONE:
         return _coordinator_answer(error)
     node = next((b for b in broker.metadata.alive_brokers() if b.node_id == reg.leader), None)

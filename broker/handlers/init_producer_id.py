@@ -1,4 +1,5 @@
-"""InitProducerId v0-1 for idempotent producers (transactions are not supported yet).
+"""InitProducerId v0-1: idempotent producers here, transactional ones through the transaction
+coordinator (broker.handlers.transactions).
 
 Ids come from blocks the active controller allocates (ProducerIds records), through
 broker.producer_state_hooks.ProducerStates.allocator; a non-transactional producer
@@ -8,6 +9,7 @@ COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 from __future__ import annotations
 
 from broker.authorization import allowed, cluster_allowed, topic_allowed
+from broker.handlers.transactions import init_transactional_producer
 from metadata.acls import AclOperation, ResourceType
 from wire.error_codes import ErrorCode
 from wire.protocol import InitProducerIdResponse
@@ -21,8 +23,9 @@ async def handle(broker, header, request) -> InitProducerIdResponse:
         return error_response(broker, header, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if tx_id is None and not _may_produce_idempotently(broker):
         return error_response(broker, header, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    result = await broker.producer_states.allocator.init_producer_id(request.transactional_id,
-                                                                      request.transaction_timeout_ms)
+    if tx_id is not None:
+        return await init_transactional_producer(broker, header, request)
+    result = await broker.producer_states.allocator.init_producer_id(None, request.transaction_timeout_ms)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=result.error, producer_id=result.producer_id,
                                   producer_epoch=result.producer_epoch)
 

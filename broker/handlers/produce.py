@@ -11,6 +11,9 @@ min.insync.replicas, then waits in broker.delayed_produce until the high
 watermark passes the batch.
 A partition named more than once in one request is appended nowhere: every entry
 for it is answered INVALID_REQUEST (the other partitions are served).
+Transactional produce: WRITE on the transactional id (else the whole request is refused),
+and a producer's first batch of a transaction on a partition is verified with the
+transaction coordinator (KIP-890 part 1) before it may open a transaction there.
 """
 from __future__ import annotations
 
@@ -18,14 +21,14 @@ import collections
 import logging
 import weakref
 
-from broker.authorization import topic_allowed
+from broker.authorization import allowed, topic_allowed
 from broker.delayed_produce import PendingAck, await_acks
 from broker.handlers.metadata import INTERNAL_TOPICS
 from broker.produce_validation import MIN_PRODUCE_VERSION, ProduceError, validate_produce_records
 from broker.record_validation import validate_records
 from broker.request_caps import Pacer
 from broker.request_errors import CloseConnection
-from metadata.acls import AclOperation
+from metadata.acls import AclOperation, ResourceType
 from metadata.controller.dynamic_configs import effective_topic_value
 from storage.log import LogError, RecordTooLargeError
 from wire.error_codes import ErrorCode
@@ -55,6 +58,9 @@ async def handle(broker, header, request):
     results: dict[str, list] = {}
     waits: list[PendingAck] = []  # acks=all: answered once the HW passes each batch
     duplicates = _duplicate_partitions(request)
+    tx_id = request.transactional_id
+    if tx_id is not None and not allowed(broker, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tx_id):
+        return error_response(broker, header, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     pacer = Pacer()
     for topic in request.topic_data:
         out = results.setdefault(topic.name, [])
@@ -77,7 +83,7 @@ async def handle(broker, header, request):
                                                "Duplicate partition in the produce request"))
                 continue
             response, partition, last_offset, min_isr = await _append_one(
-                broker, topic.name, part, version, acks, deadline, limits)
+                broker, topic.name, part, version, acks, deadline, limits, tx_id)
             out.append(response)
             if response.error_code != ErrorCode.NONE and partition is not None:
                 broker.metrics.produce_failed(topic.name)  # hosted partitions only: no series at a client's whim
@@ -142,7 +148,8 @@ def _topic_limits(broker, topic: str) -> _TopicLimits:
     return _TopicLimits(resolved, topic)
 
 
-async def _append_one(broker, topic: str, part, version: int, acks: int, deadline: float, limits: _TopicLimits):
+async def _append_one(broker, topic: str, part, version: int, acks: int, deadline: float, limits: _TopicLimits,
+                      transactional_id: str | None):
     found = await broker.leader_partition(topic, part.index, deadline)
     if isinstance(found, int):
         return _partition_response(part.index, found), None, -1, 0
@@ -163,6 +170,8 @@ async def _append_one(broker, topic: str, part, version: int, acks: int, deadlin
             log_append_time=config.log_append_time, now_ms=now_ms,
             before_max_ms=limits["message.timestamp.before.max.ms"],
             after_max_ms=limits["message.timestamp.after.max.ms"])
+        if batch.is_transactional and transactional_id is not None:
+            await _verify_in_transaction(broker, partition, batch, transactional_id)
         # Idempotent producer (broker.producer_state_hooks): a retried batch is answered with
         # its first offsets, a gap or a fenced epoch refused. No await from check to record.
         verdict = broker.producer_states.check(partition, batch, now_ms)
@@ -175,8 +184,9 @@ async def _append_one(broker, topic: str, part, version: int, acks: int, deadlin
         info = partition.append_as_leader(records, now_ms)
         broker.metrics.produced(topic, info.size, info.last_offset - info.first_offset + 1)
         broker.producer_states.record(partition, batch, info, now_ms)
-        if batch.producer_id >= 0:
-            await broker.producer_states.maybe_snapshot(partition)
+        # Every tracked partition (idempotent writes, or a last stable offset asked for) snapshots
+        # on roll, as Kafka does: that bounds what a new leader replays.
+        await broker.producer_states.maybe_snapshot(partition)
     except ProduceError as exc:
         return (_partition_response(part.index, exc.code, exc.message, record_errors=exc.record_errors),
                 partition, -1, min_isr)
@@ -190,6 +200,30 @@ async def _append_one(broker, topic: str, part, version: int, acks: int, deadlin
     return (_partition_response(part.index, ErrorCode.NONE, base_offset=info.first_offset,
                                 append_time=info.log_append_time, log_start=partition.log_start_offset),
             partition, info.last_offset, min_isr)
+
+
+# What a producer is told when the coordinator could not answer the verification: retry.
+_VERIFY_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS})
+
+
+async def _verify_in_transaction(broker, partition, batch, transactional_id: str) -> None:
+    """KIP-890 part 1: the first transactional batch of a producer's transaction here must
+    belong to a partition its coordinator added to the open transaction; else it would open a
+    transaction no marker ever closes (a hanging transaction). ProduceError when it does not."""
+    if batch.producer_id in broker.producer_states.state_for(partition).ongoing:
+        return
+    error = await broker.transactions.verify(transactional_id, batch.producer_id, batch.producer_epoch,
+                                             partition.key)
+    if error == ErrorCode.NONE:
+        return
+    if error in _VERIFY_RETRIABLE:
+        raise ProduceError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                           f"cannot verify the transaction of {transactional_id} now ({error.name})")
+    if error == ErrorCode.PRODUCER_FENCED:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    raise ProduceError(error, f"{partition.topic}-{partition.index} is not in the open transaction of "
+                              f"{transactional_id}")
 
 
 def _error_setter(response):

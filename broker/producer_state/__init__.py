@@ -10,13 +10,15 @@ Public surface:
     InitProducerIdResult, ProducerIdsUnavailable
 """
 from broker.producer_state.allocator import InitProducerIdResult, ProducerIdAllocator, ProducerIdsUnavailable
-from broker.producer_state.entry import BatchMetadata, ProducerEntry
-from broker.producer_state.manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerCheck, ProducerStateManager
+from broker.producer_state.entry import AbortedTxn, BatchMetadata, ProducerEntry
+from broker.producer_state.manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogEntry, ProducerCheck, ProducerStateManager
 
 __all__ = [
+    "AbortedTxn",
     "BatchMetadata",
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
     "InitProducerIdResult",
+    "LogEntry",
     "ProducerCheck",
     "ProducerEntry",
     "ProducerIdAllocator",

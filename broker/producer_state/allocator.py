@@ -8,8 +8,8 @@ it raises `ProducerIdsUnavailable` (or any OSError) when the controller cannot
 answer, and the client is told COORDINATOR_LOAD_IN_PROGRESS, a retriable
 error, as Kafka's RPCProducerIdManager does.
 
-Transactions are not implemented: a request carrying a transactional id is
-refused, never half-served.
+A request with a transactional id is the transaction coordinator's
+(broker.handlers.transactions); it takes its fresh ids from `next_producer_id`.
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ class ProducerIdAllocator:
                                ) -> InitProducerIdResult:
         if transactional_id is not None:
             return InitProducerIdResult(ErrorCode.INVALID_REQUEST,
-                                        message="transactions are not supported yet (transactional.id must be unset)")
+                                        message="a transactional id is the transaction coordinator's")
         try:
             producer_id = await self.next_producer_id()
         except (ProducerIdsUnavailable, OSError) as exc:

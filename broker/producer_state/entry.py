@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 __all__ = [
+    "AbortedTxn",
     "BatchMetadata",
     "ProducerEntry",
     "NO_PRODUCER_EPOCH",
@@ -48,12 +49,22 @@ class BatchMetadata:
     timestamp: int  # the batch's max timestamp (ms), what a duplicate is answered with
 
 
+@dataclass(slots=True, frozen=True)
+class AbortedTxn:
+    """An aborted transaction of one producer: its first offset and its ABORT marker's."""
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
 @dataclass(slots=True)
 class ProducerEntry:
     producer_id: int
     epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=deque)
     last_timestamp: int = -1  # ms of the newest batch; drives producer-id expiry
+    current_txn_first_offset: int = -1  # first offset of its open transaction here, -1 if none
+    coordinator_epoch: int = -1  # of the newest transaction marker for it here
 
     @property
     def last_seq(self) -> int:
@@ -75,15 +86,19 @@ class ProducerEntry:
                 return batch
         return None
 
-    def add_batch(self, epoch: int, batch: BatchMetadata, max_batches: int = NUM_BATCHES_TO_RETAIN) -> None:
+    def bump_epoch(self, epoch: int) -> None:
         if epoch != self.epoch:
             # A new epoch restarts the sequence space: earlier batches can no longer be retried.
             self.epoch = epoch
             self.batches.clear()
+
+    def add_batch(self, epoch: int, batch: BatchMetadata, max_batches: int = NUM_BATCHES_TO_RETAIN) -> None:
+        self.bump_epoch(epoch)
         self.batches.append(batch)
         while len(self.batches) > max_batches:
             self.batches.popleft()
         self.last_timestamp = max(self.last_timestamp, batch.timestamp)
 
     def copy(self) -> "ProducerEntry":
-        return ProducerEntry(self.producer_id, self.epoch, deque(self.batches), self.last_timestamp)
+        return ProducerEntry(self.producer_id, self.epoch, deque(self.batches), self.last_timestamp,
+                             self.current_txn_first_offset, self.coordinator_epoch)

@@ -12,14 +12,25 @@ and `rebuild`, which replays batch headers read back from the log. The state
 as of an offset is saved with `to_bytes()` next to the segments
 (storage/log/producer_state_snapshot.py) so recovery replays only the tail;
 `truncate_to` reloads from such a snapshot plus the surviving log.
+
+Transactions: a producer's first transactional batch opens its transaction here (its
+offset bounds the last stable offset); the coordinator's COMMIT/ABORT marker closes it,
+and an aborted one is remembered as an `AbortedTxn` (what read_committed fetches list)
+until the log start passes its marker. Log entries replayed are batch headers, or
+(header, commit[, coordinator epoch]) for transaction markers (commit: True COMMIT, False
+ABORT). A marker from an older coordinator epoch than the producer last saw is refused
+(TRANSACTION_COORDINATOR_FENCED): a deposed coordinator cannot close a transaction again.
 """
 from __future__ import annotations
 
+import bisect
+from collections import deque
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Union
 
 from broker.producer_state.entry import (
     NO_PRODUCER_EPOCH,
+    AbortedTxn,
     NUM_BATCHES_TO_RETAIN,
     BatchMetadata,
     ProducerEntry,
@@ -30,10 +41,20 @@ from broker.producer_state.snapshot_codec import decode_snapshot, encode_snapsho
 from wire.batch_header import BatchHeader
 from wire.error_codes import ErrorCode
 
-__all__ = ["ProducerStateManager", "ProducerCheck", "DEFAULT_PRODUCER_ID_EXPIRATION_MS"]
+__all__ = ["ProducerStateManager", "ProducerCheck", "AbortedTxn", "LogEntry", "DEFAULT_PRODUCER_ID_EXPIRATION_MS"]
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms: 1 day
 _HALF_SEQUENCE_SPACE = 1 << 30
+
+
+# A batch header, or (header, commit[, coordinator epoch]) for a transaction marker.
+LogEntry = Union[BatchHeader, tuple[BatchHeader, bool], tuple[BatchHeader, bool, int]]
+
+
+def _split(entry: LogEntry) -> tuple[BatchHeader, bool | None, int]:
+    if isinstance(entry, BatchHeader):
+        return entry, None, -1
+    return (*entry, -1) if len(entry) == 2 else entry
 
 
 @dataclass(slots=True, frozen=True)
@@ -60,6 +81,11 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         # Every batch below this offset has been applied (the offset a snapshot describes).
         self.end_offset = 0
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self.aborted: list[AbortedTxn] = []  # ascending by marker offset
+        # (first offset, marker offset) of finished transactions whose marker may not be
+        # replicated yet: they bound the LSO until the high watermark passes the marker.
+        self._finished: deque[tuple[int, int]] = deque()
 
     # ------------------------------------------------------------------ leader path
 
@@ -72,6 +98,9 @@ class ProducerStateManager:
             return ProducerCheck(ErrorCode.INVALID_RECORD, message=f"producer {producer_id} sent no sequence number")
         epoch, first_seq, last_seq = header.producer_epoch, header.base_sequence, header.last_sequence
         entry = self.producers.get(producer_id)
+        if entry is not None and entry.current_txn_first_offset >= 0 and not header.is_transactional:
+            return ProducerCheck(ErrorCode.INVALID_TXN_STATE,
+                                 message=f"producer {producer_id} wrote a non-transactional batch inside a transaction")
         if entry is None:
             if first_seq != 0:
                 # The state expired (or never existed here): a gap cannot be told from a loss.
@@ -117,29 +146,89 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ replication / recovery
 
-    def apply(self, header: BatchHeader, first_offset: int | None = None, timestamp: int | None = None) -> None:
-        """Record a batch without validating it (it is already in the log)."""
+    def check_marker(self, header: BatchHeader, coordinator_epoch: int) -> ProducerCheck:
+        """A coordinator's marker: refused when older than the producer's epoch, or than the
+        coordinator epoch of the last marker for the producer."""
+        entry = self.producers.get(header.producer_id)
+        if entry is not None and header.producer_epoch < entry.epoch:
+            return ProducerCheck(ErrorCode.INVALID_PRODUCER_EPOCH,
+                                 message=f"marker epoch {header.producer_epoch} is older than {entry.epoch}")
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            return ProducerCheck(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                                 message=f"coordinator epoch {coordinator_epoch} is older than {entry.coordinator_epoch}")
+        return _ACCEPT
+
+    def apply(self, header: BatchHeader, first_offset: int | None = None, timestamp: int | None = None,
+              commit: bool | None = None, coordinator_epoch: int = -1) -> None:
+        """Record a batch without validating it (it is already in the log); `commit` says what a
+        transaction marker is (None for any other batch), written by which coordinator epoch."""
         base = header.base_offset if first_offset is None else first_offset
         last_offset = base + header.last_offset_delta
         self.end_offset = max(self.end_offset, last_offset + 1)
-        if header.producer_id < 0 or header.is_control or header.base_sequence < 0:
-            return  # transaction markers arrive with transactions; nothing to track yet
+        if header.producer_id < 0:
+            return
+        ts = header.max_timestamp if timestamp is None else timestamp
+        if header.is_control:
+            if header.is_transactional and commit is not None:
+                self._end_transaction(header, last_offset, commit, coordinator_epoch, ts)
+            return
+        if header.base_sequence < 0:
+            return
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerEntry(header.producer_id)
-        ts = header.max_timestamp if timestamp is None else timestamp
         batch = BatchMetadata(header.base_sequence, header.last_sequence, base, last_offset, ts)
         entry.add_batch(header.producer_epoch, batch, self.max_batches)
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = base
+            self.ongoing[header.producer_id] = base
 
-    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
-        """Replay batch headers read from the log; those below `end_offset` are already applied."""
-        for header in headers:
+    def _end_transaction(self, header: BatchHeader, marker_offset: int, commit: bool, coordinator_epoch: int,
+                         timestamp: int) -> None:
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_id)
+        if header.producer_epoch > entry.epoch:
+            entry.bump_epoch(header.producer_epoch)
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        first = entry.current_txn_first_offset
+        if first < 0:
+            return  # nothing open here (a marker written again after a coordinator failover)
+        entry.current_txn_first_offset = -1
+        self.ongoing.pop(header.producer_id, None)
+        if not commit:
+            self.aborted.append(AbortedTxn(header.producer_id, first, marker_offset))
+        self._finished.append((first, marker_offset))
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of a transaction that is open, or whose marker is not below the HW."""
+        finished = self._finished
+        while finished and finished[0][1] < high_watermark:
+            finished.popleft()
+        firsts = list(self.ongoing.values())
+        firsts.extend(first for first, _ in finished)
+        return min(firsts, default=None)
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions a read of [start, end) may meet (Kafka's collectAbortedTxns)."""
+        lasts = [a.last_offset for a in self.aborted]
+        return [a for a in self.aborted[bisect.bisect_left(lasts, start):] if a.first_offset < end]
+
+    def drop_aborted_before(self, log_start_offset: int) -> None:
+        """Aborted transactions whose marker the log start passed are nobody's business."""
+        self.aborted = [a for a in self.aborted if a.last_offset >= log_start_offset]
+
+    def rebuild(self, entries: Iterable[LogEntry]) -> None:
+        """Replay log entries; those below `end_offset` are already applied."""
+        for item in entries:
+            header, commit, coordinator_epoch = _split(item)
             if header.next_offset <= self.end_offset:
                 continue
-            self.apply(header)
+            self.apply(header, commit=commit, coordinator_epoch=coordinator_epoch)
 
     def truncate_to(self, offset: int, snapshot: tuple[int, bytes] | None,
-                    headers: Iterable[BatchHeader]) -> None:
+                    headers: Iterable[LogEntry]) -> None:
         """The log was cut at `offset`: reload from the newest snapshot at or below it, replay the rest.
 
         `snapshot` is (offset, blob) as ProducerSnapshots.latest(up_to=offset) returns it;
@@ -147,26 +236,31 @@ class ProducerStateManager:
         """
         self.producers = {}
         self.end_offset = 0
+        self.ongoing, self.aborted, self._finished = {}, [], deque()
         if snapshot is not None and snapshot[0] <= offset:
             self.load_snapshot(*snapshot)
-        self.rebuild(h for h in headers if h.base_offset < offset)
+        self.rebuild(h for h in headers if _split(h)[0].base_offset < offset)
         self.end_offset = offset  # the headers covered the whole surviving log
 
     # ------------------------------------------------------------------ snapshots and expiry
 
     def to_bytes(self) -> bytes:
-        return encode_snapshot(self.producers[pid] for pid in sorted(self.producers))
+        return encode_snapshot([self.producers[pid] for pid in sorted(self.producers)], self.aborted)
 
     def load_snapshot(self, offset: int, blob: bytes) -> None:
         """Replace the state with a snapshot taken at `offset`. Raises DecodeError on bad bytes."""
-        entries = decode_snapshot(blob)
+        entries, aborted = decode_snapshot(blob)
         self.producers = {e.producer_id: e for e in entries}
+        self.ongoing = {e.producer_id: e.current_txn_first_offset for e in entries if e.current_txn_first_offset >= 0}
+        self.aborted = list(aborted)
+        self._finished = deque()
         self.end_offset = offset
 
     def remove_expired(self, now_ms: int) -> list[int]:
         """Forget producers idle for producer.id.expiration.ms; returns their ids."""
         expired = [pid for pid in sorted(self.producers)
-                   if now_ms - self.producers[pid].last_timestamp >= self.producer_id_expiration_ms]
+                   if now_ms - self.producers[pid].last_timestamp >= self.producer_id_expiration_ms
+                   and pid not in self.ongoing]
         for pid in expired:
             del self.producers[pid]
         return expired

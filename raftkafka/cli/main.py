@@ -38,10 +38,11 @@ def _client_commands():
     """The commands that talk to brokers with our client (Kafka's console tools)."""
     from raftkafka.cli import (acls, bench, cluster, configs, connect_standalone, console_consumer, console_producer,
                                consumer_groups, delete_records, get_offsets, leader_election, log_dirs, mirror,
-                               reassign_partitions, topics)
+                               reassign_partitions, topics, transactions)
 
-    return (topics, console_producer, console_consumer, configs, consumer_groups, get_offsets, acls, bench,
-            reassign_partitions, leader_election, cluster, delete_records, log_dirs, connect_standalone, mirror)
+    return (topics, console_producer, console_consumer, configs, consumer_groups, get_offsets, acls, transactions,
+            bench, reassign_partitions, leader_election, cluster, delete_records, log_dirs, connect_standalone,
+            mirror)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,6 +16,12 @@ A pass over a log with cleanup.policy=compact:
    dropped, except the last batch of a group, which stays as an empty batch so
    the group's offset range (and so crash recovery of a swap) is unchanged.
    Unchanged batches are copied byte for byte. Control batches are kept.
+   Transactional batches are neither mapped nor cleaned: the cleaner does not know which
+   transactions were aborted, and an aborted record must never displace a committed one
+   (a `__consumer_offsets` commit, say). So they stay whole, markers included, and
+   only a later non-transactional record of the same key displaces the records before it
+   (Kafka's cleaner also removes aborted records and, past the delete horizon, markers:
+   not done here).
 4. Tombstones (null value) follow KIP-534: the first pass that keeps one
    stamps its batch with a delete horizon = now + delete.retention.ms; a
    later pass after the horizon removes it.
@@ -133,7 +139,7 @@ async def clean_log(
             break
         for header, data in _batches(segment):
             result.bytes_read += len(data)
-            if header.is_control:
+            if header.is_control or header.is_transactional:
                 continue
             for record in decode_records(header, memoryview(data)[HEADER_SIZE:]):
                 if record.key is not None:
@@ -212,7 +218,7 @@ def _last_batch_offset(segment: LogSegment) -> int:
 
 def _clean_batch(header: BatchHeader, data: memoryview, offset_map: OffsetMap, now_ms: int,
                  delete_retention_ms: int, keep_empty: bool, result: CleanResult) -> bytes | None:
-    if header.is_control:
+    if header.is_control or header.is_transactional:
         return data
     records = decode_records(header, memoryview(data)[HEADER_SIZE:])
     result.records_read += len(records)

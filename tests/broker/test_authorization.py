@@ -19,13 +19,15 @@ from wire.protocol import (
     DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
     IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, ListGroupsRequest,
     OffsetCommitRequest, OffsetFetchRequest, DeleteRecordsRequest, DescribeLogDirsRequest, DescribeQuorumRequest,
-    UnregisterBrokerRequest,
+    UnregisterBrokerRequest, AddOffsetsToTxnRequest, AddPartitionsToTxnRequest,
+    DescribeProducersRequest, DescribeTransactionsRequest, EndTxnRequest, TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
 )
 from wire.security.connection_security import ConnectionSecurity
 from wire.security.principal import parse_principal
 
 ALICE = "User:alice"
-TOPIC, GROUP = "t", "g"
+TOPIC, GROUP, TX = "t", "g", "tx"
 TOPIC_CONFIG = 2
 AUTHZ = {"authorizer": AuthorizerSettings(enabled=True, super_users=frozenset({"User:admin"}))}
 GROUPS = {"offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "1",
@@ -45,6 +47,12 @@ def _commit():
     return R(group_id=GROUP, generation_id=-1, member_id="", topics=[R.OffsetCommitRequestTopic(
         name=TOPIC, partitions=[R.OffsetCommitRequestPartition(partition_index=0, committed_offset=0,
                                                                committed_metadata="")])])
+
+
+def _txn_produce():
+    request = B.produce(TOPIC, 0, B.batch(producer_id=1, producer_epoch=0, base_sequence=0, transactional=True))
+    request.transactional_id = TX
+    return request
 
 
 def _acl_filter():
@@ -132,6 +140,48 @@ ROWS = [
     ("InitProducerId", (Res.CLUSTER, CLUSTER_NAME, Op.IDEMPOTENT_WRITE),
      InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 1,
      lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED),
+    # transactions: each refused for the one ACL named (a second check may still refuse it after)
+    ("InitProducerId transactional", (Res.TRANSACTIONAL_ID, TX, Op.WRITE),
+     InitProducerIdRequest(transactional_id=TX, transaction_timeout_ms=60000), 1,
+     lambda r: r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    ("FindCoordinator transaction", (Res.TRANSACTIONAL_ID, TX, Op.DESCRIBE),
+     FindCoordinatorRequest(key=TX, key_type=1), 1, lambda r: r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    ("AddPartitionsToTxn", (Res.TRANSACTIONAL_ID, TX, Op.WRITE), AddPartitionsToTxnRequest(
+        transactional_id=TX, producer_id=1, producer_epoch=0,
+        topics=[AddPartitionsToTxnRequest.V3AndBelowTopic(name=TOPIC, partitions=[0])]), 1,
+     lambda r: _first(r, "results", "results").error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    ("AddPartitionsToTxn topic", (Res.TOPIC, TOPIC, Op.WRITE), AddPartitionsToTxnRequest(
+        transactional_id="open", producer_id=1, producer_epoch=0,
+        topics=[AddPartitionsToTxnRequest.V3AndBelowTopic(name=TOPIC, partitions=[0])]), 1,
+     lambda r: _first(r, "results", "results").error_code == E.TOPIC_AUTHORIZATION_FAILED),
+    ("AddOffsetsToTxn", (Res.TRANSACTIONAL_ID, TX, Op.WRITE), AddOffsetsToTxnRequest(
+        transactional_id=TX, producer_id=1, producer_epoch=0, group_id=GROUP), 1,
+     lambda r: r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    ("AddOffsetsToTxn group", (Res.GROUP, GROUP, Op.READ), AddOffsetsToTxnRequest(
+        transactional_id="open", producer_id=1, producer_epoch=0, group_id=GROUP), 1,
+     lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED),
+    ("EndTxn", (Res.TRANSACTIONAL_ID, TX, Op.WRITE), EndTxnRequest(
+        transactional_id=TX, producer_id=1, producer_epoch=0, committed=True), 1,
+     lambda r: r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    ("TxnOffsetCommit", (Res.TRANSACTIONAL_ID, TX, Op.WRITE), TxnOffsetCommitRequest(
+        transactional_id=TX, group_id=GROUP, producer_id=1, producer_epoch=0, topics=[
+            TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[
+                TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=0, committed_metadata="")])]), 2,
+     lambda r: _first(r, "topics", "partitions").error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    ("Produce transactional", (Res.TRANSACTIONAL_ID, TX, Op.WRITE), _txn_produce(), 8,
+     lambda r: B.one_partition(r).error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    ("WriteTxnMarkers", (Res.CLUSTER, CLUSTER_NAME, Op.CLUSTER_ACTION), WriteTxnMarkersRequest(markers=[
+        WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+            topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=[0])])]), 0,
+     lambda r: _first(r, "markers", "topics", "partitions").error_code == E.CLUSTER_AUTHORIZATION_FAILED),
+    ("DescribeTransactions", (Res.TRANSACTIONAL_ID, TX, Op.DESCRIBE), DescribeTransactionsRequest(
+        transactional_ids=[TX]), 0,
+     lambda r: r.transaction_states[0].error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    ("DescribeProducers", (Res.TOPIC, TOPIC, Op.READ), DescribeProducersRequest(topics=[
+        DescribeProducersRequest.TopicRequest(name=TOPIC, partition_indexes=[0])]), 0,
+     lambda r: _first(r, "topics", "partitions").error_code == E.TOPIC_AUTHORIZATION_FAILED),
     ("CreateAcls", (Res.CLUSTER, CLUSTER_NAME, Op.ALTER), CreateAclsRequest(creations=[
         CreateAclsRequest.AclCreation(resource_type=Res.TOPIC, resource_name="x", resource_pattern_type=3,
                                       principal="User:bob", host="*", operation=Op.READ, permission_type=3)]), 3,
@@ -187,6 +237,8 @@ async def _setup(c):
     _connect_as(c, ALICE)
     # Auto-creation is asked of a topic the caller may describe (else it is refused unnamed).
     await _grant(c, Res.TOPIC, "new", Op.DESCRIBE)
+    # A transactional id alice may write: the transaction rows' second checks (topic, group).
+    await _grant(c, Res.TRANSACTIONAL_ID, "open", Op.WRITE)
     await c.settle()
 
 

@@ -311,4 +311,4 @@ async def test_init_producer_id_hands_out_distinct_ids_from_controller_blocks():
         assert len(set(seen)) == len(seen) == 12
         assert c.controller.calls.count("allocate_producer_ids") == 2  # one block per broker
         txn = await client.call(InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), 1)
-        assert txn.error_code == E.INVALID_REQUEST
+        assert txn.error_code == E.NOT_COORDINATOR  # no __transaction_state yet: nobody coordinates "tx"

@@ -75,11 +75,11 @@ def test_a_log_append_time_topic_does_not_bound_timestamps_but_refuses_producer_
     check(stamped)  # a CreateTime topic takes it: its records carry the header's timestamp, in range
 
 
-def test_transactional_batches_are_refused_while_transactions_are_not_built():
-    raw = build_batch([SimpleRecord(b"a", b"v", timestamp=NOW)], producer_id=3, producer_epoch=0, base_sequence=0,
-                      transactional=True)
-    assert refusal(raw).code == ErrorCode.INVALID_TXN_STATE
-    check(build_batch([SimpleRecord(b"a", b"v", timestamp=NOW)], producer_id=3, producer_epoch=0, base_sequence=0))
+def test_a_transactional_batch_needs_a_producer_id():
+    raw = build_batch([SimpleRecord(b"a", b"v", timestamp=NOW)], transactional=True)
+    assert refusal(raw).code == ErrorCode.INVALID_RECORD
+    check(build_batch([SimpleRecord(b"a", b"v", timestamp=NOW)], producer_id=3, producer_epoch=0, base_sequence=0,
+                      transactional=True))
 
 
 def test_a_wrong_header_max_timestamp_is_corrected_with_a_fresh_crc():

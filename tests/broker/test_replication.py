@@ -56,9 +56,9 @@ async def cut_off(broker, cluster=None):
 
 
 def heal(broker):
-    broker.fetchers.address_of = broker._broker_address
+    broker.fetchers.address_of = broker.broker_address
     for fetcher in broker.fetchers.fetchers.values():
-        fetcher.address_of = broker._broker_address
+        fetcher.address_of = broker.broker_address
 
 
 async def produce(client, records, *, acks=-1, timeout_ms=5000, topic="t"):

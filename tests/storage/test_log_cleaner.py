@@ -153,6 +153,27 @@ async def test_keyless_records_are_dropped_and_control_batches_kept():
     assert [(r.offset, r.key) for r in all_records(log) if r.key == b"a" or r.key is None] == [(3, b"a")]
 
 
+async def test_transactional_records_neither_displace_nor_are_displaced():
+    """An aborted (or any transactional) record must not hide an earlier committed value: the
+    cleaner keeps transactional batches whole and maps only plain records."""
+    env = FakeEnv()
+    log = await PartitionLog.open(env, "/data/c-0", COMPACT)
+    log.append_as_leader(batch(0, [(b"k", b"committed")]), leader_epoch=0)                     # 0
+    log.append_as_leader(batch(0, [(b"k", b"aborted")], producer_id=7, producer_epoch=0,
+                               base_sequence=0, transactional=True), leader_epoch=0)           # 1
+    log.append_as_leader(batch(0, [(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")], producer_id=7,
+                               producer_epoch=0, transactional=True, control=True), leader_epoch=0)  # 2: ABORT
+    log.append_as_leader(batch(0, [(b"j", b"1")]), leader_epoch=0)                             # 3
+    log.append_as_leader(batch(0, [(b"j", b"2")]), leader_epoch=0)                             # 4
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    await clean_log(env, log, 0)
+    assert [(r.offset, r.value) for r in all_records(log) if r.key != b"\x00\x00\x00\x00"] == [
+        (0, b"committed"), (1, b"aborted"), (4, b"2")]
+    assert [decode_batch(b)[0].is_control for b in all_batches(log)].count(True) == 1
+    check_consistent(log)
+
+
 async def test_reads_during_cleaning_see_consistent_data():
     env = FakeEnv()
     writes = keyed_writes(300, keys=5)

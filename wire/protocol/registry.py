@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 
 from wire.errors import UnsupportedVersionError
-from wire.protocol.apis import acls, admin, data, groups, operations, session
+from wire.protocol.apis import acls, admin, data, groups, operations, session, transactions
 from wire.protocol.message import Message
 
 __all__ = ["ApiKey", "REQUESTS", "RESPONSES", "API_VERSIONS", "request_class", "response_class", "lookup"]
@@ -35,6 +35,11 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -53,12 +58,15 @@ class ApiKey(enum.IntEnum):
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     UNREGISTER_BROKER = 64
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 def _collect(kind: str) -> dict[int, type[Message]]:
     table: dict[int, type[Message]] = {}
-    for module in (data, groups, admin, acls, session, operations):
+    for module in (data, groups, admin, acls, session, operations, transactions):
         for name in module.__all__:
             cls = getattr(module, name)
             if cls.KIND == kind:

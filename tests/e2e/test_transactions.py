@@ -1,0 +1,273 @@
+"""Transactions with real clients on a 3-node `dev` cluster of real processes (issue 22):
+confluent-kafka's transactional producer commits and aborts across partitions,
+read_committed consumers see only committed records and read_uncommitted ones see the
+aborted too; kafka-python's and aiokafka's commit records with a group's offsets and
+abort; then consume-transform-produce with send_offsets_to_transaction while the
+transaction coordinator's node is killed with SIGKILL: the producer re-initialises and
+the read_committed output holds every input record exactly once. One cluster serves the
+module (the kill comes last)."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from broker.groups.hashing import partition_for_group
+from tests.e2e.procs import HOST, Processes, free_base_port, wait_until
+
+pytestmark = pytest.mark.e2e
+
+PARTITIONS = 3
+
+
+class Cluster:
+    def __init__(self, processes: Processes, dev, base: int, pids: dict[int, int]):
+        from confluent_kafka.admin import AdminClient
+        self.processes, self.dev, self.base, self.pids = processes, dev, base, pids
+        self.bootstrap = ",".join(f"{HOST}:{base + 2 * (i - 1)}" for i in pids)
+        self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def create(self, topic: str) -> None:
+        from confluent_kafka.admin import NewTopic
+        self.admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(30)
+        wait_until(lambda: all(len(p.isrs) == 3 for p in
+                               self.admin.list_topics(topic, timeout=10).topics[topic].partitions.values()),
+                   30, f"full ISRs of {topic}")
+
+    def coordinator_of(self, transactional_id: str) -> int:
+        """The leader of the id's __transaction_state partition (50 partitions, as Kafka)."""
+        topic = self.admin.list_topics("__transaction_state", timeout=10).topics["__transaction_state"]
+        return topic.partitions[partition_for_group(transactional_id, 50)].leader
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    processes = Processes()
+    try:
+        base = free_base_port(3)
+        dev, pids = processes.dev(3, base, str(tmp_path_factory.mktemp("txn") / "data"))
+        yield Cluster(processes, dev, base, pids)
+    finally:
+        processes.kill_all()
+
+
+def read_all(bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 30) -> list[bytes]:
+    """Every record of `topic` from the beginning, until `expected` came and the ends were reached."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}-{time.monotonic()}",
+                         "isolation.level": isolation, "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    got: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (len(got) < expected or len(at_end) < PARTITIONS):
+        for msg in consumer.consume(500, 0.2):
+            if msg.error() is None:
+                got.append(msg.value())
+                at_end.discard(msg.partition())
+            elif msg.error().code() == msg.error()._PARTITION_EOF:
+                at_end.add(msg.partition())
+    consumer.close()
+    return got
+
+
+def test_committed_and_aborted_transactions_across_partitions(cluster):
+    from confluent_kafka import Producer
+    cluster.create("txn-basic")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "basic"})
+    producer.init_transactions(60)
+    expected_committed, aborted = [], []
+    for round_ in range(4):
+        producer.begin_transaction()
+        values = [b"r%d-%02d" % (round_, i) for i in range(12)]
+        for i, value in enumerate(values):
+            producer.produce("txn-basic", value=value, partition=i % PARTITIONS)
+        if round_ % 2:
+            producer.flush(30)  # the records are in the log before the abort
+            producer.abort_transaction(30)
+            aborted += values
+        else:
+            producer.commit_transaction(30)
+            expected_committed += values
+    # One left open: read_committed must stop below it, read_uncommitted sees it.
+    producer.begin_transaction()
+    producer.produce("txn-basic", value=b"open", partition=0)
+    producer.flush(30)
+
+    committed = read_all(cluster.bootstrap, "txn-basic", "read_committed", len(expected_committed))
+    assert sorted(committed) == sorted(expected_committed)
+    uncommitted = read_all(cluster.bootstrap, "txn-basic", "read_uncommitted", len(expected_committed) + len(aborted) + 1)
+    assert sorted(uncommitted) == sorted(expected_committed + aborted + [b"open"])
+
+    producer.commit_transaction(30)
+    assert b"open" in read_all(cluster.bootstrap, "txn-basic", "read_committed", len(expected_committed) + 1)
+
+    # A second producer with the same id fences the first (Kafka: INVALID_PRODUCER_EPOCH / fenced).
+    zombie, fresh = producer, Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "basic"})
+    fresh.init_transactions(60)
+    zombie.begin_transaction()
+    zombie.produce("txn-basic", value=b"zombie", partition=1)
+    with pytest.raises(Exception) as raised:
+        zombie.commit_transaction(30)
+    assert raised.value.args[0].fatal() or "fenced" in str(raised.value).lower()
+    fresh.begin_transaction()
+    fresh.produce("txn-basic", value=b"fresh", partition=1)
+    fresh.commit_transaction(30)
+    final = read_all(cluster.bootstrap, "txn-basic", "read_committed", len(expected_committed) + 2)
+    assert b"fresh" in final and b"zombie" not in final
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str) -> list[int]:
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return [tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 30)]
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_and_aiokafka_transactions_commit_offsets_and_abort(cluster):
+    """Each client reads the input, writes it transformed and commits the group's offsets in
+    one transaction, then aborts a second one; read_committed sees the first only."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata, TopicPartition as KpTopicPartition
+    cluster.create("multi-in")
+    cluster.create("multi-out")
+    seed = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for i in range(30):
+        seed.send("multi-in", b"%02d" % i, partition=i % PARTITIONS)
+    seed.flush()
+    seed.close()
+    inputs = read_all(cluster.bootstrap, "multi-in", "read_committed", 30)
+    ends = [10, 10, 10]
+
+    kp = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="kafka-python")
+    kp.init_transactions()
+    kp.begin_transaction()
+    for value in inputs:
+        kp.send("multi-out", b"kp-" + value, partition=int(value) % PARTITIONS)
+    kp.send_offsets_to_transaction({KpTopicPartition("multi-in", p): OffsetAndMetadata(ends[p], "", -1)
+                                    for p in range(PARTITIONS)}, "kp-group")
+    kp.commit_transaction()
+    kp.begin_transaction()
+    kp.send("multi-out", b"kp-aborted", partition=0)
+    kp.flush()
+    kp.abort_transaction()
+    kp.close()
+
+    async def aiokafka_pipeline():
+        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="aiokafka")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for value in inputs:
+                    await producer.send("multi-out", b"ap-" + value, partition=int(value) % PARTITIONS)
+                await producer.send_offsets_to_transaction(
+                    {AioTopicPartition("multi-in", p): ends[p] for p in range(PARTITIONS)}, "ap-group")
+            await producer.begin_transaction()
+            await producer.send_and_wait("multi-out", b"ap-aborted", partition=1)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(aiokafka_pipeline())
+    out = read_all(cluster.bootstrap, "multi-out", "read_committed", 60)
+    assert sorted(out) == sorted([b"kp-" + v for v in inputs] + [b"ap-" + v for v in inputs])
+    uncommitted = read_all(cluster.bootstrap, "multi-out", "read_uncommitted", 62)
+    assert b"kp-aborted" in uncommitted and b"ap-aborted" in uncommitted
+    assert committed_offsets(cluster.bootstrap, "kp-group", "multi-in") == ends
+    assert committed_offsets(cluster.bootstrap, "ap-group", "multi-in") == ends
+
+
+def test_consume_transform_produce_survives_a_kill_of_the_coordinator(cluster):
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    cluster.create("eos-in")
+    cluster.create("eos-out")
+    total = 600
+    seed = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(total):
+        seed.produce("eos-in", value=b"in-%04d" % i, partition=i % PARTITIONS)
+    assert seed.flush(30) == 0
+
+    txn_id = "eos-pipeline"
+    partitions = [TopicPartition("eos-in", p) for p in range(PARTITIONS)]
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "eos", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+
+    def new_producer():
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id,
+                             "transaction.timeout.ms": 20000})
+        producer.init_transactions(60)
+        return producer
+
+    def rewind():
+        """Back to the offsets the group committed (the last committed transaction's)."""
+        committed = consumer.committed(partitions, 30)
+        consumer.assign([TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else -2)
+                         for tp in committed])
+
+    def done() -> bool:
+        committed = consumer.committed(partitions, 30)
+        ends = [consumer.get_watermark_offsets(tp, 10)[1] for tp in partitions]
+        return [tp.offset for tp in committed] == ends
+
+    producer = new_producer()
+    rewind()
+    killed = None
+    transactions = reinits = 0
+    deadline = time.monotonic() + 150
+    abandoned = []
+    while time.monotonic() < deadline:
+        msgs = [m for m in consumer.consume(40, 0.5) if m.error() is None]
+        if not msgs:
+            if done():
+                break
+            continue
+        if killed is None and transactions == 3:
+            # The pipeline dies with a transaction open, and with it the coordinator's node: a
+            # new incarnation re-inits on the new coordinator, which fences the old producer
+            # and aborts the transaction it loaded as Ongoing.
+            producer.begin_transaction()
+            for m in msgs:
+                producer.produce("eos-out", value=b"out-" + m.value()[3:], partition=m.partition())
+            assert producer.flush(30) == 0
+            killed = cluster.coordinator_of(txn_id)
+            os.kill(cluster.pids[killed], signal.SIGKILL)
+            cluster.dev.wait_line(rf"^node {killed} \(pid {cluster.pids[killed]}\) exited", 30)
+            abandoned.append(producer)
+            producer = new_producer()
+            reinits += 1
+            rewind()
+            continue
+        try:
+            producer.begin_transaction()
+            for m in msgs:
+                producer.produce("eos-out", value=b"out-" + m.value()[3:], partition=m.partition())
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), 30)
+            producer.commit_transaction(30)
+            transactions += 1
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.txn_requires_abort():
+                try:
+                    producer.abort_transaction(30)
+                except KafkaException:
+                    producer = new_producer()
+                    reinits += 1
+            else:  # fatal (fenced) or the coordinator is away for longer than the call's timeout
+                producer = new_producer()
+                reinits += 1
+            rewind()
+    assert killed is not None and reinits >= 1 and done(), f"pipeline did not finish ({transactions} transactions)"
+    consumer.close()
+    out = read_all(cluster.bootstrap, "eos-out", "read_committed", total, timeout=60)
+    assert len(out) == total and sorted(out) == [b"out-%04d" % i for i in range(total)]
+    assert cluster.coordinator_of(txn_id) != killed
