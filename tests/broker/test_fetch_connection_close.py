@@ -16,10 +16,9 @@ class _Replicas:
 
 def test_only_the_connection_of_the_latest_follower_fetch_counts():
     replicas = _Replicas()
-    server = KafkaServer(SimpleNamespace(replicas=replicas,
-                                         config=SimpleNamespace(connection_limits=ConnectionLimits(),
-                                                                                listener_name="PLAINTEXT",
-                                                                                served_listeners=lambda: ["PLAINTEXT"])))
+    config = SimpleNamespace(connection_limits=ConnectionLimits(), listener_name="PLAINTEXT",
+                             served_listeners=lambda: ["PLAINTEXT"])
+    server = KafkaServer(SimpleNamespace(replicas=replicas, config=config, env=None))
     old, new, client = _Connection(), _Connection(), _Connection()
     old.replica = new.replica = 2
     server._fetch_connections[2] = new  # a newer fetch from replica 2 came on `new`
