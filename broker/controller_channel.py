@@ -3,7 +3,7 @@
 Also the replication path's AlterPartition (ISR changes from partition leaders).
 
 Admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, CreateAcls, DeleteAcls, AlterUserScramCredentials) that reach a broker are forwarded to the active
+IncrementalAlterConfigs, CreateAcls, DeleteAcls, AlterUserScramCredentials, AlterClientQuotas) that reach a broker are forwarded to the active
 controller, as in KRaft. Handlers talk to this protocol with plain request and
 result objects (the metadata layer's own types, never Kafka wire classes); the
 real implementation forwards them over the controller RPC, tests apply the
@@ -22,6 +22,7 @@ from metadata.acls import AclBinding, AclFilter
 from metadata.controller.acls import AclResult, DeleteAclsResult
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
 from metadata.controller.dynamic_configs import AlterOp, ConfigError
+from metadata.controller.client_quotas import QuotaAlteration, QuotaOp
 from metadata.controller.scram import ScramDeletion, ScramUpsertion
 from metadata.controller.topics import CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions
 # The real channel (metadata.controller.client.ControllerClient) lives below the broker
@@ -35,7 +36,7 @@ __all__ = [
     "ControllerChannel", "ControllerReply", "ControllerUnavailableError",
     "CreatableTopic", "CreateTopicResult", "DeleteTopicResult", "NewPartitions",
     "AclBinding", "AclFilter", "AclResult", "DeleteAclsResult", "AlterOp", "ConfigError", "ConfigResource",
-    "AlterPartitionItem", "AlterPartitionResult", "ScramDeletion", "ScramUpsertion",
+    "AlterPartitionItem", "AlterPartitionResult", "ScramDeletion", "ScramUpsertion", "QuotaAlteration", "QuotaOp",
 ]
 
 
@@ -69,6 +70,11 @@ class ControllerChannel(Protocol):
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion], *,
         timeout_s: float = 30.0,
     ) -> ControllerReply[dict[str, tuple[ErrorCode, str | None]]]: ...
+
+    async def alter_client_quotas(self, changes: Sequence[QuotaAlteration], *, validate_only: bool = False,
+                                  timeout_s: float = 30.0) -> ControllerReply[list[tuple[ErrorCode, str | None]]]:
+        """One (error, message) per change, in order."""
+        ...
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem], *,
                               timeout_s: float = 30.0,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from broker.handlers import (
-    acls, api_versions, configs, describe_cluster, fetch, groups, init_producer_id, list_offsets, metadata,
+    acls, api_versions, client_quotas, configs, describe_cluster, fetch, groups, init_producer_id, list_offsets, metadata,
     offset_for_leader_epoch, offsets, produce, sasl, scram_credentials, topics_admin,
 )
 from wire.protocol import API_VERSIONS, ApiKey
@@ -62,6 +62,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SASL_AUTHENTICATE: Handler(sasl.handle_authenticate, sasl.authenticate_error),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Handler(scram_credentials.handle_describe, scram_credentials.describe_error),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Handler(scram_credentials.handle_alter, scram_credentials.alter_error),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: Handler(client_quotas.handle_describe, client_quotas.describe_error),
+    ApiKey.ALTER_CLIENT_QUOTAS: Handler(client_quotas.handle_alter, client_quotas.alter_error),
 }
 
 

@@ -3,7 +3,7 @@
 Brokers send BrokerRegistration, BrokerHeartbeat (which also carries controlled shutdown:
 `want_shutdown`, as in KRaft), AlterPartition and AllocateProducerIds; admin requests that
 reach a broker are forwarded as CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, ElectLeaders, DescribeConfigs, CreateAcls, DeleteAcls and AlterUserScramCredentials. Every response carries `error`
+IncrementalAlterConfigs, ElectLeaders, DescribeConfigs, CreateAcls, DeleteAcls, AlterUserScramCredentials and AlterClientQuotas. Every response carries `error`
 (a top-level Kafka error code: NOT_CONTROLLER when this node is not the active controller,
 with `leader_id` as a hint), and writes carry `offset`: the metadata log offset the change
 committed at (-1 when nothing was written), so a broker can wait for its own metadata to
@@ -43,7 +43,8 @@ __all__ = [
     "CreateAclsResponse", "DeleteAclsResultInfo", "DeleteAclsRequest", "DeleteAclsResponse",
     "ScramDeletionInfo", "ScramUpsertionInfo", "ScramResultInfo",
     "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "CONTROLLER_REQUESTS",
-    "ADMIN_REQUESTS",
+    "ADMIN_REQUESTS", "QuotaOpInfo", "QuotaAlterationInfo", "QuotaResultInfo", "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
 ]
 
 
@@ -546,6 +547,47 @@ class AlterUserScramCredentialsResponse:
     results: list[ScramResultInfo] = field(default_factory=list)
 
 
+# ------------------------------------------------------------------------ client quotas
+
+
+@dataclass(slots=True, frozen=True)
+class QuotaOpInfo:
+    key: str
+    value: float
+    remove: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class QuotaAlterationInfo:
+    entity: list[tuple[str, str | None]]  # (entity type, name or None for the default)
+    ops: list[QuotaOpInfo] = field(default_factory=list)
+
+
+@dataclass(slots=True, frozen=True)
+class QuotaResultInfo:
+    error: int
+    message: str | None = None
+
+
+@rpc_message("controller.AlterClientQuotas", version=2)
+@dataclass(slots=True, frozen=True)
+class AlterClientQuotasRequest:
+    cluster_id: str
+    alterations: list[QuotaAlterationInfo] = field(default_factory=list)
+    validate_only: bool = False
+    forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
+    timeout_ms: int = -1
+
+
+@rpc_message("controller.AlterClientQuotasResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class AlterClientQuotasResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1
+    results: list[QuotaResultInfo] = field(default_factory=list)  # one per alteration, in order
+
+
 # Request type → its response type (the service answers NOT_CONTROLLER with these).
 CONTROLLER_REQUESTS: dict[type, type] = {
     BrokerRegistrationRequest: BrokerRegistrationResponse,
@@ -563,11 +605,12 @@ CONTROLLER_REQUESTS: dict[type, type] = {
     CreateAclsRequest: CreateAclsResponse,
     DeleteAclsRequest: DeleteAclsResponse,
     AlterUserScramCredentialsRequest: AlterUserScramCredentialsResponse,
+    AlterClientQuotasRequest: AlterClientQuotasResponse,
 }
 
 # Requests that change the cluster on a client's behalf: only ever forwarded by a broker.
 ADMIN_REQUESTS = (
     CreateTopicsRequest, DeleteTopicsRequest, CreatePartitionsRequest, AlterConfigsRequest,
     IncrementalAlterConfigsRequest, ElectLeadersRequest, AlterUserScramCredentialsRequest,
-    CreateAclsRequest, DeleteAclsRequest,
+    CreateAclsRequest, DeleteAclsRequest, AlterClientQuotasRequest,
 )

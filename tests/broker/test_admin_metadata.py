@@ -29,7 +29,8 @@ async def test_api_versions_advertises_exactly_the_handled_apis():
                          # DescribeAcls, CreateAcls, DeleteAcls (broker.handlers.acls)
                          29: (0, 3), 30: (0, 3), 31: (0, 3),
                          17: (0, 1), 36: (0, 2),  # SASL (served in a login; ILLEGAL_SASL_STATE after)
-                         50: (0, 0), 51: (0, 0)}  # SCRAM credentials (KIP-554)
+                         50: (0, 0), 51: (0, 0),  # SCRAM credentials (KIP-554)
+                         48: (0, 1), 49: (0, 1)}  # client quotas (KIP-546)
         v0 = await client.call(ApiVersionsRequest(), 0)
         assert v0.error_code == 0 and len(v0.api_keys) == len(table)
 

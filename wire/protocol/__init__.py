@@ -16,8 +16,10 @@ from wire.protocol.apis.acls import *  # noqa: F401,F403
 from wire.protocol.apis.admin import *  # noqa: F401,F403
 from wire.protocol.apis.data import *  # noqa: F401,F403
 from wire.protocol.apis.groups import *  # noqa: F401,F403
+from wire.protocol.apis.quotas import *  # noqa: F401,F403
 from wire.protocol.apis.session import *  # noqa: F401,F403
 from wire.protocol.apis import acls as _acls, admin as _admin, data as _data, groups as _groups, session as _session
+from wire.protocol.apis import quotas as _quotas
 from wire.protocol.consumer_protocol import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
@@ -44,7 +46,7 @@ from wire.protocol.message import Message, Struct
 from wire.protocol.registry import API_VERSIONS, REQUESTS, RESPONSES, ApiKey, lookup, request_class, response_class
 
 __all__ = [
-    *_acls.__all__, *_admin.__all__, *_data.__all__, *_groups.__all__, *_session.__all__,
+    *_acls.__all__, *_admin.__all__, *_data.__all__, *_groups.__all__, *_quotas.__all__, *_session.__all__,
     "ConsumerProtocolAssignment", "ConsumerProtocolSubscription", "decode_assignment",
     "decode_subscription", "encode_assignment", "encode_subscription",
     "DEFAULT_MAX_FRAME_SIZE", "FrameReader", "MalformedRequestError", "RequestHeader",

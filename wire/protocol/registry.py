@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 
 from wire.errors import UnsupportedVersionError
-from wire.protocol.apis import acls, admin, data, groups, session
+from wire.protocol.apis import acls, admin, data, groups, quotas, session
 from wire.protocol.message import Message
 
 __all__ = ["ApiKey", "REQUESTS", "RESPONSES", "API_VERSIONS", "request_class", "response_class", "lookup"]
@@ -44,6 +44,8 @@ class ApiKey(enum.IntEnum):
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
@@ -51,7 +53,7 @@ class ApiKey(enum.IntEnum):
 
 def _collect(kind: str) -> dict[int, type[Message]]:
     table: dict[int, type[Message]] = {}
-    for module in (data, groups, admin, acls, session):
+    for module in (data, groups, admin, acls, quotas, session):
         for name in module.__all__:
             cls = getattr(module, name)
             if cls.KIND == kind:
