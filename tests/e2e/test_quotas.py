@@ -129,12 +129,12 @@ def test_byte_rate_quotas_throttle_one_client_id_and_not_another(processes, tmp_
                         "clients")
     assert f"Quota configs for client-id 'slow' are producer_byte_rate={float(QUOTA)}" in described
 
-    produced = side_by_side(produce, bootstrap, "q", 4, "slow", "fast")
+    produced = side_by_side(produce, bootstrap, "q", 3, "slow", "fast")
     (slow, slow_seen), (fast, fast_seen) = produced["slow"], produced["fast"]
     assert slow_seen.throttled and not fast_seen.callbacks
     assert slow < fast / 3, (slow, fast)
 
-    consumed = side_by_side(consume, bootstrap, "q", 4, "slow-reader", "fast-reader")
+    consumed = side_by_side(consume, bootstrap, "q", 3, "slow-reader", "fast-reader")
     (slow, slow_seen), (fast, fast_seen) = consumed["slow-reader"], consumed["fast-reader"]
     assert slow_seen.throttled and not fast_seen.callbacks
     assert slow < fast / 3, (slow, fast)
