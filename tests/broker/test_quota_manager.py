@@ -106,3 +106,24 @@ def test_throttle_time_metric_averages_the_throttles_given():
     [stats] = manager.stats(100)
     assert stats.throttle_ms == pytest.approx((10_000 + 19_900) / 2, abs=2)
     assert stats.rate == pytest.approx(30_000 / 10.1)  # 0.1 s elapsed + 10 windows' minimum
+
+
+def test_a_client_sending_as_fast_as_allowed_averages_the_quota_in_the_long_run():
+    """The window arithmetic alone: 1 MB requests, one per 10 ms unless throttled (then one
+    right after the throttle). Over any 30 s it swings around the quota (bursts into emptied
+    windows); over 100 s it averages the quota."""
+    manager = QuotaManager(KEY, QuotaWindow(samples=11, window_ms=1000))
+    quotas = {(C,): {KEY: 5e6}}
+    now, sent, marks = 0.0, 0, []
+    while now < 300_000:
+        throttle = manager.record(quotas, "u", "app", 1e6, now)
+        sent += 1_000_000
+        now += max(throttle, 10)
+        marks.append((now, sent))
+
+    def sent_by(t):
+        return max(s for m, s in marks if m <= t)
+
+    assert (sent_by(300_000) - sent_by(200_000)) / 100 == pytest.approx(5e6, rel=0.03)
+    for start in range(11_000, 270_000, 30_000):
+        assert 0.7 * 5e6 < (sent_by(start + 30_000) - sent_by(start)) / 30 < 1.15 * 5e6
