@@ -184,8 +184,9 @@ def _levels(user: str, client_id: str):
 
 
 def resolve(quotas: Mapping[Entity, Mapping[str, float]], user: str, client_id: str, key: str) -> Resolved:
-    for entity, tags in _levels(user, client_id):
-        value = quotas.get(entity, {}).get(key)
-        if value is not None:
-            return Resolved(value, tags)
+    if quotas:  # (no quotas at all is the common case)
+        for entity, tags in _levels(user, client_id):
+            value = quotas.get(entity, {}).get(key)
+            if value is not None:
+                return Resolved(value, tags)
     return Resolved(None, ("", client_id))  # unlimited, measured per client-id (Kafka's default tags)
