@@ -7,7 +7,7 @@
     configs --bootstrap-server H:P --alter --topic T --add-config-file FILE   (a .properties file)
 
 Users and clients (`--entity-type users|clients`) have client quotas (raftkafka.cli.quota_configs)
-and a user SCRAM credentials (raftkafka.cli.user_configs) as their configs.
+and users SCRAM credentials (raftkafka.cli.user_configs) as their configs.
 `--topic T`, `--broker N` and `--broker-defaults` are shorthands, as in Kafka.
 Describe lists the overrides at the entity's own level (everything with
 `--all`); alter is incremental: settings not named keep their values.
@@ -92,7 +92,7 @@ def _broker_id(text: str) -> str:
 
 
 def run(args) -> int:
-    if args.entity_type in _QUOTA_TYPES:
+    if any(kind == "type" and value in _QUOTA_TYPES for kind, value in getattr(args, "entity_order", None) or ()):
         return _run_users_and_clients(args)
     entity = entity_of(args)
     if args.action == "alter":

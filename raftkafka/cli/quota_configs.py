@@ -54,9 +54,6 @@ def entities_of(args) -> list[tuple[str, str | None | object]]:
 
 def run_quotas(args, add: dict[str, str], delete: list[str]) -> int:
     entities = entities_of(args)
-    for t, _ in entities:
-        if t not in ("user", "client-id"):
-            raise CommandError("quotas are set on users and clients (--entity-type users/clients)")
     if len({t for t, _ in entities}) != len(entities):
         raise CommandError("name each entity type once")
     if args.action == "describe":
