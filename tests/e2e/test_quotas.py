@@ -23,6 +23,7 @@ from tests.test_metrics import parse_exposition
 pytestmark = pytest.mark.e2e
 
 QUOTA = 500_000  # bytes/s: its first 10 windows' worth (5 MB) pass before any throttle, as in Kafka
+SMALL_QUOTA = 100_000  # 1 MB before a throttle: whatever the load, a few seconds of producing exceed it
 CAP = 40_000_000  # bytes one client moves at most
 PAYLOAD = b"q" * 10_000
 
@@ -165,7 +166,7 @@ def test_quotas_hold_and_change_after_the_active_controller_is_killed(processes,
     bootstrap = ",".join(f"{HOST}:{base + 2 * i}" for i in range(3))
     run_cli(processes, "configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "users",
             "--entity-default", "--entity-type", "clients", "--entity-name", "slow",
-            "--add-config", f"producer_byte_rate={QUOTA}")
+            "--add-config", f"producer_byte_rate={SMALL_QUOTA}")
     leader = _active_controller(processes, base)
     kill_pid(pids[leader])
     survivors = [i for i in (1, 2, 3) if i != leader]
@@ -175,7 +176,7 @@ def test_quotas_hold_and_change_after_the_active_controller_is_killed(processes,
     described = run_cli(processes, "configs", "--bootstrap-server", bootstrap, "--describe",
                         "--entity-type", "users", "--entity-default", "--entity-type", "clients")
     assert (f"Quota configs for the default user-principal, client-id 'slow' are "
-            f"producer_byte_rate={float(QUOTA)}") in described
+            f"producer_byte_rate={float(SMALL_QUOTA)}") in described
     create_topic(bootstrap, "after", replication=2)
     (_, seen), = side_by_side(produce, bootstrap, "after", 3, "slow").values()
     assert seen.throttled
