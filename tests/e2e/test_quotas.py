@@ -75,6 +75,15 @@ def produce(bootstrap: str, topic: str, client_id: str, seconds: float, out: dic
     out[client_id] = (producer_acked(sent, producer), seen)
 
 
+def warm_up(bootstrap: str, topic: str) -> None:
+    """One record acknowledged: the topic has a leader its producers know of."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "warm-up"})
+    producer.produce(topic, b"first")
+    assert producer.flush(30) == 0
+
+
 def producer_acked(sent: int, producer) -> int:
     return sent - len(producer) * len(PAYLOAD)
 
@@ -178,8 +187,9 @@ def test_quotas_hold_and_change_after_the_active_controller_is_killed(processes,
     assert (f"Quota configs for the default user-principal, client-id 'slow' are "
             f"producer_byte_rate={float(SMALL_QUOTA)}") in described
     create_topic(bootstrap, "after", replication=2)
-    (_, seen), = side_by_side(produce, bootstrap, "after", 3, "slow").values()
-    assert seen.throttled
+    warm_up(bootstrap, "after")
+    (sent, seen), = side_by_side(produce, bootstrap, "after", 3, "slow").values()
+    assert seen.throttled, (sent, seen.callbacks, seen.stats_max)
     # the new active controller takes changes: without the quota, "slow" is not throttled again
     run_cli(processes, "configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "users",
             "--entity-default", "--entity-type", "clients", "--entity-name", "slow",
