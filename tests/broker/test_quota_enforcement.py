@@ -1,7 +1,8 @@
 """Quota enforcement on a broker (KIP-219): a produce over its client-id's byte-rate quota is
 answered at once with throttle_time_ms, then the broker reads nothing more from that
 connection for that long; our client holds its next request back as long; another client-id
-is not throttled; DescribeClientQuotas shows what AlterClientQuotas set."""
+is not throttled; the request-time and partition-mutation quotas answer their throttles;
+DescribeClientQuotas shows what AlterClientQuotas set."""
 from __future__ import annotations
 
 import trio
@@ -73,3 +74,18 @@ async def test_alter_and_describe_client_quotas_over_the_wire():
         refused = await raw.call(D(components=[D.ComponentData(entity_type="group", match_type=0, match="g")],
                                    strict=False), 1)
         assert refused.error_code == 35 and refused.entries is None  # UNSUPPORTED_VERSION, as Kafka
+
+
+async def test_request_time_and_partition_mutation_quotas_answer_their_throttles():
+    async with running_cluster() as c:
+        await c.controller.alter_client_quotas([QuotaAlteration((("client-id", "raw-client"),), (
+            QuotaOp("controller_mutation_rate", 10.0),  # a bucket of 100 partitions, refilled at 10/s
+            QuotaOp("request_percentage", 1e-6)))])  # any handling at all is over it
+        await c.settle()
+        raw = await RawClient.connect(c.brokers[0].port)
+        created = await raw.call(B.create_topic("many", 115), 4)
+        assert created.topics[0].error_code == 0
+        # 115 partitions: 15 over the bucket, 1.5 s to refill (above the request quota's bound of one window)
+        assert 1_400 <= created.throttle_time_ms <= 1_500
+        described = await raw.call(B.metadata("many", auto_create=False), 7)
+        assert 0 < described.throttle_time_ms <= 1000  # request_percentage: bounded by one window
