@@ -17,7 +17,7 @@ import argparse
 
 from raftkafka.cli.common import CommandError, open_admin, parse_key_values, run_client
 
-__all__ = ["EntityArg", "entities_of", "is_scram_key", "run_quotas"]
+__all__ = ["EntityArg", "entities_of", "is_scram_key", "run_quotas", "split_configs"]
 
 _TYPES = {"users": "user", "user": "user", "clients": "client-id", "client": "client-id"}
 DEFAULT = object()  # --entity-default
