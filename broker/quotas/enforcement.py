@@ -5,7 +5,10 @@ that sent it (its authenticated user and its client-id, metadata.client_quotas) 
 the throttle time in ms: the larger of
 
 - producer_byte_rate: the Produce request's size (acks=0 included);
-- consumer_byte_rate: the Fetch response's size (a follower's replica fetch is exempt);
+- consumer_byte_rate: the Fetch response's size (a follower's replica fetch is exempt); a
+  throttled Fetch is answered without its records, whose bytes are then not counted (Kafka
+  answers it empty and "unrecords" it; here its partitions stay, with their watermarks, so a
+  fetch session's view of them stays as the handler left it);
 - request_percentage: the time the request was handled, as a percentage of one second
   (waiting parked in the fetch purgatory, for data or for acks, is not handling); not for
   acks=0 produces, nor follower fetches, as Kafka;
@@ -78,6 +81,8 @@ class ClientQuotas:
             throttle = self.produce.record(quotas, user, client_id, request_bytes, now_ms)
         elif api == ApiKey.FETCH:
             throttle = self.fetch.record(quotas, user, client_id, response_bytes, now_ms)
+            if throttle > 0:  # as Kafka: answered without records, which then do not count
+                self.fetch.unrecord(quotas, user, client_id, _drop_records(response), now_ms)
         elif (permits := self._mutations(api, request, response, base)) > 0:
             throttle = self.mutation.record(quotas, user, client_id, permits, now_ms)
         if not (api == ApiKey.PRODUCE and request.acks == 0):
@@ -99,3 +104,14 @@ class ClientQuotas:
             return sum(max(counts[r.name] - base.get(r.name, counts[r.name]), 0) for r in response.results
                        if r.error_code == ErrorCode.NONE and r.name in counts)
         return 0
+
+
+def _drop_records(response) -> int:
+    """Empty the records of a Fetch response; the bytes they held."""
+    dropped = 0
+    for topic in response.responses:
+        for partition in topic.partitions:
+            if partition.records:
+                dropped += len(partition.records)
+                partition.records = b""
+    return dropped

@@ -71,6 +71,13 @@ class QuotaManager:
             state.throttle.record(throttle, now_ms)
         return throttle
 
+    def unrecord(self, quotas: Mapping[Entity, Mapping[str, float]], user: str, client_id: str, value: float,
+                 now_ms: float) -> None:
+        """Take back a recorded `value` that was not delivered after all (Kafka's unrecordQuotaSensor:
+        a throttled Fetch is answered without its records)."""
+        tags = resolve(quotas, user, client_id, self.key).tags
+        self._state(tags, now_ms).rate.record(-value, now_ms)
+
     def _throttle_ms(self, state: _EntityState, bound: float, value: float, now_ms: float) -> int:
         longest = self.window.samples * self.window.window_ms  # a zero quota: throttle a whole measuring span
         if state.bucket is not None:

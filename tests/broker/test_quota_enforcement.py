@@ -89,3 +89,21 @@ async def test_request_time_and_partition_mutation_quotas_answer_their_throttles
         assert 1_400 <= created.throttle_time_ms <= 1_500
         described = await raw.call(B.metadata("many", auto_create=False), 7)
         assert 0 < described.throttle_time_ms <= 1000  # request_percentage: bounded by one window
+
+
+async def test_a_throttled_fetch_is_answered_without_its_records_which_do_not_count():
+    async with running_cluster() as c:
+        await c.controller.create_topics([CreatableTopic("t", 1, 1)])
+        await c.settle()
+        raw = await RawClient.connect(c.brokers[0].port)
+        for _ in range(3):
+            assert (await raw.call(B.produce("t", 0, BIG), 7)).responses[0].partition_responses[0].error_code == 0
+        await c.controller.alter_client_quotas([QuotaAlteration((("client-id", "raw-client"),),
+                                                                (QuotaOp("consumer_byte_rate", QUOTA),))])
+        await c.settle()
+        fetched = await raw.call(B.fetch([("t", 0, 0)], max_bytes=4 << 20, partition_max_bytes=4 << 20), 11)
+        assert fetched.throttle_time_ms > 0
+        [partition] = fetched.responses[0].partitions
+        assert partition.error_code == 0 and partition.high_watermark == 3 * 53 and not partition.records
+        [stats] = c.brokers[0].client_quotas.fetch.stats(c.brokers[0].env.now() * 1000)
+        assert stats.rate * 10 < 10_000  # only the answer's headers were counted, not ~1.6 MB of records
