@@ -6,7 +6,8 @@ Starts one combined node (a child process) and sets, with AlterClientQuotas,
 producer_byte_rate and consumer_byte_rate = `--quota-mb` MB/s (10^6 bytes) on the client-ids
 `throttled-producer` and `throttled-consumer`. Then, for producers and then for consumers:
 
-1. the unthrottled client (another client-id) alone, for `--baseline` seconds: its rate;
+1. the unthrottled client (another client-id) alone, for `--baseline` seconds: its rate
+   (and again after step 2: the change is against the mean of both);
 2. both side by side on the same broker for 11 s (quota.window.num x 1 s: the burst Kafka's
    windowed rate lets a new entity take before it is throttled) and then `--seconds` s,
    measured over those last `--seconds` s only: the throttled client's rate against its quota
@@ -161,18 +162,25 @@ def fill(bootstrap: str, topic: str, nbytes: int, record_size: int) -> None:
     producer.flush(120)
 
 
-def measure(kind: str, throttled_run, unthrottled_run, quota_mb: float, args) -> list[list]:
+def alone(run, seconds: float) -> float:
+    """The unthrottled client's rate on its own (past its first second: its start-up)."""
     begin = time.monotonic()
-    [alone] = side_by_side([unthrottled_run], args.baseline)
-    baseline = alone.rate(begin + 1, begin + args.baseline)  # past the client's start-up
+    [meter] = side_by_side([run], seconds)
+    return meter.rate(begin + 1, begin + seconds)
+
+
+def measure(kind: str, throttled_run, unthrottled_run, quota_mb: float, args) -> list[list]:
+    before = alone(unthrottled_run, args.baseline)
     start = time.monotonic()
     throttled, unthrottled = side_by_side([throttled_run, unthrottled_run], WARMUP_S + args.seconds)
     window = (start + WARMUP_S, start + WARMUP_S + args.seconds)
     rate = throttled.rate(*window)
     burst = throttled.rate(start, window[0])
     other = unthrottled.rate(*window)
+    after = alone(unthrottled_run, args.baseline)
+    baseline = (before + after) / 2  # the machine's load may change during the run: both sides of it
     return [[f"{kind} (quota {quota_mb:g} MB/s)", f"{rate:.2f}", f"{(rate - quota_mb) / quota_mb * 100:+.1f}%",
-             f"{burst:.2f}", len(throttled.throttles), f"{other:.1f}", f"{baseline:.1f}",
+             f"{burst:.2f}", len(throttled.throttles), f"{other:.1f}", f"{before:.1f} / {after:.1f}",
              f"{(other - baseline) / baseline * 100:+.1f}%"]]
 
 
@@ -201,7 +209,7 @@ def main(argv=None) -> int:
             node.kill()
             node.wait()
     print(format_table(["client", "MB/s over window", "vs quota", "MB/s in first 11 s", "throttles reported",
-                        "unthrottled MB/s beside it", "unthrottled MB/s alone", "change"], rows))
+                        "unthrottled MB/s beside it", "unthrottled MB/s alone before / after", "change"], rows))
     print(f"(window: {args.seconds:g} s after the first {WARMUP_S:g} s; {args.record_size} B records, one node)")
     return 0
 
