@@ -4,7 +4,7 @@ Also the replication path's AlterPartition (ISR changes from partition leaders).
 
 Admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
 IncrementalAlterConfigs, CreateAcls, DeleteAcls, AlterUserScramCredentials, ElectLeaders,
-AlterPartitionReassignments, UnregisterBroker; ListPartitionReassignments reads the controller's view) that reach a broker are forwarded to the active
+AlterPartitionReassignments, UnregisterBroker, AlterClientQuotas; ListPartitionReassignments reads the controller's view) that reach a broker are forwarded to the active
 controller, as in KRaft. Handlers talk to this protocol with plain request and
 result objects (the metadata layer's own types, never Kafka wire classes); the
 real implementation forwards them over the controller RPC, tests apply the
@@ -24,6 +24,7 @@ from metadata.controller.acls import AclResult, DeleteAclsResult
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
 from metadata.controller.dynamic_configs import AlterOp, ConfigError
 from metadata.controller.reassignment import OngoingReassignment, ReassignmentResult
+from metadata.controller.client_quotas import QuotaAlteration, QuotaOp
 from metadata.controller.scram import ScramDeletion, ScramUpsertion
 from metadata.controller.topics import CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions
 # The real channel (metadata.controller.client.ControllerClient) lives below the broker
@@ -37,7 +38,7 @@ __all__ = [
     "ControllerChannel", "ControllerReply", "ControllerUnavailableError",
     "CreatableTopic", "CreateTopicResult", "DeleteTopicResult", "NewPartitions",
     "AclBinding", "AclFilter", "AclResult", "DeleteAclsResult", "AlterOp", "ConfigError", "ConfigResource",
-    "AlterPartitionItem", "AlterPartitionResult", "ScramDeletion", "ScramUpsertion",
+    "AlterPartitionItem", "AlterPartitionResult", "ScramDeletion", "ScramUpsertion", "QuotaAlteration", "QuotaOp",
 ]
 
 
@@ -98,6 +99,11 @@ class ControllerChannel(Protocol):
 
     async def describe_quorum(self, *, timeout_s: float = 10.0):
         """The metadata quorum's state from its Raft leader (raft.messages.DescribeQuorumResponse)."""
+        ...
+
+    async def alter_client_quotas(self, changes: Sequence[QuotaAlteration], *, validate_only: bool = False,
+                                  timeout_s: float = 30.0) -> ControllerReply[list[tuple[ErrorCode, str | None]]]:
+        """One (error, message) per change, in order."""
         ...
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem], *,

@@ -21,6 +21,10 @@ only once its size fits the shared queued.max.request.bytes pool, and released w
 answered; an idle connection (connections.max.idle.ms) or a request that does not
 arrive whole in time (socket.request.read.timeout.ms) is closed.
 
+Client quotas (broker.quotas): an answered request is recorded against its user's and
+client-id's quotas; over one, its response carries throttle_time_ms and the connection is
+not read for that long after the response is written (KIP-219).
+
 A request naming more than MAX_REQUEST_ITEMS items in all (broker.request_caps) is
 answered INVALID_REQUEST without being handled.
 
@@ -41,6 +45,7 @@ from broker.broker_config import BrokerListener
 from broker.connection_context import current_security, set_current_security
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import fallback_response
+from broker.quotas.handling_time import start_request
 from broker.records_slice import RecordsSlice
 from broker.request_caps import MAX_DECODED_ITEMS, over_item_cap
 from broker.request_errors import CLOSE, CloseAfter, CloseConnection
@@ -143,11 +148,12 @@ class KafkaServer:
         reader = RequestReader(stream, self.broker.env, max_frame_size=self.broker.config.max_frame_size,
                                limits=self.broker.config.connection_limits, pool=self.memory_pool)
         try:
-            await self._answer_frames(stream, reader, sasl_phase(self, security, sasl, scope, reader.frames, conn))
+            await self._answer_frames(stream, reader, sasl_phase(self, security, sasl, scope, reader.frames, conn),
+                                      conn)
         finally:
             reader.done()
 
-    async def _answer_frames(self, stream, reader: RequestReader, respond) -> None:
+    async def _answer_frames(self, stream, reader: RequestReader, respond, conn: "_Connection | None" = None) -> None:
         """Answer each frame with `respond` (the server's own, or a SASL phase in front of it)."""
         env, metrics = self.broker.env, self.broker.metrics
         while True:
@@ -174,6 +180,8 @@ class KafkaServer:
             if parts is not None:
                 await send_parts(stream, parts)
             reader.done()
+            if conn is not None and conn.muted_until > env.now():  # throttled: read nothing meanwhile
+                await env.sleep_until(conn.muted_until)
 
     async def respond(self, frame: bytes, conn: "_Connection | None" = None):
         """The response chunks for one request frame, None for no response, or CLOSE."""
@@ -198,15 +206,22 @@ class KafkaServer:
         if too_many is not None:
             log.info("refusing %s v%d: %s", ApiKey(header.api_key).name, header.api_version, too_many)
             return _error_answer(handler, self.broker, header, request, ErrorCode.INVALID_REQUEST)
+        quota_base = self.broker.client_quotas.mutation_base(header, request)
+        start_request()
+        started = self.broker.env.now()
         try:
             response = await handler.handle(self.broker, header, request)
             if response is None:
+                self._throttle(conn, header, request, None, len(frame), None, started, quota_base)
                 return None
             if (conn is not None and header.api_key == ApiKey.FETCH and request.replica_id >= 0
                     and response.error_code == ErrorCode.NONE):
                 conn.replica = request.replica_id
                 self._fetch_connections[request.replica_id] = conn
-            return encode_response_parts(header, response)
+            parts = encode_response_parts(header, response)
+            if self._throttle(conn, header, request, response, len(frame), parts, started, quota_base):
+                parts = encode_response_parts(header, response)  # now with its throttle_time_ms
+            return parts
         except CloseConnection as exc:
             log.info("closing connection: %s", exc)
             return CLOSE
@@ -220,6 +235,23 @@ class KafkaServer:
                           header.correlation_id)
             code = ErrorCode.UNKNOWN_SERVER_ERROR
         return _error_answer(handler, self.broker, header, request, code)
+
+    def _throttle(self, conn, header, request, response, request_bytes, parts, started, quota_base) -> bool:
+        """Client quotas (broker.quotas): record the request; when its entity is over a quota,
+        put the throttle time in the response and mute the connection for it (KIP-219).
+        True when the response changed."""
+        env = self.broker.env
+        throttle_ms = self.broker.client_quotas.throttle_ms(
+            header, request, response, request_bytes, 0 if parts is None else sum(map(len, parts)),
+            env.now() - started, quota_base)
+        if throttle_ms <= 0:
+            return False
+        if conn is not None:
+            conn.muted_until = max(conn.muted_until, env.now() + throttle_ms / 1000)
+        if response is None or "throttle_time_ms" not in type(response).__slots__:
+            return False
+        response.throttle_time_ms = max(response.throttle_time_ms or 0, throttle_ms)
+        return True
 
     def _admitted(self, header, request) -> bool:
         """Nothing but ApiVersions (and the SASL exchange, which answers those itself) before a
@@ -304,7 +336,8 @@ def _check_complete(part: RecordsSlice, sent: int) -> None:
 
 class _Connection:
     """One client connection; `replica` is the follower whose Fetches came on it, if any."""
-    __slots__ = ("replica",)
+    __slots__ = ("replica", "muted_until")
 
     def __init__(self):
         self.replica: int | None = None
+        self.muted_until = 0.0  # Env time: not read before then (a quota throttle, KIP-219)

@@ -113,6 +113,15 @@ CATALOGUE: list[MetricDef] = [
     # consumer groups (kafka.server:type=FetcherLagMetrics / consumer lag)
     _g("raftkafka_consumer_group_lag", "High watermark minus committed offset, per group partition.",
        "group", "topic", "partition"),
+    # client quotas (kafka.server:type=Produce/Fetch/Request/ControllerMutation, per user and client-id);
+    # an empty user or client_id label: the rate is shared by all of them (the quota's precedence level)
+    _g("raftkafka_client_quota_rate", "Measured rate per quota entity over the quota windows: bytes/s for "
+       "producer_byte_rate and consumer_byte_rate, percent of one thread for request_percentage, "
+       "partitions/s for controller_mutation_rate.", "quota", "user", "client_id"),
+    _g("raftkafka_client_quota_throttle_time_ms", "Average throttle time given to a quota entity's throttled "
+       "requests over the quota windows.", "quota", "user", "client_id"),
+    _g("raftkafka_client_quota_bound", "The quota that applies to a measured quota entity.",
+       "quota", "user", "client_id"),
 ]
 
 Number = Union[int, float]

@@ -239,6 +239,17 @@ class ControllerClient:
              for u in upsertions], **self._admin(timeout_s)), timeout=timeout_s)
         return ControllerReply({r.user: (ErrorCode(r.error), r.message) for r in reply.results}, reply.offset)
 
+    async def alter_client_quotas(self, changes, *, validate_only: bool = False, timeout_s: float = 30.0,
+                                  ) -> ControllerReply[list[tuple[ErrorCode, str | None]]]:
+        """One (error, message) per metadata.controller.client_quotas.QuotaAlteration, in order."""
+        reply = await self.conn.call(rpc.AlterClientQuotasRequest(
+            self.cluster_id, [rpc.QuotaAlterationInfo(list(c.entity), [rpc.QuotaOpInfo(o.key, o.value, o.remove)
+                                                                      for o in c.ops]) for c in changes],
+            validate_only, **self._admin(timeout_s)), timeout=timeout_s)
+        if failed := _request_error(reply):
+            return ControllerReply([failed for _ in changes], reply.offset)
+        return ControllerReply([(ErrorCode(r.error), r.message) for r in reply.results], reply.offset)
+
     @staticmethod
     def _config_reply(reply, resources) -> ControllerReply[dict[ConfigResource, ConfigError]]:
         if failed := _request_error(reply):

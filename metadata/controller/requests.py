@@ -18,6 +18,7 @@ from metadata.acls import AclBinding, AclFilter, acl_fields
 from metadata.controller import rpc
 from metadata.controller.acls import create_acls, delete_acls
 from metadata.controller.alter_partition import AlterPartitionItem, alter_partition
+from metadata.controller.client_quotas import QuotaAlteration, QuotaOp, alter_client_quotas
 from metadata.controller.brokers import (
     BrokerRegistrationRequest as Registration, HeartbeatRequest, broker_heartbeat,
     register_broker, unregister_broker,
@@ -78,6 +79,7 @@ class ControllerRequests:
             rpc.AlterPartitionReassignmentsRequest: self._alter_reassignments,
             rpc.ListPartitionReassignmentsRequest: self._list_reassignments,
             rpc.UnregisterBrokerRequest: self._unregister,
+            rpc.AlterClientQuotasRequest: self._alter_client_quotas,
         }
 
     async def handle(self, request, connection=None) -> Any | None:
@@ -335,6 +337,19 @@ class ControllerRequests:
         results, offset = await self._submit("AlterUserScramCredentials", op, req)
         return rpc.AlterUserScramCredentialsResponse(0, self._me(), offset, [
             rpc.ScramResultInfo(user, int(code), message) for user, (code, message) in results.items()])
+
+    async def _alter_client_quotas(self, req: rpc.AlterClientQuotasRequest):
+        changes = [QuotaAlteration(tuple((t, n) for t, n in a.entity),
+                                   tuple(QuotaOp(o.key, o.value, o.remove) for o in a.ops))
+                   for a in req.alterations]
+
+        def op(image, next_offset, now):
+            records, results = alter_client_quotas(image, changes, req.validate_only)
+            return [records], results  # one batch: a request's quotas commit together
+
+        results, offset = await self._submit("AlterClientQuotas", op, req)
+        return rpc.AlterClientQuotasResponse(0, self._me(), offset, [
+            rpc.QuotaResultInfo(int(code), message) for code, message in results])
 
     async def _describe_cluster(self, req: rpc.DescribeClusterRequest):
         # A read of the speculative image: answered once what it shows has committed.

@@ -3,7 +3,9 @@
 Brokers send BrokerRegistration, BrokerHeartbeat (which also carries controlled shutdown:
 `want_shutdown`, as in KRaft), AlterPartition and AllocateProducerIds; admin requests that
 reach a broker are forwarded as CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, ElectLeaders, DescribeConfigs, CreateAcls, DeleteAcls and AlterUserScramCredentials. Every response carries `error`
+IncrementalAlterConfigs, ElectLeaders, DescribeConfigs, CreateAcls, DeleteAcls,
+AlterUserScramCredentials, AlterPartitionReassignments, ListPartitionReassignments,
+UnregisterBroker and AlterClientQuotas. Every response carries `error`
 (a top-level Kafka error code: NOT_CONTROLLER when this node is not the active controller,
 with `leader_id` as a hint), and writes carry `offset`: the metadata log offset the change
 committed at (-1 when nothing was written), so a broker can wait for its own metadata to
@@ -47,6 +49,8 @@ __all__ = [
     "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse",
     "OngoingReassignmentInfo", "ListPartitionReassignmentsRequest",
     "ListPartitionReassignmentsResponse", "UnregisterBrokerRequest", "UnregisterBrokerResponse",
+    "QuotaOpInfo", "QuotaAlterationInfo", "QuotaResultInfo", "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
 ]
 
 
@@ -631,6 +635,47 @@ class ListPartitionReassignmentsResponse:
     reassignments: list[OngoingReassignmentInfo] = field(default_factory=list)
 
 
+# ------------------------------------------------------------------------ client quotas
+
+
+@dataclass(slots=True, frozen=True)
+class QuotaOpInfo:
+    key: str
+    value: float
+    remove: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class QuotaAlterationInfo:
+    entity: list[tuple[str, str | None]]  # (entity type, name or None for the default)
+    ops: list[QuotaOpInfo] = field(default_factory=list)
+
+
+@dataclass(slots=True, frozen=True)
+class QuotaResultInfo:
+    error: int
+    message: str | None = None
+
+
+@rpc_message("controller.AlterClientQuotas", version=2)
+@dataclass(slots=True, frozen=True)
+class AlterClientQuotasRequest:
+    cluster_id: str
+    alterations: list[QuotaAlterationInfo] = field(default_factory=list)
+    validate_only: bool = False
+    forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
+    timeout_ms: int = -1
+
+
+@rpc_message("controller.AlterClientQuotasResponse", version=1)
+@dataclass(slots=True, frozen=True)
+class AlterClientQuotasResponse:
+    error: int
+    leader_id: int | None = None
+    offset: int = -1
+    results: list[QuotaResultInfo] = field(default_factory=list)  # one per alteration, in order
+
+
 # Request type → its response type (the service answers NOT_CONTROLLER with these).
 CONTROLLER_REQUESTS: dict[type, type] = {
     BrokerRegistrationRequest: BrokerRegistrationResponse,
@@ -651,6 +696,7 @@ CONTROLLER_REQUESTS: dict[type, type] = {
     AlterPartitionReassignmentsRequest: AlterPartitionReassignmentsResponse,
     ListPartitionReassignmentsRequest: ListPartitionReassignmentsResponse,
     UnregisterBrokerRequest: UnregisterBrokerResponse,
+    AlterClientQuotasRequest: AlterClientQuotasResponse,
 }
 
 # Requests that change the cluster on a client's behalf: only ever forwarded by a broker.
@@ -658,4 +704,5 @@ ADMIN_REQUESTS = (
     CreateTopicsRequest, DeleteTopicsRequest, CreatePartitionsRequest, AlterConfigsRequest,
     IncrementalAlterConfigsRequest, ElectLeadersRequest, AlterUserScramCredentialsRequest,
     CreateAclsRequest, DeleteAclsRequest, AlterPartitionReassignmentsRequest, UnregisterBrokerRequest,
+    AlterClientQuotasRequest,
 )

@@ -6,7 +6,8 @@
             --add-config retention.ms=60000,cleanup.policy=[compact,delete] --delete-config segment.ms
     configs --bootstrap-server H:P --alter --topic T --add-config-file FILE   (a .properties file)
 
-Users (`--entity-type users`) have SCRAM credentials as their configs: raftkafka.cli.user_configs.
+Users and clients (`--entity-type users|clients`) have client quotas (raftkafka.cli.quota_configs)
+and users SCRAM credentials (raftkafka.cli.user_configs) as their configs.
 `--topic T`, `--broker N` and `--broker-defaults` are shorthands, as in Kafka.
 Describe lists the overrides at the entity's own level (everything with
 `--all`); alter is incremental: settings not named keep their values.
@@ -23,6 +24,7 @@ from raftkafka.cli.common import (
     run_client,
 )
 from raftkafka.client import RESOURCE_BROKER, RESOURCE_TOPIC
+from raftkafka.cli.quota_configs import EntityArg, entities_of, run_quotas, split_configs
 from raftkafka.cli.user_configs import run_users
 
 __all__ = ["add_parser", "run", "format_entries"]
@@ -30,20 +32,23 @@ __all__ = ["add_parser", "run", "format_entries"]
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
                 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+_QUOTA_TYPES = ("users", "user", "clients", "client")
 _ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "topic": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER,
                  "broker": RESOURCE_BROKER}
 
 
 def add_parser(subparsers) -> None:
-    p = add_command(subparsers, "configs", "describe and alter topic, broker and user (SCRAM) configs")
+    p = add_command(subparsers, "configs", "describe and alter topic, broker, user and client configs "
+                                           "(quotas, SCRAM credentials)")
     add_bootstrap(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", dest="action", action="store_const", const="describe")
     action.add_argument("--alter", dest="action", action="store_const", const="alter")
-    p.add_argument("--entity-type", choices=sorted([*_ENTITY_TYPES, "users", "user"]),
-                   help="topics, brokers or users")
-    p.add_argument("--entity-name", help="topic name, broker id or user name")
-    p.add_argument("--entity-default", action="store_true", help="brokers: the cluster-wide default")
+    p.add_argument("--entity-type", action=EntityArg, choices=sorted([*_ENTITY_TYPES, *_QUOTA_TYPES]),
+                   help="topics, brokers, users or clients (users and clients: twice, for a user's client-id)")
+    p.add_argument("--entity-name", action=EntityArg, help="topic name, broker id, user name or client-id")
+    p.add_argument("--entity-default", action=EntityArg, nargs=0, default=False,
+                   help="brokers: the cluster-wide default; users, clients: the <default> entity")
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name TOPIC")
     p.add_argument("--broker", help="shorthand for --entity-type brokers --entity-name ID")
     p.add_argument("--broker-defaults", action="store_true",
@@ -87,8 +92,8 @@ def _broker_id(text: str) -> str:
 
 
 def run(args) -> int:
-    if args.entity_type in ("users", "user"):
-        return run_users(args)
+    if any(kind == "type" and value in _QUOTA_TYPES for kind, value in getattr(args, "entity_order", None) or ()):
+        return _run_users_and_clients(args)
     entity = entity_of(args)
     if args.action == "alter":
         if args.add_config and args.add_config_file:
@@ -108,6 +113,29 @@ def run(args) -> int:
     if args.add_config or args.add_config_file or args.delete_config:
         raise CommandError("--add-config/--add-config-file/--delete-config need --alter")
     return run_client(_describe, args, entity)
+
+
+def _run_users_and_clients(args) -> int:
+    """Quotas (raftkafka.cli.quota_configs) and a user's SCRAM credentials (user_configs)."""
+    entities = entities_of(args)
+    if any(t not in ("user", "client-id") for t, _ in entities):
+        raise CommandError("users and clients cannot be combined with topics or brokers")
+    quota_add, quota_delete, scram_add, scram_delete = split_configs(args)
+    one_user = [t for t, _ in entities] == ["user"] and not args.entity_default
+    if args.action == "describe":
+        if args.add_config or args.delete_config:
+            raise CommandError("--add-config/--delete-config need --alter")
+        status = run_quotas(args, {}, [])
+        return run_users(args) if one_user and status == 0 else status
+    if (scram_add or scram_delete) and not one_user:
+        raise CommandError("SCRAM credentials belong to one named user (--entity-type users --entity-name N)")
+    status = 0
+    if quota_add or quota_delete or not (scram_add or scram_delete):
+        status = run_quotas(args, quota_add, quota_delete)
+    if status == 0 and (scram_add or scram_delete):
+        args.add_config, args.delete_config = scram_add or None, scram_delete or None
+        status = run_users(args)
+    return status
 
 
 def _label(entity: tuple[int, str]) -> str:

@@ -1,4 +1,4 @@
-"""The admin client: topics, partitions, configs, groups, offsets, ACLs, cluster description.
+"""The admin client: topics, partitions, configs, groups, offsets, ACLs, client quotas, cluster description.
 
     async with Admin(env, "host:9092") as admin:
         await admin.create_topic("events", partitions=6, replication_factor=3)
@@ -25,8 +25,9 @@ from storage.env import Env
 from wire.acl_codes import AclBinding, AclFilter
 from wire.error_codes import ErrorCode
 from wire.protocol import (
-    AlterPartitionReassignmentsRequest, AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
-    ElectLeadersRequest, ListPartitionReassignmentsRequest,
+    AlterClientQuotasRequest, AlterPartitionReassignmentsRequest, AlterUserScramCredentialsRequest,
+    DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest, ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
     ApiKey,
     CreateAclsRequest,
     CreatePartitionsRequest,
@@ -307,6 +308,30 @@ class Admin:
             upsertions=[R.ScramCredentialUpsertion(name=u, mechanism=m, iterations=i, salt=s, salted_password=p)
                         for u, m, i, s, p in upsertions]))
         return {x.user: error_for(x.error_code, x.error_message, x.user) if x.error_code else None for x in r.results}
+
+    # ------------------------------------------------------------------ client quotas (KIP-546)
+
+    async def describe_client_quotas(self, components=(), *, strict: bool = False
+                                     ) -> list[tuple[tuple[tuple[str, str | None], ...], dict[str, float]]]:
+        """[(entity, {key: value})]: `components` are (entity type, match type 0 exact / 1 default /
+        2 any named, match or None); an entity is ((type, name or None for <default>), ...)."""
+        R = DescribeClientQuotasRequest
+        r = await self.cluster.request_any(R(components=[R.ComponentData(entity_type=t, match_type=m, match=n)
+                                                         for t, m, n in components], strict=strict))
+        if r.error_code:
+            raise error_for(r.error_code, r.error_message, "DescribeClientQuotas")
+        return [(tuple((e.entity_type, e.entity_name) for e in entry.entity),
+                 {v.key: v.value for v in entry.values}) for entry in r.entries or ()]
+
+    async def alter_client_quotas(self, alterations, *, validate_only: bool = False) -> list[KafkaError | None]:
+        """`alterations`: [(entity, {key: value, or None to remove})]; one result per alteration."""
+        R = AlterClientQuotasRequest
+        r = await self.cluster.request_any(R(entries=[R.EntryData(
+            entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+            ops=[R.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in ops.items()])
+            for entity, ops in alterations], validate_only=validate_only))
+        return [error_for(x.error_code, x.error_message, "AlterClientQuotas") if x.error_code else None
+                for x in r.entries]
 
     # ------------------------------------------------------------------ groups and offsets
 

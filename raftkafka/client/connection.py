@@ -125,6 +125,9 @@ class BrokerConnection:
         self._closed = False
         self._close_error: Exception | None = None
         self._watchdog_scope = trio.CancelScope()
+        # KIP-219: a response's throttle_time_ms holds back what is sent next, as the broker
+        # reads nothing from this connection meanwhile (its client quota was exceeded).
+        self.throttled_until = float("-inf")
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}{' closed' if self._closed else ''}>"
@@ -273,6 +276,8 @@ class BrokerConnection:
         # The turn to send without a schedule point of its own when it is free (the send
         # that follows is one); a cancelled caller still stops here, before sending.
         await trio.lowlevel.checkpoint_if_cancelled()
+        if self.throttled_until > self.env.now():
+            await self.env.sleep_until(self.throttled_until)
         waited = await self._send_turn.take()
         try:
             if waited:  # handed the turn, perhaps cancelled meanwhile: stop here, with nothing sent
@@ -397,6 +402,9 @@ class BrokerConnection:
         if correlation_id != slot.correlation_id:
             raise KafkaConnectionError(
                 f"correlation id {correlation_id} from {self.host}:{self.port}, expected {slot.correlation_id}")
+        throttle_ms = getattr(body, "throttle_time_ms", 0) or 0
+        if throttle_ms > 0:
+            self.throttled_until = max(self.throttled_until, self.env.now() + throttle_ms / 1000)
         slot.response = body
         self._finish(slot)
 

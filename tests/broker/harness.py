@@ -28,6 +28,7 @@ from metadata.controller.brokers import fence_broker
 from metadata.controller.dynamic_configs import alter_configs, incremental_alter_configs
 from metadata.controller.heartbeats import BrokerHeartbeatManager
 from metadata.controller.replication import elect_leaderless, remove_broker_from_isrs
+from metadata.controller.client_quotas import alter_client_quotas
 from metadata.controller.scram import alter_user_scram_credentials
 from metadata.controller.elect_leaders import ElectionType, elect_leaders
 from metadata.controller.reassignment import alter_partition_reassignments, list_partition_reassignments
@@ -137,6 +138,11 @@ class InProcessController:
     async def alter_user_scram_credentials(self, deletions, upsertions, *, timeout_s=30.0):
         self.calls.append("alter_user_scram_credentials")
         records, results = alter_user_scram_credentials(self.image, deletions, upsertions)
+        return ControllerReply(results, self.commit(records))
+
+    async def alter_client_quotas(self, changes, *, validate_only=False, timeout_s=30.0):
+        self.calls.append("alter_client_quotas")
+        records, results = alter_client_quotas(self.image, changes, validate_only)
         return ControllerReply(results, self.commit(records))
 
     async def alter_partition(self, broker_id, broker_epoch, items, *, timeout_s=30.0):

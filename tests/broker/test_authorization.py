@@ -14,7 +14,7 @@ from wire.acl_codes import CLUSTER_NAME, AclBinding, AclFilter, AclOperation as 
 from wire.acl_codes import ResourceType as Res
 from wire.error_codes import ErrorCode as E
 from wire.protocol import (
-    AlterConfigsRequest, CreateAclsRequest, HeartbeatRequest, LeaveGroupRequest, OffsetDeleteRequest,
+    AlterClientQuotasRequest, AlterConfigsRequest, CreateAclsRequest, DescribeClientQuotasRequest, HeartbeatRequest, LeaveGroupRequest, OffsetDeleteRequest,
     SyncGroupRequest, CreatePartitionsRequest, DeleteAclsRequest, DeleteGroupsRequest, DescribeAclsRequest,
     DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
     IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, ListGroupsRequest,
@@ -203,6 +203,16 @@ ROWS = [
      lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED),
     ("UnregisterBroker", (Res.CLUSTER, CLUSTER_NAME, Op.ALTER), UnregisterBrokerRequest(broker_id=99), 0,
      lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED),
+    ("DescribeClientQuotas", (Res.CLUSTER, CLUSTER_NAME, Op.DESCRIBE_CONFIGS),
+     DescribeClientQuotasRequest(components=[], strict=False), 1,
+     lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED),
+    ("AlterClientQuotas", (Res.CLUSTER, CLUSTER_NAME, Op.ALTER_CONFIGS), AlterClientQuotasRequest(entries=[
+        AlterClientQuotasRequest.EntryData(entity=[AlterClientQuotasRequest.EntityData(entity_type="user",
+                                                                                      entity_name="bob")],
+                                           ops=[AlterClientQuotasRequest.OpData(key="producer_byte_rate",
+                                                                               value=1e6, remove=False)])],
+        validate_only=False), 1,
+     lambda r: r.entries[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED),
 ]
 
 

@@ -80,3 +80,34 @@ def test_describe_every_topic(cli, brokers, topic_name):
 
 def test_parse_key_values_keeps_bracketed_lists():
     assert parse_key_values(["a=1,b=[x,y],c=", "d = 4"], "--add-config") == {"a": "1", "b": "x,y", "c": "", "d": "4"}
+
+
+def test_client_quotas_as_kafka_configs(cli, brokers):
+    """Users and clients: set, pair a user with a client-id, defaults, delete, describe, errors."""
+    base = ("configs", "--bootstrap-server", brokers)
+    r = cli(*base, "--alter", "--entity-type", "clients", "--entity-name", "cli-app",
+            "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048")
+    assert (r.code, r.out) == (0, "Completed updating config for client-id 'cli-app'.\n")
+    r = cli(*base, "--alter", "--entity-type", "users", "--entity-name", "cli-user", "--entity-type", "clients",
+            "--entity-default", "--add-config", "request_percentage=12.5")
+    assert r.out == "Completed updating config for user-principal 'cli-user', the default client-id.\n"
+    r = cli(*base, "--alter", "--entity-type", "clients", "--entity-name", "cli-app", "--delete-config",
+            "consumer_byte_rate")
+    assert r.code == 0
+    r = cli(*base, "--describe", "--entity-type", "clients", "--entity-name", "cli-app")
+    assert r.out == "Quota configs for client-id 'cli-app' are producer_byte_rate=1024.0\n"
+    r = cli(*base, "--describe", "--entity-type", "users", "--entity-name", "cli-user", "--entity-type", "clients",
+            "--entity-default")
+    assert r.out == "Quota configs for user-principal 'cli-user', the default client-id are request_percentage=12.5\n"
+    for args, error in [
+        (("--entity-type", "clients", "--entity-name", "x", "--add-config", "bogus=1"),
+         "INVALID_REQUEST (Invalid configuration key bogus)"),
+        (("--entity-type", "clients", "--entity-name", "x", "--add-config", "producer_byte_rate=-1"),
+         "must be a finite, non-negative number"),
+        (("--entity-type", "clients", "--add-config", "producer_byte_rate=1"),
+         "--alter needs an --entity-name or --entity-default for each --entity-type"),
+        (("--entity-type", "clients", "--entity-name", "x", "--entity-type", "topics", "--entity-name", "t",
+          "--add-config", "producer_byte_rate=1"), "users and clients cannot be combined with topics or brokers"),
+    ]:
+        r = cli(*base, "--alter", *args)
+        assert r.code == 1 and error in r.err and len(r.err.strip().splitlines()) == 1, r.err

@@ -17,11 +17,13 @@ from wire.protocol.apis.admin import *  # noqa: F401,F403
 from wire.protocol.apis.data import *  # noqa: F401,F403
 from wire.protocol.apis.groups import *  # noqa: F401,F403
 from wire.protocol.apis.operations import *  # noqa: F401,F403
+from wire.protocol.apis.quotas import *  # noqa: F401,F403
 from wire.protocol.apis.session import *  # noqa: F401,F403
 from wire.protocol.apis.transactions import *  # noqa: F401,F403
 from wire.protocol.apis import acls as _acls, admin as _admin, data as _data, groups as _groups, session as _session
 from wire.protocol.apis import operations as _operations
 from wire.protocol.apis import transactions as _transactions
+from wire.protocol.apis import quotas as _quotas
 from wire.protocol.consumer_protocol import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
@@ -49,7 +51,7 @@ from wire.protocol.registry import API_VERSIONS, REQUESTS, RESPONSES, ApiKey, lo
 
 __all__ = [
     *_acls.__all__, *_admin.__all__, *_data.__all__, *_groups.__all__, *_session.__all__,
-    *_operations.__all__, *_transactions.__all__,
+    *_operations.__all__, *_transactions.__all__, *_quotas.__all__,
     "ConsumerProtocolAssignment", "ConsumerProtocolSubscription", "decode_assignment",
     "decode_subscription", "encode_assignment", "encode_subscription",
     "DEFAULT_MAX_FRAME_SIZE", "FrameReader", "MalformedRequestError", "RequestHeader",

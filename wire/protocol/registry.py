@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 
 from wire.errors import UnsupportedVersionError
-from wire.protocol.apis import acls, admin, data, groups, operations, session, transactions
+from wire.protocol.apis import acls, admin, data, groups, operations, quotas, session, transactions
 from wire.protocol.message import Message
 
 __all__ = ["ApiKey", "REQUESTS", "RESPONSES", "API_VERSIONS", "request_class", "response_class", "lookup"]
@@ -54,6 +54,8 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_QUORUM = 55
@@ -66,7 +68,7 @@ class ApiKey(enum.IntEnum):
 
 def _collect(kind: str) -> dict[int, type[Message]]:
     table: dict[int, type[Message]] = {}
-    for module in (data, groups, admin, acls, session, operations, transactions):
+    for module in (data, groups, admin, acls, session, operations, transactions, quotas):
         for name in module.__all__:
             cls = getattr(module, name)
             if cls.KIND == kind:

@@ -1,0 +1,135 @@
+"""Kafka's sampled statistics (org.apache.kafka.common.metrics.stats), sans-IO: time in ms
+is passed in, nothing is read from a clock.
+
+`SampledRate` is Kafka's `Rate` over a `WindowedSum`: `samples` windows of `window_ms`
+each; a record goes into the current window, or opens the next one (reusing the oldest)
+once the current one is `window_ms` old; windows older than `samples * window_ms` are
+reset when measured. The rate is the sum of the retained windows over the time they span,
+counted as at least `samples - 1` full windows, so a new entity is not measured over a
+sliver of time (Rate.windowSize).
+
+`SampledAvg` is Kafka's `Avg` over the same windows (throttle-time metrics);
+`TokenBucket` is KIP-599's, for controller mutations: a burst of `(samples - 1) * window`
+seconds of the quota, refilled at the quota rate, measured as the tokens left.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["QuotaWindow", "SampledRate", "SampledAvg", "TokenBucket"]
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaWindow:
+    samples: int = 11  # quota.window.num
+    window_ms: float = 1000.0  # quota.window.size.seconds
+
+
+class _Sample:
+    __slots__ = ("start_ms", "value", "count")
+
+    def __init__(self, start_ms: float):
+        self.start_ms = start_ms
+        self.value = 0.0
+        self.count = 0
+
+    def reset(self, now_ms: float) -> None:
+        self.start_ms = now_ms
+        self.value = 0.0
+        self.count = 0
+
+
+class _SampledStat:
+    __slots__ = ("window", "samples", "current")
+
+    def __init__(self, window: QuotaWindow):
+        self.window = window
+        self.samples: list[_Sample] = []
+        self.current = 0
+
+    def record(self, value: float, now_ms: float) -> None:
+        sample = self._current(now_ms)
+        if now_ms - sample.start_ms >= self.window.window_ms:
+            sample = self._advance(now_ms)
+        sample.value += value
+        sample.count += 1
+
+    def _current(self, now_ms: float) -> _Sample:
+        if not self.samples:
+            self.samples.append(_Sample(now_ms))
+        return self.samples[self.current]
+
+    def _advance(self, now_ms: float) -> _Sample:
+        self.current = (self.current + 1) % self.window.samples
+        if self.current >= len(self.samples):
+            self.samples.append(_Sample(now_ms))
+        else:
+            self.samples[self.current].reset(now_ms)
+        return self.samples[self.current]
+
+    def purge(self, now_ms: float) -> None:
+        expire = self.window.samples * self.window.window_ms
+        for sample in self.samples:
+            if now_ms - sample.start_ms >= expire:
+                sample.reset(now_ms)
+
+    def oldest_start(self, now_ms: float) -> float:
+        if not self.samples:
+            self.samples.append(_Sample(now_ms))
+        return min(s.start_ms for s in self.samples)
+
+
+class SampledRate(_SampledStat):
+    """Units recorded per second (bytes/s, or request-time percent)."""
+    __slots__ = ()
+
+    def window_size_ms(self, now_ms: float) -> float:
+        """Kafka's Rate.windowSize: the time the retained samples span, at least samples-1 windows."""
+        self.purge(now_ms)
+        elapsed = now_ms - self.oldest_start(now_ms)
+        full = int(elapsed // self.window.window_ms)
+        minimum = self.window.samples - 1
+        if full < minimum:
+            elapsed += (minimum - full) * self.window.window_ms
+        return max(elapsed, 1.0)
+
+    def measure(self, now_ms: float) -> float:
+        self.purge(now_ms)
+        total = sum(s.value for s in self.samples)
+        return total / (self.window_size_ms(now_ms) / 1000.0)
+
+
+class SampledAvg(_SampledStat):
+    __slots__ = ()
+
+    def measure(self, now_ms: float) -> float:
+        self.purge(now_ms)
+        count = sum(s.count for s in self.samples)
+        return sum(s.value for s in self.samples) / count if count else 0.0
+
+
+class TokenBucket:
+    """KIP-599's bucket; starts full. `record` may take it below zero (the debt is the throttle)."""
+    __slots__ = ("window", "tokens", "last_ms")
+
+    def __init__(self, window: QuotaWindow):
+        self.window = window
+        self.tokens: float | None = None  # full at the first use, whatever the quota then
+        self.last_ms = 0.0
+
+    def _refill(self, quota: float, now_ms: float) -> None:
+        burst = (self.window.samples - 1) * (self.window.window_ms / 1000.0) * quota
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            self.tokens = min(burst, self.tokens + quota * max(now_ms - self.last_ms, 0.0) / 1000.0)
+        self.last_ms = now_ms
+
+    def measure(self, quota: float, now_ms: float) -> float:
+        self._refill(quota, now_ms)
+        return self.tokens
+
+    def record(self, quota: float, value: float, now_ms: float) -> None:
+        self._refill(quota, now_ms)
+        burst = (self.window.samples - 1) * (self.window.window_ms / 1000.0) * quota
+        self.tokens = min(burst, self.tokens - value)
