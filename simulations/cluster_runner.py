@@ -28,6 +28,7 @@ from simulations.determinism import current_sim_clock
 from simulations.env import derive_seed
 from simulations.history import History
 from simulations.fault_schedule import profile_for, schedule_of
+from simulations.moments import Moments, moments_enabled
 from simulations.nemesis import Nemesis
 from simulations.network import SimNetwork
 from simulations.trace import Trace
@@ -76,6 +77,8 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
                                producers=2, churn=True)
     nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile,
                       replay=None if options.replay is None else options.replay.events)
+    moments = (Moments(nemesis, rng("moments"), min_isr=workload.min_isr)
+               if options.replay is None and moments_enabled(options.faults) else None)
     await cluster.format()
 
     roles = RolePoller(cluster)
@@ -101,6 +104,8 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
             async with trio.open_nursery() as phase:
                 phase.start_soon(workload.run, safety_end)
                 phase.start_soon(nemesis.run, safety_end)
+                if moments is not None:
+                    phase.start_soon(moments.run, safety_end)
             nemesis.heal()
             await _liveness(cluster, workload, metadata, checker, trace, options.heal_timeout)
         poll()
@@ -115,6 +120,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     trace.record("sim", "end", ops=len(history.ops), violations=len(checker.violations))
     state["faults"] = dict(sorted(nemesis.counts.items()))
     state["schedule"] = schedule_of(options, profile, nemesis.schedule).to_dict()
+    state["moments"] = moments.describe() if moments is not None else {}
     state["violations"] = [v.to_dict() for v in checker.violations]
     state["sim_seconds"] = round(trio.current_time(), 6)
     counts = history.counts()
