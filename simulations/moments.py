@@ -77,6 +77,7 @@ class Moments:
                 if now >= until:
                     break
                 self._watch(now)
+            self._nursery = None  # the hooks stay installed in the nodes: from now on they do nothing
             nursery.cancel_scope.cancel()
 
     # ------------------------------------------------------------------ watching
@@ -116,6 +117,8 @@ class Moments:
         def on_isr_change(kind: str) -> None:
             if original is not None:
                 original(kind)
+            if self._nursery is None:
+                return
             moment = "isr_expand" if kind == "expand" else "isr_shrink"
             if moment in self.kinds:
                 for key, p in sorted(replicas.partitions.items()):
