@@ -19,6 +19,7 @@ import random
 
 import trio
 
+from simulations.checkers.committed import CommittedRecordsChecker
 from simulations.checkers.data import DataChecker
 from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
@@ -82,10 +83,15 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     await cluster.format()
 
     roles = RolePoller(cluster)
+    committed = CommittedRecordsChecker(checker)
 
     def poll() -> None:
         roles.poll()
         observe_metadata(cluster, metadata)
+        for node_id, host in sorted(cluster.hosts.items()):
+            kafka = host.kafka() if host.up else None
+            if kafka is not None:
+                committed.observe(node_id, host.incarnation, kafka)
 
     async with trio.open_nursery() as nursery:
         cluster.bind(nursery)
@@ -125,7 +131,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     state["sim_seconds"] = round(trio.current_time(), 6)
     counts = history.counts()
     state["workload"] = {"ops": counts, "crashes": cluster.crashes, "committed": len(checker.committed),
-                         "images_compared": metadata.compared,
+                         "images_compared": metadata.compared, "elections_checked": committed.elections_checked,
                          "records_read": sum(len(r) for r in workload.final.values())}
 
 
