@@ -12,7 +12,8 @@ watches the nodes for those moments and strikes right after one:
 - isr_shrink: a leader proposed dropping members: it dies within ~50 ms, while the
   change may still be in flight;
 - leader_change: a broker just became leader of a partition (data or
-  __consumer_offsets): it dies within ~300 ms, before its followers have caught up;
+  __consumer_offsets): its answers to its followers are held and it dies within ~300 ms,
+  before they have caught up;
 - producer_id: a broker just handed out a producer id: it dies soon after;
 - snapshot: a node just wrote a Raft snapshot (and may be cleaning its log): it dies;
 - min_isr: a partition's ISR is down to min.insync.replicas: one of its members loses power;
@@ -54,12 +55,14 @@ class Moments:
         self.min_isr = min_isr
         self.kinds = [k for k in MOMENT_KINDS if rng.random() < 0.6] or [rng.choice(MOMENT_KINDS)]
         self.counts: dict[str, int] = {}
-        self._busy_until = 0.0
+        self._busy_until = 0.0  # no strike before this
+        self._leader_busy_until = 0.0  # no leader_change strike before this
         self._hooked: set[int] = set()  # ids of the ReplicationSettings whose on_isr_change we wrap
-        self._leaders: dict[int, set] = {}  # node -> (topic, partition, leader epoch) it led
+        self._hooked_partitions: set[int] = set()  # ids of the Partitions whose change callback we wrap
+        self._epochs: dict[int, int] = {}  # id(Partition) -> the leader epoch it last led in
+        self._leaders: dict[int, set] = {}  # node -> the (topic, partition) it leads
         self._snapshots: dict[int, tuple] = {}  # node -> its Raft snapshot id
         self._producer_ids: dict[int, int] = {}  # node -> its allocator's next id
-        self._pending: list[tuple[str, int, dict]] = []  # (moment, node, details) seen by a hook
         self._nursery: trio.Nursery | None = None
         self._next_pause = 0.0
 
@@ -94,6 +97,7 @@ class Moments:
             if kafka is None:
                 continue
             self._hook(node_id, kafka)
+            self._hook_partitions(node_id, kafka)
             self._watch_leaders(node_id, kafka, now)
             if "producer_id" in self.kinds:
                 self._watch_producer_ids(node_id, kafka, now)
@@ -102,9 +106,6 @@ class Moments:
         if "pause_leader" in self.kinds and now >= self._next_pause:
             self._next_pause = now + self.rng.uniform(3.0, 10.0)
             self._pause_a_leader(now)
-        pending, self._pending = self._pending, []
-        for moment, node_id, details in pending:
-            self._strike(moment, node_id, now, **details)
 
     def _hook(self, node_id: int, kafka) -> None:
         settings = kafka.replicas.replication
@@ -121,23 +122,57 @@ class Moments:
                 return
             moment = "isr_expand" if kind == "expand" else "isr_shrink"
             if moment in self.kinds:
+                now = trio.current_time()
                 for key, p in sorted(replicas.partitions.items()):
                     state = p.isr_state
                     if p.is_leader and state.inflight and (state.adding is not None) == (kind == "expand"):
-                        self._pending.append((moment, node_id, {"follower": state.adding, "key": key}))
-                        if moment == "isr_expand":
+                        if moment == "isr_expand" and now >= self._busy_until:
                             self._cut_follower(node_id, state.adding)  # before the fetch answer leaves
+                        self._strike(moment, node_id, now, key=key, follower=state.adding)
                         break
 
         settings.on_isr_change = on_isr_change
 
+    def _hook_partitions(self, node_id: int, kafka) -> None:
+        """Told at once when a partition of this broker becomes leader (its change callback,
+        called on role changes and appends): polling would see it only after the followers
+        have fetched from the new leader, and the moment would be gone."""
+        if "leader_change" not in self.kinds:
+            return
+        for _, p in sorted(kafka.replicas.partitions.items()):
+            if id(p) in self._hooked_partitions:
+                continue
+            self._hooked_partitions.add(id(p))
+            self._epochs[id(p)] = p.leader_epoch if p.is_leader else -1
+            original = p._on_change
+
+            def on_change(key, p=p, original=original) -> None:
+                if original is not None:
+                    original(key)
+                if self._nursery is not None and p.is_leader and self._epochs.get(id(p)) != p.leader_epoch:
+                    self._epochs[id(p)] = p.leader_epoch
+                    self._new_leader(node_id, p)
+
+            p._on_change = on_change
+
+    def _new_leader(self, node_id: int, p) -> None:
+        """A new leader is cut off from its followers (its fetch answers are held) and dies soon.
+        Not held back by the other moments' strikes: the leader elected because of one is the
+        very moment (a second failure during the failover)."""
+        now = trio.current_time()
+        if now < self._leader_busy_until:
+            return
+        self._leader_busy_until = now + self.rng.uniform(1.0, 4.0)
+        hosts = self.cluster.hosts
+        seconds = self.rng.uniform(0.5, 3.0)
+        for follower in p.registration.replicas:
+            if follower != node_id and follower in hosts:
+                self.nemesis._apply({"kind": "oneway", "src": hosts[node_id].name, "dst": hosts[follower].name,
+                                     "seconds": seconds}, now, self._nursery)
+        self._strike("leader_change", node_id, now, key=p.key, force=True)
+
     def _watch_leaders(self, node_id: int, kafka, now: float) -> None:
-        led = {(t, i, p.leader_epoch) for (t, i), p in kafka.replicas.partitions.items() if p.is_leader}
-        before = self._leaders.get(node_id)
-        self._leaders[node_id] = led
-        if before is not None and led - before and "leader_change" in self.kinds:
-            key = sorted(led - before)[0]
-            self._strike("leader_change", node_id, now, key=key[:2])
+        self._leaders[node_id] = {(t, i) for (t, i), p in kafka.replicas.partitions.items() if p.is_leader}
 
     def _watch_producer_ids(self, node_id: int, kafka, now: float) -> None:
         allocator = kafka.producer_states.allocator
@@ -176,15 +211,16 @@ class Moments:
         self.nemesis._apply({"kind": "oneway", "src": hosts[leader].name, "dst": hosts[follower].name,
                              "seconds": self.rng.uniform(1.0, 4.0)}, trio.current_time(), self._nursery)
 
-    def _strike(self, moment: str, node_id: int, now: float, *, key=None, follower=None, power=None) -> None:
-        if now < self._busy_until or self._nursery is None:
+    def _strike(self, moment: str, node_id: int, now: float, *, key=None, follower=None, power=None,
+                force: bool = False) -> None:
+        if (now < self._busy_until and not force) or self._nursery is None:
             return
         delay = {"isr_expand": (0.02, 0.5), "isr_shrink": (0.0, 0.05), "leader_change": (0.0, 0.3),
                  "producer_id": (0.0, 0.3), "snapshot": (0.0, 0.05), "min_isr": (0.0, 0.2)}[moment]
         wait = self.rng.uniform(*delay)
         if power is None:
             power = self.rng.random() < 0.5
-        self._busy_until = now + wait + self.rng.uniform(1.0, 4.0)
+        self._busy_until = max(self._busy_until, now + wait + self.rng.uniform(1.0, 4.0))
         self.counts[moment] = self.counts.get(moment, 0) + 1
         self.trace.record("moments", moment, node=self.cluster.hosts[node_id].name, key=key, follower=follower,
                           after=round(wait, 6))
@@ -203,7 +239,7 @@ class Moments:
     def _pause_a_leader(self, now: float) -> None:
         if now < self._busy_until:
             return
-        leaders = sorted({n for n, led in self._leaders.items() if led and self.cluster.hosts[n].up})
+        leaders = sorted(n for n, led in self._leaders.items() if led and self.cluster.hosts[n].up)
         if not leaders:
             return
         node_id = self.rng.choice(leaders)
