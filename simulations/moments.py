@@ -57,9 +57,6 @@ class Moments:
         self.counts: dict[str, int] = {}
         self._busy_until = 0.0  # no strike before this
         self._leader_busy_until = 0.0  # no leader_change strike before this
-        self._hooked: set[int] = set()  # ids of the ReplicationSettings whose on_isr_change we wrap
-        self._hooked_partitions: set[int] = set()  # ids of the Partitions whose change callback we wrap
-        self._epochs: dict[int, int] = {}  # id(Partition) -> the leader epoch it last led in
         self._leaders: dict[int, set] = {}  # node -> the (topic, partition) it leads
         self._snapshots: dict[int, tuple] = {}  # node -> its Raft snapshot id
         self._producer_ids: dict[int, int] = {}  # node -> its allocator's next id
@@ -109,9 +106,9 @@ class Moments:
 
     def _hook(self, node_id: int, kafka) -> None:
         settings = kafka.replicas.replication
-        if id(settings) in self._hooked or not ({"isr_expand", "isr_shrink"} & set(self.kinds)):
+        # Marked on the wrapper, not remembered by id(): ids are reused, differently in each process.
+        if getattr(settings.on_isr_change, "moments", None) is self or not ({"isr_expand", "isr_shrink"} & set(self.kinds)):
             return
-        self._hooked.add(id(settings))
         original = settings.on_isr_change
         replicas = kafka.replicas
 
@@ -131,6 +128,7 @@ class Moments:
                         self._strike(moment, node_id, now, key=key, follower=state.adding)
                         break
 
+        on_isr_change.moments = self
         settings.on_isr_change = on_isr_change
 
     def _hook_partitions(self, node_id: int, kafka) -> None:
@@ -140,19 +138,19 @@ class Moments:
         if "leader_change" not in self.kinds:
             return
         for _, p in sorted(kafka.replicas.partitions.items()):
-            if id(p) in self._hooked_partitions:
+            if getattr(p._on_change, "moments", None) is self:
                 continue
-            self._hooked_partitions.add(id(p))
-            self._epochs[id(p)] = p.leader_epoch if p.is_leader else -1
             original = p._on_change
+            led = [p.leader_epoch if p.is_leader else -1]  # the leader epoch it last led in
 
-            def on_change(key, p=p, original=original) -> None:
+            def on_change(key, p=p, original=original, led=led) -> None:
                 if original is not None:
                     original(key)
-                if self._nursery is not None and p.is_leader and self._epochs.get(id(p)) != p.leader_epoch:
-                    self._epochs[id(p)] = p.leader_epoch
+                if self._nursery is not None and p.is_leader and led[0] != p.leader_epoch:
+                    led[0] = p.leader_epoch
                     self._new_leader(node_id, p)
 
+            on_change.moments = self
             p._on_change = on_change
 
     def _new_leader(self, node_id: int, p) -> None:
