@@ -24,6 +24,7 @@ from broker.producer_state import ProducerStateManager
 from broker.producer_state_hooks import ProducerStates
 from raft.node_storage import NodeStorage
 from storage.log.log import PartitionLog
+from tests.simulations.mutations import write_file_not_synced
 from wire.error_codes import ErrorCode
 
 # ---------------------------------------------------------------- controller election and broker fencing
@@ -144,18 +145,7 @@ def commit_entries_of_earlier_epoch(monkeypatch) -> None:
 
 def snapshot_written_without_fsync(monkeypatch) -> None:
     """A Raft snapshot file is renamed into place unsynced, and the log before it is then cleaned."""
-
-    async def write_without_sync(fs, path, data):
-        tmp = path + ".tmp"
-        f = fs.open(tmp, create=True)
-        try:
-            f.truncate(0)
-            f.append(data)
-        finally:
-            f.close()
-        fs.rename(tmp, path)
-
-    monkeypatch.setattr(storage.raft_snapshots, "write_file_atomic", write_without_sync)
+    monkeypatch.setattr(storage.raft_snapshots, "write_file_atomic", write_file_not_synced)
 
 
 def log_cleaning_deletes_latest_snapshot(monkeypatch) -> None:
