@@ -21,8 +21,9 @@ watches the nodes for those moments and strikes right after one:
   so it is fenced and comes back a zombie.
 
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway,
-pause), applied through it, so they are counted, recorded in the fault schedule and
-replayed from it like any other (a replay runs no Moments of its own). Each seed enables a
+pause), applied through it, so they are counted and recorded in the fault schedule; a replay
+runs no Moments of its own and applies them at their recorded times, which is close to but not
+always exactly where a hook struck (inside a node's task, before its next send). Each seed enables a
 random subset of the moments (swarm testing) from a random stream of its own, so the
 nemesis's draws do not depend on them. At most one strike at a time, with a drawn pause
 after each. Moments run only when the selected faults include the crash group's kinds.
