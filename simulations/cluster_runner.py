@@ -21,6 +21,7 @@ import trio
 
 from metadata.authorizer import STANDARD_AUTHORIZER, AuthorizerSettings
 from simulations.checkers.authorization import AuthorizationChecker
+from simulations.checkers.committed import CommittedRecordsChecker
 from simulations.checkers.data import DataChecker
 from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
@@ -30,6 +31,7 @@ from simulations.determinism import current_sim_clock
 from simulations.env import derive_seed
 from simulations.history import History
 from simulations.fault_schedule import profile_for, schedule_of
+from simulations.moments import Moments, moments_enabled
 from simulations.nemesis import Nemesis
 from simulations.network import SimNetwork
 from simulations.trace import Trace
@@ -85,15 +87,20 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
                                producers=2, churn=True, broker_ids=cluster.broker_ids)
     nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile,
                       replay=None if options.replay is None else options.replay.events)
+    moments = (Moments(nemesis, rng("moments"), min_isr=workload.min_isr)
+               if options.replay is None and moments_enabled(options.faults) else None)
     await cluster.format()
 
     roles = RolePoller(cluster)
+    committed = CommittedRecordsChecker(checker)
 
     def poll() -> None:
         roles.poll()
         observe_metadata(cluster, metadata)
         for node_id, broker in live_brokers(cluster).items():
-            authorization.observe(node_id, cluster.hosts[node_id].incarnation, broker)
+            incarnation = cluster.hosts[node_id].incarnation
+            authorization.observe(node_id, incarnation, broker)
+            committed.observe(node_id, incarnation, broker)
 
     async with trio.open_nursery() as nursery:
         cluster.bind(nursery)
@@ -112,6 +119,8 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
             async with trio.open_nursery() as phase:
                 phase.start_soon(workload.run, safety_end)
                 phase.start_soon(nemesis.run, safety_end)
+                if moments is not None:
+                    phase.start_soon(moments.run, safety_end)
             nemesis.heal()
             await _liveness(cluster, workload, metadata, checker, trace, options.heal_timeout)
         poll()
@@ -127,11 +136,13 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     trace.record("sim", "end", ops=len(history.ops), violations=len(checker.violations))
     state["faults"] = dict(sorted(nemesis.counts.items()))
     state["schedule"] = schedule_of(options, profile, nemesis.schedule).to_dict()
+    state["moments"] = moments.describe() if moments is not None else {}
     state["violations"] = [v.to_dict() for v in checker.violations]
     state["sim_seconds"] = round(trio.current_time(), 6)
     counts = history.counts()
     state["workload"] = {"ops": counts, "crashes": cluster.crashes, "committed": len(checker.committed),
                          "images_compared": metadata.compared, "authorization_questions": authorization.asked,
+                         "elections_checked": committed.elections_checked,
                          "records_read": sum(len(r) for r in workload.final.values())}
 
 

@@ -31,6 +31,7 @@ from simulations.cluster import SimCluster
 from simulations.determinism import current_sim_clock, run_deterministic
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.fault_schedule import FaultSchedule, profile_for, schedule_of
+from simulations.moments import Moments, moments_enabled
 from simulations.nemesis import Nemesis
 from simulations.network import SimNetwork
 from simulations.trace import Trace
@@ -107,6 +108,7 @@ def run_simulation(options: SimOptions) -> dict:
         "profile": state.get("profile", {}),
         "workload": state.get("workload", {}),
         "schedule": state.get("schedule"),
+        "moments": state.get("moments", {}),
         "options": {"duration": options.duration, "faults": options.faults, "controllers": options.controllers,
                     "brokers": options.brokers, "workload": options.workload},
     }
@@ -137,6 +139,7 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
     workload = AppendWorkload(client_env, cluster, checker, trace, rng("workload"))
     nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile,
                       replay=None if options.replay is None else options.replay.events)
+    moments = Moments(nemesis, rng("moments")) if options.replay is None and moments_enabled(options.faults) else None
     await cluster.format()
 
     async with trio.open_nursery() as nursery:
@@ -152,6 +155,8 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
         async with trio.open_nursery() as phase:
             phase.start_soon(workload.run, safety_end)
             phase.start_soon(nemesis.run, safety_end)
+            if moments is not None:
+                phase.start_soon(moments.run, safety_end)
         nemesis.heal()
         await _liveness(cluster, workload, checker, trace, options.heal_timeout)
         durable = await cluster.poll_durable()
@@ -162,6 +167,7 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
     trace.record("sim", "end", acked=workload.acked, violations=len(checker.violations))
     state["faults"] = dict(sorted(nemesis.counts.items()))
     state["schedule"] = schedule_of(options, profile, nemesis.schedule).to_dict()
+    state["moments"] = moments.describe() if moments is not None else {}
     state["violations"] = [v.to_dict() for v in checker.violations]
     state["sim_seconds"] = round(trio.current_time(), 6)
     state["workload"] = {"sent": workload.sent, "acked": workload.acked, "failed": workload.failed,

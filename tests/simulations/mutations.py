@@ -25,20 +25,21 @@ def log_append_not_fsynced(monkeypatch) -> None:
     monkeypatch.setattr(NodeStorage, "append", append)
 
 
+async def write_file_not_synced(fs, path, data):
+    """storage.env.write_file_atomic without its fsyncs: renamed into place, durable only by luck."""
+    tmp = path + ".tmp"
+    f = fs.open(tmp, create=True)
+    try:
+        f.truncate(0)
+        f.append(data)
+    finally:
+        f.close()
+    fs.rename(tmp, path)
+
+
 def election_state_not_durable(monkeypatch) -> None:
     """The quorum-state (epoch, vote) is replaced without fsync: a crash can forget a vote."""
-
-    async def write_without_sync(fs, path, data):
-        tmp = path + ".tmp"
-        f = fs.open(tmp, create=True)
-        try:
-            f.truncate(0)
-            f.append(data)
-        finally:
-            f.close()
-        fs.rename(tmp, path)
-
-    monkeypatch.setattr(storage.quorum_state_file, "write_file_atomic", write_without_sync)
+    monkeypatch.setattr(storage.quorum_state_file, "write_file_atomic", write_file_not_synced)
 
 
 def vote_granted_twice_in_an_epoch(monkeypatch) -> None:

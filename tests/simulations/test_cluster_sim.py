@@ -27,10 +27,12 @@ FULL_SECONDS = 10.0
 MUTATION_SEED_LIMIT = 40
 
 EXPECTED = {
-    "hw_without_isr": {"lost-write", "inconsistent-offsets", "nonmonotonic-poll", "replicas-diverge"},
+    "hw_without_isr": {"lost-write", "inconsistent-offsets", "nonmonotonic-poll", "replicas-diverge",
+                       "committed-record-lost"},
     # Replicas left diverged can also leave the partitions unable to take writes or serve the
     # final reads after the heal (seed 3, with storage and pause faults).
-    "skip_follower_truncation": {"replicas-diverge", "lost-write", "inconsistent-offsets", "Liveness"},
+    "skip_follower_truncation": {"replicas-diverge", "lost-write", "inconsistent-offsets", "Liveness",
+                                 "committed-record-lost"},
     "acks_all_answered_at_append": {"lost-write", "inconsistent-offsets"},
     "fetch_beyond_high_watermark": {"inconsistent-offsets", "nonmonotonic-poll", "poll-skip"},
     # A new replica that never copied the log leads (reassignments of the data partitions).

@@ -1,0 +1,249 @@
+"""Faults aimed at the moments that matter, next to the nemesis's random ones.
+
+Random kills rarely land in the few milliseconds in which a replication rule is all
+that stands between the cluster and a lost write: an ISR change in flight, a leader
+just elected, a producer id just handed out, a snapshot just written. `Moments`
+watches the nodes for those moments and strikes right after one:
+
+- isr_expand: a leader proposed adding a follower to the ISR: the leader's link to
+  that follower is cut (the fetch answer that would bring it up to date is held),
+  and the leader is killed or powered off soon after, once the controller may have
+  committed the change;
+- isr_shrink: a leader proposed dropping members: it dies within ~50 ms, while the
+  change may still be in flight;
+- leader_change: a broker just became leader of a partition (data or
+  __consumer_offsets): its answers to its followers are held and it dies within ~300 ms,
+  before they have caught up;
+- producer_id: a broker just handed out a producer id: it dies soon after;
+- snapshot: a node just wrote a Raft snapshot (and may be cleaning its log): it dies;
+- min_isr: a partition's ISR is down to min.insync.replicas: one of its members loses power;
+- pause_leader: a partition leader freezes for longer than its broker session timeout,
+  so it is fenced and comes back a zombie.
+
+The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway,
+pause), applied through it, so they are counted and recorded in the fault schedule; a replay
+runs no Moments of its own and applies them at their recorded times, which is close to but not
+always exactly where a hook struck (inside a node's task, before its next send). Each seed enables a
+random subset of the moments (swarm testing) from a random stream of its own, so the
+nemesis's draws do not depend on them. At most one strike at a time, with a drawn pause
+after each. Moments run only when the selected faults include the crash group's kinds.
+"""
+from __future__ import annotations
+
+import random
+
+import trio
+
+from simulations.nemesis import BROKER_POWER_LOSS_BUDGET, Nemesis, fault_kinds
+
+__all__ = ["Moments", "MOMENT_KINDS", "moments_enabled"]
+
+MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "snapshot", "min_isr", "pause_leader")
+POLL = 0.01
+SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
+
+
+def moments_enabled(selection: str) -> bool:
+    return any(k in fault_kinds(selection) for k in ("kill", "kill_leader", "power_loss"))
+
+
+class Moments:
+    def __init__(self, nemesis: Nemesis, rng: random.Random, *, min_isr: int = 2):
+        self.nemesis = nemesis
+        self.cluster = nemesis.cluster
+        self.trace = nemesis.trace
+        self.rng = rng
+        self.min_isr = min_isr
+        self.kinds = [k for k in MOMENT_KINDS if rng.random() < 0.6] or [rng.choice(MOMENT_KINDS)]
+        self.counts: dict[str, int] = {}
+        self._busy_until = 0.0  # no strike before this
+        self._leader_busy_until = 0.0  # no leader_change strike before this
+        self._leaders: dict[int, set] = {}  # node -> the (topic, partition) it leads
+        self._snapshots: dict[int, tuple] = {}  # node -> its Raft snapshot id
+        self._producer_ids: dict[int, int] = {}  # node -> its allocator's next id
+        self._nursery: trio.Nursery | None = None
+        self._next_pause = 0.0
+
+    def describe(self) -> dict:
+        return {"kinds": list(self.kinds), "strikes": dict(sorted(self.counts.items()))}
+
+    async def run(self, until: float) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._next_pause = trio.current_time() + self.rng.uniform(0.5, 5.0)
+            while trio.current_time() < until:
+                with trio.move_on_at(until):
+                    await trio.sleep(POLL)
+                now = trio.current_time()
+                if now >= until:
+                    break
+                self._watch(now)
+            self._nursery = None  # the hooks stay installed in the nodes: from now on they do nothing
+            nursery.cancel_scope.cancel()
+
+    # ------------------------------------------------------------------ watching
+
+    def _watch(self, now: float) -> None:
+        hosts = self.cluster.hosts
+        for node_id, host in sorted(hosts.items()):
+            if not host.up:
+                self._leaders.pop(node_id, None)
+                continue
+            if "snapshot" in self.kinds:
+                self._watch_snapshot(node_id, host, now)
+            kafka = host.kafka() if self.cluster.mode == "cluster" else None
+            if kafka is None:
+                continue
+            self._hook(node_id, kafka)
+            self._hook_partitions(node_id, kafka)
+            self._watch_leaders(node_id, kafka, now)
+            if "producer_id" in self.kinds:
+                self._watch_producer_ids(node_id, kafka, now)
+            if "min_isr" in self.kinds:
+                self._watch_min_isr(node_id, kafka, now)
+        if "pause_leader" in self.kinds and now >= self._next_pause:
+            self._next_pause = now + self.rng.uniform(3.0, 10.0)
+            self._pause_a_leader(now)
+
+    def _hook(self, node_id: int, kafka) -> None:
+        settings = kafka.replicas.replication
+        # Marked on the wrapper, not remembered by id(): ids are reused, differently in each process.
+        if getattr(settings.on_isr_change, "moments", None) is self or not ({"isr_expand", "isr_shrink"} & set(self.kinds)):
+            return
+        original = settings.on_isr_change
+        replicas = kafka.replicas
+
+        def on_isr_change(kind: str) -> None:
+            if original is not None:
+                original(kind)
+            if self._nursery is None:
+                return
+            moment = "isr_expand" if kind == "expand" else "isr_shrink"
+            if moment in self.kinds:
+                now = trio.current_time()
+                for key, p in sorted(replicas.partitions.items()):
+                    state = p.isr_state
+                    if p.is_leader and state.inflight and (state.adding is not None) == (kind == "expand"):
+                        if moment == "isr_expand" and now >= self._busy_until:
+                            self._cut_follower(node_id, state.adding)  # before the fetch answer leaves
+                        self._strike(moment, node_id, now, key=key, follower=state.adding)
+                        break
+
+        on_isr_change.moments = self
+        settings.on_isr_change = on_isr_change
+
+    def _hook_partitions(self, node_id: int, kafka) -> None:
+        """Told at once when a partition of this broker becomes leader (its change callback,
+        called on role changes and appends): polling would see it only after the followers
+        have fetched from the new leader, and the moment would be gone."""
+        if "leader_change" not in self.kinds:
+            return
+        for _, p in sorted(kafka.replicas.partitions.items()):
+            if getattr(p._on_change, "moments", None) is self:
+                continue
+            original = p._on_change
+            led = [p.leader_epoch if p.is_leader else -1]  # the leader epoch it last led in
+
+            def on_change(key, p=p, original=original, led=led) -> None:
+                if original is not None:
+                    original(key)
+                if self._nursery is not None and p.is_leader and led[0] != p.leader_epoch:
+                    led[0] = p.leader_epoch
+                    self._new_leader(node_id, p)
+
+            on_change.moments = self
+            p._on_change = on_change
+
+    def _new_leader(self, node_id: int, p) -> None:
+        """A new leader is cut off from its followers (its fetch answers are held) and dies soon.
+        Not held back by the other moments' strikes: the leader elected because of one is the
+        very moment (a second failure during the failover)."""
+        now = trio.current_time()
+        if now < self._leader_busy_until:
+            return
+        self._leader_busy_until = now + self.rng.uniform(1.0, 4.0)
+        hosts = self.cluster.hosts
+        seconds = self.rng.uniform(0.5, 3.0)
+        for follower in p.registration.replicas:
+            if follower != node_id and follower in hosts:
+                self.nemesis._apply({"kind": "oneway", "src": hosts[node_id].name, "dst": hosts[follower].name,
+                                     "seconds": seconds}, now, self._nursery)
+        self._strike("leader_change", node_id, now, key=p.key, force=True)
+
+    def _watch_leaders(self, node_id: int, kafka, now: float) -> None:
+        self._leaders[node_id] = {(t, i) for (t, i), p in kafka.replicas.partitions.items() if p.is_leader}
+
+    def _watch_producer_ids(self, node_id: int, kafka, now: float) -> None:
+        allocator = kafka.producer_states.allocator
+        handed = allocator._next
+        before = self._producer_ids.get(node_id)
+        self._producer_ids[node_id] = handed
+        if before is not None and handed != before:
+            self._strike("producer_id", node_id, now)
+
+    def _watch_snapshot(self, node_id: int, host, now: float) -> None:
+        node = host.node
+        driver = node.driver if node is not None else None
+        if driver is None:
+            return
+        snapshot_id = driver.core.log.snapshot_id
+        before = self._snapshots.get(node_id)
+        self._snapshots[node_id] = snapshot_id
+        if before is not None and snapshot_id != before:
+            self._strike("snapshot", node_id, now)
+
+    def _watch_min_isr(self, node_id: int, kafka, now: float) -> None:
+        if now < self._busy_until:
+            return
+        for key, p in sorted(kafka.replicas.partitions.items()):
+            if p.is_leader and len(p.isr) == self.min_isr and len(p.registration.replicas) > self.min_isr:
+                if self.rng.random() < 0.02:  # not at once: the ISR is often at its minimum for seconds
+                    self._strike("min_isr", self.rng.choice(sorted(p.isr)), now, key=key, power=True)
+                return
+
+    # ------------------------------------------------------------------ striking
+
+    def _cut_follower(self, leader: int, follower: int | None) -> None:
+        if follower is None or self._nursery is None or trio.current_time() < self._busy_until:
+            return
+        hosts = self.cluster.hosts
+        self.nemesis._apply({"kind": "oneway", "src": hosts[leader].name, "dst": hosts[follower].name,
+                             "seconds": self.rng.uniform(1.0, 4.0)}, trio.current_time(), self._nursery)
+
+    def _strike(self, moment: str, node_id: int, now: float, *, key=None, follower=None, power=None,
+                force: bool = False) -> None:
+        if (now < self._busy_until and not force) or self._nursery is None:
+            return
+        delay = {"isr_expand": (0.02, 0.5), "isr_shrink": (0.0, 0.05), "leader_change": (0.0, 0.3),
+                 "producer_id": (0.0, 0.3), "snapshot": (0.0, 0.05), "min_isr": (0.0, 0.2)}[moment]
+        wait = self.rng.uniform(*delay)
+        if power is None:
+            power = self.rng.random() < 0.5
+        self._busy_until = max(self._busy_until, now + wait + self.rng.uniform(1.0, 4.0))
+        self.counts[moment] = self.counts.get(moment, 0) + 1
+        self.trace.record("moments", moment, node=self.cluster.hosts[node_id].name, key=key, follower=follower,
+                          after=round(wait, 6))
+        self._nursery.start_soon(self._kill_later, node_id, wait, power)
+
+    async def _kill_later(self, node_id: int, wait: float, power: bool) -> None:
+        await trio.sleep(wait)
+        nemesis = self.nemesis
+        if not self.cluster.hosts[node_id].up:
+            return
+        kind = "power_loss" if power and (self.cluster.loses_page_cache(node_id)
+                                          or nemesis.broker_power_losses < BROKER_POWER_LOSS_BUDGET) else "kill"
+        nemesis._apply({"kind": kind, "node": node_id, "restart_after": self.rng.uniform(0.1, 3.0)},
+                       trio.current_time(), self._nursery)
+
+    def _pause_a_leader(self, now: float) -> None:
+        if now < self._busy_until:
+            return
+        leaders = sorted(n for n, led in self._leaders.items() if led and self.cluster.hosts[n].up)
+        if not leaders:
+            return
+        node_id = self.rng.choice(leaders)
+        seconds = SESSION_TIMEOUT_S + self.rng.uniform(0.2, 3.0)
+        self._busy_until = now + seconds + self.rng.uniform(1.0, 3.0)
+        self.counts["pause_leader"] = self.counts.get("pause_leader", 0) + 1
+        self.trace.record("moments", "pause_leader", node=self.cluster.hosts[node_id].name, seconds=round(seconds, 3))
+        self.nemesis._apply({"kind": "pause", "node": node_id, "seconds": seconds}, now, self._nursery)

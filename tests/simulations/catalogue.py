@@ -1,0 +1,185 @@
+"""The mutation catalogue: every deliberate bug the simulation must find, with the rule it breaks.
+
+A mutation is a test-only monkeypatch of one real node function (mutations.py: Raft;
+data_mutations.py: the data plane; replication_mutations.py; state_mutations.py).
+`tests.simulations.mutation_catalogue` hunts each one's first catching seed;
+docs/simulation-mutations.md has the table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tests.simulations.data_mutations import DATA_MUTATIONS
+from tests.simulations.mutations import MUTATIONS as RAFT_MUTATIONS
+from tests.simulations.replication_mutations import REPLICATION_MUTATIONS
+from tests.simulations.state_mutations import STATE_MUTATIONS
+
+__all__ = ["Mutation", "CATALOGUE", "CLASSES", "FIRST_SEEDS", "by_name"]
+
+ISR = "ISR membership"
+HW = "high watermark"
+MIN_ISR = "min.insync.replicas / acks=all"
+FENCING = "leader-epoch fencing (KIP-320)"
+TRUNCATION = "truncation / OffsetForLeaderEpoch"
+ELR = "unclean election / ELR (KIP-966)"
+CONTROLLER = "controller election / broker fencing"
+PRODUCER = "producer state"
+GROUP = "group coordinator"
+RAFT = "Raft votes, commit, snapshots, cleaning"
+RECOVERY = "log recovery"
+CLASSES = (ISR, HW, MIN_ISR, FENCING, TRUNCATION, ELR, CONTROLLER, PRODUCER, GROUP, RAFT, RECOVERY)
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    kind: str  # one of CLASSES
+    patches: str  # the real node function (or method) the bug replaces
+    apply: Callable[[object], None]  # takes a monkeypatch
+    # SimOptions for the hunt: the raft workload runs 20 s of faults on the quorum alone
+    # (as tests/simulations/test_raft_sim.py does), the cluster workload 10 s.
+    options: dict = field(default_factory=dict)
+
+    @property
+    def bug(self) -> str:
+        """The one-line description: the first sentence of the mutation's docstring."""
+        return " ".join((self.apply.__doc__ or "").split())
+
+    def sim_options(self, seed: int, **overrides) -> dict:
+        return {"seed": seed, "faults": "all", **self.options, **overrides}
+
+
+RAFT_RUN = {"workload": "raft", "duration": 20.0}
+CLUSTER_RUN = {"workload": "cluster", "duration": 10.0}
+
+_ALL = {**RAFT_MUTATIONS, **DATA_MUTATIONS, **REPLICATION_MUTATIONS, **STATE_MUTATIONS}
+
+# name: (class, patched function, options)
+_TABLE = {
+    # ISR membership
+    "isr_join_below_high_watermark": (ISR, "broker.isr.may_join_isr", CLUSTER_RUN),
+    "isr_join_before_leader_epoch_start": (ISR, "broker.isr.may_join_isr", CLUSTER_RUN),
+    "pending_shrink_counts_as_committed": (ISR, "broker.isr.IsrState.maximal_isr", CLUSTER_RUN),
+    "pending_expand_not_counted_for_hw": (ISR, "broker.isr.IsrState.maximal_isr", CLUSTER_RUN),
+    "controller_accepts_stale_isr_change": (ISR, "metadata.controller.alter_partition._alter_one", CLUSTER_RUN),
+    # high watermark
+    "hw_without_isr": (HW, "broker.isr.high_watermark", CLUSTER_RUN),
+    "fetch_beyond_high_watermark": (HW, "broker.partition.Partition.read", CLUSTER_RUN),
+    "new_leader_trusts_follower_ends": (HW, "broker.partition.Partition._set_role", CLUSTER_RUN),
+    "follower_hw_is_own_log_end": (HW, "broker.partition.Partition.update_follower_high_watermark", CLUSTER_RUN),
+    # min.insync.replicas and acks=all
+    "acks_all_answered_at_append": (MIN_ISR, "broker.partition.Partition.check_enough_replicas", CLUSTER_RUN),
+    "broker_reads_min_isr_as_one": (MIN_ISR, "metadata.controller.dynamic_configs.effective_topic_value "
+                                             "(as the broker imports it)", CLUSTER_RUN),
+    "acks_all_waits_for_one_less": (MIN_ISR, "broker.delayed_produce.status", CLUSTER_RUN),
+    # leader-epoch fencing
+    "acks_all_survives_leader_epoch_change": (FENCING, "broker.delayed_produce.status", CLUSTER_RUN),
+    "fetch_leader_epoch_not_checked": (FENCING, "broker.handlers.fetch.check_leader_epoch", CLUSTER_RUN),
+    "follower_takes_answers_of_old_epoch": (FENCING, "broker.replica_fetcher.ReplicaFetcher._current", CLUSTER_RUN),
+    # truncation
+    "skip_follower_truncation": (TRUNCATION, "broker.replica_fetcher.ReplicaFetcher._truncate_to", CLUSTER_RUN),
+    "epoch_end_is_log_end": (TRUNCATION, "storage.log.epoch_cache.LeaderEpochCache.end_offset_for_epoch",
+                             CLUSTER_RUN),
+    "truncation_ignores_leader_epoch_end": (TRUNCATION, "broker.replica_fetcher._truncation_point", CLUSTER_RUN),
+    "epoch_cache_kept_on_truncation": (TRUNCATION, "storage.log.epoch_cache.LeaderEpochCache.truncate_from_end",
+                                       CLUSTER_RUN),
+    # unclean election and ELR
+    "clean_election_falls_back_to_unclean": (ELR, "metadata.controller.election._elect", CLUSTER_RUN),
+    "elr_keeps_uncleanly_restarted_broker": (ELR, "metadata.controller.replication.remove_broker_from_isrs "
+                                                  "(as brokers.py calls it)", CLUSTER_RUN),
+    "hw_advances_below_min_isr": (ELR, "broker.replica_manager.ReplicaManager._hw_min_isr", CLUSTER_RUN),
+    # controller election and broker fencing
+    "candidate_wins_without_majority": (CONTROLLER, "raft.election.VoteTally.won", RAFT_RUN),
+    "fencing_keeps_isr_and_leadership": (CONTROLLER, "metadata.controller.replication.remove_broker_from_isrs "
+                                                     "(as brokers.py calls it)", CLUSTER_RUN),
+    # producer state
+    "producer_state_kept_across_truncation": (PRODUCER, "broker.producer_state_hooks.ProducerStates.state_for",
+                                              CLUSTER_RUN),
+    "producer_state_not_rebuilt_from_log": (PRODUCER, "broker.producer_state_hooks.ProducerStates._rebuild",
+                                            CLUSTER_RUN),
+    "producer_id_block_reused": (PRODUCER, "metadata.controller.producer_ids.allocate_producer_ids", CLUSTER_RUN),
+    # group coordinator
+    "offset_commit_acked_before_replicated": (GROUP, "broker.group_driver.GroupDriver._complete_committed",
+                                              CLUSTER_RUN),
+    "offset_load_keeps_first_commit": (GROUP, "broker.groups.loader._apply", CLUSTER_RUN),
+    "coordinator_serves_while_loading": (GROUP, "broker.groups.coordinator.GroupCoordinator.begin_loading",
+                                         CLUSTER_RUN),
+    # Raft
+    "log_append_not_fsynced": (RAFT, "raft.node_storage.NodeStorage.append", RAFT_RUN),
+    "election_state_not_durable": (RAFT, "storage.env.write_file_atomic (as quorum_state_file uses it)", RAFT_RUN),
+    # A double vote only matters when two candidates race for one epoch: five voters race far more often.
+    "vote_granted_twice_in_an_epoch": (RAFT, "raft.election.can_grant_vote", {**RAFT_RUN, "controllers": 5}),
+    "vote_ignores_log_up_to_date": (RAFT, "raft.election.log_is_up_to_date", RAFT_RUN),
+    "high_watermark_from_leader_alone": (RAFT, "raft.commit.next_high_watermark", RAFT_RUN),
+    "commit_entries_of_earlier_epoch": (RAFT, "raft.commit.next_high_watermark", RAFT_RUN),
+    "follower_skips_truncation": (RAFT, "raft.replication.Replication._truncate_to_leader", RAFT_RUN),
+    "snapshot_written_without_fsync": (RAFT, "storage.env.write_file_atomic (as raft_snapshots uses it)", RAFT_RUN),
+    "log_cleaning_deletes_latest_snapshot": (RAFT, "raft.node_storage.NodeStorage.delete_before", RAFT_RUN),
+    # partition log recovery
+    "recovery_keeps_invalid_tail": (RECOVERY, "storage.log.batch_scan.scan_valid_batches (in segment recovery)",
+                                    CLUSTER_RUN),
+    "high_watermark_not_bounded_by_log": (RECOVERY, "storage.log.log.PartitionLog.update_high_watermark",
+                                          CLUSTER_RUN),
+}
+
+assert set(_TABLE) == set(_ALL), sorted(set(_TABLE) ^ set(_ALL))
+
+CATALOGUE = [Mutation(name, kind, patches, _ALL[name], dict(options))
+             for name, (kind, patches, options) in _TABLE.items()]
+
+
+def by_name(name: str) -> Mutation:
+    for m in CATALOGUE:
+        if m.name == name:
+            return m
+    raise KeyError(f"no mutation {name!r} (see tests/simulations/catalogue.py)")
+
+# The first catching seed of each mutation as last measured with
+# `python -m tests.simulations.mutation_catalogue --limit 100` (None: survived, or not measured
+# since the simulation last changed; docs/simulation-mutations.md says which). Node-code changes
+# move every seed's events, so these drift: the suite hunts from seed 0 up to the limit anyway.
+FIRST_SEEDS: dict[str, int | None] = {m.name: None for m in CATALOGUE}
+FIRST_SEEDS.update({
+    "isr_join_below_high_watermark": 28,
+    "isr_join_before_leader_epoch_start": 85,
+    "pending_shrink_counts_as_committed": 71,
+    "pending_expand_not_counted_for_hw": None,
+    "hw_without_isr": 3,
+    "fetch_beyond_high_watermark": 5,
+    "controller_accepts_stale_isr_change": None,
+    "follower_hw_is_own_log_end": 15,
+    "new_leader_trusts_follower_ends": 15,
+    "acks_all_answered_at_append": 0,
+    "acks_all_waits_for_one_less": 1,
+    "broker_reads_min_isr_as_one": 7,
+    "acks_all_survives_leader_epoch_change": None,
+    "fetch_leader_epoch_not_checked": None,
+    "skip_follower_truncation": 3,
+    "epoch_end_is_log_end": 11,
+    "truncation_ignores_leader_epoch_end": 11,
+    "epoch_cache_kept_on_truncation": 15,
+    "clean_election_falls_back_to_unclean": 13,
+    "elr_keeps_uncleanly_restarted_broker": 14,
+    "follower_takes_answers_of_old_epoch": None,
+    "candidate_wins_without_majority": 0,
+    "fencing_keeps_isr_and_leadership": 0,
+    "hw_advances_below_min_isr": 15,
+    "producer_state_not_rebuilt_from_log": 1,
+    "producer_id_block_reused": 2,
+    "offset_commit_acked_before_replicated": 30,
+    "offset_load_keeps_first_commit": 6,
+    "coordinator_serves_while_loading": 2,
+    "log_append_not_fsynced": 0,
+    "election_state_not_durable": 2,
+    "vote_granted_twice_in_an_epoch": 4,
+    "vote_ignores_log_up_to_date": 1,
+    "high_watermark_from_leader_alone": 1,
+    "commit_entries_of_earlier_epoch": None,
+    "follower_skips_truncation": 1,
+    "producer_state_kept_across_truncation": None,
+    "snapshot_written_without_fsync": None,
+    "log_cleaning_deletes_latest_snapshot": None,
+    "recovery_keeps_invalid_tail": 0,
+    "high_watermark_not_bounded_by_log": None,
+})
