@@ -63,6 +63,8 @@ _TABLE = {
     "pending_shrink_counts_as_committed": (ISR, "broker.isr.IsrState.maximal_isr", CLUSTER_RUN),
     "pending_expand_not_counted_for_hw": (ISR, "broker.isr.IsrState.maximal_isr", CLUSTER_RUN),
     "controller_accepts_stale_isr_change": (ISR, "metadata.controller.alter_partition._alter_one", CLUSTER_RUN),
+    "reassignment_trusts_new_replicas": (ISR, "metadata.controller.election._maybe_complete_reassignment",
+                                         CLUSTER_RUN),
     # high watermark
     "hw_without_isr": (HW, "broker.isr.high_watermark", CLUSTER_RUN),
     "fetch_beyond_high_watermark": (HW, "broker.partition.Partition.read", CLUSTER_RUN),
