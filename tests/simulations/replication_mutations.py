@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 
 import broker.delayed_produce
-import broker.group_driver
+import broker.coordinator_driver
 import broker.handlers.fetch
 import broker.handlers.produce
 import broker.partition
 import broker.replica_fetcher
 import broker.replica_manager
+import broker.txn_markers
 import metadata.controller.alter_partition as ap
 import metadata.controller.brokers
 import metadata.controller.election
@@ -102,7 +103,7 @@ def follower_hw_is_own_log_end(monkeypatch) -> None:
 
 def broker_reads_min_isr_as_one(monkeypatch) -> None:
     """The broker resolves every topic's min.insync.replicas to 1 (produce check, acks=all and the HW gate)."""
-    for module in (broker.handlers.produce, broker.replica_manager, broker.group_driver):
+    for module in (broker.handlers.produce, broker.replica_manager, broker.coordinator_driver, broker.txn_markers):
         original = module.effective_topic_value
 
         def value(image, topic, name, static=None, _original=original):
