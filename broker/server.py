@@ -51,6 +51,7 @@ from broker.request_caps import MAX_DECODED_ITEMS, over_item_cap
 from broker.request_errors import CLOSE, CloseAfter, CloseConnection
 from broker.request_reader import RequestReader
 from broker.sasl_authenticator import sasl_phase
+from metadata.client_quotas import ip_connection_rate
 from storage.env import peer_host
 from storage.log.log_dir_failure import KafkaStorageError
 from wire.connection_limits import ConnectionQuotas, RequestMemoryPool
@@ -73,6 +74,7 @@ class KafkaServer:
         # broker-wide and per-ip creation rates (alone, it is every client's and is not).
         protected = {broker.config.listener_name} if len(broker.config.served_listeners()) > 1 else set()
         self.quotas = ConnectionQuotas(limits, broker.env, protected=frozenset(protected))
+        self.quotas.ip_quota = lambda ip: ip_connection_rate(broker.metadata.image.client_quotas, ip)
         self.memory_pool = RequestMemoryPool(limits.queued_max_request_bytes)
         self.connections = 0  # open now
         self.closed_for_bad_input = 0  # connections closed because of what the client sent

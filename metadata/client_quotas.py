@@ -28,7 +28,7 @@ from wire.error_codes import ErrorCode
 __all__ = [
     "USER", "CLIENT_ID", "IP", "PRODUCER_BYTE_RATE", "CONSUMER_BYTE_RATE", "REQUEST_PERCENTAGE",
     "CONTROLLER_MUTATION_RATE", "CONNECTION_CREATION_RATE", "Entity", "QuotaError", "entity_of",
-    "entity_error", "value_error", "QuotaFilterError", "describe", "resolve", "Resolved",
+    "entity_error", "value_error", "QuotaFilterError", "describe", "resolve", "Resolved", "ip_connection_rate",
 ]
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -190,3 +190,13 @@ def resolve(quotas: Mapping[Entity, Mapping[str, float]], user: str, client_id: 
             if value is not None:
                 return Resolved(value, tags)
     return Resolved(None, ("", client_id))  # unlimited, measured per client-id (Kafka's default tags)
+
+
+def ip_connection_rate(quotas: Mapping[Entity, Mapping[str, float]], ip: str) -> float | None:
+    """connection_creation_rate for a client address: its own `ip` entity, else the `<default>`
+    ip entity, else None (no quota), as Kafka's ConnectionQuotas reads them."""
+    for name in (ip, None):
+        value = quotas.get((EntityPart(IP, name),), {}).get(CONNECTION_CREATION_RATE)
+        if value is not None:
+            return value
+    return None

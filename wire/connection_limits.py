@@ -81,6 +81,9 @@ class ConnectionQuotas:
                                 for name, rate in limits.listener_connection_creation_rates.items()}
         self._ip_rates: dict[str, CreationRate] = {}
         self._ip_rates_swept_at = 64  # sweep idle per-ip rates when there are this many
+        # An address's connection_creation_rate from the client quotas (the `ip` entities of the
+        # metadata log), which win over the static ip.connection.creation.rate settings.
+        self.ip_quota: Callable[[str], float | None] = lambda ip: None
 
     def _rate(self, quota: float | None) -> CreationRate | None:
         if quota is None or quota >= UNBOUNDED:
@@ -102,7 +105,9 @@ class ConnectionQuotas:
         return delay
 
     def _ip_rate(self, ip: str) -> CreationRate | None:
-        quota = self.limits.ip_connection_creation_rate_overrides.get(ip, self.limits.ip_connection_creation_rate)
+        quota = self.ip_quota(ip)
+        if quota is None:
+            quota = self.limits.ip_connection_creation_rate_overrides.get(ip, self.limits.ip_connection_creation_rate)
         if quota is None:
             return None
         rate = self._ip_rates.get(ip)

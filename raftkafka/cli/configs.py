@@ -32,7 +32,7 @@ __all__ = ["add_parser", "run", "format_entries"]
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
                 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
-_QUOTA_TYPES = ("users", "user", "clients", "client")
+_QUOTA_TYPES = ("users", "user", "clients", "client", "ips", "ip")
 _ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "topic": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER,
                  "broker": RESOURCE_BROKER}
 
@@ -45,7 +45,7 @@ def add_parser(subparsers) -> None:
     action.add_argument("--describe", dest="action", action="store_const", const="describe")
     action.add_argument("--alter", dest="action", action="store_const", const="alter")
     p.add_argument("--entity-type", action=EntityArg, choices=sorted([*_ENTITY_TYPES, *_QUOTA_TYPES]),
-                   help="topics, brokers, users or clients (users and clients: twice, for a user's client-id)")
+                   help="topics, brokers, users, clients or ips (users and clients: twice, for a user's client-id)")
     p.add_argument("--entity-name", action=EntityArg, help="topic name, broker id, user name or client-id")
     p.add_argument("--entity-default", action=EntityArg, nargs=0, default=False,
                    help="brokers: the cluster-wide default; users, clients: the <default> entity")
@@ -118,8 +118,8 @@ def run(args) -> int:
 def _run_users_and_clients(args) -> int:
     """Quotas (raftkafka.cli.quota_configs) and a user's SCRAM credentials (user_configs)."""
     entities = entities_of(args)
-    if any(t not in ("user", "client-id") for t, _ in entities):
-        raise CommandError("users and clients cannot be combined with topics or brokers")
+    if any(t not in ("user", "client-id", "ip") for t, _ in entities):
+        raise CommandError("users, clients and ips cannot be combined with topics or brokers")
     quota_add, quota_delete, scram_add, scram_delete = split_configs(args)
     one_user = [t for t, _ in entities] == ["user"] and not args.entity_default
     if args.action == "describe":

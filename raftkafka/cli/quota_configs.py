@@ -19,7 +19,7 @@ from raftkafka.cli.common import CommandError, open_admin, parse_key_values, run
 
 __all__ = ["EntityArg", "entities_of", "is_scram_key", "run_quotas", "split_configs"]
 
-_TYPES = {"users": "user", "user": "user", "clients": "client-id", "client": "client-id"}
+_TYPES = {"users": "user", "user": "user", "clients": "client-id", "client": "client-id", "ips": "ip", "ip": "ip"}
 DEFAULT = object()  # --entity-default
 
 

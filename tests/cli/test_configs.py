@@ -107,7 +107,7 @@ def test_client_quotas_as_kafka_configs(cli, brokers):
         (("--entity-type", "clients", "--add-config", "producer_byte_rate=1"),
          "--alter needs an --entity-name or --entity-default for each --entity-type"),
         (("--entity-type", "clients", "--entity-name", "x", "--entity-type", "topics", "--entity-name", "t",
-          "--add-config", "producer_byte_rate=1"), "users and clients cannot be combined with topics or brokers"),
+          "--add-config", "producer_byte_rate=1"), "users, clients and ips cannot be combined with topics or brokers"),
     ]:
         r = cli(*base, "--alter", *args)
         assert r.code == 1 and error in r.err and len(r.err.strip().splitlines()) == 1, r.err

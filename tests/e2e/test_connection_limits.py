@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import socket
 import struct
+import subprocess
+import sys
 import time
 
 import pytest
@@ -99,4 +101,29 @@ def test_over_the_broker_rate_connections_wait_and_none_is_refused(node):
     inter_broker = [_connect(node["inter_broker"], "127.0.0.2") for _ in range(15)]
     assert all(_answered(s) for s in inter_broker)  # the nodes' own listener is exempt (no bound asserted)
     for s in inter_broker:
+        s.close()
+
+
+def test_an_ip_client_quota_set_with_the_configs_tool_limits_that_address(node):
+    """connection_creation_rate on an `ip` entity (AlterClientQuotas, kept in the metadata log)
+    applies without a restart and wins over the static settings; deleting it lifts it."""
+    def configs(*args: str) -> None:
+        done = subprocess.run([sys.executable, "-m", "raftkafka", "configs", "--bootstrap-server",
+                               f"127.0.0.1:{node['inter_broker']}", *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+
+    configs("--alter", "--entity-type", "ips", "--entity-name", "127.0.0.4", "--add-config",
+            "connection_creation_rate=1")
+    time.sleep(2.2)  # the broker-wide rate's windows are empty again
+    first = _connect(node["clients"], "127.0.0.4")
+    assert _answered(first)
+    assert not _answered(_connect(node["clients"], "127.0.0.4"))  # 2 in a second against 1/s
+    assert _answered(_connect(node["clients"], "127.0.0.5"))  # another address: no quota
+    first.close()
+    configs("--alter", "--entity-type", "ips", "--entity-name", "127.0.0.4", "--delete-config",
+            "connection_creation_rate")
+    time.sleep(2.2)
+    again = [_connect(node["clients"], "127.0.0.4") for _ in range(3)]
+    assert all(_answered(s) for s in again)
+    for s in again:
         s.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.client_quotas import QuotaFilterError, describe
+from metadata.client_quotas import QuotaFilterError, describe, ip_connection_rate
 from metadata.controller.client_quotas import QuotaAlteration, QuotaOp, alter_client_quotas
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE
@@ -106,3 +106,12 @@ def test_describe_refuses_the_filters_kafka_refuses(components, code):
     with pytest.raises(QuotaFilterError) as refused:
         describe(QUOTAS, components, False)
     assert refused.value.code == code
+
+
+def test_an_address_takes_its_own_ip_quota_else_the_default_ip_quota():
+    quotas = {(P("ip", "10.0.0.7"),): {"connection_creation_rate": 2.0},
+              (P("ip", None),): {"connection_creation_rate": 50.0},
+              (P("user", "alice"),): {"producer_byte_rate": 1e6}}
+    assert ip_connection_rate(quotas, "10.0.0.7") == 2.0
+    assert ip_connection_rate(quotas, "10.0.0.8") == 50.0
+    assert ip_connection_rate({}, "10.0.0.8") is None
