@@ -3,8 +3,8 @@ clusters on loopback, ten topics under produce load, the mirror killed with kill
 consumer group moves to the target cluster at the offsets the mirror translated for it and sees
 every record it had not read (no gap).
 
-The clusters have one node each to keep the suite short; RAFTKAFKA_MIRROR_TEST_NODES=3 runs the
-same test on two 3-node clusters (`dev`, RF=3 everywhere).
+The clusters are two 3-node `dev` clusters (RF=3 everywhere); RAFTKAFKA_MIRROR_TEST_NODES=1
+runs the same test on two single nodes.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 
 TOPICS = [f"orders-{i}" for i in range(10)]
 PARTITIONS = 2
-NODES = int(os.environ.get("RAFTKAFKA_MIRROR_TEST_NODES", "1"))
+NODES = int(os.environ.get("RAFTKAFKA_MIRROR_TEST_NODES", "3"))
 
 MM2 = """\
 clusters = A, B
