@@ -12,7 +12,9 @@ one tab-separated line per partition with its leader, replicas and ISR.
 """
 from __future__ import annotations
 
+import base64
 import re
+import uuid
 
 from raftkafka.cli.common import CommandError, add_bootstrap, add_command, open_admin, parse_key_values, run_client
 from raftkafka.client import RESOURCE_TOPIC, KafkaError, NewTopic
@@ -141,7 +143,8 @@ def format_describe(infos, overrides, *, under_replicated=False, unavailable=Fal
             if partitions and (name, partitions[0].partition) in reassignments:  # the RF it keeps
                 rf -= len(reassignments[(name, partitions[0].partition)][2])
             config_text = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
-            lines.append(f"Topic: {name}\tPartitionCount: {len(partitions)}\tReplicationFactor: {rf}\t"
+            topic_id = "" if info.topic_id is None else f"TopicId: {kafka_uuid(info.topic_id)}\t"
+            lines.append(f"Topic: {name}\t{topic_id}PartitionCount: {len(partitions)}\tReplicationFactor: {rf}\t"
                          f"Configs: {config_text}")
         for p in partitions:
             if under_replicated and not len(p.isr) < len(p.replicas):
@@ -192,3 +195,8 @@ async def _delete(admin, args) -> int:
 
 
 _ACTIONS = {"create": _create, "list": _list, "describe": _describe, "alter": _alter, "delete": _delete}
+
+
+def kafka_uuid(value: uuid.UUID) -> str:
+    """A Uuid as Kafka prints it: URL-safe base64 of its 16 bytes, unpadded (22 characters)."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")

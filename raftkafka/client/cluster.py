@@ -65,6 +65,7 @@ class TopicInfo:
     error: int = 0
     is_internal: bool = False
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    topic_id: object | None = None  # the topic's uuid.UUID; None: not known (Metadata before v10)
     _available: tuple[int, list[int]] | None = field(default=None, repr=False, compare=False)
 
     def available(self) -> list[int]:
@@ -224,7 +225,9 @@ class Cluster:
         previous = self.topics
         topics = {} if self.want_all_topics else dict(self.topics)
         for t in response.topics:
-            info = TopicInfo(t.name, t.error_code, t.is_internal)
+            topic_id = getattr(t, "topic_id", None)
+            info = TopicInfo(t.name, t.error_code, t.is_internal,
+                             topic_id=topic_id if topic_id and topic_id.int else None)
             known = previous.get(t.name)
             for p in t.partitions:
                 partition = PartitionInfo(p.partition_index, p.leader_id, tuple(p.replica_nodes),

@@ -1,6 +1,10 @@
 """`topics` against three real brokers."""
 from __future__ import annotations
 
+import base64
+import re
+import uuid
+
 from raftkafka.cli.topics import format_describe
 from raftkafka.client.cluster import PartitionInfo, TopicInfo
 
@@ -20,8 +24,16 @@ def test_create_describe_alter_delete(cli, brokers, topic_name):
     r = cli("topics", "--bootstrap-server", brokers, "--describe", "--topic", topic_name)
     assert r.code == 0
     header = r.out.splitlines()[0]
-    assert header == (f"Topic: {topic_name}\tPartitionCount: 3\tReplicationFactor: 2\t"
-                      "Configs: cleanup.policy=compact,retention.ms=60000")
+    topic_id = re.fullmatch(rf"Topic: {topic_name}\tTopicId: ([A-Za-z0-9_-]{{22}})\tPartitionCount: 3\t"
+                            r"ReplicationFactor: 2\tConfigs: cleanup.policy=compact,retention.ms=60000", header)
+    assert topic_id, header  # Kafka's Uuid text: URL-safe base64, unpadded
+    assert uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id.group(1) + "==")).int != 0
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": brokers})
+    described = admin.describe_topics(TopicCollection([topic_name]))[topic_name].result(30)
+    # the same id (librdkafka writes standard base64 where Kafka's tools write the URL-safe kind)
+    assert base64.b64decode(str(described.topic_id) + "==") == base64.urlsafe_b64decode(topic_id.group(1) + "==")
     lines = partition_lines(r.out, topic_name)
     assert len(lines) == 3
     for number, line in enumerate(lines):
