@@ -41,6 +41,7 @@ from raftkafka.node.metadata_roles import MetadataApp
 from simulations.checkers.raft import GENESIS_DIGEST, DurableLog, RaftChecker, entry_digest
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.network import SimNetwork
+from simulations.node_logs import stack_summary
 from simulations.trace import Trace
 from storage.memfs import MemFileSystem
 from storage.meta_properties import DataDirError, MetaProperties, VoterSpec, format_data_dir, uuid_to_str
@@ -230,6 +231,9 @@ class SimCluster:
         # before the heal, surfacing after) is restarted at once, as a supervisor would:
         # nobody else restarts it, and the liveness phase needs every node.
         self.restart_after_disk_error = False
+        # Each incarnation's root task -> (host, env): simulations.node_logs finds which node
+        # logged an error by walking the task tree up to one of these.
+        self.node_tasks: dict = {}
 
     @property
     def voters(self) -> list[int]:
@@ -302,6 +306,15 @@ class SimCluster:
         self._nursery.start_soon(self._run, host, host.env, host.node, host.scope)
 
     async def _run(self, host: NodeHost, env: SimEnv, node: ControllerNode, scope: trio.CancelScope) -> None:
+        task = trio.lowlevel.current_task()
+        self.node_tasks[task] = (host, env)
+        try:
+            await self._run_incarnation(host, env, node, scope)
+        finally:
+            del self.node_tasks[task]
+
+    async def _run_incarnation(self, host: NodeHost, env: SimEnv, node: ControllerNode,
+                               scope: trio.CancelScope) -> None:
         try:
             with scope:
                 await node.run()
@@ -321,7 +334,7 @@ class SimCluster:
                 self.trace.record(host.name, "crashed_on_disk_error", errors=names)
                 restart = self.restart_after_disk_error
             else:
-                self.trace.record(host.name, "node_failed", errors=names)
+                self.trace.record(host.name, "node_failed", errors=names, stack=stack_summary(leaves[0]))
                 self.checker.violate("NodeFailed", f"{host.name} stopped with {names}: {_first_line(leaves)}")
             self.kill(host.node_id, reason="failed")
             if restart:

@@ -24,6 +24,7 @@ from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
 from simulations.checkers.roles import RolePoller
 from simulations.cluster import SimCluster
+from simulations.coverage import Coverage
 from simulations.determinism import current_sim_clock
 from simulations.env import derive_seed
 from simulations.history import History
@@ -76,6 +77,8 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
                                producers=2, churn=True)
     nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile,
                       replay=None if options.replay is None else options.replay.events)
+    coverage = Coverage()
+    state["log_watch"].bind(cluster, checker, coverage)
     await cluster.format()
 
     roles = RolePoller(cluster)
@@ -89,6 +92,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
         for node_id in cluster.node_ids:
             cluster.start(node_id)
         nursery.start_soon(_poll_loop, cluster, poll)
+        nursery.start_soon(coverage.poll_loop, cluster)
         instrument = _StepChecker(poll)
         if options.step_checks:
             trio.lowlevel.add_instrument(instrument)
@@ -109,10 +113,14 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
         data = DataChecker(checker, history, idempotent={"producer0", "setup", "final-producer"})
         data.check(workload.final)
         data.check_replicas(replica_logs(cluster, workload.settings.partitions()))
+        coverage.committed_log(checker.committed)
+        for answer in coverage.client_errors(history.ops):
+            checker.violate("UnknownServerError", answer)
         if options.step_checks:
             trio.lowlevel.remove_instrument(instrument)
         nursery.cancel_scope.cancel()
     trace.record("sim", "end", ops=len(history.ops), violations=len(checker.violations))
+    state["coverage"] = coverage.report(trace)
     state["faults"] = dict(sorted(nemesis.counts.items()))
     state["schedule"] = schedule_of(options, profile, nemesis.schedule).to_dict()
     state["violations"] = [v.to_dict() for v in checker.violations]

@@ -168,8 +168,17 @@ def _print_summary(result: dict) -> None:
     elif w:
         print(f"  appends: sent={w['sent']} acked={w['acked']} failed={w['failed']} "
               f"indeterminate={w['indeterminate']}; committed entries={w['committed']}, node crashes={w['crashes']}")
+    if result.get("coverage"):
+        print("  coverage: " + format_coverage(result["coverage"]))
     for v in result["violations"]:
         print(f"  VIOLATION {v['invariant']} at {v['sim_time']:.3f}s: {v['message']}")
+
+
+def format_coverage(counts: dict) -> str:
+    """Every counter, zeros first and marked, so a blind spot stands out."""
+    zeros = [k for k, n in sorted(counts.items()) if not n]
+    seen = [f"{k}={n}" for k, n in sorted(counts.items()) if n]
+    return " ".join(seen) + (f"\n  NEVER: {' '.join(zeros)}" if zeros else "")
 
 
 def _run_one(job: tuple) -> dict:
@@ -210,6 +219,7 @@ def _fuzz(args, first: int, last: int) -> int:
     sim_seconds = 0.0
     done = 0
     fault_totals: dict[str, int] = {}  # injected faults by kind, over every seed
+    coverage: dict[str, int] = {}  # simulations.coverage counters, over every seed
     progress = Progress(len(seeds), sys.stderr, every=getattr(args, "progress_every", 0))
 
     def report(result: dict) -> None:
@@ -218,6 +228,8 @@ def _fuzz(args, first: int, last: int) -> int:
         sim_seconds += result["sim_seconds"]
         for kind, n in result["faults"].items():
             fault_totals[kind] = fault_totals.get(kind, 0) + n
+        for key, n in result.get("coverage", {}).items():
+            coverage[key] = coverage.get(key, 0) + n
         if result["violations"]:
             failing.append(result)
             if args.save_failing:
@@ -241,7 +253,7 @@ def _fuzz(args, first: int, last: int) -> int:
     summary = {"seeds": len(seeds), "failing": sorted(r["seed"] for r in failing),
                "sim_seconds": round(sim_seconds, 3), "wall_seconds": round(wall, 3),
                "seeds_per_second": round(len(seeds) / wall, 3), "sim_per_wall": round(sim_seconds / wall, 1),
-               "faults": dict(sorted(fault_totals.items()))}
+               "faults": dict(sorted(fault_totals.items())), "coverage": dict(sorted(coverage.items()))}
     if args.json:
         print(json.dumps(summary, sort_keys=True))
     else:
@@ -249,6 +261,7 @@ def _fuzz(args, first: int, last: int) -> int:
         print(f"{len(seeds)} seeds, {len(failing)} failing{listed}; "
               f"{summary['seeds_per_second']} seeds/s, {summary['sim_per_wall']}x realtime over {wall:.1f}s")
         print("faults injected: " + (" ".join(f"{k}={v}" for k, v in summary["faults"].items()) or "none"))
+        print("coverage: " + format_coverage(coverage))
         for r in sorted(failing, key=lambda r: r["seed"]):
             print(f"seed {r['seed']}: last events:")
             for line in r.get("tail", [])[-15:]:
