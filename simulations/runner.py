@@ -110,7 +110,8 @@ def run_simulation(options: SimOptions) -> dict:
         "schedule": state.get("schedule"),
         "coverage": state.get("coverage", {}),
         "options": {"duration": options.duration, "faults": options.faults, "controllers": options.controllers,
-                    "brokers": options.brokers, "workload": options.workload},
+                    "brokers": options.brokers, "workload": options.workload,
+                    "heal_timeout": options.heal_timeout},
     }
     result["trace"] = trace
     return result
