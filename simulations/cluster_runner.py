@@ -51,7 +51,7 @@ NODE_SETTINGS = {
     # min.insync.replicas - 1 lost page caches): also for __consumer_offsets, which takes the
     # broker default (Kafka: 1, under which one power loss may drop a committed offset).
     "min.insync.replicas": 2,
-    "metadata.log.max.records.between.snapshots": 200,
+    "metadata.log.max.records.between.snapshots": 40,
 }
 
 

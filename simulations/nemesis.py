@@ -10,8 +10,9 @@ Fault kinds (--faults selects groups): network: partition (random halves,
 isolate the leader, isolate one node), oneway, clog, swizzle, reset;
 crash: kill, kill_leader, power_loss (a kill that loses the page cache: on nodes with
 the broker role at most BROKER_POWER_LOSS_BUDGET per run, as Kafka's acks=all without fsync
-survives at most min.insync.replicas - 1 such losses); disk: slow_fsync, disk_full,
-read_corruption, bitrot, fsync_error; clock: clock_jump; process: pause.
+survives at most min.insync.replicas - 1 such losses), torn_write, wipe; disk: slow_fsync,
+disk_full, read_corruption, bitrot, fsync_error, misdirected_write; clock: clock_jump;
+process: pause.
 
 The storage and process kinds (`LATE_KINDS`) run on a schedule of their own, drawn from
 their own random stream, so the other kinds' draws (profile and schedule) of a seed do not
@@ -26,6 +27,13 @@ saved schedule can be replayed instead of drawing.
 - bitrot: bits flip at rest in one batch of a broker's newest segment; the broker is killed at
   once (shares the power-loss budget). Where and why: simulations/storage_faults.py.
 - fsync_error: for 0.1-2 s every fsync of a node fails with EIO, the writeback lost.
+- torn_write: a power loss during which the unsynced bytes reached the disk sector by sector,
+  in no order (simulations/storage_faults.py); on a broker it spends the power-loss budget.
+- wipe: a power loss that takes the whole disk; the node is formatted again (a new directory
+  id) and restarted. A broker re-replicates (power-loss budget); a voter comes back as an
+  observer (KIP-853: raftkafka.node.assembly.replaced_voter), at most VOTER_WIPE_BUDGET per run.
+- misdirected_write: one batch of a broker's newest segment landed at another place of that
+  segment, then the broker dies (as bitrot, with its budget).
 - pause: a node freezes for 1-10 s (SIGSTOP, a GC pause), then resumes with its stale state:
   a leader comes back as a zombie (see SimCluster.pause for what is frozen).
 """
@@ -39,7 +47,7 @@ import trio
 
 from simulations.cluster import SimCluster
 from simulations.network import LinkProfile, SimNetwork
-from simulations.storage_faults import READ_CORRUPTION_SCOPE, crc_covered_bit, rot_region
+from simulations.storage_faults import READ_CORRUPTION_SCOPE, crc_covered_bit, misdirect_region, rot_region
 from simulations.trace import Trace
 from storage.memfs import ReadCorruption
 
@@ -49,17 +57,21 @@ BROKER_POWER_LOSS_BUDGET = 1
 
 FAULT_GROUPS = {
     "network": ["partition", "oneway", "clog", "swizzle", "reset"],
-    "crash": ["kill", "kill_leader", "power_loss"],
-    "disk": ["slow_fsync", "disk_full", "read_corruption", "bitrot", "fsync_error"],
+    "crash": ["kill", "kill_leader", "power_loss", "torn_write", "wipe"],
+    "disk": ["slow_fsync", "disk_full", "read_corruption", "bitrot", "fsync_error", "misdirected_write"],
     "clock": ["clock_jump"],
     "process": ["pause"],
 }
 
 # Kinds on their own schedule and random stream (see the module docstring).
-LATE_KINDS = ("read_corruption", "bitrot", "fsync_error", "pause")
+LATE_KINDS = ("read_corruption", "bitrot", "fsync_error", "pause", "torn_write", "wipe", "misdirected_write")
 # Raft mode has no broker data: corruption could land only on the Raft log and snapshots,
 # which no Raft voter survives (see simulations/storage_faults.py).
-RAFT_MODE_KINDS = ("fsync_error", "pause")
+RAFT_MODE_KINDS = ("fsync_error", "pause", "torn_write", "wipe")
+# Voters whose disk may be wiped in one run: a wiped voter comes back as an observer (its new
+# directory id is not the voter's) and no membership change replaces it, so a second one
+# would leave the quorum without a majority for good (Kafka's too, without remove/add-controller).
+VOTER_WIPE_BUDGET = 1
 
 
 def fault_kinds(selection: str) -> list[str]:
@@ -134,8 +146,10 @@ class Nemesis:
         self.profile = profile
         self.counts: dict[str, int] = {}
         self._restart_at: dict[int, float] = {}
-        # Power losses and bit rot both lose acknowledged records on one broker: one budget.
+        # Power losses, bit rot, misdirected writes and wipes all lose acknowledged records on one
+        # broker: one budget.
         self.broker_power_losses = 0
+        self.voter_wipes = 0
         self.classic_kinds = [k for k in profile.kinds if k not in LATE_KINDS]
         self.late_kinds = [k for k in profile.kinds if k in LATE_KINDS
                            and (cluster.mode == "cluster" or k in RAFT_MODE_KINDS)]
@@ -284,7 +298,32 @@ class Nemesis:
         if kind == "pause":
             target = rng.choice(up)
             return {"kind": kind, "node": target, "seconds": rng.uniform(1.0, 10.0)}
+        if kind in ("torn_write", "wipe"):
+            target = rng.choice(up)
+            if not self._loss_allowed(kind, target):
+                return None
+            return {"kind": kind, "node": target, "restart_after": rng.uniform(0.1, 5.0)}
+        if kind == "misdirected_write":
+            if self.broker_power_losses >= BROKER_POWER_LOSS_BUDGET or not brokers:
+                return None
+            target = rng.choice(brokers)
+            disk = cluster.hosts[target].disk
+            region = misdirect_region(disk, rng)
+            if region is None or not disk.misdirect(*region):
+                return None
+            path, offset, length, wrong = region
+            return {"kind": kind, "node": target, "path": path, "offset": offset, "length": length,
+                    "wrong_offset": wrong, "misdirected": True, "restart_after": rng.uniform(0.1, 5.0)}
         raise ValueError(f"unknown fault kind {kind!r}")
+
+    def _loss_allowed(self, kind: str, target: int) -> bool:
+        """A torn power loss or a wipe of a broker loses acknowledged records (the broker
+        budget); a wipe of a voter spends the voter-wipe budget."""
+        host = self.cluster.hosts[target]
+        if host.is_broker and not self.cluster.loses_page_cache(target) and \
+                self.broker_power_losses >= BROKER_POWER_LOSS_BUDGET:
+            return False
+        return kind != "wipe" or not host.is_controller or self.voter_wipes < VOTER_WIPE_BUDGET
 
     def _power_loss_allowed(self, kind: str, target: int) -> bool:
         """A power loss of a broker (which loses acknowledged records) spends the budget."""
@@ -371,6 +410,27 @@ class Nemesis:
             host.injected_errnos.add(errno.EIO)
             self._count("fsync_error", node=host.name)
             nursery.start_soon(self._later, event["seconds"], self._end_fsync_error, host)
+        elif kind in ("torn_write", "wipe"):
+            if not self._loss_allowed(kind, host.node_id):
+                return
+            if host.is_broker and not cluster.loses_page_cache(host.node_id):
+                self.broker_power_losses += 1
+            cluster.kill(host.node_id, reason=kind, power_loss=True, sectors=kind == "torn_write")
+            if kind == "wipe":
+                self.voter_wipes += host.is_controller
+                cluster.wipe(host.node_id)
+            self._count(kind, node=host.name)
+            self._restart_at[host.node_id] = now + event["restart_after"]
+        elif kind == "misdirected_write":
+            if not event.pop("misdirected", False):  # replayed: the same write, if that file still allows it
+                if self.broker_power_losses >= BROKER_POWER_LOSS_BUDGET or not host.disk.misdirect(
+                        event["path"], event["offset"], event["length"], event["wrong_offset"]):
+                    return
+            self.broker_power_losses += 1
+            cluster.kill(host.node_id, reason=kind, power_loss=False)
+            self._count(kind, node=host.name, path=event["path"], offset=event["offset"],
+                        wrong_offset=event["wrong_offset"])
+            self._restart_at[host.node_id] = now + event["restart_after"]
         elif kind == "pause":
             cluster.pause(host.node_id, now + event["seconds"])
             self._count("pause", node=host.name, seconds=round(event["seconds"], 3))
