@@ -7,7 +7,7 @@ random duration (restart, heal, unclog, disk back to normal), and `heal()`
 ends them all at the start of the liveness phase.
 
 Fault kinds (--faults selects groups): network: partition (random halves,
-isolate the leader, isolate one node), oneway, clog, swizzle, reset;
+isolate the leader, isolate one node), oneway, clog, swizzle, reset, replay;
 crash: kill, kill_leader, power_loss (a kill that loses the page cache: on nodes with
 the broker role at most BROKER_POWER_LOSS_BUDGET per run, as Kafka's acks=all without fsync
 survives at most min.insync.replicas - 1 such losses), torn_write, wipe; disk: slow_fsync,
@@ -34,6 +34,8 @@ saved schedule can be replayed instead of drawing.
   observer (KIP-853: raftkafka.node.assembly.replaced_voter), at most VOTER_WIPE_BUDGET per run.
 - misdirected_write: one batch of a broker's newest segment landed at another place of that
   segment, then the broker dies (as bitrot, with its budget).
+- replay: the requests an ended connection carried are sent again on a new connection from
+  the same host, those whose duplication the design survives (simulations/replay.py).
 - pause: a node freezes for 1-10 s (SIGSTOP, a GC pause), then resumes with its stale state:
   a leader comes back as a zombie (see SimCluster.pause for what is frozen).
 """
@@ -45,8 +47,9 @@ from dataclasses import dataclass, field
 
 import trio
 
-from simulations.cluster import SimCluster
+from simulations.cluster import BROKER_PORT, SimCluster
 from simulations.network import LinkProfile, SimNetwork
+from simulations.replay import replay, replayable_bytes
 from simulations.storage_faults import READ_CORRUPTION_SCOPE, crc_covered_bit, misdirect_region, rot_region
 from simulations.trace import Trace
 from storage.memfs import ReadCorruption
@@ -56,7 +59,7 @@ __all__ = ["FaultProfile", "Nemesis", "FAULT_GROUPS", "draw_profile", "BROKER_PO
 BROKER_POWER_LOSS_BUDGET = 1
 
 FAULT_GROUPS = {
-    "network": ["partition", "oneway", "clog", "swizzle", "reset"],
+    "network": ["partition", "oneway", "clog", "swizzle", "reset", "replay"],
     "crash": ["kill", "kill_leader", "power_loss", "torn_write", "wipe"],
     "disk": ["slow_fsync", "disk_full", "read_corruption", "bitrot", "fsync_error", "misdirected_write"],
     "clock": ["clock_jump"],
@@ -64,10 +67,11 @@ FAULT_GROUPS = {
 }
 
 # Kinds on their own schedule and random stream (see the module docstring).
-LATE_KINDS = ("read_corruption", "bitrot", "fsync_error", "pause", "torn_write", "wipe", "misdirected_write")
+LATE_KINDS = ("read_corruption", "bitrot", "fsync_error", "pause", "torn_write", "wipe", "misdirected_write",
+              "replay")
 # Raft mode has no broker data: corruption could land only on the Raft log and snapshots,
 # which no Raft voter survives (see simulations/storage_faults.py).
-RAFT_MODE_KINDS = ("fsync_error", "pause", "torn_write", "wipe")
+RAFT_MODE_KINDS = ("fsync_error", "pause", "torn_write", "wipe", "replay")
 # Voters whose disk may be wiped in one run: a wiped voter comes back as an observer (its new
 # directory id is not the voter's) and no membership change replaces it, so a second one
 # would leave the quorum without a majority for good (Kafka's too, without remove/add-controller).
@@ -298,6 +302,12 @@ class Nemesis:
         if kind == "pause":
             target = rng.choice(up)
             return {"kind": kind, "node": target, "seconds": rng.uniform(1.0, 10.0)}
+        if kind == "replay":
+            conns = [c for c in self.net.recorded_connections() if c.sent]
+            if not conns:
+                return None
+            conn = rng.choice(conns)
+            return {"kind": kind, "conn": conn.id, "src": conn.client, "dst": conn.server, "port": conn.port}
         if kind in ("torn_write", "wipe"):
             target = rng.choice(up)
             if not self._loss_allowed(kind, target):
@@ -410,6 +420,13 @@ class Nemesis:
             host.injected_errnos.add(errno.EIO)
             self._count("fsync_error", node=host.name)
             nursery.start_soon(self._later, event["seconds"], self._end_fsync_error, host)
+        elif kind == "replay":
+            conn = next((c for c in self.net.recorded_connections() if c.id == event["conn"]), None)
+            data = replayable_bytes(conn, BROKER_PORT) if conn is not None else b""
+            if not data:
+                return  # replayed schedule: that connection is not among the last ended ones now
+            self._count("replay", conn=conn.id, src=conn.client, dst=conn.server, port=conn.port, nbytes=len(data))
+            nursery.start_soon(replay, self.net, event["src"], event["dst"], event["port"], data)
         elif kind in ("torn_write", "wipe"):
             if not self._loss_allowed(kind, host.node_id):
                 return
