@@ -369,9 +369,6 @@ class SimCluster:
         task = trio.lowlevel.current_task()
         self.node_tasks[task] = (host, env)
         try:
-            if host.needs_format:
-                host.needs_format = False
-                await self._format(host)
             await self._run_incarnation(host, env, node, scope)
         finally:
             del self.node_tasks[task]
@@ -380,6 +377,9 @@ class SimCluster:
                                scope: trio.CancelScope) -> None:
         try:
             with scope:
+                if host.needs_format:  # a wiped disk: the operator formats it before the start
+                    await self._format(host)
+                    host.needs_format = False
                 await node.run()
         except Exception as e:  # noqa: BLE001 - classified below
             # Outside the scope: a killed node's cleanup (a broker closing its logs) may

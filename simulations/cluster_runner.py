@@ -79,6 +79,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
                       replay=None if options.replay is None else options.replay.events)
     coverage = Coverage()
     state["log_watch"].bind(cluster, checker, coverage)
+    state["applied_schedule"] = lambda: schedule_of(options, profile, nemesis.schedule).to_dict()
     await cluster.format()
 
     roles = RolePoller(cluster)

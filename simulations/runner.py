@@ -107,7 +107,8 @@ def run_simulation(options: SimOptions) -> dict:
         "events": trace.seq,
         "profile": state.get("profile", {}),
         "workload": state.get("workload", {}),
-        "schedule": state.get("schedule"),
+        # What the faults were, also when the harness failed before the end of the run.
+        "schedule": state.get("schedule") or (state["applied_schedule"]() if "applied_schedule" in state else None),
         "coverage": state.get("coverage", {}),
         "options": {"duration": options.duration, "faults": options.faults, "controllers": options.controllers,
                     "brokers": options.brokers, "workload": options.workload,
@@ -142,6 +143,7 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
                       replay=None if options.replay is None else options.replay.events)
     coverage = Coverage(RAFT_KEYS)
     state["log_watch"].bind(cluster, checker, coverage)
+    state["applied_schedule"] = lambda: schedule_of(options, profile, nemesis.schedule).to_dict()
     await cluster.format()
 
     async with trio.open_nursery() as nursery:

@@ -233,7 +233,8 @@ def _print_summary(result: dict) -> None:
 
 
 def format_coverage(counts: dict) -> str:
-    """Every counter, zeros first and marked, so a blind spot stands out."""
+    """The counters that moved, then those that stayed at zero on their own NEVER line, so a
+    blind spot stands out."""
     zeros = [k for k, n in sorted(counts.items()) if not n]
     seen = [f"{k}={n}" for k, n in sorted(counts.items()) if n]
     return " ".join(seen) + (f"\n  NEVER: {' '.join(zeros)}" if zeros else "")
