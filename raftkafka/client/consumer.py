@@ -90,7 +90,15 @@ class Consumer:
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
         self.cluster = Cluster(self.env, self._nursery, self._bootstrap, **self._cluster_options)
-        await self._nursery.start(self._timers.run)
+        try:
+            await self._nursery.start(self._timers.run)
+        except BaseException:
+            # Cancelled while starting (a caller's deadline): the nursery entered above must be
+            # left here, in this task, or trio's cancel-scope stack is corrupted (simulation seed
+            # 1, 10 s, a final read whose deadline passed as it opened a consumer).
+            self._nursery.cancel_scope.cancel()
+            await self._nursery_manager.__aexit__(None, None, None)
+            raise
         if self.group_id is not None:
             self.group = GroupMembership(self.env, self.cluster, self.group_id, **self._group_options)
             self.group.on_rejoin_wanted = self._wake_poll

@@ -245,3 +245,16 @@ async def test_a_fetch_that_cannot_be_sent_ends_the_poll_with_its_error_at_once(
             await consumer.poll(5.0)
         assert trio.current_time() - start_time < 0.1
         assert consumer._in_flight == {}
+
+
+async def test_a_consumer_cancelled_while_it_opens_leaves_trio_consistent(autojump_clock):
+    # A caller's deadline that passes inside `async with Consumer(...)`'s entry: the consumer's
+    # own nursery is left in the entering task, so the caller's cancel scope exits cleanly
+    # (it used to corrupt trio's cancel-scope stack: simulation seed 1, 10 s).
+    env = MemEnv()
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        async with Consumer(env, "b1:9092"):
+            pytest.fail("the entry should have been cancelled")
+    assert scope.cancelled_caught
+    await trio.sleep(1)  # the run goes on
