@@ -13,10 +13,11 @@ from tests.e2e.procs import REPO
 
 
 def test_a_replay_applies_the_recorded_faults_at_their_times_and_is_deterministic(tmp_path):
-    # Seed 18, 10 s: bit rot, a power loss, a swizzle, a pause, read corruption, a full disk.
+    # Seed 18, 10 s: a power loss, a torn-write power loss, a wiped disk, a swizzle, replayed requests.
     original = run_simulation(SimOptions(seed=18, duration=10.0, faults="all"))
     schedule = FaultSchedule.from_dict(original["schedule"])
-    assert {e["kind"] for e in schedule.events} >= {"bitrot", "power_loss", "swizzle", "pause", "restart"}
+    assert {e["kind"] for e in schedule.events} >= {"power_loss", "torn_write", "wipe", "swizzle", "replay",
+                                                    "restart"}
     path = tmp_path / "seed-18.json"
     schedule.save(path)
     replayed = run_simulation(SimOptions.replaying(FaultSchedule.load(path)))
