@@ -71,8 +71,13 @@ class RaftCore(Replication):
         now: float,
         rng: random.Random,
         observer: bool = False,
+        directory_id: str = "",
+        voter_directories: dict[int, str] | None = None,
     ):
         self.node_id = node_id
+        self.directory_id = directory_id  # sent with every fetch (KIP-853 replica key)
+        # Voter id -> the directory id the voter set names (empty: ids alone identify voters).
+        self.voter_directories = {v: d for v, d in (voter_directories or {}).items() if d}
         self.voters = sorted(set(voters))
         if not self.voters:
             raise ValueError("raft: the voter set is empty")

@@ -85,8 +85,9 @@ class LeaderState(RoleState):
 
     # -------------------------------------------------------------- progress
 
-    def record_fetch(self, replica_id: int, fetch_offset: int, now: float) -> None:
-        if replica_id in self.progress:
+    def record_fetch(self, replica_id: int, fetch_offset: int, now: float, *, voter: bool = True) -> None:
+        """`voter` False: the fetch carries a voter's id but another directory (KIP-853)."""
+        if voter and replica_id in self.progress:
             p = self.progress[replica_id]
             self.begin_unacked.discard(replica_id)
         else:

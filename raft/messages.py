@@ -101,6 +101,9 @@ class FetchRequest:
     last_fetched_epoch: int
     max_wait_ms: int
     max_bytes: int
+    # KIP-853: a voter is (id, directory id); a fetch from the id of a voter with another
+    # directory (its disk was wiped and formatted again) is an observer's.
+    replica_directory_id: str = ""
 
 
 @dataclass(slots=True)

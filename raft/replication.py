@@ -49,6 +49,7 @@ class Replication:
                 self.log.last_epoch,
                 int(self.config.fetch_max_wait * 1000),
                 self.config.fetch_max_bytes,
+                self.directory_id,
             ),
         )
 
@@ -78,6 +79,7 @@ class Replication:
                 self.log.last_epoch,
                 0,
                 self.config.fetch_max_bytes,
+                self.directory_id,
             ),
         )
 
@@ -197,9 +199,11 @@ class Replication:
             return self._send(src, self._fetch_error_response(req))
         st: LeaderState = self.quorum.role_state
         response = self._leader_fetch_response(req)
+        expected = self.voter_directories.get(req.replica_id)
+        voter = not expected or req.replica_directory_id == expected  # else a wiped voter: an observer
         if response.diverging_epoch is None and response.snapshot_id is None:
             # A valid position: everything below fetch_offset is fsynced on that replica.
-            st.record_fetch(req.replica_id, req.fetch_offset, now)
+            st.record_fetch(req.replica_id, req.fetch_offset, now, voter=voter)
             self._advance_leader_hw(now)
             response = self._leader_fetch_response(req)
             # Park only when there is nothing new for it: no entries and no HW it lacks.
@@ -207,7 +211,7 @@ class Replication:
             if not response.entries and req.max_wait_ms > 0 and hw_known:
                 st.park(req.replica_id, req, now)
                 return
-        else:
+        elif voter:
             st.record_fetch_time(req.replica_id, now)
         self._send(src, response)
         st.sent_hw[req.replica_id] = response.high_watermark

@@ -11,8 +11,10 @@ Public surface:
     Trace                                          event log + rolling SHA-256 trace hash
 
 Modules: determinism (trio scheduling + sandbox), network, env, trace, cluster
-(controller quorum on SimEnvs), nemesis (fault schedule), checkers/, workloads/,
-runner (phases). Nothing outside this package imports it, except the CLI's
+(controller quorum on SimEnvs), nemesis (fault schedule), storage_faults and replay
+(where corruption lands, which requests are replayed), checkers/, workloads/, runner
+(phases), node_logs (a node's logged unexpected error is a violation), coverage (what a run
+reached), repro (reproduction files, --repro, --shrink). Nothing outside this package imports it, except the CLI's
 `simulate` command, lazily.
 """
 from simulations.determinism import NondeterminismError, run_deterministic

@@ -25,8 +25,11 @@ RaftChecker; the harness calls it on a short sim-time period.
 """
 from __future__ import annotations
 
+import contextlib
+import math
 import posixpath
 import random
+import weakref
 import uuid
 
 import msgpack
@@ -42,6 +45,7 @@ from raftkafka.node.metadata_roles import MetadataApp
 from simulations.checkers.raft import GENESIS_DIGEST, DurableLog, RaftChecker, entry_digest
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.network import SimNetwork
+from simulations.node_logs import stack_summary
 from simulations.trace import Trace
 from storage.memfs import MemFileSystem
 from storage.meta_properties import DataDirError, MetaProperties, VoterSpec, format_data_dir, uuid_to_str
@@ -111,13 +115,17 @@ class ReportingStateMachine:
 
 
 class PausableEnv(SimEnv):
-    """A SimEnv whose process can be frozen: a sleep that ends while paused returns only
-    at the resume, as a timer of a stopped process fires when it runs again."""
+    """A SimEnv whose process can be frozen: every timer stalls. A sleep that ends while
+    paused returns only at the resume, and a deadline (a cancel scope from move_on_at,
+    move_on_after, fail_after) that passes while paused expires at the resume, as the timers
+    of a stopped process fire when it runs again."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._resumed: trio.Event | None = None  # not None while paused
         self.paused_until = 0.0
+        self._scopes: weakref.WeakSet[trio.CancelScope] = weakref.WeakSet()  # this Env's deadlines
+        self._held: dict[trio.CancelScope, float] = {}  # while paused: scope -> its real deadline
 
     @property
     def paused(self) -> bool:
@@ -126,11 +134,40 @@ class PausableEnv(SimEnv):
     def pause(self) -> None:
         if self._resumed is None:
             self._resumed = trio.Event()
+            for scope in list(self._scopes):
+                self._hold(scope)
 
     def resume(self) -> None:
         if self._resumed is not None:
             self._resumed.set()
             self._resumed = None
+            held, self._held = self._held, {}
+            for scope, deadline in held.items():
+                scope.deadline = deadline  # one that passed meanwhile expires now
+
+    def _hold(self, scope: trio.CancelScope) -> None:
+        if scope.deadline != math.inf and not scope.cancel_called:
+            self._held[scope] = scope.deadline
+            scope.deadline = math.inf
+
+    def _track(self, scope: trio.CancelScope) -> trio.CancelScope:
+        self._scopes.add(scope)
+        if self._resumed is not None:
+            self._hold(scope)
+        return scope
+
+    def move_on_at(self, deadline: float) -> trio.CancelScope:
+        return self._track(trio.CancelScope(deadline=deadline))
+
+    def move_on_after(self, seconds: float) -> trio.CancelScope:
+        return self._track(trio.CancelScope(deadline=self.now() + seconds))
+
+    @contextlib.contextmanager
+    def fail_after(self, seconds: float):
+        with self.move_on_after(seconds) as scope:
+            yield scope
+        if scope.cancelled_caught:
+            raise trio.TooSlowError
 
     async def _until_resumed(self) -> None:
         while self._resumed is not None:
@@ -165,6 +202,8 @@ class NodeHost:
         self.injected_errnos: set[int] = set()
         self.stop_scope: trio.CancelScope | None = None  # a graceful stop under way (SimCluster.stop)
         self.stopping = False  # this incarnation ends by a graceful stop
+        self.wipes = 0  # how often its disk was wiped (each time formatted again: a new directory id)
+        self.needs_format = False
 
     @property
     def up(self) -> bool:
@@ -233,6 +272,9 @@ class SimCluster:
         # before the heal, surfacing after) is restarted at once, as a supervisor would:
         # nobody else restarts it, and the liveness phase needs every node.
         self.restart_after_disk_error = False
+        # Each incarnation's root task -> (host, env): simulations.node_logs finds which node
+        # logged an error by walking the task tree up to one of these.
+        self.node_tasks: dict = {}
 
     @property
     def voters(self) -> list[int]:
@@ -255,10 +297,32 @@ class SimCluster:
 
     # ------------------------------------------------------------- lifecycle
     async def format(self) -> None:
-        voters = [VoterSpec(i, self.hosts[i].name, CONTROLLER_PORT) for i in self.voters]
-        for i, host in sorted(self.hosts.items()):
-            directory = uuid_to_str(uuid.UUID(int=derive_seed(self.seed, "dir", host.name)))
-            await format_data_dir(host.disk, DATA_DIR, MetaProperties(CLUSTER_ID, i, directory), voters)
+        for _, host in sorted(self.hosts.items()):
+            await self._format(host)
+
+    def directory_id(self, host: NodeHost, wipes: int = 0) -> str:
+        names = ("dir", host.name) if not wipes else ("dir", host.name, f"wipe-{wipes}")
+        return uuid_to_str(uuid.UUID(int=derive_seed(self.seed, *names)))
+
+    async def _format(self, host: NodeHost) -> None:
+        """`raftkafka format` of the node's disk, with the initial voters by id and directory id
+        (Kafka's --initial-controllers): a wiped voter formatted again gets a new directory id."""
+        voters = [VoterSpec(i, self.hosts[i].name, CONTROLLER_PORT, self.directory_id(self.hosts[i]))
+                  for i in self.voters]
+        meta = MetaProperties(CLUSTER_ID, host.node_id, self.directory_id(host, host.wipes))
+        await format_data_dir(host.disk, DATA_DIR, meta, voters)
+
+    def wipe(self, node_id: int) -> None:
+        """The node (down) gets a new, empty disk, formatted again before its next start."""
+        host = self.hosts[node_id]
+        assert not host.up, f"{host.name} must be down to wipe its disk"
+        host.disk = MemFileSystem()
+        host.wipes += 1
+        host.needs_format = True
+        self._durable_seen.pop(node_id, None)
+        committed = [h.status().high_watermark for h in self.hosts.values() if h.up and h.status() is not None]
+        self.checker.forget_disk(node_id, max(committed, default=0))
+        self.trace.record(host.name, "wiped", wipes=host.wipes)
 
     def config_for(self, node_id: int):
         host = self.hosts[node_id]
@@ -306,8 +370,20 @@ class SimCluster:
         self._nursery.start_soon(self._run, host, host.env, host.node, host.scope)
 
     async def _run(self, host: NodeHost, env: SimEnv, node: ControllerNode, scope: trio.CancelScope) -> None:
+        task = trio.lowlevel.current_task()
+        self.node_tasks[task] = (host, env)
+        try:
+            await self._run_incarnation(host, env, node, scope)
+        finally:
+            del self.node_tasks[task]
+
+    async def _run_incarnation(self, host: NodeHost, env: SimEnv, node: ControllerNode,
+                               scope: trio.CancelScope) -> None:
         try:
             with scope:
+                if host.needs_format:  # a wiped disk: the operator formats it before the start
+                    await self._format(host)
+                    host.needs_format = False
                 await node.run()
         except Exception as e:  # noqa: BLE001 - classified below
             # Outside the scope: a killed node's cleanup (a broker closing its logs) may
@@ -325,7 +401,7 @@ class SimCluster:
                 self.trace.record(host.name, "crashed_on_disk_error", errors=names)
                 restart = self.restart_after_disk_error
             else:
-                self.trace.record(host.name, "node_failed", errors=names)
+                self.trace.record(host.name, "node_failed", errors=names, stack=stack_summary(leaves[0]))
                 self.checker.violate("NodeFailed", f"{host.name} stopped with {names}: {_first_line(leaves)}")
             self.kill(host.node_id, reason="failed")
             if restart:
@@ -393,7 +469,8 @@ class SimCluster:
             self.checker.violate("ControlledShutdownLeftLeaders",
                                  f"{host.name} completed its controlled shutdown still leading {still[:5]}")
 
-    def kill(self, node_id: int, *, reason: str = "nemesis", power_loss: bool | None = None) -> None:
+    def kill(self, node_id: int, *, reason: str = "nemesis", power_loss: bool | None = None,
+             sectors: bool = False) -> None:
         host = self.hosts[node_id]
         if host.stop_scope is not None:
             host.stop_scope.cancel()  # a graceful stop under way ends with the process
@@ -410,7 +487,7 @@ class SimCluster:
         if power_loss is None:
             power_loss = self.loses_page_cache(node_id)
         if power_loss:
-            host.disk.crash(self.disk_rng)
+            host.disk.crash(self.disk_rng, sectors=sectors)
         else:
             host.disk.process_exit()
         self.crashes += 1

@@ -27,6 +27,7 @@ from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
 from simulations.checkers.roles import RolePoller
 from simulations.cluster import SimCluster
+from simulations.coverage import Coverage
 from simulations.determinism import current_sim_clock
 from simulations.env import derive_seed
 from simulations.history import History
@@ -55,7 +56,7 @@ NODE_SETTINGS = {
     # min.insync.replicas - 1 lost page caches): also for __consumer_offsets, which takes the
     # broker default (Kafka: 1, under which one power loss may drop a committed offset).
     "min.insync.replicas": 2,
-    "metadata.log.max.records.between.snapshots": 200,
+    "metadata.log.max.records.between.snapshots": 40,
     # Deny by default, as a secured cluster: the nodes and the workload's clients (plaintext,
     # User:ANONYMOUS) are super users; the ACL churn's principals get only what its ACLs say.
     "authorizer.class.name": STANDARD_AUTHORIZER,
@@ -89,6 +90,9 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
                       replay=None if options.replay is None else options.replay.events)
     moments = (Moments(nemesis, rng("moments"), min_isr=workload.min_isr)
                if options.replay is None and moments_enabled(options.faults) else None)
+    coverage = Coverage()
+    state["log_watch"].bind(cluster, checker, coverage)
+    state["applied_schedule"] = lambda: schedule_of(options, profile, nemesis.schedule).to_dict()
     await cluster.format()
 
     roles = RolePoller(cluster)
@@ -107,6 +111,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
         for node_id in cluster.node_ids:
             cluster.start(node_id)
         nursery.start_soon(_poll_loop, cluster, poll)
+        nursery.start_soon(coverage.poll_loop, cluster)
         instrument = _StepChecker(poll)
         if options.step_checks:
             trio.lowlevel.add_instrument(instrument)
@@ -130,10 +135,14 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
         data = DataChecker(checker, history, idempotent={"producer0", "setup", "final-producer"})
         data.check(workload.final)
         data.check_replicas(replica_logs(cluster, workload.settings.partitions()))
+        coverage.committed_log(checker.committed)
+        for answer in coverage.client_errors(history.ops):
+            checker.violate("UnknownServerError", answer)
         if options.step_checks:
             trio.lowlevel.remove_instrument(instrument)
         nursery.cancel_scope.cancel()
     trace.record("sim", "end", ops=len(history.ops), violations=len(checker.violations))
+    state["coverage"] = coverage.report(trace)
     state["faults"] = dict(sorted(nemesis.counts.items()))
     state["schedule"] = schedule_of(options, profile, nemesis.schedule).to_dict()
     state["moments"] = moments.describe() if moments is not None else {}

@@ -76,9 +76,11 @@ class FaultSchedule:
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
 
-    def save(self, path: str | Path) -> None:
-        """JSON, one fault per line."""
+    def save(self, path: str | Path, extra: dict | None = None) -> None:
+        """JSON, one fault per line; `extra` keys (a reproduction's violation and trace tail:
+        simulations/repro.py) go before the events and are ignored by `load`."""
         data = self.to_dict()
+        data.update(extra or {})
         events = data.pop("events")
         head = json.dumps(data, indent=1)[:-2]  # without the closing "\n}"
         lines = ",\n  ".join(json.dumps(e) for e in events)

@@ -7,11 +7,12 @@ random duration (restart, heal, unclog, disk back to normal), and `heal()`
 ends them all at the start of the liveness phase.
 
 Fault kinds (--faults selects groups): network: partition (random halves,
-isolate the leader, isolate one node), oneway, clog, swizzle, reset;
+isolate the leader, isolate one node), oneway, clog, swizzle, reset, replay;
 crash: kill, kill_leader, power_loss (a kill that loses the page cache: on nodes with
 the broker role at most BROKER_POWER_LOSS_BUDGET per run, as Kafka's acks=all without fsync
-survives at most min.insync.replicas - 1 such losses); disk: slow_fsync, disk_full,
-read_corruption, bitrot, fsync_error; clock: clock_jump; process: pause, stop.
+survives at most min.insync.replicas - 1 such losses), torn_write, wipe; disk: slow_fsync,
+disk_full, read_corruption, bitrot, fsync_error, misdirected_write; clock: clock_jump;
+process: pause, stop.
 
 The storage and process kinds (`LATE_KINDS`) run on a schedule of their own, drawn from
 their own random stream, so the other kinds' draws (profile and schedule) of a seed do not
@@ -26,6 +27,15 @@ saved schedule can be replayed instead of drawing.
 - bitrot: bits flip at rest in one batch of a broker's newest segment; the broker is killed at
   once (shares the power-loss budget). Where and why: simulations/storage_faults.py.
 - fsync_error: for 0.1-2 s every fsync of a node fails with EIO, the writeback lost.
+- torn_write: a power loss during which the unsynced bytes reached the disk sector by sector,
+  in no order (simulations/storage_faults.py); on a broker it spends the power-loss budget.
+- wipe: a power loss that takes the whole disk; the node is formatted again (a new directory
+  id) and restarted. A broker re-replicates (power-loss budget); a voter comes back as an
+  observer (KIP-853: raftkafka.node.assembly.replaced_voter), at most VOTER_WIPE_BUDGET per run.
+- misdirected_write: one batch of a broker's newest segment landed at another place of that
+  segment, then the broker dies (as bitrot, with its budget).
+- replay: the requests an ended connection carried are sent again on a new connection from
+  the same host, those whose duplication the design survives (simulations/replay.py).
 - pause: a node freezes for 1-10 s (SIGSTOP, a GC pause), then resumes with its stale state:
   a leader comes back as a zombie (see SimCluster.pause for what is frozen).
 - stop: SIGTERM, a graceful stop (SimCluster.stop: Kafka's controlled shutdown moves the
@@ -39,9 +49,10 @@ from dataclasses import dataclass, field
 
 import trio
 
-from simulations.cluster import SimCluster
+from simulations.cluster import BROKER_PORT, SimCluster
 from simulations.network import LinkProfile, SimNetwork
-from simulations.storage_faults import READ_CORRUPTION_SCOPE, crc_covered_bit, rot_region
+from simulations.replay import replay, replayable_bytes
+from simulations.storage_faults import READ_CORRUPTION_SCOPE, crc_covered_bit, misdirect_region, rot_region
 from simulations.trace import Trace
 from storage.memfs import ReadCorruption
 
@@ -50,18 +61,23 @@ __all__ = ["FaultProfile", "Nemesis", "FAULT_GROUPS", "draw_profile", "BROKER_PO
 BROKER_POWER_LOSS_BUDGET = 1
 
 FAULT_GROUPS = {
-    "network": ["partition", "oneway", "clog", "swizzle", "reset"],
-    "crash": ["kill", "kill_leader", "power_loss"],
-    "disk": ["slow_fsync", "disk_full", "read_corruption", "bitrot", "fsync_error"],
+    "network": ["partition", "oneway", "clog", "swizzle", "reset", "replay"],
+    "crash": ["kill", "kill_leader", "power_loss", "torn_write", "wipe"],
+    "disk": ["slow_fsync", "disk_full", "read_corruption", "bitrot", "fsync_error", "misdirected_write"],
     "clock": ["clock_jump"],
     "process": ["pause", "stop"],
 }
 
 # Kinds on their own schedule and random stream (see the module docstring).
-LATE_KINDS = ("read_corruption", "bitrot", "fsync_error", "pause", "stop")
+LATE_KINDS = ("read_corruption", "bitrot", "fsync_error", "pause", "stop", "torn_write", "wipe",
+              "misdirected_write", "replay")
 # Raft mode has no broker data: corruption could land only on the Raft log and snapshots,
 # which no Raft voter survives (see simulations/storage_faults.py).
-RAFT_MODE_KINDS = ("fsync_error", "pause")
+RAFT_MODE_KINDS = ("fsync_error", "pause", "torn_write", "wipe", "replay")
+# Voters whose disk may be wiped in one run: a wiped voter comes back as an observer (its new
+# directory id is not the voter's) and no membership change replaces it, so a second one
+# would leave the quorum without a majority for good (Kafka's too, without remove/add-controller).
+VOTER_WIPE_BUDGET = 1
 
 
 def fault_kinds(selection: str) -> list[str]:
@@ -136,8 +152,10 @@ class Nemesis:
         self.profile = profile
         self.counts: dict[str, int] = {}
         self._restart_at: dict[int, float] = {}
-        # Power losses and bit rot both lose acknowledged records on one broker: one budget.
+        # Power losses, bit rot, misdirected writes and wipes all lose acknowledged records on one
+        # broker: one budget.
         self.broker_power_losses = 0
+        self.voter_wipes = 0
         self.classic_kinds = [k for k in profile.kinds if k not in LATE_KINDS]
         self.late_kinds = [k for k in profile.kinds if k in LATE_KINDS
                            and (cluster.mode == "cluster" or k in RAFT_MODE_KINDS)]
@@ -288,7 +306,38 @@ class Nemesis:
             return {"kind": kind, "node": target, "seconds": rng.uniform(1.0, 10.0)}
         if kind == "stop":
             return {"kind": kind, "node": rng.choice(up), "restart_after": rng.uniform(0.1, 5.0)}
+        if kind == "replay":
+            conns = [c for c in self.net.recorded_connections() if c.sent]
+            if not conns:
+                return None
+            conn = rng.choice(conns)
+            return {"kind": kind, "conn": conn.id, "src": conn.client, "dst": conn.server, "port": conn.port}
+        if kind in ("torn_write", "wipe"):
+            target = rng.choice(up)
+            if not self._loss_allowed(kind, target):
+                return None
+            return {"kind": kind, "node": target, "restart_after": rng.uniform(0.1, 5.0)}
+        if kind == "misdirected_write":
+            if self.broker_power_losses >= BROKER_POWER_LOSS_BUDGET or not brokers:
+                return None
+            target = rng.choice(brokers)
+            disk = cluster.hosts[target].disk
+            region = misdirect_region(disk, rng)
+            if region is None or not disk.misdirect(*region):
+                return None
+            path, offset, length, wrong = region
+            return {"kind": kind, "node": target, "path": path, "offset": offset, "length": length,
+                    "wrong_offset": wrong, "misdirected": True, "restart_after": rng.uniform(0.1, 5.0)}
         raise ValueError(f"unknown fault kind {kind!r}")
+
+    def _loss_allowed(self, kind: str, target: int) -> bool:
+        """A torn power loss or a wipe of a broker loses acknowledged records (the broker
+        budget); a wipe of a voter spends the voter-wipe budget."""
+        host = self.cluster.hosts[target]
+        if host.is_broker and not self.cluster.loses_page_cache(target) and \
+                self.broker_power_losses >= BROKER_POWER_LOSS_BUDGET:
+            return False
+        return kind != "wipe" or not host.is_controller or self.voter_wipes < VOTER_WIPE_BUDGET
 
     def _power_loss_allowed(self, kind: str, target: int) -> bool:
         """A power loss of a broker (which loses acknowledged records) spends the budget."""
@@ -375,6 +424,34 @@ class Nemesis:
             host.injected_errnos.add(errno.EIO)
             self._count("fsync_error", node=host.name)
             nursery.start_soon(self._later, event["seconds"], self._end_fsync_error, host)
+        elif kind == "replay":
+            conn = next((c for c in self.net.recorded_connections() if c.id == event["conn"]), None)
+            data = replayable_bytes(conn, BROKER_PORT) if conn is not None else b""
+            if not data:
+                return  # replayed schedule: that connection is not among the last ended ones now
+            self._count("replay", conn=conn.id, src=conn.client, dst=conn.server, port=conn.port, nbytes=len(data))
+            nursery.start_soon(replay, self.net, event["src"], event["dst"], event["port"], data)
+        elif kind in ("torn_write", "wipe"):
+            if not self._loss_allowed(kind, host.node_id):
+                return
+            if host.is_broker and not cluster.loses_page_cache(host.node_id):
+                self.broker_power_losses += 1
+            cluster.kill(host.node_id, reason=kind, power_loss=True, sectors=kind == "torn_write")
+            if kind == "wipe":
+                self.voter_wipes += host.is_controller
+                cluster.wipe(host.node_id)
+            self._count(kind, node=host.name)
+            self._restart_at[host.node_id] = now + event["restart_after"]
+        elif kind == "misdirected_write":
+            if not event.pop("misdirected", False):  # replayed: the same write, if that file still allows it
+                if self.broker_power_losses >= BROKER_POWER_LOSS_BUDGET or not host.disk.misdirect(
+                        event["path"], event["offset"], event["length"], event["wrong_offset"]):
+                    return
+            self.broker_power_losses += 1
+            cluster.kill(host.node_id, reason=kind, power_loss=False)
+            self._count(kind, node=host.name, path=event["path"], offset=event["offset"],
+                        wrong_offset=event["wrong_offset"])
+            self._restart_at[host.node_id] = now + event["restart_after"]
         elif kind == "pause":
             cluster.pause(host.node_id, now + event["seconds"])
             self._count("pause", node=host.name, seconds=round(event["seconds"], 3))

@@ -32,6 +32,7 @@ from __future__ import annotations
 import errno
 import math
 import random
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
@@ -118,6 +119,8 @@ class SimNetwork:
         self._connections: dict[int, Connection] = {}
         self._next_conn = 0
         self._next_port: dict[str, int] = {}
+        # The last connections that ended, for the replay fault (simulations.replay).
+        self.ended: deque[Connection] = deque(maxlen=64)
         self._bind_clock()
 
     def _bind_clock(self) -> None:
@@ -194,6 +197,10 @@ class SimNetwork:
             self._reset(conn)
         return len(victims)
 
+    def recorded_connections(self) -> list[Connection]:
+        """The open connections and the last ended ones, oldest first (for the replay fault)."""
+        return sorted([*self.ended, *self._connections.values()], key=lambda c: c.id)
+
     def host_down(self, host: str) -> None:
         """The host's process died: listeners vanish, connections reset."""
         self._hosts[host] = False
@@ -212,12 +219,14 @@ class SimNetwork:
             pipe.broken = True
             pipe.drop()
             pipe.link.pipes.pop(pipe.key, None)
-        self._connections.pop(conn.id, None)
+        if self._connections.pop(conn.id, None) is not None:
+            self.ended.append(conn)
         self.trace.record(conn.client, "reset", conn=conn.id, peer=conn.server)
 
     def _end_closed(self, conn: Connection) -> None:
         conn.open_ends -= 1
         if conn.open_ends <= 0 and self._connections.pop(conn.id, None) is not None:
+            self.ended.append(conn)
             for pipe in (conn.to_server, conn.to_client):
                 pipe.link.pipes.pop(pipe.key, None)
 

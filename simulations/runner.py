@@ -18,7 +18,6 @@ sim_seconds, wall_seconds, plus the drawn profile and workload counters.
 """
 from __future__ import annotations
 
-import logging
 import random
 import time
 from dataclasses import dataclass
@@ -32,7 +31,9 @@ from simulations.determinism import current_sim_clock, run_deterministic
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.fault_schedule import FaultSchedule, profile_for, schedule_of
 from simulations.moments import Moments, moments_enabled
+from simulations.coverage import INFO_LOGGERS, RAFT_KEYS, Coverage
 from simulations.nemesis import Nemesis
+from simulations.node_logs import NodeLogWatch, watching_node_logs
 from simulations.network import SimNetwork
 from simulations.trace import Trace
 from simulations.workloads.raft_append import AppendWorkload
@@ -85,18 +86,18 @@ def run_simulation(options: SimOptions) -> dict:
     trace = Trace(full=options.full_trace)
     state: dict = {}
     wall0 = time.perf_counter()
-    saved_disable = logging.root.manager.disable
-    logging.disable(logging.CRITICAL)  # node logs would dwarf the run; the trace tells the story
+    # Node logs would dwarf the run (the trace tells the story): only their unexpected errors
+    # (violations) and the lines coverage counts reach the watch, nothing is printed.
+    state["log_watch"] = watch = NodeLogWatch(trace)
     try:
         if options.workload not in WORKLOADS:
             raise ValueError(f"unknown workload {options.workload!r} (one of {', '.join(WORKLOADS)})")
-        run_deterministic(_traced, WORKLOADS[options.workload], options, trace, state,
-                          seed=derive_seed(options.seed, "scheduler"))
+        with watching_node_logs(watch, INFO_LOGGERS):
+            run_deterministic(_traced, WORKLOADS[options.workload], options, trace, state,
+                              seed=derive_seed(options.seed, "scheduler"))
     except Exception as e:  # noqa: BLE001 - a harness crash is reported, with the seed
         state.setdefault("violations", []).append(
             {"invariant": "HarnessError", "message": _describe_error(e), "sim_time": -1})
-    finally:
-        logging.disable(saved_disable)
     result = {
         "seed": options.seed,
         "hash": trace.hash,
@@ -107,10 +108,13 @@ def run_simulation(options: SimOptions) -> dict:
         "events": trace.seq,
         "profile": state.get("profile", {}),
         "workload": state.get("workload", {}),
-        "schedule": state.get("schedule"),
+        # What the faults were, also when the harness failed before the end of the run.
+        "schedule": state.get("schedule") or (state["applied_schedule"]() if "applied_schedule" in state else None),
         "moments": state.get("moments", {}),
+        "coverage": state.get("coverage", {}),
         "options": {"duration": options.duration, "faults": options.faults, "controllers": options.controllers,
-                    "brokers": options.brokers, "workload": options.workload},
+                    "brokers": options.brokers, "workload": options.workload,
+                    "heal_timeout": options.heal_timeout},
     }
     result["trace"] = trace
     return result
@@ -140,6 +144,9 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
     nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile,
                       replay=None if options.replay is None else options.replay.events)
     moments = Moments(nemesis, rng("moments")) if options.replay is None and moments_enabled(options.faults) else None
+    coverage = Coverage(RAFT_KEYS)
+    state["log_watch"].bind(cluster, checker, coverage)
+    state["applied_schedule"] = lambda: schedule_of(options, profile, nemesis.schedule).to_dict()
     await cluster.format()
 
     async with trio.open_nursery() as nursery:
@@ -165,6 +172,7 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
             trio.lowlevel.remove_instrument(instrument)
         nursery.cancel_scope.cancel()
     trace.record("sim", "end", acked=workload.acked, violations=len(checker.violations))
+    state["coverage"] = coverage.report(trace)
     state["faults"] = dict(sorted(nemesis.counts.items()))
     state["schedule"] = schedule_of(options, profile, nemesis.schedule).to_dict()
     state["moments"] = moments.describe() if moments is not None else {}

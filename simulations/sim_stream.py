@@ -140,12 +140,15 @@ class Pipe:
 
 
 class Connection:
-    __slots__ = ("id", "client", "server", "port", "to_server", "to_client", "open_ends")
+    __slots__ = ("id", "client", "server", "port", "to_server", "to_client", "open_ends", "sent")
+
+    RECORD_BYTES = 16 * 1024  # of what the client sent, kept for the replay fault (simulations.replay)
 
     def __init__(self, cid: int, client: str, server: str, port: int, to_server: Pipe, to_client: Pipe):
         self.id, self.client, self.server, self.port = cid, client, server, port
         self.to_server, self.to_client = to_server, to_client
         self.open_ends = 2
+        self.sent = bytearray()
 
 
 class SimStream(trio.abc.HalfCloseableStream):
@@ -178,6 +181,9 @@ class SimStream(trio.abc.HalfCloseableStream):
                 await self._wait_window()  # raises, or waits for the reader to make room
             data = bytes(data)
             if data:
+                conn = self._conn
+                if out is conn.to_server and len(conn.sent) < Connection.RECORD_BYTES:
+                    conn.sent += data
                 out.push(data, self._draw_latency, self._net.now())
                 self._net.trace.record_io(self.local, "send", self._conn.id, len(data))
             # A send that did not block is a schedule point, as on a real socket, unless

@@ -36,6 +36,27 @@ bitrot (at rest, then the node dies)
     until it has repaired its log from the others), so neither do we; the metadata log's own CRC
     frames still make recovery cut the log at the damage rather than replay garbage.
 
+misdirected_write (at rest, then the node dies)
+    The bytes of one batch of a broker's newest partition segment were written at another
+    sector-aligned place of the same segment (over whatever was there) and never reached their
+    own, which holds zeros (a firmware or driver bug; TigerBeetle's "misdirected write"). Same
+    region, kill and budget as bitrot, for the same reasons: recovery scans the last segment and
+    cuts it at the first batch whose CRC or framing fails, so both the hole and the overwritten
+    batch are found; the broker restarts as one that lost records (KIP-966: unclean). Never at
+    the start of another batch: a whole batch there is valid, CRC and all, and only its
+    baseOffset (outside the CRC, as for bit rot) says it is out of place, which Kafka's
+    recovery does not check (simulation seed 1 with `--faults misdirected_write` showed the
+    log serving offsets 0..n from another batch's copy).
+
+sector-torn writes (`torn_write`: a power loss)
+    The writeback of the unsynced bytes was under way, in no order, when the power went: each
+    512-byte sector of every file's unsynced bytes independently reached the disk or not
+    (storage.memfs `crash(sectors=True)`). Fsynced bytes are never touched, so any file and any
+    node may take it: what was acknowledged after an fsync survives; past it, the Raft log and
+    the partition segments see holes and stale sectors that their recovery must cut away, and
+    small files are replaced only by fsynced renames. A broker's unsynced segment bytes are
+    acknowledged records, so on a broker it spends the power-loss budget.
+
 fsync_error (EIO while armed, lost writeback: see storage.memfs) may hit any file of any node:
 the node must not acknowledge what the failed fsync covered and must stop trusting the disk.
 """
@@ -47,10 +68,10 @@ import struct
 
 from raft.node_storage import METADATA_DIR
 from simulations.cluster import DATA_DIR
-from storage.memfs import MemFileSystem
+from storage.memfs import SECTOR, MemFileSystem
 from wire.batch_header import CRC_START, HEADER_SIZE, LOG_OVERHEAD
 
-__all__ = ["READ_CORRUPTION_SCOPE", "crc_covered_bit", "rot_region"]
+__all__ = ["READ_CORRUPTION_SCOPE", "crc_covered_bit", "rot_region", "misdirect_region"]
 
 SEGMENT_SUFFIX = ".log"
 _CRC_FIELD = CRC_START - 4  # the stored CRC-32C: a flip there fails the check too
@@ -88,11 +109,8 @@ def crc_covered_bit(data: bytes, rng: random.Random) -> int | None:
     return rng.randrange(start * 8, end * 8)
 
 
-def rot_region(disk: MemFileSystem, rng: random.Random, data_dir: str = DATA_DIR) -> tuple[str, int, int] | None:
-    """(path, offset, length): the CRC-checked bytes of one batch in the last segment of a random
-    partition log (whose last segment holds a batch); None if there is none."""
-    if not disk.is_dir(data_dir):
-        return None
+def _last_segments(disk: MemFileSystem, data_dir: str) -> list[str]:
+    """The newest segment of every partition log that holds bytes."""
     candidates = []
     for name in disk.listdir(data_dir):
         directory = posixpath.join(data_dir, name)
@@ -102,15 +120,51 @@ def rot_region(disk: MemFileSystem, rng: random.Random, data_dir: str = DATA_DIR
                           key=lambda f: int(f[: -len(SEGMENT_SUFFIX)]) if f[: -len(SEGMENT_SUFFIX)].isdigit() else -1)
         if segments and disk.file_size(posixpath.join(directory, segments[-1])) > 0:
             candidates.append(posixpath.join(directory, segments[-1]))
+    return candidates
+
+
+def _segment_batches(disk: MemFileSystem, rng: random.Random, data_dir: str) -> tuple[str, bytes] | None:
+    """A random partition's newest segment: (path, bytes); None if there is none."""
+    if not disk.is_dir(data_dir):
+        return None
+    candidates = _last_segments(disk, data_dir)
     if not candidates:
         return None
     path = rng.choice(candidates)
     f = disk.open(path)
     try:
-        regions = _crc_covered_regions(f.read(0, f.size()))
+        return path, f.read(0, f.size())
     finally:
         f.close()
+
+
+def rot_region(disk: MemFileSystem, rng: random.Random, data_dir: str = DATA_DIR) -> tuple[str, int, int] | None:
+    """(path, offset, length): the CRC-checked bytes of one batch in the last segment of a random
+    partition log (whose last segment holds a batch); None if there is none."""
+    found = _segment_batches(disk, rng, data_dir)
+    regions = _crc_covered_regions(found[1]) if found else []
     if not regions:
         return None
     start, end = rng.choice(regions)
-    return path, start, end - start
+    return found[0], start, end - start
+
+
+def misdirect_region(disk: MemFileSystem, rng: random.Random,
+                     data_dir: str = DATA_DIR) -> tuple[str, int, int, int] | None:
+    """(path, offset, length, wrong_offset): one whole batch of the last segment of a random
+    partition log and another sector-aligned place in that segment it can be written to
+    instead; None if there is none."""
+    found = _segment_batches(disk, rng, data_dir)
+    if not found:
+        return None
+    path, data = found
+    batches = [(start - _CRC_FIELD, end) for start, end in _crc_covered_regions(data)]
+    if not batches:
+        return None
+    start, end = rng.choice(batches)
+    length = end - start
+    starts = {b for b, _ in batches}
+    places = [p for p in range(0, len(data) - length + 1, SECTOR) if p not in starts]
+    if not places:
+        return None
+    return path, start, length, rng.choice(places)

@@ -407,6 +407,26 @@ class MemFileSystem:
         self.flip_bits(path, flipped)
         return flipped
 
+    def misdirect(self, path: str, offset: int, length: int, wrong_offset: int) -> bool:
+        """A misdirected write, at rest: the bytes [offset, offset+length) of `path` were written
+        at `wrong_offset` of the same file instead (overwriting what was there), and their own
+        place holds zeros (the write never reached it). Live and durable bytes alike, as `rot`.
+        False (nothing changed) if either range is not inside the file."""
+        inode = self._live.files.get(_norm(path))
+        size = len(inode.data) if inode is not None else 0
+        if inode is None or length <= 0 or offset < 0 or wrong_offset < 0 or \
+                offset + length > size or wrong_offset + length > size or wrong_offset == offset:
+            return False
+        chunk = bytes(inode.data[offset:offset + length])
+        durable = bytearray(inode.durable)
+        for image in (inode.data, durable):
+            if offset + length <= len(image) and wrong_offset + length <= len(image):
+                image[offset:offset + length] = bytes(length)
+                image[wrong_offset:wrong_offset + length] = chunk
+        inode.durable = bytes(durable)
+        self.durable_changes += 1
+        return True
+
     def flip_bits(self, path: str, bits: list[int]) -> bool:
         """Flip these bit positions (file-relative) of `path` at rest, as `rot` does; False (and
         nothing flipped) if the file is missing or shorter than the last of them."""
@@ -423,8 +443,13 @@ class MemFileSystem:
         return True
 
     # -- crash ----------------------------------------------------------------
-    def crash(self, rng: random.Random | None = None, *, torn_writes: bool = True) -> None:
-        """Power loss: keep what was durable plus a random, in-order prefix of pending writes."""
+    def crash(self, rng: random.Random | None = None, *, torn_writes: bool = True, sectors: bool = False) -> None:
+        """Power loss: keep what was durable plus a random, in-order prefix of pending writes.
+
+        With `sectors`, the writeback was under way in no particular order: of every file's
+        unsynced bytes, each 512-byte sector independently reached the disk or did not (a
+        sector that did not keeps its durable bytes, zeros past the durable end), and the
+        file's size is either its durable or its written one."""
         rng = rng or random.Random(0)
         self._generation += 1
         self.crashes += 1
@@ -434,7 +459,7 @@ class MemFileSystem:
         files: dict[str, _Inode] = {}
         for p, inode in sorted(self._durable.files.items()):
             if posixpath.dirname(p) in dirs:
-                files[p] = _recover_inode(inode, rng, torn_writes)
+                files[p] = _tear_sectors(inode, rng) if sectors else _recover_inode(inode, rng, torn_writes)
         # Two durable names may share one inode (a rename not yet synced on one side).
         self._live, self._durable = _Tree(files, sorted(dirs)), _Tree(files, sorted(dirs))
 
@@ -506,4 +531,23 @@ def _recover_inode(inode: _Inode, rng: random.Random, torn_writes: bool) -> _Ino
             data.extend(b"\0" * (offset - len(data)))
         data[offset : offset + len(chunk)] = chunk
     recovered = bytes(data)
+    return _Inode(data=bytearray(recovered), durable=recovered, pending=[])
+
+
+SECTOR = 512
+
+
+def _tear_sectors(inode: _Inode, rng: random.Random) -> _Inode:
+    """`crash(sectors=True)` of one file: see there."""
+    durable = inode.durable
+    written = _replay(durable, inode.pending)
+    if written == durable:
+        return _Inode(data=bytearray(durable), durable=durable, pending=[])
+    size = len(written) if rng.random() < 0.5 else len(durable)
+    old = durable[:size].ljust(size, b"\0")
+    out = bytearray(old)
+    for start in range(0, size, SECTOR):
+        if written[start:start + SECTOR] != old[start:start + SECTOR] and rng.random() < 0.5:
+            out[start:start + SECTOR] = written[start:start + SECTOR].ljust(min(SECTOR, size - start), b"\0")
+    recovered = bytes(out[:size])
     return _Inode(data=bytearray(recovered), durable=recovered, pending=[])

@@ -4,6 +4,7 @@
                                  [--nodes 3] [--brokers 3] [--workload cluster|raft] [--json] [--trace FILE]
     python -m raftkafka simulate --seeds 0..199 [--jobs 2] [--json] [--save-failing DIR]
     python -m raftkafka simulate --replay FILE
+    python -m raftkafka simulate --repro FILE | --shrink FILE
 
 One seed prints a summary and the trace hash (the same seed gives the same hash
 in any process); a violation prints the invariant and the last trace events.
@@ -13,7 +14,10 @@ progress goes to stderr: a bar with an ETA redrawn in place on a terminal, else
 seed) and `--save-failing DIR` (fuzzing: DIR/seed-N.json per failing seed) write the faults a
 run applied; `--replay FILE` runs that seed again under exactly those faults
 (simulations/fault_schedule.py), which stays meaningful when a code change moves the seed's
-own draws.
+own draws. A `--save-failing` file is a reproduction (simulations/repro.py): the schedule plus
+the first violation and the trace tail; `--repro FILE` replays it and says whether the same
+invariant breaks, `--shrink FILE` drops faults while it does (FILE.shrunk.json).
+A run prints its coverage counters (simulations/coverage.py); a fuzz run prints their sums.
 Exit status: 0 clean, 1 a violation, 2 bad usage.
 The simulation package is imported only when the command runs.
 """
@@ -37,8 +41,13 @@ def add_parser(subparsers) -> None:
     which.add_argument("--seed", type=int, help="run one seed")
     which.add_argument("--seeds", metavar="A..B", help="fuzz seeds A to B inclusive")
     which.add_argument("--replay", metavar="FILE", help="replay a saved fault schedule (its seed and options)")
+    which.add_argument("--repro", metavar="FILE",
+                       help="replay a reproduction file (--save-failing) and say whether its violation recurs")
+    which.add_argument("--shrink", metavar="FILE",
+                       help="drop faults from a reproduction while its violation persists; writes FILE.shrunk.json")
     p.add_argument("--duration", default="30s", help="simulated time of the fault phase (default 30s)")
-    p.add_argument("--heal-timeout", default="30s", help="time allowed to converge after healing (default 30s)")
+    p.add_argument("--heal-timeout", help="time allowed to converge after healing (default 30s; --repro and "
+                                           "--shrink: the recorded run's)")
     p.add_argument("--faults", default="all",
                    help="all, none, or a comma list of groups (network, crash, disk, clock, process) or kinds")
     p.add_argument("--nodes", "--controllers", dest="nodes", type=int, default=3, help="controllers (default 3)")
@@ -54,7 +63,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--trace", metavar="FILE", help="write the whole event trace to FILE")
     p.add_argument("--save-schedule", metavar="FILE", help="write the faults the run applied to FILE (JSON)")
-    p.add_argument("--save-failing", metavar="DIR", help="with --seeds: DIR/seed-N.json for each failing seed")
+    p.add_argument("--save-failing", metavar="DIR",
+                   help="with --seeds: a reproduction DIR/seed-N.json (schedule, first violation, trace tail) "
+                        "for each failing seed")
+    p.add_argument("--max-runs", type=int, default=200, help="--shrink: at most this many trial runs (default 200)")
     p.set_defaults(run=run)
 
 
@@ -76,11 +88,11 @@ def _options(args, seed: int, full_trace: bool):
     from simulations.runner import SimOptions
 
     if getattr(args, "replay", None):
-        return SimOptions.replaying(FaultSchedule.load(args.replay), heal_timeout=_duration(args.heal_timeout, "--heal-timeout"),
+        return SimOptions.replaying(FaultSchedule.load(args.replay), heal_timeout=_duration(args.heal_timeout or "30s", "--heal-timeout"),
                                     full_trace=full_trace, step_checks=getattr(args, "check_every_step", False))
     fault_kinds(args.faults)  # validates
     return SimOptions(seed=seed, duration=_duration(args.duration, "--duration"), faults=args.faults,
-                      controllers=args.nodes, heal_timeout=_duration(args.heal_timeout, "--heal-timeout"),
+                      controllers=args.nodes, heal_timeout=_duration(args.heal_timeout or "30s", "--heal-timeout"),
                       full_trace=full_trace, workload=args.workload, brokers=getattr(args, "brokers", 3),
                       step_checks=getattr(args, "check_every_step", False))
 
@@ -113,6 +125,8 @@ def run(args) -> int:
         return _usage_error("--save-failing goes with --seeds (one seed: --save-schedule)")
     if args.save_schedule and args.seeds is not None:
         return _usage_error("--save-schedule saves one run's schedule (fuzzing: --save-failing DIR)")
+    if getattr(args, "repro", None) or getattr(args, "shrink", None):
+        return _repro(args)
     try:
         if args.seeds is not None:
             first, sep, last = args.seeds.partition("..")
@@ -152,6 +166,50 @@ def run(args) -> int:
     return 1 if result["violations"] else 0
 
 
+def _repro(args) -> int:
+    """--repro FILE: replay and compare; --shrink FILE: drop faults while the violation persists."""
+    from simulations.repro import breaks, load_repro, replay, shrink
+
+    repro_only = bool(getattr(args, "repro", None))
+    path = args.repro if repro_only else args.shrink
+    try:
+        schedule, violation, recorded_heal = load_repro(path)
+        heal_timeout = _duration(args.heal_timeout, "--heal-timeout") if args.heal_timeout else recorded_heal
+        heal_timeout = 30.0 if heal_timeout is None else heal_timeout
+    except ValueError as e:
+        return _usage_error(str(e))
+    invariant = violation["invariant"] if violation else None
+    if violation:
+        print(f"recorded: {violation['invariant']}: {violation['message']}")
+    result = replay(schedule, heal_timeout=heal_timeout)
+    result.pop("schedule")
+    trace = result.pop("trace")
+    _print_summary(result)
+    again = breaks(result, invariant)
+    if repro_only or not again:
+        print(("reproduced" if again else "did NOT reproduce") + (f": {invariant}" if invariant else ""))
+        if again:
+            print(f"last {TAIL_EVENTS} events:")
+            for line in trace.last(TAIL_EVENTS):
+                print(f"  {line}")
+        return 1 if result["violations"] else 0
+
+    def progress(run: int, faults: int, failed: bool) -> None:
+        print(f"  run {run}: {faults} faults: {'still fails' if failed else 'passes'}", flush=True)
+
+    print(f"shrinking {len(schedule.events)} faults (at most {args.max_runs} runs)")
+    small = shrink(schedule, invariant, max_runs=args.max_runs, on_run=progress, heal_timeout=heal_timeout)
+    final = replay(small, heal_timeout=heal_timeout)
+    out = str(path)[:-5] if str(path).endswith(".json") else str(path)
+    out += ".shrunk.json"
+    from simulations.repro import save_repro
+
+    save_repro(out, final, final.pop("trace").last(TAIL_EVENTS))
+    kinds = ", ".join(sorted({e["kind"] for e in small.events})) or "none"
+    print(f"{len(small.events)} of {len(schedule.events)} faults left ({kinds}); written to {out}")
+    return 0
+
+
 def _print_summary(result: dict) -> None:
     status = "OK" if not result["violations"] else f"{len(result['violations'])} VIOLATION(S)"
     speed = result["sim_seconds"] / max(result["wall_seconds"], 1e-9)
@@ -168,8 +226,18 @@ def _print_summary(result: dict) -> None:
     elif w:
         print(f"  appends: sent={w['sent']} acked={w['acked']} failed={w['failed']} "
               f"indeterminate={w['indeterminate']}; committed entries={w['committed']}, node crashes={w['crashes']}")
+    if result.get("coverage"):
+        print("  coverage: " + format_coverage(result["coverage"]))
     for v in result["violations"]:
         print(f"  VIOLATION {v['invariant']} at {v['sim_time']:.3f}s: {v['message']}")
+
+
+def format_coverage(counts: dict) -> str:
+    """The counters that moved, then those that stayed at zero on their own NEVER line, so a
+    blind spot stands out."""
+    zeros = [k for k, n in sorted(counts.items()) if not n]
+    seen = [f"{k}={n}" for k, n in sorted(counts.items()) if n]
+    return " ".join(seen) + (f"\n  NEVER: {' '.join(zeros)}" if zeros else "")
 
 
 def _run_one(job: tuple) -> dict:
@@ -210,6 +278,7 @@ def _fuzz(args, first: int, last: int) -> int:
     sim_seconds = 0.0
     done = 0
     fault_totals: dict[str, int] = {}  # injected faults by kind, over every seed
+    coverage: dict[str, int] = {}  # simulations.coverage counters, over every seed
     progress = Progress(len(seeds), sys.stderr, every=getattr(args, "progress_every", 0))
 
     def report(result: dict) -> None:
@@ -218,10 +287,14 @@ def _fuzz(args, first: int, last: int) -> int:
         sim_seconds += result["sim_seconds"]
         for kind, n in result["faults"].items():
             fault_totals[kind] = fault_totals.get(kind, 0) + n
+        for key, n in result.get("coverage", {}).items():
+            coverage[key] = coverage.get(key, 0) + n
         if result["violations"]:
             failing.append(result)
-            if args.save_failing:
-                _save_schedule(os.path.join(args.save_failing, f"seed-{result['seed']}.json"), result.get("schedule"))
+            if args.save_failing and result.get("schedule") is not None:
+                from simulations.repro import save_repro
+
+                save_repro(os.path.join(args.save_failing, f"seed-{result['seed']}.json"), result, result["tail"])
             v = result["violations"][0]
             progress.clear()
             print(f"FAIL seed {result['seed']}: {v['invariant']}: {v['message']}", flush=True)
@@ -241,7 +314,7 @@ def _fuzz(args, first: int, last: int) -> int:
     summary = {"seeds": len(seeds), "failing": sorted(r["seed"] for r in failing),
                "sim_seconds": round(sim_seconds, 3), "wall_seconds": round(wall, 3),
                "seeds_per_second": round(len(seeds) / wall, 3), "sim_per_wall": round(sim_seconds / wall, 1),
-               "faults": dict(sorted(fault_totals.items()))}
+               "faults": dict(sorted(fault_totals.items())), "coverage": dict(sorted(coverage.items()))}
     if args.json:
         print(json.dumps(summary, sort_keys=True))
     else:
@@ -249,6 +322,7 @@ def _fuzz(args, first: int, last: int) -> int:
         print(f"{len(seeds)} seeds, {len(failing)} failing{listed}; "
               f"{summary['seeds_per_second']} seeds/s, {summary['sim_per_wall']}x realtime over {wall:.1f}s")
         print("faults injected: " + (" ".join(f"{k}={v}" for k, v in summary["faults"].items()) or "none"))
+        print("coverage: " + format_coverage(coverage))
         for r in sorted(failing, key=lambda r: r["seed"]):
             print(f"seed {r['seed']}: last events:")
             for line in r.get("tail", [])[-15:]:

@@ -73,6 +73,16 @@ def voter_addresses(bootstrap: list[VoterSpec], configured: list[VoterSpec]) -> 
     return addresses
 
 
+def replaced_voter(meta, voters: list[VoterSpec]) -> bool:
+    """KIP-853: a voter is a node id *and* a directory id. A data dir of this node id whose
+    directory id is not the one the voter set names (a wiped disk, formatted again) does not
+    hold that voter's log or votes: it must not vote or stand as that voter, lest a committed
+    entry a majority held lose its majority. It runs as an observer (Kafka: until an operator
+    removes the old voter and adds this one)."""
+    return any(v.node_id == meta.node_id and v.directory_id and v.directory_id != meta.directory_id
+               for v in voters)
+
+
 class ControllerNode:
     """The controller role: a Raft voter (or observer) with its listener and RPCs."""
 
@@ -88,11 +98,20 @@ class ControllerNode:
         self.driver: RaftDriver | None = None
         self.transport: Transport | None = None
         self.bound_port: int | None = None
+        self.replaced_voter = False  # set by preflight (see replaced_voter)
+        self.voter_directories: dict[int, str] = {}
 
     def preflight(self):
         """Check the data dir and voters (DataDirError / ConfigError) before anything starts."""
         meta, bootstrap = check_data_dir(self.env.fs, self.config.metadata_log_dir, node_id=self.config.node_id)
         read_bootstrap_records(self.env.fs, self.config.metadata_log_dir)  # a damaged file stops us here
+        self.replaced_voter = replaced_voter(meta, [*bootstrap, *self.config.voters])
+        self.voter_directories = {v.node_id: v.directory_id for v in [*bootstrap, *self.config.voters]
+                                  if v.directory_id}
+        if self.replaced_voter:
+            log.warning("node %d: this data dir (directory id %s) is not the one voter %d was formatted with; "
+                        "running as an observer until the voter set names it", meta.node_id, meta.directory_id,
+                        meta.node_id)
         return meta, voter_addresses(bootstrap, self.config.voters)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -109,7 +128,7 @@ class ControllerNode:
     async def _run(self, meta, addresses, task_status) -> None:
         env, config = self.env, self.config
         storage = NodeStorage(env.fs, config.metadata_log_dir, segment_bytes=config.metadata_segment_bytes)
-        observer = config.node_id not in addresses
+        observer = config.node_id not in addresses or self.replaced_voter
         state, raft_log = await storage.load(refetch_damaged=observer)
         core = RaftCore(
             node_id=config.node_id,
@@ -121,6 +140,8 @@ class ControllerNode:
             now=env.now(),
             rng=env.rng,
             observer=observer,
+            directory_id=meta.directory_id,
+            voter_directories=self.voter_directories,
         )
         self.driver = driver = RaftDriver(
             env, core, storage, self.state_machine,

@@ -66,6 +66,7 @@ class RaftChecker:
         self.prefix: list[bytes] = [GENESIS_DIGEST]  # prefix[n] = digest of committed[0..n)
         self.applied_end: dict[int, int] = {}
         self.acked: dict[bytes, int] = {}  # acknowledged payload -> offset
+        self.replaced: dict[int, int] = {}  # voter whose disk was wiped -> committed end then (forget_disk)
 
     # ---------------------------------------------------------------- reporting
     def violate(self, invariant: str, message: str) -> None:
@@ -145,12 +146,21 @@ class RaftChecker:
             if holder != leader_id:
                 self.violate("SingleLeader", f"epoch {epoch} has persisted leaders {holder} and {leader_id}")
 
+    def forget_disk(self, node: int, committed_end: int) -> None:
+        """The node's disk was wiped when the log was committed up to `committed_end`: its
+        persisted election state starts afresh, and it no longer holds any voter's log (it
+        rejoins as an observer: raftkafka.node.assembly.replaced_voter). What was committed
+        then has lost that copy to the fault: one holder fewer is required of it."""
+        self.persisted_epoch.pop(node, None)
+        self.replaced[node] = max(committed_end, self.max_hw)
+
     def check_majority(self, leader: int, hw: int, durable: dict[int, "DurableLog"]) -> None:
         """A majority of voters must durably hold [0, hw) as committed."""
         if hw <= 0:
             return
-        holders = [v for v in self.voters if v in durable and durable[v].holds(hw, self.committed)]
-        if len(holders) < self.majority:
+        holders = [v for v in self.voters if v in durable and v not in self.replaced
+                   and durable[v].holds(hw, self.committed)]
+        if len(holders) < self.majority - sum(1 for end in self.replaced.values() if hw <= end):
             self.violate("MajorityReachedHighWatermark",
                          f"leader {leader} has HW {hw}, but only voters {holders} durably hold it")
 

@@ -58,13 +58,42 @@ def scan_valid_batches(
 
 
 def is_torn_tail(file: File, pos: int, end: int) -> bool:
-    """Whether the invalid bytes [pos, end) are shorter than the batch they begin: what a write
-    cut short leaves (a crash mid-append). A whole-length batch that fails its checks is
-    corruption instead: records a replica may have acknowledged are gone."""
+    """Whether the invalid bytes [pos, end) are shorter than the batch they begin and are the
+    last thing in the file: what a write cut short leaves (a crash mid-append). A whole-length
+    batch that fails its checks is corruption instead: records a replica may have acknowledged
+    are gone. So is a length field that reaches past the end while a whole valid batch follows:
+    the length itself was damaged (bit rot, a misdirected write), not the last write cut short
+    (simulation seed 287, 10 s: a misdirected write read as a torn tail let a broker that had
+    lost 40 acknowledged batches claim a clean restart and be elected leader)."""
     if end - pos < LOG_OVERHEAD:
         return True
     (length,) = _LENGTH.unpack(file.read(pos + 8, 4))
-    return pos + LOG_OVERHEAD + length > end
+    if pos + LOG_OVERHEAD + length <= end:
+        return False
+    return not _valid_batch_within(file, pos + 1, end)
+
+
+_MAGIC_AT = 16  # baseOffset, batchLength, partitionLeaderEpoch, then magic
+_TAIL_SCAN_LIMIT = 8 << 20  # past this many invalid bytes no single write was cut short
+
+
+def _valid_batch_within(file: File, start: int, end: int) -> bool:
+    """Whether a whole CRC-valid batch starts anywhere in [start, end)."""
+    if end - start > _TAIL_SCAN_LIMIT:
+        return True
+    data = file.read(start, end - start)
+    i = data.find(b"\x02", _MAGIC_AT)
+    while i >= 0:
+        at = i - _MAGIC_AT
+        (length,) = _LENGTH.unpack_from(data, at + 8)
+        if HEADER_SIZE - LOG_OVERHEAD <= length and at + LOG_OVERHEAD + length <= len(data):
+            try:
+                validate_batch(data, at)
+                return True
+            except CorruptRecordError:
+                pass
+        i = data.find(b"\x02", i + 1)
+    return False
 
 
 def iter_batch_bytes(file: File, start: int, end: int) -> Iterator[tuple[BatchHeader, memoryview]]:

@@ -13,16 +13,17 @@ from tests.e2e.procs import REPO
 
 
 def test_a_replay_applies_the_recorded_faults_at_their_times_and_is_deterministic(tmp_path):
-    # The first 10 s seed from 40 on with bit rot, a power loss, a swizzle, a pause and a restart
-    # (which seed that is moves whenever a fault kind or workload is added).
-    wanted = {"bitrot", "power_loss", "swizzle", "pause", "restart"}
-    for seed in range(40, 80):
+    # The first 10 s seed with a power loss, a torn-write power loss, a wiped disk, a swizzle,
+    # replayed requests and a restart (which seed that is moves whenever a fault kind or workload
+    # is added).
+    wanted = {"power_loss", "torn_write", "wipe", "swizzle", "replay", "restart"}
+    for seed in range(60):
         original = run_simulation(SimOptions(seed=seed, duration=10.0, faults="all"))
         schedule = FaultSchedule.from_dict(original["schedule"])
         if {e["kind"] for e in schedule.events} >= wanted:
             break
     else:
-        pytest.fail(f"no seed in 40-79 draws {sorted(wanted)}")
+        pytest.fail(f"no seed in 0-59 draws {sorted(wanted)}")
     path = tmp_path / f"seed-{seed}.json"
     schedule.save(path)
     replayed = run_simulation(SimOptions.replaying(FaultSchedule.load(path)))

@@ -40,8 +40,9 @@ def test_many_seeds_with_all_faults_have_no_violations():
             failures.append((seed, result["violations"][:2], result["trace"].last(20)))
     assert not failures, failures[:3]
     # The runs really were faulty: every kind of fault was injected somewhere.
-    assert set(totals) == {"partition", "oneway", "clog", "swizzle", "reset", "kill", "kill_leader", "power_loss",
-                           "slow_fsync", "disk_full", "clock_jump", "fsync_error", "pause"}, totals
+    assert set(totals) == {"partition", "oneway", "clog", "swizzle", "reset", "replay", "kill", "kill_leader",
+                           "power_loss", "torn_write", "wipe", "slow_fsync", "disk_full", "clock_jump", "fsync_error",
+                           "pause"}, totals
 
 
 # A double vote only matters when two candidates race for one epoch: with three voters

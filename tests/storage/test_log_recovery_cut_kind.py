@@ -61,3 +61,18 @@ async def test_only_a_cut_whole_batch_is_reported_to_on_data_loss():
     assert calls == []
     await _log_with_damage(rot, on_data_loss)
     assert len(calls) == 1
+
+
+async def test_a_damaged_length_reaching_past_the_end_is_not_a_torn_write_when_batches_follow():
+    # A misdirected write (simulation seed 287): one batch's bytes landed one byte into the
+    # batch before, so that batch's length field is garbage reaching past the end of the file,
+    # while whole valid batches still follow. Records were lost: not a torn last write.
+    def misdirect(f, size):
+        data = f.read(0, size)
+        second = int.from_bytes(data[8:12], "big") + 12
+        f.write_at(second + 1, data[second:second + 20])
+        f.write_at(second + 8, (10 ** 6).to_bytes(4, "big"))
+    log = await _log_with_damage(misdirect)
+    assert log.recovery_stats.bytes_truncated > 0
+    assert log.recovery_stats.whole_batches_lost
+    assert log.log_end_offset == 1
