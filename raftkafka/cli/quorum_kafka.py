@@ -82,9 +82,10 @@ def replication_rows(partition) -> list[list]:
                        if v.replica_id == partition.leader_id), -1)
     rows = [["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp",
              "Status"]]
-    members = ([(v, "Leader" if v.replica_id == partition.leader_id else "Follower")
-                for v in partition.current_voters] + [(o, "Observer") for o in partition.observers])
-    for r, status in sorted(members, key=lambda m: (m[1] != "Leader", m[1] == "Observer", m[0].replica_id)):
+    # (rank, replica, Status column): the leader first, then followers, then observers
+    members = ([(0, v, "Leader") if v.replica_id == partition.leader_id else (1, v, "Follower")
+                for v in partition.current_voters] + [(2, o, "Observer") for o in partition.observers])
+    for _, r, status in sorted(members, key=lambda m: (m[0], m[1].replica_id)):
         lag = max(0, leader_end - r.log_end_offset) if r.log_end_offset >= 0 and leader_end >= 0 else -1
         rows.append([r.replica_id, _directory_id(r), r.log_end_offset, lag, r.last_fetch_timestamp,
                      r.last_caught_up_timestamp, status])

@@ -304,10 +304,17 @@ async def test_kafka_requests_before_sasl_login_close_the_connection():
     from wire.connection_limits import ConnectionLimits
     from wire.protocol import MetadataRequest, decode_request, encode_request
 
-    class Broker:  # only what the admission check reads
+    class Broker:  # only what the admission check (and the server's constructor) reads
+        env = None
+
         class config:
             super_users = frozenset()
             connection_limits = ConnectionLimits()
+            listener_name = "SASL_SSL"
+
+            @staticmethod
+            def served_listeners():
+                return ["SASL_SSL"]
 
     server = KafkaServer(Broker())
     frame = encode_request(MetadataRequest(topics=None), 1, 1, "c")[4:]
