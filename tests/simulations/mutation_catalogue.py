@@ -19,26 +19,32 @@ import time
 __all__ = ["hunt", "main"]
 
 
-def hunt(name: str, limit: int, start: int = 0, check_clean: bool = True) -> dict:
-    """The first seed in [start, limit) on which mutation `name` shows a violation."""
+def first_violation(apply, run, limit: int, start: int = 0) -> tuple[int, list[dict]] | None:
+    """(seed, violations) of the first seed in [start, limit) whose `run(seed)` result shows a
+    violation while the mutation `apply` (taking a monkeypatch) is patched in; None if none does."""
     import pytest
 
+    patch = pytest.MonkeyPatch()
+    try:
+        apply(patch)
+        for seed in range(start, limit):
+            violations = run(seed)["violations"]
+            if violations:
+                return seed, violations
+    finally:
+        patch.undo()
+    return None
+
+
+def hunt(name: str, limit: int, start: int = 0, check_clean: bool = True) -> dict:
+    """The first seed in [start, limit) on which mutation `name` shows a violation."""
     from simulations.runner import SimOptions, run_simulation
     from tests.simulations.catalogue import by_name
 
     mutation = by_name(name)
     wall0 = time.perf_counter()
-    found = None
-    patch = pytest.MonkeyPatch()
-    try:
-        mutation.apply(patch)
-        for seed in range(start, limit):
-            violations = run_simulation(SimOptions(**mutation.sim_options(seed)))["violations"]
-            if violations:
-                found = (seed, violations)
-                break
-    finally:
-        patch.undo()
+    found = first_violation(mutation.apply, lambda seed: run_simulation(SimOptions(**mutation.sim_options(seed))),
+                            limit, start)
     out = {"name": name, "kind": mutation.kind, "seed": None, "invariants": [], "clean": None,
            "wall_seconds": 0.0}
     if found is not None:

@@ -8,6 +8,7 @@ import pytest
 
 from simulations.runner import SimOptions, run_simulation
 from tests.simulations.acl_mutations import ACL_MUTATIONS
+from tests.simulations.mutation_catalogue import first_violation
 
 SECONDS = 10.0
 MUTATION_SEED_LIMIT = 10  # each is caught within this many seeds (see the per-mutation first catches)
@@ -38,14 +39,10 @@ def test_acl_churn_through_controller_kills_and_every_broker_agrees_with_the_log
 
 
 @pytest.mark.parametrize("name", sorted(ACL_MUTATIONS))
-def test_authorization_mutation_is_caught(name, monkeypatch):
-    with monkeypatch.context() as patch:
-        ACL_MUTATIONS[name](patch)
-        for seed in range(MUTATION_SEED_LIMIT):
-            found = cluster(seed)["violations"]
-            if found:
-                break
-        else:
-            pytest.fail(f"mutation {name} survived {MUTATION_SEED_LIMIT} seeds")
+def test_authorization_mutation_is_caught(name):
+    caught = first_violation(ACL_MUTATIONS[name], cluster, MUTATION_SEED_LIMIT)
+    if caught is None:
+        pytest.fail(f"mutation {name} survived {MUTATION_SEED_LIMIT} seeds")
+    seed, found = caught
     assert {v["invariant"] for v in found} & EXPECTED[name], found
     assert cluster(seed)["violations"] == [], f"seed {seed} fails without the mutation too"

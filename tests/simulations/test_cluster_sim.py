@@ -17,6 +17,7 @@ import pytest
 
 from simulations.runner import SimOptions, run_simulation
 from tests.simulations.data_mutations import DATA_MUTATIONS
+from tests.simulations.mutation_catalogue import first_violation
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL_SEEDS = 200
@@ -83,15 +84,11 @@ def test_same_seed_same_hash_across_processes_and_hash_seeds():
 
 
 @pytest.mark.parametrize("name", sorted(DATA_MUTATIONS))
-def test_data_plane_mutation_is_caught(name, monkeypatch):
-    with monkeypatch.context() as patch:
-        DATA_MUTATIONS[name](patch)
-        for seed in range(MUTATION_SEED_LIMIT):
-            found = cluster(seed)["violations"]
-            if found:
-                break
-        else:
-            pytest.fail(f"mutation {name} survived {MUTATION_SEED_LIMIT} seeds")
+def test_data_plane_mutation_is_caught(name):
+    caught = first_violation(DATA_MUTATIONS[name], cluster, MUTATION_SEED_LIMIT)
+    if caught is None:
+        pytest.fail(f"mutation {name} survived {MUTATION_SEED_LIMIT} seeds")
+    seed, found = caught
     assert {v["invariant"] for v in found} & EXPECTED[name], found
     assert cluster(seed)["violations"] == [], f"seed {seed} fails without the mutation too"
 
