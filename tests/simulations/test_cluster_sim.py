@@ -20,7 +20,7 @@ from tests.simulations.data_mutations import DATA_MUTATIONS
 from tests.simulations.mutation_catalogue import first_violation
 
 ROOT = Path(__file__).resolve().parents[2]
-FULL_SEEDS = 200
+FULL_SEEDS = 100
 FULL_SECONDS = 10.0
 # Each data-plane mutation must be caught within this many seeds. fetch_beyond_high_watermark
 # needs the most (its first catch is seed 32): parked consumer fetches are answered as the high
