@@ -14,15 +14,13 @@ Windows are kept by their last record, not their start: a client throttled for l
 record per window, so dropping windows by their start took many of its bytes out of the rate
 at once (a spike down, which let it send a burst).
 
-`SampledAvg` is Kafka's `Avg` over the same windows (throttle-time metrics);
-`TokenBucket` is KIP-599's, for controller mutations: a burst of `(samples - 1) * window`
-seconds of the quota, refilled at the quota rate, measured as the tokens left.
+`SampledAvg` is Kafka's `Avg` over the same windows (throttle-time metrics).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["QuotaWindow", "SampledRate", "SampledAvg", "TokenBucket"]
+__all__ = ["QuotaWindow", "SampledRate", "SampledAvg"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,30 +110,3 @@ class SampledAvg(_SampledStat):
         self.purge(now_ms)
         count = sum(s.count for s in self.samples)
         return sum(s.value for s in self.samples) / count if count else 0.0
-
-
-class TokenBucket:
-    """KIP-599's bucket; starts full. `record` may take it below zero (the debt is the throttle)."""
-    __slots__ = ("window", "tokens", "last_ms")
-
-    def __init__(self, window: QuotaWindow):
-        self.window = window
-        self.tokens: float | None = None  # full at the first use, whatever the quota then
-        self.last_ms = 0.0
-
-    def _refill(self, quota: float, now_ms: float) -> None:
-        burst = (self.window.samples - 1) * (self.window.window_ms / 1000.0) * quota
-        if self.tokens is None:
-            self.tokens = burst
-        else:
-            self.tokens = min(burst, self.tokens + quota * max(now_ms - self.last_ms, 0.0) / 1000.0)
-        self.last_ms = now_ms
-
-    def measure(self, quota: float, now_ms: float) -> float:
-        self._refill(quota, now_ms)
-        return self.tokens
-
-    def record(self, quota: float, value: float, now_ms: float) -> None:
-        self._refill(quota, now_ms)
-        burst = (self.window.samples - 1) * (self.window.window_ms / 1000.0) * quota
-        self.tokens = min(burst, self.tokens - value)

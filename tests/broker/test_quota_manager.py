@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.quotas.quota_manager import QuotaManager
-from broker.quotas.sampled_stats import QuotaWindow, SampledRate, TokenBucket
+from broker.quotas.sampled_stats import QuotaWindow, SampledRate
 from metadata.client_quotas import resolve
 from metadata.records import EntityPart as P
 
@@ -82,20 +82,6 @@ def test_request_quota_throttle_is_bounded_by_one_window():
     manager = QuotaManager("request_percentage", QuotaWindow(samples=11, window_ms=1000), max_throttle_ms=1000)
     quotas = {(DU,): {"request_percentage": 1.0}}
     assert manager.record(quotas, "alice", "app", 500.0, 0) == 1000  # 5 s of handling at 1 %
-
-
-def test_token_bucket_starts_full_goes_into_debt_and_refills_at_the_quota():
-    bucket = TokenBucket(QuotaWindow(samples=11, window_ms=1000))
-    assert bucket.measure(2.0, 0) == 20.0  # burst: (11 - 1) windows of 2/s
-    bucket.record(2.0, 30, 0)
-    assert bucket.measure(2.0, 0) == -10.0
-    assert bucket.measure(2.0, 5000) == 0.0
-    assert bucket.measure(2.0, 60_000) == 20.0  # never above the burst
-
-    manager = QuotaManager("controller_mutation_rate", QuotaWindow(), token_bucket=True)
-    quotas = {(DU,): {"controller_mutation_rate": 2.0}}
-    assert manager.record(quotas, "alice", "admin", 20, 0) == 0
-    assert manager.record(quotas, "alice", "admin", 10, 0) == 5000  # 10 partitions of debt at 2/s
 
 
 def test_throttle_time_metric_averages_the_throttles_given():
