@@ -23,13 +23,13 @@ request's waits in the purgatory.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
 from broker.connection_context import current_security
 from broker.quotas.handling_time import parked_s
 from broker.quotas.quota_manager import QuotaManager
 from broker.quotas.sampled_stats import QuotaWindow
-from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, Entity, Resolved
 from metrics.registry import MetricsRegistry
 from wire.protocol import ApiKey
 
@@ -53,6 +53,16 @@ class ClientQuotas:
             for name, field in _GAUGES:
                 registry.gauge(name).set_function(lambda field=field: self._samples(field))
 
+    def quotas(self) -> Mapping[Entity, Mapping[str, float]]:
+        """The quotas this broker enforces: its metadata image's."""
+        return self._image().client_quotas
+
+    def effective(self, user: str, client_id: str, key: str) -> Resolved:
+        """The quota `key` that applies to (user, client_id) on this broker, as its requests are
+        measured (what the simulation's quota checker compares with the committed log)."""
+        [manager] = [m for m in self.managers if m.key == key]
+        return manager.resolve(self.quotas(), user, client_id)
+
     def _samples(self, field: str) -> dict:
         now_ms = self.env.now() * 1000.0
         return {(m.key, s.user, s.client_id): getattr(s, field) for m in self.managers
@@ -63,7 +73,7 @@ class ClientQuotas:
         api = header.api_key
         if api in (ApiKey.FETCH, ApiKey.LIST_OFFSETS) and getattr(request, "replica_id", -1) >= 0:
             return 0  # replication traffic: Kafka's replication quotas, not client quotas
-        quotas = self._image().client_quotas
+        quotas = self.quotas()
         security = current_security()
         user = security.principal.name if security is not None else "ANONYMOUS"
         client_id = header.client_id or ""

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Mapping, NamedTuple
 
 from broker.quotas.sampled_stats import QuotaWindow, SampledAvg, SampledRate
-from metadata.client_quotas import Entity, resolve
+from metadata.client_quotas import Entity, Resolved, resolve
 
 __all__ = ["QuotaManager", "EntityStats"]
 
@@ -55,9 +55,13 @@ class QuotaManager:
         self._entities: dict[tuple[str, str], _EntityState] = {}
         self._swept_ms = 0.0
 
+    def resolve(self, quotas: Mapping[Entity, Mapping[str, float]], user: str, client_id: str) -> Resolved:
+        """The quota (user, client_id) gets for this key, and whose rate is measured against it."""
+        return resolve(quotas, user, client_id, self.key)
+
     def record(self, quotas: Mapping[Entity, Mapping[str, float]], user: str, client_id: str, value: float,
                now_ms: float) -> int:
-        resolved = resolve(quotas, user, client_id, self.key)
+        resolved = self.resolve(quotas, user, client_id)
         state = self._state(resolved.tags, now_ms)
         state.bound = resolved.bound
         state.rate.record(value, now_ms)
@@ -72,7 +76,7 @@ class QuotaManager:
                  now_ms: float) -> None:
         """Take back a recorded `value` that was not delivered after all (Kafka's unrecordQuotaSensor:
         a throttled Fetch is answered without its records)."""
-        tags = resolve(quotas, user, client_id, self.key).tags
+        tags = self.resolve(quotas, user, client_id).tags
         self._state(tags, now_ms).rate.record(-value, now_ms)
 
     def _throttle_ms(self, state: _EntityState, bound: float, now_ms: float) -> int:
