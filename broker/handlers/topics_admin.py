@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 
 from broker.authorization import cluster_allowed, topic_allowed
-from broker.connection_context import current_security
 from broker.controller_channel import ControllerUnavailableError, CreatableTopic, MutationRequester, NewPartitions
+from broker.quotas.enforcement import quota_user
 from metadata.acls import AclOperation
 from metadata.config_definitions import TOPIC_CONFIGS, resolve_topic_config
 from wire.error_codes import ErrorCode
@@ -35,9 +35,7 @@ STRICT_SINCE = {"create_topics": 6, "delete_topics": 5, "create_partitions": 3}
 
 def requester(header, api: str) -> MutationRequester:
     """Whose controller_mutation_rate the request counts against, and whether it is strict."""
-    security = current_security()
-    return MutationRequester(security.principal.name if security is not None else "ANONYMOUS",
-                             header.client_id or "", header.api_version >= STRICT_SINCE[api])
+    return MutationRequester(quota_user(), header.client_id or "", header.api_version >= STRICT_SINCE[api])
 
 
 def _timeout_s(timeout_ms: int) -> float:
@@ -77,7 +75,7 @@ async def handle_create_topics(broker, header, request) -> CreateTopicsResponse:
             return create_topics_error(broker, header, request, ErrorCode.REQUEST_TIMED_OUT, str(exc))
         await _caught_up(broker, reply.offset, timeout_s)
         results, throttle_ms = {r.name: r for r in reply.results}, reply.throttle_ms
-    overrides = {t.name: {c.name: c.value for c in t.configs} for t in request.topics}
+    overrides = {t.name: {c.name: c.value for c in t.configs if c.value is not None} for t in request.topics}
     out = []
     for t in request.topics:
         result = results.get(t.name)
@@ -93,15 +91,14 @@ async def handle_create_topics(broker, header, request) -> CreateTopicsResponse:
     return R(throttle_time_ms=throttle_ms, topics=out)
 
 
-def _created_configs(broker, overrides: dict[str, str | None]) -> list:
+def _created_configs(broker, overrides: dict[str, str]) -> list:
     """A new topic's effective configs, as Kafka's controller answers them."""
     C = CreateTopicsResponse.CreatableTopicConfigs
     image, static = broker.metadata.image, broker.config.static_with_identity()
     per_broker, cluster = image.broker_config(broker.config.node_id), image.broker_config(None)
     out = []
     for name, definition in sorted(TOPIC_CONFIGS.items()):
-        chain = resolve_topic_config(name, {k: v for k, v in overrides.items() if v is not None}, per_broker,
-                                     cluster, static)
+        chain = resolve_topic_config(name, overrides, per_broker, cluster, static)
         if chain:
             out.append(C(name=name, value=None if definition.sensitive else chain[0].value, read_only=False,
                          config_source=int(chain[0].source), is_sensitive=definition.sensitive))

@@ -33,11 +33,17 @@ from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUE
 from metrics.registry import MetricsRegistry
 from wire.protocol import ApiKey
 
-__all__ = ["ClientQuotas"]
+__all__ = ["ClientQuotas", "quota_user"]
 
 _MUTATIONS = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS})
 _GAUGES = (("raftkafka_client_quota_rate", "rate"), ("raftkafka_client_quota_throttle_time_ms", "throttle_ms"),
            ("raftkafka_client_quota_bound", "bound"))
+
+
+def quota_user() -> str:
+    """The `user` quota entity of the connection being served: its principal's name."""
+    security = current_security()
+    return security.principal.name if security is not None else "ANONYMOUS"
 
 
 class ClientQuotas:
@@ -74,8 +80,7 @@ class ClientQuotas:
         if api in (ApiKey.FETCH, ApiKey.LIST_OFFSETS) and getattr(request, "replica_id", -1) >= 0:
             return 0  # replication traffic: Kafka's replication quotas, not client quotas
         quotas = self.quotas()
-        security = current_security()
-        user = security.principal.name if security is not None else "ANONYMOUS"
+        user = quota_user()
         client_id = header.client_id or ""
         now_ms = self.env.now() * 1000.0
         throttle = 0
