@@ -4,6 +4,8 @@ The entities come from a fixed pool covering every level of Kafka's precedence (
 the users and client-ids the quota checker (simulations.checkers.quotas) asks about, so a
 change at one level must move, or must not move, the quota each (user, client-id) pair gets.
 Each alteration sets one key of one entity to a value from a small set, or removes it.
+The values are far above what the simulated clients move, so the run's data traffic is never
+throttled: what is checked is which quota each broker would enforce, not the throttling.
 """
 from __future__ import annotations
 
@@ -24,7 +26,9 @@ QUOTA_ENTITIES: tuple[tuple[tuple[str, str | None], ...], ...] = (
     (("client-id", "app"),), (("client-id", None),), (("user", "bob"),),
 )
 _KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
-_VALUES = (1_000_000.0, 2_000_000.0, 50.0, 200.0)
+# Distinct, so the level a quota comes from shows in its value; high, so the quotas never
+# throttle the data clients of the same run (`<default>` entities apply to them too).
+_VALUES = (1e9, 2e9, 3e9)
 
 # (user, client-id, key): what every broker is asked; "carol" and "other" are named by no entity
 QUOTA_QUESTIONS: tuple[tuple[str, str, str], ...] = tuple(
