@@ -9,11 +9,9 @@ throttled: what is checked is which quota each broker would enforce, not the thr
 """
 from __future__ import annotations
 
-import trio
-
 from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from raftkafka.client import Admin, KafkaError
-from simulations.workloads.clients import _admin_options, _Process
+from simulations.workloads.clients import AdminChangeProcess
 
 __all__ = ["QuotaChurnProcess", "QUOTA_ENTITIES", "QUOTA_QUESTIONS"]
 
@@ -35,24 +33,17 @@ QUOTA_QUESTIONS: tuple[tuple[str, str, str], ...] = tuple(
     (u, c, k) for u in (*_USERS, "carol") for c in (*_CLIENTS, "other") for k in _KEYS)
 
 
-class QuotaChurnProcess(_Process):
+class QuotaChurnProcess(AdminChangeProcess):
     """Sets or removes one key of one entity of the pool at a time."""
 
-    async def session(self) -> None:
-        env = self.new_env()
-        async with Admin(env, self.settings.bootstrap, **_admin_options()) as admin:
-            while True:
-                await trio.sleep(self.rng.uniform(0.1, 0.8))
-                entity = self.rng.choice(QUOTA_ENTITIES)
-                key = self.rng.choice(_KEYS)
-                value = None if self.rng.random() < 0.35 else self.rng.choice(_VALUES)
-                what = "/".join(f"{t}={'<default>' if n is None else n}" for t, n in entity) + f" {key}={value}"
-                op = self.history.invoke(self.name, "alter_quota", what)
-                try:
-                    [error] = await admin.alter_client_quotas([(entity, {key: value})])
-                except KafkaError as e:
-                    error = e
-                if error is None:
-                    self.history.ok(op)
-                else:
-                    self.history.info(op, error)  # a timed-out call may still be applied
+    async def change(self, admin: Admin):
+        entity = self.rng.choice(QUOTA_ENTITIES)
+        key = self.rng.choice(_KEYS)
+        value = None if self.rng.random() < 0.35 else self.rng.choice(_VALUES)
+        what = "/".join(f"{t}={'<default>' if n is None else n}" for t, n in entity) + f" {key}={value}"
+        op = self.history.invoke(self.name, "alter_quota", what)
+        try:
+            [error] = await admin.alter_client_quotas([(entity, {key: value})])
+        except KafkaError as e:
+            error = e
+        return op, error
