@@ -10,9 +10,9 @@ reset. The rate is the sum of the retained windows over the time since the oldes
 started, counted as at least `samples - 1` full windows, so a new entity is not measured
 over a sliver of time (Rate.windowSize).
 
-Windows are kept by their last record, not their start: a client throttled for long gets one
-record per window, so dropping windows by their start took many of its bytes out of the rate
-at once (a spike down, which let it send a burst).
+Windows are kept by their last record, not their start: a long-throttled client records about
+one request per window, and dropping windows by their start would take many of its bytes out
+of the rate at once (a spike down, which lets it send a burst).
 
 `SampledAvg` is Kafka's `Avg` over the same windows (throttle-time metrics).
 """
