@@ -25,6 +25,7 @@ from metadata.controller.alter_partition import AlterPartitionItem, AlterPartiti
 from metadata.controller.dynamic_configs import AlterOp, ConfigError
 from metadata.controller.reassignment import OngoingReassignment, ReassignmentResult
 from metadata.controller.client_quotas import QuotaAlteration, QuotaOp
+from metadata.controller.mutation_quota import MutationRequester
 from metadata.controller.scram import ScramDeletion, ScramUpsertion
 from metadata.controller.topics import CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions
 # The real channel (metadata.controller.client.ControllerClient) lives below the broker
@@ -39,18 +40,21 @@ __all__ = [
     "CreatableTopic", "CreateTopicResult", "DeleteTopicResult", "NewPartitions",
     "AclBinding", "AclFilter", "AclResult", "DeleteAclsResult", "AlterOp", "ConfigError", "ConfigResource",
     "AlterPartitionItem", "AlterPartitionResult", "ScramDeletion", "ScramUpsertion", "QuotaAlteration", "QuotaOp",
+    "MutationRequester",
 ]
 
 
 class ControllerChannel(Protocol):
+    # `requester`: whose controller_mutation_rate the mutations count against (the reply's throttle_ms)
     async def create_topics(self, topics: Sequence[CreatableTopic], *, validate_only: bool = False,
-                            timeout_s: float = 30.0) -> ControllerReply[list[CreateTopicResult]]: ...
+                            timeout_s: float = 30.0, requester: MutationRequester | None = None,
+                            ) -> ControllerReply[list[CreateTopicResult]]: ...
 
-    async def delete_topics(self, names: Sequence[str], *,
-                            timeout_s: float = 30.0) -> ControllerReply[list[DeleteTopicResult]]: ...
+    async def delete_topics(self, names: Sequence[str], *, timeout_s: float = 30.0,
+                            requester: MutationRequester | None = None) -> ControllerReply[list[DeleteTopicResult]]: ...
 
     async def create_partitions(self, requests: Sequence[NewPartitions], *, validate_only: bool = False,
-                                timeout_s: float = 30.0,
+                                timeout_s: float = 30.0, requester: MutationRequester | None = None,
                                 ) -> ControllerReply[dict[str, tuple[ErrorCode, str | None]]]: ...
 
     async def alter_configs(self, resources: Mapping[ConfigResource, Mapping[str, str | None]], *,

@@ -208,20 +208,19 @@ class KafkaServer:
         if too_many is not None:
             log.info("refusing %s v%d: %s", ApiKey(header.api_key).name, header.api_version, too_many)
             return _error_answer(handler, self.broker, header, request, ErrorCode.INVALID_REQUEST)
-        quota_base = self.broker.client_quotas.mutation_base(header, request)
         start_request()
         started = self.broker.env.now()
         try:
             response = await handler.handle(self.broker, header, request)
             if response is None:
-                self._throttle(conn, header, request, None, len(frame), None, started, quota_base)
+                self._throttle(conn, header, request, None, len(frame), None, started)
                 return None
             if (conn is not None and header.api_key == ApiKey.FETCH and request.replica_id >= 0
                     and response.error_code == ErrorCode.NONE):
                 conn.replica = request.replica_id
                 self._fetch_connections[request.replica_id] = conn
             parts = encode_response_parts(header, response)
-            if self._throttle(conn, header, request, response, len(frame), parts, started, quota_base):
+            if self._throttle(conn, header, request, response, len(frame), parts, started):
                 parts = encode_response_parts(header, response)  # now with its throttle_time_ms
             return parts
         except CloseConnection as exc:
@@ -238,14 +237,14 @@ class KafkaServer:
             code = ErrorCode.UNKNOWN_SERVER_ERROR
         return _error_answer(handler, self.broker, header, request, code)
 
-    def _throttle(self, conn, header, request, response, request_bytes, parts, started, quota_base) -> bool:
+    def _throttle(self, conn, header, request, response, request_bytes, parts, started) -> bool:
         """Client quotas (broker.quotas): record the request; when its entity is over a quota,
         put the throttle time in the response and mute the connection for it (KIP-219).
         True when the response changed."""
         env = self.broker.env
         throttle_ms = self.broker.client_quotas.throttle_ms(
             header, request, response, request_bytes, 0 if parts is None else sum(map(len, parts)),
-            env.now() - started, quota_base)
+            env.now() - started)
         if throttle_ms <= 0:
             return False
         if conn is not None:

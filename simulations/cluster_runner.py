@@ -21,6 +21,7 @@ import trio
 
 from metadata.authorizer import STANDARD_AUTHORIZER, AuthorizerSettings
 from simulations.checkers.authorization import AuthorizationChecker
+from simulations.checkers.quotas import QuotaChecker
 from simulations.checkers.committed import CommittedRecordsChecker
 from simulations.checkers.data import DataChecker
 from simulations.checkers.metadata import MetadataChecker
@@ -37,6 +38,7 @@ from simulations.nemesis import Nemesis
 from simulations.network import SimNetwork
 from simulations.trace import Trace
 from simulations.workloads.acls import QUESTIONS
+from simulations.workloads.quotas import QUOTA_QUESTIONS
 from simulations.workloads.cluster import CLIENT_HOST, ClusterWorkload
 
 __all__ = ["simulate_cluster", "NODE_SETTINGS"]
@@ -82,6 +84,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
                          mode="cluster", raft_settings=raft_settings, node_settings=NODE_SETTINGS)
     metadata = MetadataChecker(checker)
     authorization = AuthorizationChecker(metadata, AUTHORIZER, QUESTIONS)
+    quotas = QuotaChecker(metadata, QUOTA_QUESTIONS)
     net.add_host(CLIENT_HOST)
     history = History(trace)
     workload = ClusterWorkload(seed, net, history, cluster.bootstrap(), brokers=len(cluster.broker_ids),
@@ -104,6 +107,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
         for node_id, broker in live_brokers(cluster).items():
             incarnation = cluster.hosts[node_id].incarnation
             authorization.observe(node_id, incarnation, broker)
+            quotas.observe(node_id, incarnation, broker)
             committed.observe(node_id, incarnation, broker)
 
     async with trio.open_nursery() as nursery:
@@ -130,6 +134,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
             await _liveness(cluster, workload, metadata, checker, trace, options.heal_timeout)
         poll()
         authorization.check_all(live_brokers(cluster))
+        quotas.check_all(live_brokers(cluster))
         durable = await cluster.poll_durable()
         checker.check_final(durable)
         data = DataChecker(checker, history, idempotent={"producer0", "setup", "final-producer"})
@@ -151,6 +156,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     counts = history.counts()
     state["workload"] = {"ops": counts, "crashes": cluster.crashes, "committed": len(checker.committed),
                          "images_compared": metadata.compared, "authorization_questions": authorization.asked,
+                         "quota_questions": quotas.asked,
                          "elections_checked": committed.elections_checked,
                          "records_read": sum(len(r) for r in workload.final.values())}
 

@@ -12,8 +12,10 @@ the throttle time in ms: the larger of
 - request_percentage: the time the request was handled, as a percentage of one second
   (waiting parked in the fetch purgatory, for data or for acks, is not handling); not for
   acks=0 produces, nor follower fetches, as Kafka;
-- controller_mutation_rate: partitions created by CreateTopics / CreatePartitions or removed
-  by DeleteTopics (permissive mode: these codec versions are below Kafka's strict ones).
+- controller_mutation_rate: counted by the active controller (metadata.controller
+  .mutation_quota), whose throttle the handler put in the CreateTopics / DeleteTopics /
+  CreatePartitions response: it is taken from there, as Kafka's broker takes a forwarded
+  response's.
 
 The server then puts the time in the response's throttle_time_ms and stops reading that
 connection for it. Time comes from the Env; broker.quotas.handling_time keeps the current
@@ -21,23 +23,27 @@ request's waits in the purgatory.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
 from broker.connection_context import current_security
 from broker.quotas.handling_time import parked_s
 from broker.quotas.quota_manager import QuotaManager
 from broker.quotas.sampled_stats import QuotaWindow
-from metadata.client_quotas import (
-    CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
-)
+from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, Entity, Resolved
 from metrics.registry import MetricsRegistry
-from wire.error_codes import ErrorCode
 from wire.protocol import ApiKey
 
-__all__ = ["ClientQuotas"]
+__all__ = ["ClientQuotas", "quota_user"]
 
+_MUTATIONS = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS})
 _GAUGES = (("raftkafka_client_quota_rate", "rate"), ("raftkafka_client_quota_throttle_time_ms", "throttle_ms"),
            ("raftkafka_client_quota_bound", "bound"))
+
+
+def quota_user() -> str:
+    """The `user` quota entity of the connection being served: its principal's name."""
+    security = current_security()
+    return security.principal.name if security is not None else "ANONYMOUS"
 
 
 class ClientQuotas:
@@ -48,32 +54,33 @@ class ClientQuotas:
         self.produce = QuotaManager(PRODUCER_BYTE_RATE, window)
         self.fetch = QuotaManager(CONSUMER_BYTE_RATE, window)
         self.request = QuotaManager(REQUEST_PERCENTAGE, window, max_throttle_ms=window.window_ms)
-        self.mutation = QuotaManager(CONTROLLER_MUTATION_RATE, window, token_bucket=True)
-        self.managers = (self.produce, self.fetch, self.request, self.mutation)
+        self.managers = (self.produce, self.fetch, self.request)
         if registry is not None:
             for name, field in _GAUGES:
                 registry.gauge(name).set_function(lambda field=field: self._samples(field))
+
+    def quotas(self) -> Mapping[Entity, Mapping[str, float]]:
+        """The quotas this broker enforces: its metadata image's."""
+        return self._image().client_quotas
+
+    def effective(self, user: str, client_id: str, key: str) -> Resolved:
+        """The quota `key` that applies to (user, client_id) on this broker, as its requests are
+        measured (what the simulation's quota checker compares with the committed log)."""
+        [manager] = [m for m in self.managers if m.key == key]
+        return manager.resolve(self.quotas(), user, client_id)
 
     def _samples(self, field: str) -> dict:
         now_ms = self.env.now() * 1000.0
         return {(m.key, s.user, s.client_id): getattr(s, field) for m in self.managers
                 for s in m.stats(now_ms) if getattr(s, field) is not None}
 
-    def mutation_base(self, header, request) -> dict[str, int]:
-        """Partition counts the request's topics have before it is handled (what it may change)."""
-        if header.api_key not in (ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS):
-            return {}
-        names = request.topic_names if header.api_key == ApiKey.DELETE_TOPICS else [t.name for t in request.topics]
-        return {name: len(t.partitions) for name in names if (t := self._image().topic(name)) is not None}
-
     def throttle_ms(self, header, request, response, request_bytes: int, response_bytes: int,
-                    handled_s: float, base: dict[str, int]) -> int:
+                    handled_s: float) -> int:
         api = header.api_key
         if api in (ApiKey.FETCH, ApiKey.LIST_OFFSETS) and getattr(request, "replica_id", -1) >= 0:
             return 0  # replication traffic: Kafka's replication quotas, not client quotas
-        quotas = self._image().client_quotas
-        security = current_security()
-        user = security.principal.name if security is not None else "ANONYMOUS"
+        quotas = self.quotas()
+        user = quota_user()
         client_id = header.client_id or ""
         now_ms = self.env.now() * 1000.0
         throttle = 0
@@ -83,27 +90,12 @@ class ClientQuotas:
             throttle = self.fetch.record(quotas, user, client_id, response_bytes, now_ms)
             if throttle > 0:  # as Kafka: answered without records, which then do not count
                 self.fetch.unrecord(quotas, user, client_id, _drop_records(response), now_ms)
-        elif (permits := self._mutations(api, request, response, base)) > 0:
-            throttle = self.mutation.record(quotas, user, client_id, permits, now_ms)
+        elif api in _MUTATIONS and response is not None:
+            throttle = response.throttle_time_ms  # the controller's (controller_mutation_rate)
         if not (api == ApiKey.PRODUCE and request.acks == 0):
             handled_percent = max(handled_s - parked_s(), 0.0) * 100.0
             throttle = max(throttle, self.request.record(quotas, user, client_id, handled_percent, now_ms))
         return throttle
-
-    def _mutations(self, api: int, request, response, base: dict[str, int]) -> int:
-        if response is None:
-            return 0
-        if api == ApiKey.CREATE_TOPICS and not request.validate_only:
-            image = self._image()
-            return sum(len(t.partitions) for r in response.topics
-                       if r.error_code == ErrorCode.NONE and (t := image.topic(r.name)) is not None)
-        if api == ApiKey.DELETE_TOPICS:
-            return sum(base.get(r.name, 0) for r in response.responses if r.error_code == ErrorCode.NONE)
-        if api == ApiKey.CREATE_PARTITIONS and not request.validate_only:
-            counts = {t.name: t.count for t in request.topics}
-            return sum(max(counts[r.name] - base.get(r.name, counts[r.name]), 0) for r in response.results
-                       if r.error_code == ErrorCode.NONE and r.name in counts)
-        return 0
 
 
 def _drop_records(response) -> int:

@@ -1,15 +1,15 @@
 """One quota type's bookkeeping, as Kafka's ClientQuotaManager (sans-IO: time is passed in).
 
-`record(quotas, user, client_id, value, now_ms)` adds `value` (bytes, request-time percent,
-partition mutations) to the rate of the entity the precedence names (metadata.client_quotas
+`record(quotas, user, client_id, value, now_ms)` adds `value` (bytes, request-time percent)
+to the rate of the entity the precedence names (metadata.client_quotas
 .resolve: its metric tags), then answers the throttle time in ms, 0 within the quota:
 
 - a rate quota (bytes, request percentage) is exceeded when the measured rate is above the
   bound; the throttle is the time the excess takes to drain at the bound over the current
   measuring window, `(rate - bound) / bound * window_size` (Kafka's QuotaUtils.throttleTime),
-  bounded by `max_throttle_ms` where Kafka bounds it (request_percentage: one window);
-- a token-bucket quota (controller_mutation_rate) is exceeded when the bucket is in debt;
-  the throttle is the time the debt takes to refill, `-tokens / bound` seconds.
+  bounded by `max_throttle_ms` where Kafka bounds it (request_percentage: one window).
+
+(controller_mutation_rate is the active controller's: metadata.controller.mutation_quota.)
 
 The quota itself is read from the image at each record, so a change committed to the
 metadata log applies to the next request, measured with the samples already taken. An
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Mapping, NamedTuple
 
-from broker.quotas.sampled_stats import QuotaWindow, SampledAvg, SampledRate, TokenBucket
-from metadata.client_quotas import Entity, resolve
+from broker.quotas.sampled_stats import QuotaWindow, SampledAvg, SampledRate
+from metadata.client_quotas import Entity, Resolved, resolve
 
 __all__ = ["QuotaManager", "EntityStats"]
 
@@ -29,12 +29,11 @@ _SWEEP_EVERY_MS = 60_000.0
 
 
 class _EntityState:
-    __slots__ = ("rate", "throttle", "bucket", "last_ms", "bound")
+    __slots__ = ("rate", "throttle", "last_ms", "bound")
 
-    def __init__(self, window: QuotaWindow, token_bucket: bool):
+    def __init__(self, window: QuotaWindow):
         self.rate = SampledRate(window)
         self.throttle = SampledAvg(window)
-        self.bucket = TokenBucket(window) if token_bucket else None
         self.last_ms = 0.0
         self.bound: float | None = None
 
@@ -49,24 +48,26 @@ class EntityStats(NamedTuple):
 
 
 class QuotaManager:
-    def __init__(self, key: str, window: QuotaWindow = QuotaWindow(), *, max_throttle_ms: float | None = None,
-                 token_bucket: bool = False):
+    def __init__(self, key: str, window: QuotaWindow = QuotaWindow(), *, max_throttle_ms: float | None = None):
         self.key = key
         self.window = window
         self.max_throttle_ms = max_throttle_ms
-        self.token_bucket = token_bucket
         self._entities: dict[tuple[str, str], _EntityState] = {}
         self._swept_ms = 0.0
 
+    def resolve(self, quotas: Mapping[Entity, Mapping[str, float]], user: str, client_id: str) -> Resolved:
+        """The quota (user, client_id) gets for this key, and whose rate is measured against it."""
+        return resolve(quotas, user, client_id, self.key)
+
     def record(self, quotas: Mapping[Entity, Mapping[str, float]], user: str, client_id: str, value: float,
                now_ms: float) -> int:
-        resolved = resolve(quotas, user, client_id, self.key)
+        resolved = self.resolve(quotas, user, client_id)
         state = self._state(resolved.tags, now_ms)
         state.bound = resolved.bound
         state.rate.record(value, now_ms)
         if resolved.bound is None:
             return 0
-        throttle = self._throttle_ms(state, resolved.bound, value, now_ms)
+        throttle = self._throttle_ms(state, resolved.bound, now_ms)
         if throttle > 0:
             state.throttle.record(throttle, now_ms)
         return throttle
@@ -75,22 +76,17 @@ class QuotaManager:
                  now_ms: float) -> None:
         """Take back a recorded `value` that was not delivered after all (Kafka's unrecordQuotaSensor:
         a throttled Fetch is answered without its records)."""
-        tags = resolve(quotas, user, client_id, self.key).tags
+        tags = self.resolve(quotas, user, client_id).tags
         self._state(tags, now_ms).rate.record(-value, now_ms)
 
-    def _throttle_ms(self, state: _EntityState, bound: float, value: float, now_ms: float) -> int:
-        longest = self.window.samples * self.window.window_ms  # a zero quota: throttle a whole measuring span
-        if state.bucket is not None:
-            state.bucket.record(bound, value, now_ms)
-            tokens = state.bucket.measure(bound, now_ms)
-            if tokens >= 0:
-                return 0
-            throttle = -tokens / bound * 1000.0 if bound > 0 else longest
-        else:
-            rate = state.rate.measure(now_ms)
-            if rate <= bound:
-                return 0
-            throttle = (rate - bound) / bound * state.rate.window_size_ms(now_ms) if bound > 0 else longest
+    def _throttle_ms(self, state: _EntityState, bound: float, now_ms: float) -> int:
+        rate = state.rate.measure(now_ms)
+        if rate <= bound:
+            return 0
+        if bound > 0:
+            throttle = (rate - bound) / bound * state.rate.window_size_ms(now_ms)
+        else:  # a zero quota: throttle a whole measuring span
+            throttle = self.window.samples * self.window.window_ms
         if self.max_throttle_ms is not None:
             throttle = min(throttle, self.max_throttle_ms)
         return int(round(throttle))
@@ -102,7 +98,7 @@ class QuotaManager:
                 del self._entities[idle]
         state = self._entities.get(tags)
         if state is None:
-            state = self._entities[tags] = _EntityState(self.window, self.token_bucket)
+            state = self._entities[tags] = _EntityState(self.window)
         state.last_ms = now_ms
         return state
 

@@ -1,22 +1,26 @@
 """Kafka's sampled statistics (org.apache.kafka.common.metrics.stats), sans-IO: time in ms
 is passed in, nothing is read from a clock.
 
-`SampledRate` is Kafka's `Rate` over a `WindowedSum`: `samples` windows of `window_ms`
-each; a record goes into the current window, or opens the next one (reusing the oldest)
-once the current one is `window_ms` old; windows older than `samples * window_ms` are
-reset when measured. The rate is the sum of the retained windows over the time they span,
-counted as at least `samples - 1` full windows, so a new entity is not measured over a
-sliver of time (Rate.windowSize).
+`SampledRate` is Kafka's `Rate` over a `WindowedSum` (as since Kafka 3.8, apache/kafka
+#15889): windows of `window_ms`, opened only by a record; a record goes into the current
+window, or opens the next one once the current one is `window_ms` old, reusing the oldest
+of `samples + 1` (the extra one is a window that started before the measured span but still
+overlaps it). When measured, a window whose last record is `samples * window_ms` old is
+reset. The rate is the sum of the retained windows over the time since the oldest one
+started, counted as at least `samples - 1` full windows, so a new entity is not measured
+over a sliver of time (Rate.windowSize).
 
-`SampledAvg` is Kafka's `Avg` over the same windows (throttle-time metrics);
-`TokenBucket` is KIP-599's, for controller mutations: a burst of `(samples - 1) * window`
-seconds of the quota, refilled at the quota rate, measured as the tokens left.
+Windows are kept by their last record, not their start: a long-throttled client records about
+one request per window, and dropping windows by their start would take many of its bytes out
+of the rate at once (a spike down, which lets it send a burst).
+
+`SampledAvg` is Kafka's `Avg` over the same windows (throttle-time metrics).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["QuotaWindow", "SampledRate", "SampledAvg", "TokenBucket"]
+__all__ = ["QuotaWindow", "SampledRate", "SampledAvg"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,15 +30,14 @@ class QuotaWindow:
 
 
 class _Sample:
-    __slots__ = ("start_ms", "value", "count")
+    __slots__ = ("start_ms", "last_ms", "value", "count")
 
     def __init__(self, start_ms: float):
-        self.start_ms = start_ms
-        self.value = 0.0
-        self.count = 0
+        self.reset(start_ms)
 
     def reset(self, now_ms: float) -> None:
         self.start_ms = now_ms
+        self.last_ms = now_ms
         self.value = 0.0
         self.count = 0
 
@@ -53,6 +56,7 @@ class _SampledStat:
             sample = self._advance(now_ms)
         sample.value += value
         sample.count += 1
+        sample.last_ms = now_ms
 
     def _current(self, now_ms: float) -> _Sample:
         if not self.samples:
@@ -60,7 +64,7 @@ class _SampledStat:
         return self.samples[self.current]
 
     def _advance(self, now_ms: float) -> _Sample:
-        self.current = (self.current + 1) % self.window.samples
+        self.current = (self.current + 1) % (self.window.samples + 1)
         if self.current >= len(self.samples):
             self.samples.append(_Sample(now_ms))
         else:
@@ -70,7 +74,7 @@ class _SampledStat:
     def purge(self, now_ms: float) -> None:
         expire = self.window.samples * self.window.window_ms
         for sample in self.samples:
-            if now_ms - sample.start_ms >= expire:
+            if now_ms - sample.last_ms >= expire:
                 sample.reset(now_ms)
 
     def oldest_start(self, now_ms: float) -> float:
@@ -106,30 +110,3 @@ class SampledAvg(_SampledStat):
         self.purge(now_ms)
         count = sum(s.count for s in self.samples)
         return sum(s.value for s in self.samples) / count if count else 0.0
-
-
-class TokenBucket:
-    """KIP-599's bucket; starts full. `record` may take it below zero (the debt is the throttle)."""
-    __slots__ = ("window", "tokens", "last_ms")
-
-    def __init__(self, window: QuotaWindow):
-        self.window = window
-        self.tokens: float | None = None  # full at the first use, whatever the quota then
-        self.last_ms = 0.0
-
-    def _refill(self, quota: float, now_ms: float) -> None:
-        burst = (self.window.samples - 1) * (self.window.window_ms / 1000.0) * quota
-        if self.tokens is None:
-            self.tokens = burst
-        else:
-            self.tokens = min(burst, self.tokens + quota * max(now_ms - self.last_ms, 0.0) / 1000.0)
-        self.last_ms = now_ms
-
-    def measure(self, quota: float, now_ms: float) -> float:
-        self._refill(quota, now_ms)
-        return self.tokens
-
-    def record(self, quota: float, value: float, now_ms: float) -> None:
-        self._refill(quota, now_ms)
-        burst = (self.window.samples - 1) * (self.window.window_ms / 1000.0) * quota
-        self.tokens = min(burst, self.tokens - value)

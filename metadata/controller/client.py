@@ -24,6 +24,7 @@ from metadata.controller.acls import AclResult, DeleteAclsResult
 from metadata.controller.alter_partition import AlterPartitionItem, AlterPartitionResult
 from metadata.controller.dynamic_configs import AlterOp, ConfigError
 from metadata.controller.reassignment import OngoingReassignment, ReassignmentResult
+from metadata.controller.mutation_quota import MutationRequester
 from metadata.controller.topics import (
     CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions,
 )
@@ -48,6 +49,7 @@ CALL_TIMEOUT = 5.0
 class ControllerReply(Generic[T]):
     results: T
     offset: int = -1  # metadata offset the change committed at; -1 = nothing written
+    throttle_ms: int = 0  # controller_mutation_rate throttle for the client (mutation requests)
 
 
 class ControllerUnavailableError(Exception):
@@ -149,6 +151,10 @@ class ControllerClient:
         self.conn = connection
         self.forwarder = forwarder
 
+    @staticmethod
+    def _requester(who: MutationRequester | None) -> dict:
+        return {} if who is None else {"user": who.user, "client_id": who.client_id, "strict_quota": who.strict}
+
     def _admin(self, timeout_s: float) -> dict:
         """The fields every admin request carries."""
         return {"forwarded_by": None if self.forwarder is None else self.forwarder(),
@@ -159,27 +165,29 @@ class ControllerClient:
         return self.conn.cluster_id
 
     async def create_topics(self, topics: Sequence[CreatableTopic], *, validate_only: bool = False,
-                            timeout_s: float = 30.0) -> ControllerReply[list[CreateTopicResult]]:
+                            timeout_s: float = 30.0, requester: MutationRequester | None = None,
+                            ) -> ControllerReply[list[CreateTopicResult]]:
         infos = [rpc.CreatableTopicInfo(
             t.name, t.num_partitions, t.replication_factor,
             {p: list(r) for p, r in t.assignments.items()} if t.assignments else None,
             dict(t.configs)) for t in topics]
         reply = await self.conn.call(rpc.CreateTopicsRequest(self.cluster_id, infos, validate_only,
-                                                             **self._admin(timeout_s)), timeout=timeout_s)
+                                                             **self._admin(timeout_s), **self._requester(requester)),
+                                     timeout=timeout_s)
         if failed := _request_error(reply):
             return ControllerReply([CreateTopicResult(t.name, *failed) for t in topics], reply.offset)
         return ControllerReply([CreateTopicResult(r.name, ErrorCode(r.error), r.message, r.topic_id,
                                                   r.num_partitions, r.replication_factor)
-                                for r in reply.results], reply.offset)
+                                for r in reply.results], reply.offset, reply.throttle_time_ms)
 
-    async def delete_topics(self, names: Sequence[str], *,
-                            timeout_s: float = 30.0) -> ControllerReply[list[DeleteTopicResult]]:
-        reply = await self.conn.call(rpc.DeleteTopicsRequest(self.cluster_id, list(names),
-                                                             **self._admin(timeout_s)), timeout=timeout_s)
+    async def delete_topics(self, names: Sequence[str], *, timeout_s: float = 30.0,
+                            requester: MutationRequester | None = None) -> ControllerReply[list[DeleteTopicResult]]:
+        reply = await self.conn.call(rpc.DeleteTopicsRequest(self.cluster_id, list(names), **self._admin(timeout_s),
+                                                             **self._requester(requester)), timeout=timeout_s)
         if failed := _request_error(reply):
             return ControllerReply([DeleteTopicResult(n, None, *failed) for n in names], reply.offset)
         return ControllerReply([DeleteTopicResult(r.name, r.topic_id, ErrorCode(r.error), r.message)
-                                for r in reply.results], reply.offset)
+                                for r in reply.results], reply.offset, reply.throttle_time_ms)
 
     async def create_acls(self, bindings: Sequence[AclBinding], *,
                           timeout_s: float = 30.0) -> ControllerReply[list[AclResult]]:
@@ -199,16 +207,18 @@ class ControllerClient:
 
     async def create_partitions(self, requests: Sequence[NewPartitions], *,
                                 validate_only: bool = False, timeout_s: float = 30.0,
+                                requester: MutationRequester | None = None,
                                 ) -> ControllerReply[dict[str, tuple[ErrorCode, str | None]]]:
         infos = [rpc.NewPartitionsInfo(r.name, r.count, None if r.assignments is None
                                        else [list(a) for a in r.assignments]) for r in requests]
         reply = await self.conn.call(
-            rpc.CreatePartitionsRequest(self.cluster_id, infos, validate_only, **self._admin(timeout_s)),
+            rpc.CreatePartitionsRequest(self.cluster_id, infos, validate_only, **self._admin(timeout_s),
+                                        **self._requester(requester)),
             timeout=timeout_s)
         if failed := _request_error(reply):
             return ControllerReply({r.name: failed for r in requests}, reply.offset)
         return ControllerReply({r.name: (ErrorCode(r.error), r.message) for r in reply.results},
-                               reply.offset)
+                               reply.offset, reply.throttle_time_ms)
 
     async def alter_configs(self, resources: Mapping[ConfigResource, Mapping[str, str | None]], *,
                             validate_only: bool = False, timeout_s: float = 30.0,

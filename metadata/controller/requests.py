@@ -28,6 +28,7 @@ from metadata.controller.dynamic_configs import (
 )
 from metadata.controller.elect_leaders import ElectionType, elect_leaders
 from metadata.controller.gate import admit, check_forwarder
+from metadata.controller.mutation_quota import MutationQuotas, MutationRequester
 from metadata.controller.producer_ids import allocate_producer_ids
 from metadata.controller.reassignment import (
     alter_partition_reassignments, list_partition_reassignments,
@@ -60,6 +61,7 @@ class ControllerRequests:
         self.service = service
         self.cluster_id = cluster_id
         self.rng = rng
+        self.mutation_quotas = MutationQuotas()  # this controller's only (as Kafka's): not replicated
         self._handlers = {
             rpc.BrokerRegistrationRequest: self._register,
             rpc.BrokerHeartbeatRequest: self._heartbeat,
@@ -202,39 +204,47 @@ class ControllerRequests:
         svc, rng = self.service, self.rng
 
         def op(image, next_offset, now):
-            records, results = create_topics(image, topics, rng=rng,
-                                             validate_only=req.validate_only, static=svc.static)
-            return [records], results
+            quota = self._mutation_quota(image, req, now)
+            records, results = create_topics(image, topics, rng=rng, validate_only=req.validate_only,
+                                             static=svc.static, quota=quota)
+            return [records], (results, quota.throttle_ms)
 
-        results, offset = await self._submit("CreateTopics", op, req)
+        (results, throttle_ms), offset = await self._submit("CreateTopics", op, req)
         return rpc.CreateTopicsResponse(0, self._me(), offset, [
             rpc.CreateTopicResultInfo(r.name, int(r.error), r.message, r.topic_id,
-                                      r.num_partitions, r.replication_factor) for r in results])
+                                      r.num_partitions, r.replication_factor) for r in results],
+            throttle_time_ms=throttle_ms)
+
+    def _mutation_quota(self, image, req, now: float):
+        who = None if req.user is None else MutationRequester(req.user, req.client_id, req.strict_quota)
+        return self.mutation_quotas.for_request(image.client_quotas, who, now)
 
     async def _delete_topics(self, req: rpc.DeleteTopicsRequest):
         static = self.service.static
 
         def op(image, next_offset, now):
+            quota = self._mutation_quota(image, req, now)
             records, results = delete_topics(image, names=req.names, topic_ids=req.topic_ids,
-                                             static=static)
-            return [records], results
+                                             static=static, quota=quota)
+            return [records], (results, quota.throttle_ms)
 
-        results, offset = await self._submit("DeleteTopics", op, req)
+        (results, throttle_ms), offset = await self._submit("DeleteTopics", op, req)
         return rpc.DeleteTopicsResponse(0, self._me(), offset, [
             rpc.DeleteTopicResultInfo(r.name, r.topic_id, int(r.error), r.message)
-            for r in results])
+            for r in results], throttle_time_ms=throttle_ms)
 
     async def _create_partitions(self, req: rpc.CreatePartitionsRequest):
         wanted = [NewPartitions(t.name, t.count, t.assignments) for t in req.topics]
 
         def op(image, next_offset, now):
-            records, results = create_partitions(image, wanted, validate_only=req.validate_only)
-            return [records], results
+            quota = self._mutation_quota(image, req, now)
+            records, results = create_partitions(image, wanted, validate_only=req.validate_only, quota=quota)
+            return [records], (results, quota.throttle_ms)
 
-        results, offset = await self._submit("CreatePartitions", op, req)
+        (results, throttle_ms), offset = await self._submit("CreatePartitions", op, req)
         return rpc.CreatePartitionsResponse(0, self._me(), offset, [
             rpc.PartitionsResultInfo(name, int(code), msg)
-            for name, (code, msg) in results.items()])
+            for name, (code, msg) in results.items()], throttle_time_ms=throttle_ms)
 
     # ----------------------------------------------------------------- configs
     async def _alter_configs(self, req: rpc.AlterConfigsRequest):

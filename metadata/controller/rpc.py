@@ -189,7 +189,7 @@ class CreateTopicResultInfo:
     replication_factor: int = -1
 
 
-@rpc_message("controller.CreateTopics", version=2)
+@rpc_message("controller.CreateTopics", version=3)
 @dataclass(slots=True, frozen=True)
 class CreateTopicsRequest:
     cluster_id: str
@@ -197,9 +197,14 @@ class CreateTopicsRequest:
     validate_only: bool = False
     forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
     timeout_ms: int = -1
+    # who asked (the client's user and client-id) and whether its version is strict about
+    # controller_mutation_rate (metadata.controller.mutation_quota)
+    user: str | None = None
+    client_id: str = ""
+    strict_quota: bool = False
 
 
-@rpc_message("controller.CreateTopicsResponse", version=1)
+@rpc_message("controller.CreateTopicsResponse", version=2)
 @dataclass(slots=True, frozen=True)
 class CreateTopicsResponse:
     error: int
@@ -207,9 +212,10 @@ class CreateTopicsResponse:
     offset: int = -1
     results: list[CreateTopicResultInfo] = field(default_factory=list)
     message: str | None = None
+    throttle_time_ms: int = 0  # controller_mutation_rate
 
 
-@rpc_message("controller.DeleteTopics", version=2)
+@rpc_message("controller.DeleteTopics", version=3)
 @dataclass(slots=True, frozen=True)
 class DeleteTopicsRequest:
     cluster_id: str
@@ -217,6 +223,10 @@ class DeleteTopicsRequest:
     topic_ids: list[uuid.UUID] = field(default_factory=list)
     forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
     timeout_ms: int = -1
+    # who asked, as in CreateTopicsRequest
+    user: str | None = None
+    client_id: str = ""
+    strict_quota: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -227,13 +237,14 @@ class DeleteTopicResultInfo:
     message: str | None = None
 
 
-@rpc_message("controller.DeleteTopicsResponse", version=1)
+@rpc_message("controller.DeleteTopicsResponse", version=2)
 @dataclass(slots=True, frozen=True)
 class DeleteTopicsResponse:
     error: int
     leader_id: int | None = None
     offset: int = -1
     results: list[DeleteTopicResultInfo] = field(default_factory=list)
+    throttle_time_ms: int = 0  # controller_mutation_rate
 
 
 @dataclass(slots=True, frozen=True)
@@ -250,7 +261,7 @@ class PartitionsResultInfo:
     message: str | None = None
 
 
-@rpc_message("controller.CreatePartitions", version=2)
+@rpc_message("controller.CreatePartitions", version=3)
 @dataclass(slots=True, frozen=True)
 class CreatePartitionsRequest:
     cluster_id: str
@@ -258,15 +269,20 @@ class CreatePartitionsRequest:
     validate_only: bool = False
     forwarded_by: tuple[int, int] | None = None  # (broker id, broker epoch)
     timeout_ms: int = -1
+    # who asked, as in CreateTopicsRequest
+    user: str | None = None
+    client_id: str = ""
+    strict_quota: bool = False
 
 
-@rpc_message("controller.CreatePartitionsResponse", version=1)
+@rpc_message("controller.CreatePartitionsResponse", version=2)
 @dataclass(slots=True, frozen=True)
 class CreatePartitionsResponse:
     error: int
     leader_id: int | None = None
     offset: int = -1
     results: list[PartitionsResultInfo] = field(default_factory=list)
+    throttle_time_ms: int = 0  # controller_mutation_rate
 
 
 # ----------------------------------------------------------------------------- configs

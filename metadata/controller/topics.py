@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 from metadata.config_definitions import validate_topic_config
 from metadata.controller.dynamic_configs import effective_broker_value
 from metadata.controller.placement import place_replicas
+from metadata.controller.mutation_quota import THROTTLING_MESSAGE, RequestQuota
 from metadata.errors import ApiError
 from metadata.image import TOPIC_RESOURCE, MetadataImage
 from metadata.records import NO_LEADER, Config, Partition, Record, RemoveTopic, Topic
@@ -79,8 +80,10 @@ class CreateTopicResult:
 
 def create_topics(image: MetadataImage, topics: Sequence[CreatableTopic], *,
                   rng: random.Random, validate_only: bool = False,
-                  static: Mapping[str, str] | None = None,
+                  static: Mapping[str, str] | None = None, quota: RequestQuota | None = None,
                   ) -> tuple[list[Record], list[CreateTopicResult]]:
+    """`quota`: the requester's controller_mutation_rate, charged per valid topic (validate_only
+    too, as Kafka's controller does)."""
     static = static or {}
     if _requested_partitions(image, topics, static) > MAX_PARTITIONS_PER_REQUEST:
         return [], [CreateTopicResult(t.name, ErrorCode.POLICY_VIOLATION, _TOO_MANY_PARTITIONS) for t in topics]
@@ -105,12 +108,19 @@ def create_topics(image: MetadataImage, topics: Sequence[CreatableTopic], *,
         except ApiError as e:
             results.append(CreateTopicResult(t.name, e.code, e.message))
             continue
+        if _throttled(quota, result.num_partitions):
+            results.append(CreateTopicResult(t.name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLING_MESSAGE))
+            continue
         taken[_collision_key(t.name)] = t.name
         start += result.num_partitions
         results.append(result)
         if not validate_only:
             records += recs
     return records, results
+
+
+def _throttled(quota: RequestQuota | None, partitions: int) -> bool:
+    return quota is not None and quota.admit(partitions) is not None
 
 
 def _requested_partitions(image, topics: Sequence[CreatableTopic], static) -> int:
@@ -221,7 +231,7 @@ class DeleteTopicResult:
 
 def delete_topics(image: MetadataImage, *, names: Sequence[str] = (),
                   topic_ids: Sequence[uuid.UUID] = (),
-                  static: Mapping[str, str] | None = None,
+                  static: Mapping[str, str] | None = None, quota: RequestQuota | None = None,
                   ) -> tuple[list[Record], list[DeleteTopicResult]]:
     enabled = effective_broker_value(image, "delete.topic.enable", static)
     records: list[Record] = []
@@ -236,6 +246,9 @@ def delete_topics(image: MetadataImage, *, names: Sequence[str] = (),
         elif not enabled:
             results.append(DeleteTopicResult(topic.name, topic.topic_id,
                                              ErrorCode.TOPIC_DELETION_DISABLED))
+        elif topic.topic_id not in removed and _throttled(quota, len(topic.partitions)):
+            results.append(DeleteTopicResult(topic.name, topic.topic_id, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                             THROTTLING_MESSAGE))
         else:
             results.append(DeleteTopicResult(topic.name, topic.topic_id, ErrorCode.NONE))
             if topic.topic_id not in removed:
@@ -252,7 +265,7 @@ class NewPartitions:
 
 
 def create_partitions(image: MetadataImage, requests: Sequence[NewPartitions], *,
-                      validate_only: bool = False,
+                      validate_only: bool = False, quota: RequestQuota | None = None,
                       ) -> tuple[list[Record], dict[str, tuple[ErrorCode, str | None]]]:
     """CreatePartitions: only ever increases a topic's partition count."""
     racks = {b: image.brokers[b].rack for b in image.active_brokers()}
@@ -266,6 +279,9 @@ def create_partitions(image: MetadataImage, requests: Sequence[NewPartitions], *
             recs = _grow_topic(image, req, racks, active)
         except ApiError as e:
             results[req.name] = (e.code, e.message)
+            continue
+        if _throttled(quota, _added_partitions(image, req)):
+            results[req.name] = (ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLING_MESSAGE)
             continue
         results[req.name] = (ErrorCode.NONE, None)
         if not validate_only:

@@ -11,8 +11,9 @@ producer_byte_rate and consumer_byte_rate = `--quota-mb` MB/s (10^6 bytes) on th
 2. both side by side on the same broker for 11 s (quota.window.num x 1 s: the burst Kafka's
    windowed rate lets a new entity take before it is throttled) and then `--seconds` s,
    measured over those last `--seconds` s only: the throttled client's rate against its quota
-   (the deviation in %), the throttles librdkafka reported (throttle_cb), and the unthrottled
-   client's rate against its baseline.
+   (the deviation in %), the lowest and highest over every 30 s span of the window (1 s
+   apart), and per 10 s of it, the throttles librdkafka reported
+   (throttle_cb), and the unthrottled client's rate against its baseline.
 
 Producer rates count acknowledged record values (the broker also counts batch and request
 headers against the quota: a few tens of bytes per 10 kB record); consumer rates count the
@@ -41,6 +42,8 @@ from storage.env import RealEnv
 
 HOST = "127.0.0.1"
 WARMUP_S = 11.0  # quota.window.num x quota.window.size.seconds
+SLICE_S = 10.0  # the throttled client's rate is also shown per slice of this length,
+SPAN_S = 30.0  # and as the range over every span of this length (1 s apart) in the window
 # the unthrottled producer's topic keeps only its latest bytes: the run writes gigabytes
 BOUNDED = {"retention.bytes": str(256 << 20), "segment.bytes": str(64 << 20), "retention.ms": "60000"}
 
@@ -162,6 +165,11 @@ def fill(bootstrap: str, topic: str, nbytes: int, record_size: int) -> None:
     producer.flush(120)
 
 
+def _steps(start: float, end: float, step: float) -> list[float]:
+    """The starts of the whole slices of `step` in [start, end)."""
+    return [start + i * step for i in range(int((end - start) // step))]
+
+
 def alone(run, seconds: float) -> float:
     """The unthrottled client's rate on its own (past its first second: its start-up)."""
     begin = time.monotonic()
@@ -175,13 +183,16 @@ def measure(kind: str, throttled_run, unthrottled_run, quota_mb: float, args) ->
     throttled, unthrottled = side_by_side([throttled_run, unthrottled_run], WARMUP_S + args.seconds)
     window = (start + WARMUP_S, start + WARMUP_S + args.seconds)
     rate = throttled.rate(*window)
+    slices = [throttled.rate(t, t + SLICE_S) for t in _steps(window[0], window[1], SLICE_S)]
+    spans = [throttled.rate(t, t + SPAN_S) for t in _steps(window[0], window[1] - SPAN_S + 1, 1.0)] or [rate]
+    low, high = ((r - quota_mb) / quota_mb * 100 for r in (min(spans), max(spans)))
     burst = throttled.rate(start, window[0])
     other = unthrottled.rate(*window)
     after = alone(unthrottled_run, args.baseline)
     baseline = (before + after) / 2  # the machine's load may change during the run: both sides of it
     return [[f"{kind} (quota {quota_mb:g} MB/s)", f"{rate:.2f}", f"{(rate - quota_mb) / quota_mb * 100:+.1f}%",
-             f"{burst:.2f}", len(throttled.throttles), f"{other:.1f}", f"{before:.1f} / {after:.1f}",
-             f"{(other - baseline) / baseline * 100:+.1f}%"]]
+             f"{low:+.1f}%..{high:+.1f}%", " / ".join(f"{r:.1f}" for r in slices), f"{burst:.2f}", len(throttled.throttles), f"{other:.1f}",
+             f"{before:.1f} / {after:.1f}", f"{(other - baseline) / baseline * 100:+.1f}%"]]
 
 
 def main(argv=None) -> int:
@@ -208,8 +219,8 @@ def main(argv=None) -> int:
         finally:
             node.kill()
             node.wait()
-    print(format_table(["client", "MB/s over window", "vs quota", "MB/s in first 11 s", "throttles reported",
-                        "unthrottled MB/s beside it", "unthrottled MB/s alone before / after", "change"], rows))
+    print(format_table(["client", "MB/s over window", "vs quota", f"{SPAN_S:g} s spans vs quota", f"per {SLICE_S:g} s",
+                        "MB/s in first 11 s", "throttles reported", "unthrottled MB/s beside it", "unthrottled MB/s alone before / after", "change"], rows))
     print(f"(window: {args.seconds:g} s after the first {WARMUP_S:g} s; {args.record_size} B records, one node)")
     return 0
 

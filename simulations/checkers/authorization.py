@@ -18,40 +18,21 @@ from __future__ import annotations
 
 from broker.authorization import decide
 from metadata.authorizer import AclIndex, AuthorizerSettings, authorize
+from simulations.checkers.broker_decisions import BrokerDecisionsChecker
 from simulations.checkers.metadata import MetadataChecker
 from wire.acl_codes import AclOperation, ResourceType
 
 __all__ = ["AuthorizationChecker"]
 
 
-class AuthorizationChecker:
+class AuthorizationChecker(BrokerDecisionsChecker):
     def __init__(self, metadata: MetadataChecker, settings: AuthorizerSettings, questions):
-        self.metadata = metadata
+        super().__init__(metadata)
         self.settings = settings
         self.questions = tuple(questions)
-        self._last_seen: dict[int, tuple[int, object]] = {}  # broker -> (incarnation, image it was asked at)
         self._reference: dict[int, tuple[object, AclIndex]] = {}  # offset -> (acl map, its index)
-        self.asked = 0  # questions compared
 
-    def observe(self, node: int, incarnation: int, broker) -> None:
-        """Ask `broker` (a broker.broker.Broker) every question, if its image changed."""
-        image = broker.metadata.image
-        if self._last_seen.get(node) == (incarnation, image):
-            return
-        self._last_seen[node] = (incarnation, image)
-        self._ask(node, broker, image)
-
-    def check_all(self, brokers: dict[int, object]) -> None:
-        for node, broker in sorted(brokers.items()):
-            self._ask(node, broker, broker.metadata.image)
-
-    def _ask(self, node: int, broker, image) -> None:
-        if image.offset < 0:
-            return
-        self.metadata._catch_up()
-        expected_image = self.metadata.images.get(image.offset)
-        if expected_image is None:
-            return  # not committed (the metadata checker reports it) or older than what is kept
+    def compare(self, node: int, broker, image, expected_image) -> None:
         index = self._index(image.offset, expected_image.acls)
         for principal, host, op, rtype, name in self.questions:
             self.asked += 1

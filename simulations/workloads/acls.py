@@ -8,10 +8,8 @@ compares the answers with the authorizer run over the replayed committed log.
 """
 from __future__ import annotations
 
-import trio
-
 from raftkafka.client import Admin, KafkaError
-from simulations.workloads.clients import _admin_options, _Process
+from simulations.workloads.clients import AdminChangeProcess
 from wire.acl_codes import (
     CLUSTER_NAME, AclBinding, AclFilter, AclOperation as Op, AclPermission, PatternType, ResourceType as Res,
 )
@@ -46,32 +44,23 @@ QUESTIONS: tuple[tuple[str, str, int, int, str], ...] = tuple(
     (p, h, op, rtype, name) for p in _PRINCIPALS for h in _HOSTS for rtype, name in _RESOURCES for op in _OPERATIONS)
 
 
-class AclChurnProcess(_Process):
+class AclChurnProcess(AdminChangeProcess):
     """Adds or removes one binding of the pool at a time (removing by an exact filter)."""
 
-    async def session(self) -> None:
-        env = self.new_env()
-        async with Admin(env, self.settings.bootstrap, **_admin_options()) as admin:
-            while True:
-                await trio.sleep(self.rng.uniform(0.1, 0.8))
-                binding = self.rng.choice(ACL_POOL)
-                if self.rng.random() < 0.55:
-                    op = self.history.invoke(self.name, "create_acl", _describe(binding))
-                    try:
-                        error = (await admin.create_acls([binding]))[0]
-                    except KafkaError as e:
-                        error = e
-                else:
-                    op = self.history.invoke(self.name, "delete_acl", _describe(binding))
-                    try:
-                        await admin.delete_acls([AclFilter(*binding)])
-                        error = None
-                    except KafkaError as e:
-                        error = e
-                if error is None:
-                    self.history.ok(op)
-                else:
-                    self.history.info(op, error)  # a timed-out call may still be applied
+    async def change(self, admin: Admin):
+        binding = self.rng.choice(ACL_POOL)
+        if self.rng.random() < 0.55:
+            op = self.history.invoke(self.name, "create_acl", _describe(binding))
+            try:
+                return op, (await admin.create_acls([binding]))[0]
+            except KafkaError as e:
+                return op, e
+        op = self.history.invoke(self.name, "delete_acl", _describe(binding))
+        try:
+            await admin.delete_acls([AclFilter(*binding)])
+        except KafkaError as e:
+            return op, e
+        return op, None
 
 
 def _describe(b: AclBinding) -> str:

@@ -186,6 +186,26 @@ class GroupConsumerProcess(_Process):
                     self.history.ok(op, op.value)
 
 
+class AdminChangeProcess(_Process):
+    """An Admin session making one metadata change at a time, 0.1-0.8 s apart: `change(admin)`
+    records its op and answers (op, the error or None); a change that failed with an error
+    may still have been applied (a timeout), so it is recorded as info."""
+
+    async def session(self) -> None:
+        env = self.new_env()
+        async with Admin(env, self.settings.bootstrap, **_admin_options()) as admin:
+            while True:
+                await trio.sleep(self.rng.uniform(0.1, 0.8))
+                op, error = await self.change(admin)
+                if error is None:
+                    self.history.ok(op)
+                else:
+                    self.history.info(op, error)
+
+    async def change(self, admin: Admin):
+        raise NotImplementedError
+
+
 class CommittedReaderProcess(_Process):
     async def session(self) -> None:
         env = self.new_env()

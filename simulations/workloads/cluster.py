@@ -1,7 +1,7 @@
 """The full-cluster workload: data topics written by acks=all producers (idempotent and
 not), read by assign-mode consumers and a consumer group that commits, plus metadata
-churn through Admin (topics, and ACLs: simulations.workloads.acls) — all through the real
-client library, recorded in a History.
+churn through Admin (topics, ACLs: simulations.workloads.acls, and client quotas:
+simulations.workloads.quotas) — all through the real client library, recorded in a History.
 
 Phases, driven by the runner:
 - `setup(deadline)`: before any fault, create the data topics (min.insync.replicas=2)
@@ -21,6 +21,7 @@ from raftkafka.client import Admin, Consumer, KafkaError, NewTopic, Producer
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.history import History
 from simulations.workloads.acls import AclChurnProcess
+from simulations.workloads.quotas import QuotaChurnProcess
 from simulations.workloads.clients import (
     CLIENT, AdminChurnProcess, AssignConsumerProcess, ClientSettings, CommittedReaderProcess,
     GroupConsumerProcess, ProducerProcess, ReassignProcess, client_error,
@@ -94,6 +95,7 @@ class ClusterWorkload:
             processes.append(AdminChurnProcess("admin0", self.env_for, h, s, self._rng("admin0"),
                                                replication_factor=self.replication_factor))
             processes.append(AclChurnProcess("acls0", self.env_for, h, s, self._rng("acls0")))
+            processes.append(QuotaChurnProcess("quotas0", self.env_for, h, s, self._rng("quotas0")))
         if self.churn and self.broker_ids:
             processes.append(ReassignProcess("reassign0", self.env_for, h, s, self._rng("reassign0"),
                                              brokers=self.broker_ids, min_replicas=self.min_isr))

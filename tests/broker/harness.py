@@ -37,6 +37,7 @@ from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, METADATA_VERSION
 from metadata.records import BrokerRegistrationChange, Endpoint, FeatureLevel, RegisterBroker
 from metadata.snapshot import image_to_records
+from metadata.controller.mutation_quota import MutationQuotas
 from storage.env import RealEnv
 from storage.memfs import MemFileSystem
 from wire.protocol import FrameReader, decode_response, encode_request
@@ -55,6 +56,8 @@ class InProcessController:
         # Tests hold AlterPartition answers here (the leader must keep its old ISR meanwhile).
         self.alter_partition_gate: trio.Event | None = None
         self.alter_partition_requests: list = []
+        self.mutation_quotas = MutationQuotas()
+        self.now = 0.0  # the controller's clock for controller_mutation_rate (tests move it)
 
     def commit(self, records) -> int:
         """Append one batch: replay it, publish (delta, image) to every broker; returns its last offset."""
@@ -114,21 +117,24 @@ class InProcessController:
         return self.commit(elect_leaderless(self.image, static=self.static))
 
     # -- ControllerChannel ------------------------------------------------------------
-    async def create_topics(self, topics, *, validate_only=False, timeout_s=30.0):
+    async def create_topics(self, topics, *, validate_only=False, timeout_s=30.0, requester=None):
         self.calls.append("create_topics")
+        quota = self.mutation_quotas.for_request(self.image.client_quotas, requester, self.now)
         records, results = create_topics(self.image, topics, rng=self.rng, validate_only=validate_only,
-                                         static=self.static)
-        return ControllerReply(results, self.commit(records))
+                                         static=self.static, quota=quota)
+        return ControllerReply(results, self.commit(records), quota.throttle_ms)
 
-    async def delete_topics(self, names, *, timeout_s=30.0):
+    async def delete_topics(self, names, *, timeout_s=30.0, requester=None):
         self.calls.append("delete_topics")
-        records, results = delete_topics(self.image, names=names, static=self.static)
-        return ControllerReply(results, self.commit(records))
+        quota = self.mutation_quotas.for_request(self.image.client_quotas, requester, self.now)
+        records, results = delete_topics(self.image, names=names, static=self.static, quota=quota)
+        return ControllerReply(results, self.commit(records), quota.throttle_ms)
 
-    async def create_partitions(self, requests, *, validate_only=False, timeout_s=30.0):
+    async def create_partitions(self, requests, *, validate_only=False, timeout_s=30.0, requester=None):
         self.calls.append("create_partitions")
-        records, results = create_partitions(self.image, requests, validate_only=validate_only)
-        return ControllerReply(results, self.commit(records))
+        quota = self.mutation_quotas.for_request(self.image.client_quotas, requester, self.now)
+        records, results = create_partitions(self.image, requests, validate_only=validate_only, quota=quota)
+        return ControllerReply(results, self.commit(records), quota.throttle_ms)
 
     async def alter_configs(self, resources, *, validate_only=False, timeout_s=30.0):
         self.calls.append("alter_configs")

@@ -1,7 +1,8 @@
 """Quota enforcement on a broker (KIP-219): a produce over its client-id's byte-rate quota is
 answered at once with throttle_time_ms, then the broker reads nothing more from that
 connection for that long; our client holds its next request back as long; another client-id
-is not throttled; the request-time and partition-mutation quotas answer their throttles;
+is not throttled; the request-time and partition-mutation quotas answer their throttles (the
+mutation quota refuses over it from CreateTopics v6, as Kafka);
 DescribeClientQuotas shows what AlterClientQuotas set."""
 from __future__ import annotations
 
@@ -89,6 +90,23 @@ async def test_request_time_and_partition_mutation_quotas_answer_their_throttles
         assert 1_400 <= created.throttle_time_ms <= 1_500
         described = await raw.call(B.metadata("many", auto_create=False), 7)
         assert 0 < described.throttle_time_ms <= 1000  # request_percentage: bounded by one window
+
+
+async def test_mutation_quota_is_strict_from_create_topics_v6_and_permissive_before():
+    async with running_cluster() as c:
+        await c.controller.alter_client_quotas([QuotaAlteration((("client-id", "raw-client"),), (
+            QuotaOp("controller_mutation_rate", 10.0),))])  # a bucket of 100 partitions
+        await c.settle()
+        raw = await RawClient.connect(c.brokers[0].port)
+        first = await raw.call(B.create_topic("a", 105, configs={"retention.ms": "1000"}), 6)
+        [a] = first.topics  # admitted: the bucket was not in debt before it (5 after)
+        assert (a.error_code, a.num_partitions, a.replication_factor, first.throttle_time_ms) == (0, 105, 1, 0)
+        assert {x.name: (x.value, x.config_source) for x in a.configs}["retention.ms"] == ("1000", 1)  # topic's own
+        refused = await raw.call(B.create_topic("b", 1), 6)
+        assert refused.topics[0].error_code == 89 and refused.throttle_time_ms == 500  # THROTTLING_QUOTA_EXCEEDED
+        assert c.controller.image.topic("b") is None
+        permissive = await raw.call(B.create_topic("c", 1), 4)  # v4: created, and told the debt's refill time
+        assert permissive.topics[0].error_code == 0 and permissive.throttle_time_ms == 600
 
 
 async def test_a_throttled_fetch_is_answered_without_its_records_which_do_not_count():

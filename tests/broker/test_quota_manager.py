@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.quotas.quota_manager import QuotaManager
-from broker.quotas.sampled_stats import QuotaWindow, SampledRate, TokenBucket
+from broker.quotas.sampled_stats import QuotaWindow, SampledRate
 from metadata.client_quotas import resolve
 from metadata.records import EntityPart as P
 
@@ -84,20 +84,6 @@ def test_request_quota_throttle_is_bounded_by_one_window():
     assert manager.record(quotas, "alice", "app", 500.0, 0) == 1000  # 5 s of handling at 1 %
 
 
-def test_token_bucket_starts_full_goes_into_debt_and_refills_at_the_quota():
-    bucket = TokenBucket(QuotaWindow(samples=11, window_ms=1000))
-    assert bucket.measure(2.0, 0) == 20.0  # burst: (11 - 1) windows of 2/s
-    bucket.record(2.0, 30, 0)
-    assert bucket.measure(2.0, 0) == -10.0
-    assert bucket.measure(2.0, 5000) == 0.0
-    assert bucket.measure(2.0, 60_000) == 20.0  # never above the burst
-
-    manager = QuotaManager("controller_mutation_rate", QuotaWindow(), token_bucket=True)
-    quotas = {(DU,): {"controller_mutation_rate": 2.0}}
-    assert manager.record(quotas, "alice", "admin", 20, 0) == 0
-    assert manager.record(quotas, "alice", "admin", 10, 0) == 5000  # 10 partitions of debt at 2/s
-
-
 def test_throttle_time_metric_averages_the_throttles_given():
     manager = QuotaManager(KEY, QuotaWindow(samples=11, window_ms=1000))
     quotas = {(C,): {KEY: 1000.0}}
@@ -110,8 +96,11 @@ def test_throttle_time_metric_averages_the_throttles_given():
 
 def test_a_client_sending_as_fast_as_allowed_averages_the_quota_in_the_long_run():
     """The window arithmetic alone: 1 MB requests, one per 10 ms unless throttled (then one
-    right after the throttle). Over any 30 s it swings around the quota (bursts into emptied
-    windows); over 100 s it averages the quota."""
+    right after the throttle). A new entity may send 10 windows' worth at once (50 MB); when the
+    window holding that burst is dropped 11 s later the rate falls by as much and the client
+    sends the same burst again, with ~1 MB/s between bursts. So over 30 s it runs over or under
+    the quota by how many bursts the span holds (2 or 3); over 100 s it averages the quota.
+    bench.quota sees the same on a real node with librdkafka (docs/quotas.md)."""
     manager = QuotaManager(KEY, QuotaWindow(samples=11, window_ms=1000))
     quotas = {(C,): {KEY: 5e6}}
     now, sent, marks = 0.0, 0, []

@@ -210,3 +210,84 @@ def test_describe_topics_reports_authorized_operations_to_real_admin_clients(pro
         assert unseen["error_code"] == KafkaError.UNKNOWN_TOPIC_ID and unseen["name"] is None  # never named
     finally:
         kp.close()
+
+
+def test_admin_api_rows_refused_then_allowed_by_the_acl_each_names(processes, tmp_path):
+    """Rows of docs/authorization.md's table through librdkafka's AdminClient as User:ANONYMOUS:
+    each call is refused with the row's error, then allowed once the admin grants exactly the
+    row's operation on the row's resource (one topic per row, so no grant implies another's)."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    from confluent_kafka.admin import (
+        AclBinding, AclBindingFilter, AclOperation as Op, AclPermissionType, AdminClient, AlterConfigOpType,
+        ConfigEntry, ConfigResource, NewPartitions, NewTopic, ResourcePatternType, ResourceType,
+    )
+
+    base = free_base_port(2)
+    bootstrap, ssl_bootstrap = f"127.0.0.1:{base}", f"127.0.0.1:{base + 2}"
+    admin_conf, _ = _secured_node(processes, tmp_path, base)
+    admin = AdminClient({"bootstrap.servers": ssl_bootstrap, **admin_conf})
+    names = ("described", "altered", "grown", "trimmed", "deleted")
+    for f in admin.create_topics([NewTopic(n, 1) for n in names]).values():
+        f.result(30)
+    assert _produce(ssl_bootstrap, "trimmed", admin_conf) == [None] * 3
+    anonymous = AdminClient({"bootstrap.servers": bootstrap})
+    topic_denied, cluster_denied = KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    any_acl = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, Op.ANY,
+                               AclPermissionType.ANY)
+    altered = ConfigResource(ResourceType.TOPIC, "altered", incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    cluster = (ResourceType.BROKER, "kafka-cluster")  # librdkafka calls the ACL resource type 4 (CLUSTER) BROKER
+    rows = [  # (API, call, (resource type, name, operation) to grant, error when refused)
+        ("DescribeConfigs", lambda: anonymous.describe_configs([ConfigResource(ResourceType.TOPIC, "described")])[
+            ConfigResource(ResourceType.TOPIC, "described")].result(10),
+         (ResourceType.TOPIC, "described", Op.DESCRIBE_CONFIGS), topic_denied),
+        ("IncrementalAlterConfigs", lambda: anonymous.incremental_alter_configs([altered])[altered].result(10),
+         (ResourceType.TOPIC, "altered", Op.ALTER_CONFIGS), topic_denied),
+        ("CreatePartitions", lambda: anonymous.create_partitions([NewPartitions("grown", 2)])["grown"].result(10),
+         (ResourceType.TOPIC, "grown", Op.ALTER), topic_denied),
+        # (librdkafka asks the partition's leader: Describe lets it see the topic, and does not imply Delete)
+        ("DeleteRecords", lambda: anonymous.delete_records([TopicPartition("trimmed", 0, 2)])[
+            TopicPartition("trimmed", 0, 2)].result(10), (ResourceType.TOPIC, "trimmed", Op.DELETE), topic_denied),
+        ("DeleteTopics", lambda: anonymous.delete_topics(["deleted"])["deleted"].result(10),
+         (ResourceType.TOPIC, "deleted", Op.DELETE), topic_denied),
+        ("CreateTopics", lambda: anonymous.create_topics([NewTopic("made", 1)])["made"].result(10),
+         (ResourceType.TOPIC, "made", Op.CREATE), topic_denied),
+        ("CreateAcls", lambda: list(anonymous.create_acls([AclBinding(
+            ResourceType.GROUP, "g", ResourcePatternType.LITERAL, "User:x", "*", Op.READ,
+            AclPermissionType.ALLOW)]).values())[0].result(10), (*cluster, Op.ALTER), cluster_denied),
+    ]
+
+    def grant(rtype, name, op) -> None:
+        for f in admin.create_acls([AclBinding(rtype, name, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*", op,
+                                               AclPermissionType.ALLOW)]).values():
+            f.result(30)
+
+    def outcome(call, api: str, passing: set) -> int | None:
+        """The call's error code (None: it succeeded), once it is not one of `passing` (the
+        ACL reaches the broker's image, and the client's metadata, a moment after CreateAcls)."""
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                call()
+                return None
+            except KafkaException as e:
+                code = e.args[0].code()
+                if code not in passing or time.monotonic() > deadline:
+                    return code
+                time.sleep(0.2)
+
+    grant(ResourceType.TOPIC, "trimmed", Op.DESCRIBE)
+    # DescribeAcls (CLUSTER Describe): librdkafka drops the response's top-level error, so refused
+    # it lists nothing; allowed, the ACLs there are (Describe on trimmed, and this one)
+    assert anonymous.describe_acls(any_acl).result(10) == []
+    grant(*cluster, Op.DESCRIBE)
+    deadline = time.monotonic() + 15
+    while len(anonymous.describe_acls(any_acl).result(10)) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    for api, call, (rtype, name, op), refused in rows:
+        assert outcome(call, api, {KafkaError._NOENT}) == refused, api
+        grant(rtype, name, op)
+        assert outcome(call, api, {refused}) is None, api
+    topics = set(admin.list_topics(timeout=10).topics)
+    assert "made" in topics and "deleted" not in topics

@@ -19,7 +19,8 @@ __all__ = [
     "ListPartitionReassignmentsResponse",
 ]
 
-CreateTopicsRequest = request(19, "CreateTopics", "0-4", flexible="5+", fields=[
+# v6 (CreateTopics), v5 (DeleteTopics), v3 (CreatePartitions): strict controller_mutation_rate (KIP-599)
+CreateTopicsRequest = request(19, "CreateTopics", "0-6", flexible="5+", fields=[
     F("topics", ArrayOf("CreatableTopic",
         F("name", STRING),
         F("num_partitions", INT32),
@@ -37,29 +38,40 @@ CreateTopicsRequest = request(19, "CreateTopics", "0-4", flexible="5+", fields=[
     F("validate_only", BOOL, "1+", default=False),
 ])
 
-CreateTopicsResponse = response(19, "CreateTopics", "0-4", flexible="5+", fields=[
+CreateTopicsResponse = response(19, "CreateTopics", "0-6", flexible="5+", fields=[
     F("throttle_time_ms", INT32, "2+"),
     F("topics", ArrayOf("CreatableTopicResult",
         F("name", STRING),
         F("error_code", INT16),
         F("error_message", STRING, "1+", nullable="0+"),
+        F("topic_config_error_code", INT16, "5+", default=0, tag=0),
+        F("num_partitions", INT32, "5+", default=-1),
+        F("replication_factor", INT16, "5+", default=-1),
+        F("configs", ArrayOf("CreatableTopicConfigs",
+            F("name", STRING),
+            F("value", STRING, nullable="5+"),
+            F("read_only", BOOL),
+            F("config_source", INT8, default=-1),
+            F("is_sensitive", BOOL),
+        ), "5+", nullable="5+", default=None),
     )),
 ])
 
-DeleteTopicsRequest = request(20, "DeleteTopics", "0-3", flexible="4+", fields=[
+DeleteTopicsRequest = request(20, "DeleteTopics", "0-5", flexible="4+", fields=[
     F("topic_names", ArrayOf(STRING)),
     F("timeout_ms", INT32),
 ])
 
-DeleteTopicsResponse = response(20, "DeleteTopics", "0-3", flexible="4+", fields=[
+DeleteTopicsResponse = response(20, "DeleteTopics", "0-5", flexible="4+", fields=[
     F("throttle_time_ms", INT32, "1+"),
     F("responses", ArrayOf("DeletableTopicResult",
         F("name", STRING),
         F("error_code", INT16),
+        F("error_message", STRING, "5+", nullable="5+", default=None),
     )),
 ])
 
-CreatePartitionsRequest = request(37, "CreatePartitions", "0-1", flexible="2+", fields=[
+CreatePartitionsRequest = request(37, "CreatePartitions", "0-3", flexible="2+", fields=[
     F("topics", ArrayOf("CreatePartitionsTopic",
         F("name", STRING),
         F("count", INT32),
@@ -71,7 +83,7 @@ CreatePartitionsRequest = request(37, "CreatePartitions", "0-1", flexible="2+", 
     F("validate_only", BOOL),
 ])
 
-CreatePartitionsResponse = response(37, "CreatePartitions", "0-1", flexible="2+", fields=[
+CreatePartitionsResponse = response(37, "CreatePartitions", "0-3", flexible="2+", fields=[
     F("throttle_time_ms", INT32),
     F("results", ArrayOf("CreatePartitionsTopicResult",
         F("name", STRING),
