@@ -94,6 +94,9 @@ class BrokerLifecycle:
         self.shutdown_complete = trio.Event()
         self._want_shutdown = False
         self._wake = trio.Event()
+        # A broken controller connection ends the lease and starts the controller's close
+        # grace (metadata.controller.connection_grace): heartbeat again now, not at the interval.
+        connection.on_lost = lambda: self._wake.set()
 
     # ------------------------------------------------------------------ public
     def holds_session_lease(self) -> bool:
