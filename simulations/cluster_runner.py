@@ -25,7 +25,9 @@ from simulations.checkers.committed import CommittedRecordsChecker
 from simulations.checkers.data import DataChecker
 from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
+from simulations.checkers.leader_isr import LeaderIsrChecker
 from simulations.checkers.roles import RolePoller
+from simulations.checkers.sessions import SessionChecker
 from simulations.cluster import SimCluster
 from simulations.coverage import Coverage
 from simulations.determinism import current_sim_clock
@@ -97,14 +99,18 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
 
     roles = RolePoller(cluster)
     committed = CommittedRecordsChecker(checker)
+    sessions = SessionChecker(checker, metadata)
+    leader_isr = LeaderIsrChecker(checker, metadata)
 
     def poll() -> None:
         roles.poll()
         observe_metadata(cluster, metadata)
+        sessions.observe(cluster)
         for node_id, broker in live_brokers(cluster).items():
             incarnation = cluster.hosts[node_id].incarnation
             authorization.observe(node_id, incarnation, broker)
             committed.observe(node_id, incarnation, broker)
+            leader_isr.observe(node_id, broker)
 
     async with trio.open_nursery() as nursery:
         cluster.bind(nursery)
@@ -152,6 +158,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     state["workload"] = {"ops": counts, "crashes": cluster.crashes, "committed": len(checker.committed),
                          "images_compared": metadata.compared, "authorization_questions": authorization.asked,
                          "elections_checked": committed.elections_checked,
+                         "registrations_replaced": sessions.replacements,
                          "records_read": sum(len(r) for r in workload.final.values())}
 
 
