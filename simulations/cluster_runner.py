@@ -81,7 +81,8 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     net = SimNetwork(rng("network"), trace, default_profile=profile.link)
     checker = RaftChecker(trace, list(range(1, options.controllers + 1)))
     cluster = SimCluster(seed, net, trace, checker, controllers=options.controllers, brokers=options.brokers,
-                         mode="cluster", raft_settings=raft_settings, node_settings=NODE_SETTINGS)
+                         mode="cluster", raft_settings=raft_settings,
+                         node_settings={**NODE_SETTINGS, **options.node_settings})
     metadata = MetadataChecker(checker)
     authorization = AuthorizationChecker(metadata, AUTHORIZER, QUESTIONS)
     net.add_host(CLIENT_HOST)

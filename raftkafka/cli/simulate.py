@@ -57,6 +57,8 @@ def add_parser(subparsers) -> None:
                    help="cluster: controllers, brokers and Kafka clients (default); raft (= append): the quorum alone")
     p.add_argument("--check-every-step", action="store_true",
                    help="run the in-memory checks after every task step, not every 20 ms (about 2x slower)")
+    p.add_argument("--set", dest="node_settings", action="append", default=[], metavar="NAME=VALUE",
+                   help="a node setting over the cluster workload's own (repeatable)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes for --seeds (default 1)")
     p.add_argument("--progress-every", type=int, default=0, metavar="N",
                    help="--seeds off a terminal: a progress line every N seeds (default: about 20 lines)")
@@ -94,7 +96,18 @@ def _options(args, seed: int, full_trace: bool):
     return SimOptions(seed=seed, duration=_duration(args.duration, "--duration"), faults=args.faults,
                       controllers=args.nodes, heal_timeout=_duration(args.heal_timeout or "30s", "--heal-timeout"),
                       full_trace=full_trace, workload=args.workload, brokers=getattr(args, "brokers", 3),
-                      step_checks=getattr(args, "check_every_step", False))
+                      step_checks=getattr(args, "check_every_step", False),
+                      node_settings=_node_settings(getattr(args, "node_settings", [])))
+
+
+def _node_settings(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--set takes NAME=VALUE, not {item!r}")
+        out[name.strip()] = value.strip()
+    return out
 
 
 def _usage_error(message: str) -> int:
