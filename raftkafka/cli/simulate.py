@@ -85,6 +85,7 @@ def _duration(text: str, flag: str) -> float:
 
 
 def _options(args, seed: int, full_trace: bool):
+    from raftkafka.cli.dev import _extra_settings
     from simulations.fault_schedule import FaultSchedule
     from simulations.nemesis import fault_kinds
     from simulations.runner import SimOptions
@@ -97,17 +98,7 @@ def _options(args, seed: int, full_trace: bool):
                       controllers=args.nodes, heal_timeout=_duration(args.heal_timeout or "30s", "--heal-timeout"),
                       full_trace=full_trace, workload=args.workload, brokers=getattr(args, "brokers", 3),
                       step_checks=getattr(args, "check_every_step", False),
-                      node_settings=_node_settings(getattr(args, "node_settings", [])))
-
-
-def _node_settings(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"--set takes NAME=VALUE, not {item!r}")
-        out[name.strip()] = value.strip()
-    return out
+                      node_settings=_extra_settings(getattr(args, "node_settings", [])))
 
 
 def _usage_error(message: str) -> int:
