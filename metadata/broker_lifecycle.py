@@ -105,6 +105,11 @@ class BrokerLifecycle:
         (metadata.controller.connection_grace): the lease ends with that connection."""
         return self.env.now() < self.lease_until and self.conn.still_connected(self.lease_connection)
 
+    @property
+    def shutting_down(self) -> bool:
+        """Whether it asked the controller to let it shut down (and so to fence it)."""
+        return self._want_shutdown
+
     def begin_controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away; `shutdown_complete` is set when done."""
         self._want_shutdown = True

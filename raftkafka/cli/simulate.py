@@ -275,7 +275,7 @@ def _fuzz(args, first: int, last: int) -> int:
         os.makedirs(args.save_failing, exist_ok=True)
     seeds = list(range(first, last + 1))
     args_dict = {k: getattr(args, k) for k in ("duration", "heal_timeout", "faults", "nodes", "workload",
-                                               "check_every_step", "brokers") if hasattr(args, k)}
+                                               "check_every_step", "brokers", "node_settings") if hasattr(args, k)}
     jobs = [(args_dict, s) for s in seeds]
     wall0 = time.perf_counter()
     failing: list[dict] = []

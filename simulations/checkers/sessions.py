@@ -4,7 +4,8 @@
   session lease it holds (metadata.broker_lifecycle.holds_session_lease). The controller may
   fence a broker early when its controller connection closes (connection_grace), but only
   once that broker had a grace to heartbeat again: a broker that did so on a new connection
-  holds a lease the controller must honour.
+  holds a lease the controller must honour. (A broker that asked to be fenced or to shut
+  down is fenced at its own request.)
 - LiveRegistrationReplaced: a broker's registration is replaced by another incarnation only
   when the registered incarnation no longer runs (its restart proves it with the data dir
   lock: metadata.data_dir_lock; or its session lapsed). The simulation knows which
@@ -37,7 +38,8 @@ class SessionChecker:
                                 and n.app.broker.lifecycle is not None}
             role = host.broker_role()
             lifecycle = role.lifecycle if role is not None else None
-            if lifecycle is None or lifecycle.want_fence or not lifecycle.holds_session_lease():
+            if (lifecycle is None or lifecycle.want_fence or lifecycle.shutting_down
+                    or not lifecycle.holds_session_lease()):
                 continue
             reg = image.brokers.get(node_id)
             if reg is not None and reg.epoch == lifecycle.broker_epoch and reg.fenced:
