@@ -72,12 +72,12 @@ def test_a_controlled_shutdown_that_stops_before_its_leaderships_moved_is_caught
 
     with monkeypatch.context() as patch:
         patch.setattr(brokers, "_next_state", at_once)
-        for seed in range(10):
+        for seed in range(40):  # the first catching seed moves with the fault mix (16 when written)
             found = run(seed)["violations"]
             if found:
                 break
         else:
-            pytest.fail("the mutation survived 10 seeds")
+            pytest.fail("the mutation survived 40 seeds")
     assert {v["invariant"] for v in found} == {"ControlledShutdownLeftLeaders"}, found
     assert run(seed)["violations"] == []
 
