@@ -40,7 +40,7 @@ saved schedule can be replayed instead of drawing.
   a leader comes back as a zombie (see SimCluster.pause for what is frozen).
 - stop: SIGTERM, a graceful stop (SimCluster.stop: Kafka's controlled shutdown moves the
   broker's leaderships away first), restarted 0.1-5 s after it stopped.
-- duplicate: a second process of a running broker node on the same disk with other ports
+- duplicate: a second process of a running broker-only node on the same disk with other ports
   (SimCluster.start_duplicate); the data dir lock must refuse it. Drawn after every other
   draw of the profile, so seeds without it run as before.
 """
@@ -313,9 +313,12 @@ class Nemesis:
         if kind == "stop":
             return {"kind": kind, "node": rng.choice(up), "restart_after": rng.uniform(0.1, 5.0)}
         if kind == "duplicate":
-            if not brokers:
+            # Broker-only nodes: on a controller the duplicate that a broken lock let through
+            # would first double the Raft voter, hiding what the registration checker shows.
+            candidates = [i for i in brokers if not cluster.hosts[i].is_controller]
+            if not candidates:
                 return None
-            return {"kind": kind, "node": rng.choice(brokers), "seconds": rng.uniform(1.0, 4.0)}
+            return {"kind": kind, "node": rng.choice(candidates), "seconds": rng.uniform(1.0, 4.0)}
         if kind == "replay":
             conns = [c for c in self.net.recorded_connections() if c.sent]
             if not conns:
