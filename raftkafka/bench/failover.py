@@ -251,10 +251,14 @@ def main(argv=None) -> None:
     ap.add_argument("--pause", type=float, default=12.0, help="seconds a paused leader stays stopped")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a node setting")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    settings = {**DEFAULT_SETTINGS, **DEFAULT_STATIC, **dict(s.partition("=")[::2] for s in args.set)}
+    overrides = dict(s.partition("=")[::2] for s in args.set)
+    settings = {**DEFAULT_SETTINGS, **overrides}
+    # Passed as static too: ReplicationProcesses' own static settings (shortened for tests) win
+    # over `settings`.
+    static = {**DEFAULT_STATIC, **{k: v for k, v in overrides.items() if k in DEFAULT_STATIC}}
     rounds: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="raftkafka-failover-") as base:
-        procs = ReplicationProcesses(base, settings=settings)
+        procs = ReplicationProcesses(base, settings=settings, static=static)
         try:
             procs.format()
             for i in procs.ids:
