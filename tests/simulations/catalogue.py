@@ -191,7 +191,7 @@ FIRST_SEEDS.update({
     "log_cleaning_deletes_latest_snapshot": None,
     "recovery_keeps_invalid_tail": 0,
     "high_watermark_not_bounded_by_log": None,
-    "reconnect_keeps_close_fence": 1,
-    "data_dir_lock_not_exclusive": 5,
-    "close_shrink_skips_controller": 1,
+    "reconnect_keeps_close_fence": 13,
+    "data_dir_lock_not_exclusive": 12,
+    "close_shrink_skips_controller": 0,
 })
