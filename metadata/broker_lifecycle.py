@@ -94,6 +94,9 @@ class BrokerLifecycle:
         self.shutdown_complete = trio.Event()
         self._want_shutdown = False
         self._wake = trio.Event()
+        # A broken controller connection ends the lease and starts the controller's close
+        # grace (metadata.controller.connection_grace): heartbeat again now, not at the interval.
+        connection.on_lost = lambda: self._wake.set()
 
     # ------------------------------------------------------------------ public
     def holds_session_lease(self) -> bool:
@@ -101,6 +104,11 @@ class BrokerLifecycle:
         The controller fences a broker soon after its connection closes
         (metadata.controller.connection_grace): the lease ends with that connection."""
         return self.env.now() < self.lease_until and self.conn.still_connected(self.lease_connection)
+
+    @property
+    def shutting_down(self) -> bool:
+        """Whether it asked the controller to let it shut down (and so to fence it)."""
+        return self._want_shutdown
 
     def begin_controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away; `shutdown_complete` is set when done."""

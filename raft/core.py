@@ -108,6 +108,19 @@ class RaftCore(Replication):
         self.quorum.role_state.tick(self, now)
         return self._finish(now)
 
+    def link_lost(self, peer: int, now: float) -> Actions:
+        """The connection to `peer` broke. A follower of `peer` stops counting its leader as
+        alive (it grants pre-votes) and campaigns within half an election timeout instead of
+        waiting out the fetch timeout: a dead process closes its connections at once. When the
+        leader lives, pre-vote keeps this harmless: the voters still fetching from it refuse,
+        and a fetch answered meanwhile puts the deadline back."""
+        st = self.quorum.role_state
+        if self.quorum.role is Role.FOLLOWER and st.leader_id == peer:
+            st.has_fetched = False
+            delay = self.rng.uniform(0.0, self.config.election_timeout / 2)
+            st.fetch_deadline = min(st.fetch_deadline, now + delay)
+        return self._finish(now)
+
     def append(self, payloads: list[bytes], now: float) -> tuple[int, Actions]:
         """Leader only: append payloads in the current epoch; returns the last offset."""
         if self.quorum.role is not Role.LEADER:

@@ -49,6 +49,7 @@ log = logging.getLogger("raftkafka.raft.driver")
 INBOX_SIZE = 10_000
 _WAKE = object()  # inbox item that only wakes the loop (a proposal arrived)
 _RESIGN = object()  # inbox item asking a leader to hand over (graceful shutdown)
+_LINK_LOST = object()  # inbox item (peer, _LINK_LOST): the connection to peer broke
 DEFAULT_SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024  # Kafka: metadata.log.max.record.bytes.between.snapshots
 
 
@@ -145,6 +146,13 @@ class RaftDriver:
     def status(self):
         return self.core.status()
 
+    def link_lost(self, peer: int) -> None:
+        """The transport's connection to `peer` broke (RaftCore.link_lost)."""
+        try:
+            self.inbox_send.send_nowait((peer, _LINK_LOST))
+        except trio.WouldBlock:
+            pass  # a full inbox: the fetch timeout still applies
+
     async def resign(self) -> None:
         """Graceful shutdown: a leader hands over (EndQuorumEpoch) before the process exits.
 
@@ -190,6 +198,8 @@ class RaftDriver:
             for src, msg in batch:
                 if msg is _RESIGN:
                     await self._resign()
+                elif msg is _LINK_LOST:
+                    await self._carry_out(self.core.link_lost(src, self.env.now()))
                 elif msg is not _WAKE:
                     await self._carry_out(self.core.handle(src, msg, self.env.now()))
             now = self.env.now()

@@ -10,7 +10,7 @@ flight at once on one connection (the benchmark pipelines appends).
 from __future__ import annotations
 
 import contextlib
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 import trio
 
@@ -28,9 +28,10 @@ class ConnectionLost(ConnectionError):
 
 
 class RpcClient:
-    def __init__(self, env: Env, stream: trio.abc.Stream):
+    def __init__(self, env: Env, stream: trio.abc.Stream, on_lost: Callable[[], None] | None = None):
         self.env = env
         self.stream = stream
+        self.on_lost = on_lost  # called once when the connection breaks
         self._next_corr = 0
         self._waiting: dict[int, list] = {}  # corr -> [event, reply]
         self._send_lock = trio.Lock()
@@ -86,6 +87,8 @@ class RpcClient:
             for slot in self._waiting.values():
                 slot[1] = self._lost
                 slot[0].set()
+            if self.on_lost is not None:
+                self.on_lost()
 
 
 @contextlib.asynccontextmanager

@@ -127,6 +127,8 @@ class _PeerLink:
                 self._pending.clear()
                 with trio.CancelScope(shield=True):
                     await trio.aclose_forcefully(stream)
+            if self.t.on_link_lost is not None:
+                self.t.on_link_lost(self.node_id)
             self._drop_queued()
             await self.t.env.sleep(BACKOFF_MIN)
 
@@ -209,6 +211,7 @@ class Transport:
         security: ListenerSecurity | None = None,
         on_client_closed: Callable[[object], None] | None = None,
         login: SaslCredentials | None = None,
+        on_link_lost: Callable[[int], None] | None = None,
     ):
         self.env = env
         self.node_id = node_id
@@ -217,6 +220,7 @@ class Transport:
         self.client_handler = client_handler
         self.status = status  # (epoch, leader_id) for error answers
         self.on_client_closed = on_client_closed  # called with the connection once it closed
+        self.on_link_lost = on_link_lost  # called with the peer's id when our link to it broke
         self.links = {
             nid: _PeerLink(self, nid, host, port) for nid, (host, port) in sorted(peers.items()) if nid != node_id
         }

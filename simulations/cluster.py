@@ -56,6 +56,8 @@ __all__ = ["SimCluster", "NodeHost", "ControllerHost", "DATA_DIR", "CONTROLLER_P
 DATA_DIR = "/data"
 CONTROLLER_PORT = 9093
 BROKER_PORT = 9092
+DUPLICATE_PORT_SHIFT = 100  # a duplicate process (start_duplicate) listens on these ports + this
+DUPLICATE_INCARNATIONS = 1_000_000  # a duplicate's Env seeds, apart from the real incarnations'
 CLUSTER_ID = uuid_to_str(uuid.UUID(int=0x5EED))
 
 
@@ -204,6 +206,7 @@ class NodeHost:
         self.stopping = False  # this incarnation ends by a graceful stop
         self.wipes = 0  # how often its disk was wiped (each time formatted again: a new directory id)
         self.needs_format = False
+        self.duplicates: list[ControllerNode] = []  # second processes running on this disk (start_duplicate)
 
     @property
     def up(self) -> bool:
@@ -324,13 +327,13 @@ class SimCluster:
         self.checker.forget_disk(node_id, max(committed, default=0))
         self.trace.record(host.name, "wiped", wipes=host.wipes)
 
-    def config_for(self, node_id: int):
+    def config_for(self, node_id: int, port_shift: int = 0):
         host = self.hosts[node_id]
         listeners = []
         if host.is_broker:
-            listeners.append(f"PLAINTEXT://{host.name}:{BROKER_PORT}")
+            listeners.append(f"PLAINTEXT://{host.name}:{BROKER_PORT + port_shift}")
         if host.is_controller:
-            listeners.append(f"CONTROLLER://{host.name}:{CONTROLLER_PORT}")
+            listeners.append(f"CONTROLLER://{host.name}:{CONTROLLER_PORT + port_shift}")
         settings = {
             "node.id": node_id,
             "process.roles": ",".join(host.roles),
@@ -368,6 +371,34 @@ class SimCluster:
             callback(host)
         self.trace.record(host.name, "start", incarnation=host.incarnation)
         self._nursery.start_soon(self._run, host, host.env, host.node, host.scope)
+
+    def start_duplicate(self, node_id: int, seconds: float) -> None:
+        """Start a second process of a running node on its disk, with other ports (an operator's
+        copy of its config): its data dir lock must refuse it before it reads or writes anything
+        (metadata.data_dir_lock). One that starts anyway is killed after `seconds`."""
+        host = self.hosts[node_id]
+        env = PausableEnv(host.name, seed=self.seed, incarnation=DUPLICATE_INCARNATIONS + host.incarnation,
+                          net=self.net, disk=host.disk, clock=host.clock)
+        node = ControllerNode(env, self.config_for(node_id, port_shift=DUPLICATE_PORT_SHIFT),
+                              app=MetadataApp(env, self.config_for(node_id, port_shift=DUPLICATE_PORT_SHIFT),
+                                              kafka_broker=True))
+        self.trace.record(host.name, "start_duplicate", incarnation=host.incarnation)
+        self._nursery.start_soon(self._run_duplicate, host, env, node, seconds)
+
+    async def _run_duplicate(self, host: NodeHost, env: PausableEnv, node: ControllerNode, seconds: float) -> None:
+        host.duplicates.append(node)
+        try:
+            with trio.move_on_after(seconds):
+                await node.run()
+        except DataDirError as e:
+            self.trace.record(host.name, "duplicate_refused", error=str(e))
+        except Exception as e:  # noqa: BLE001 - it shares a disk with a running node: anything goes
+            self.trace.record(host.name, "duplicate_failed", error=f"{type(e).__name__}: {e}")
+        else:
+            self.trace.record(host.name, "duplicate_killed")
+        finally:
+            env.alive = False
+            host.duplicates.remove(node)
 
     async def _run(self, host: NodeHost, env: SimEnv, node: ControllerNode, scope: trio.CancelScope) -> None:
         task = trio.lowlevel.current_task()

@@ -26,7 +26,9 @@ from simulations.checkers.committed import CommittedRecordsChecker
 from simulations.checkers.data import DataChecker
 from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
+from simulations.checkers.leader_isr import LeaderIsrChecker
 from simulations.checkers.roles import RolePoller
+from simulations.checkers.sessions import SessionChecker
 from simulations.cluster import SimCluster
 from simulations.coverage import Coverage
 from simulations.determinism import current_sim_clock
@@ -81,7 +83,8 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     net = SimNetwork(rng("network"), trace, default_profile=profile.link)
     checker = RaftChecker(trace, list(range(1, options.controllers + 1)))
     cluster = SimCluster(seed, net, trace, checker, controllers=options.controllers, brokers=options.brokers,
-                         mode="cluster", raft_settings=raft_settings, node_settings=NODE_SETTINGS)
+                         mode="cluster", raft_settings=raft_settings,
+                         node_settings={**NODE_SETTINGS, **options.node_settings})
     metadata = MetadataChecker(checker)
     authorization = AuthorizationChecker(metadata, AUTHORIZER, QUESTIONS)
     quotas = QuotaChecker(metadata, QUOTA_QUESTIONS)
@@ -100,15 +103,19 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
 
     roles = RolePoller(cluster)
     committed = CommittedRecordsChecker(checker)
+    sessions = SessionChecker(checker, metadata)
+    leader_isr = LeaderIsrChecker(checker, metadata)
 
     def poll() -> None:
         roles.poll()
         observe_metadata(cluster, metadata)
+        sessions.observe(cluster)
         for node_id, broker in live_brokers(cluster).items():
             incarnation = cluster.hosts[node_id].incarnation
             authorization.observe(node_id, incarnation, broker)
             quotas.observe(node_id, incarnation, broker)
             committed.observe(node_id, incarnation, broker)
+            leader_isr.observe(node_id, broker)
 
     async with trio.open_nursery() as nursery:
         cluster.bind(nursery)
@@ -158,6 +165,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
                          "images_compared": metadata.compared, "authorization_questions": authorization.asked,
                          "quota_questions": quotas.asked,
                          "elections_checked": committed.elections_checked,
+                         "registrations_replaced": sessions.replacements,
                          "records_read": sum(len(r) for r in workload.final.values())}
 
 

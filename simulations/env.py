@@ -115,6 +115,17 @@ class IncarnationFS:
     def free_bytes(self, path: str) -> int:
         return self._check().free_bytes(path)
 
+    def lock(self, path: str):
+        """flock(LOCK_EX | LOCK_NB) as storage.env.RealFileSystem.lock: held while the file
+        stays open and this incarnation lives; BlockingIOError if another one holds it."""
+        disk = self._check()
+        held = disk.flocks.get(path)
+        if held is not None and held[0] is not self._env and held[0].alive and not held[1].closed:
+            raise BlockingIOError(errno.EWOULDBLOCK, f"{path} is locked by another process")
+        f = disk.open(path, create=True)
+        disk.flocks[path] = (self._env, f)
+        return f
+
     def boot_id(self) -> str:
         """A power loss (`MemFileSystem.crash`) is a new boot; a process kill is not."""
         return f"{self._env.name}-boot-{self._check().crashes}"

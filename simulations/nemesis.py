@@ -40,6 +40,9 @@ saved schedule can be replayed instead of drawing.
   a leader comes back as a zombie (see SimCluster.pause for what is frozen).
 - stop: SIGTERM, a graceful stop (SimCluster.stop: Kafka's controlled shutdown moves the
   broker's leaderships away first), restarted 0.1-5 s after it stopped.
+- duplicate: a second process of a running broker-only node on the same disk with other ports
+  (SimCluster.start_duplicate); the data dir lock must refuse it. Drawn after every other
+  draw of the profile, so seeds without it run as before.
 """
 from __future__ import annotations
 
@@ -65,12 +68,12 @@ FAULT_GROUPS = {
     "crash": ["kill", "kill_leader", "power_loss", "torn_write", "wipe"],
     "disk": ["slow_fsync", "disk_full", "read_corruption", "bitrot", "fsync_error", "misdirected_write"],
     "clock": ["clock_jump"],
-    "process": ["pause", "stop"],
+    "process": ["pause", "stop", "duplicate"],
 }
 
 # Kinds on their own schedule and random stream (see the module docstring).
 LATE_KINDS = ("read_corruption", "bitrot", "fsync_error", "pause", "stop", "torn_write", "wipe",
-              "misdirected_write", "replay")
+              "misdirected_write", "replay", "duplicate")
 # Raft mode has no broker data: corruption could land only on the Raft log and snapshots,
 # which no Raft voter survives (see simulations/storage_faults.py).
 RAFT_MODE_KINDS = ("fsync_error", "pause", "torn_write", "wipe", "replay")
@@ -126,10 +129,13 @@ def draw_profile(rng: random.Random, selection: str) -> FaultProfile:
     )
     mean_gap = rng.uniform(0.3, 3.0)
     # Drawn after everything above, so the draws above do not depend on whether these kinds exist.
-    late = [k for k in selected if k in LATE_KINDS]
+    late = [k for k in selected if k in LATE_KINDS and k != "duplicate"]
     late_kinds = [k for k in late if rng.random() < 0.5] or ([rng.choice(late)] if late and not kinds else [])
+    late_mean_gap, late_seed = rng.uniform(1.0, 5.0), rng.getrandbits(64)
+    if "duplicate" in selected and (rng.random() < 0.5 or not kinds + late_kinds):
+        late_kinds.append("duplicate")
     return FaultProfile(kinds=kinds + late_kinds, mean_gap=mean_gap, link=link,
-                        late_mean_gap=rng.uniform(1.0, 5.0), late_seed=rng.getrandbits(64))
+                        late_mean_gap=late_mean_gap, late_seed=late_seed)
 
 
 class Nemesis:
@@ -306,6 +312,13 @@ class Nemesis:
             return {"kind": kind, "node": target, "seconds": rng.uniform(1.0, 10.0)}
         if kind == "stop":
             return {"kind": kind, "node": rng.choice(up), "restart_after": rng.uniform(0.1, 5.0)}
+        if kind == "duplicate":
+            # Broker-only nodes: on a controller the duplicate that a broken lock let through
+            # would first double the Raft voter, hiding what the registration checker shows.
+            candidates = [i for i in brokers if not cluster.hosts[i].is_controller]
+            if not candidates:
+                return None
+            return {"kind": kind, "node": rng.choice(candidates), "seconds": rng.uniform(1.0, 4.0)}
         if kind == "replay":
             conns = [c for c in self.net.recorded_connections() if c.sent]
             if not conns:
@@ -460,6 +473,11 @@ class Nemesis:
                 return  # already stopping
             self._count("stop", node=host.name)
             nursery.start_soon(self._stop, host.node_id, event["restart_after"])
+        elif kind == "duplicate":
+            if host.duplicates:
+                return  # one at a time
+            cluster.start_duplicate(host.node_id, event["seconds"])
+            self._count("duplicate", node=host.name)
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         event["at"] = now - self._start

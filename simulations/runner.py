@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import trio
 
@@ -64,6 +64,9 @@ class SimOptions:
     brokers: int = 3  # broker-only nodes in the cluster workload; 0 = the controllers are combined nodes
     step_checks: bool = False  # in-memory checks after every trio task step (~2x slower), not every POLL
     replay: "FaultSchedule | None" = None  # apply this schedule's faults instead of drawing them
+    # Node settings over the cluster workload's own (simulations.cluster_runner.NODE_SETTINGS),
+    # e.g. to compare broker.session.timeout.ms values on the same seeds.
+    node_settings: dict = field(default_factory=dict)
 
     @classmethod
     def replaying(cls, schedule: "FaultSchedule", **kw) -> "SimOptions":

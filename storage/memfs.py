@@ -242,6 +242,10 @@ class MemFile:
     def close(self) -> None:
         self._inode = None
 
+    @property
+    def closed(self) -> bool:
+        return self._inode is None or self._generation != self._fs._generation
+
 
 class MemFileSystem:
     def __init__(self, capacity: int | None = None):
@@ -260,6 +264,9 @@ class MemFileSystem:
         # Counts everything that may change what a crash would leave (a successful fsync or
         # sync_dir, a crash, rot at rest): equal counts, same `durable_copy()`.
         self.durable_changes = 0
+        # path -> (holder, file) of each flock (simulations.env.IncarnationFS.lock): the
+        # holder's process must be alive and the file open for the lock to be held.
+        self.flocks: dict[str, tuple[object, MemFile]] = {}
 
     # -- space accounting ---------------------------------------------------
     def _used(self) -> int:

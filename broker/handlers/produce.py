@@ -1,4 +1,5 @@
-"""Produce v3-8 (v0-2 are parsed and refused per partition with UNSUPPORTED_VERSION).
+"""Produce v3-10 (v0-2 are parsed and refused per partition with UNSUPPORTED_VERSION;
+v10 names the new leader in NOT_LEADER_OR_FOLLOWER answers: broker.leader_hints).
 
 Per partition: refuse internal topics (only the group coordinator writes
 them), find the local leader, validate the one batch's header (broker.produce_validation)
@@ -24,6 +25,7 @@ import weakref
 from broker.authorization import allowed, topic_allowed
 from broker.delayed_produce import PendingAck, await_acks
 from broker.handlers.metadata import INTERNAL_TOPICS
+from broker.leader_hints import add_leader_hints
 from broker.produce_validation import MIN_PRODUCE_VERSION, ProduceError, validate_produce_records
 from broker.record_validation import validate_records
 from broker.request_caps import Pacer
@@ -97,8 +99,11 @@ async def handle(broker, header, request):
         if failed:
             raise CloseConnection(f"acks=0 produce failed with {ErrorCode(failed[0].error_code).name}")
         return None
-    return R(responses=[R.TopicProduceResponse(name=name, partition_responses=parts)
-                        for name, parts in results.items()], throttle_time_ms=0)
+    response = R(responses=[R.TopicProduceResponse(name=name, partition_responses=parts)
+                            for name, parts in results.items()], throttle_time_ms=0)
+    if version >= 10:
+        add_leader_hints(broker, response, endpoint_type=R.NodeEndpoint)
+    return response
 
 
 def _duplicate_partitions(request) -> set[tuple[str, int]]:

@@ -72,6 +72,9 @@ class ControllerConnection:
         self._nursery: trio.Nursery | None = None
         self._next_guess = 0
         self.generation = 0  # counts connections made: which one an answer came on
+        # Called when the current connection breaks: the broker lifecycle heartbeats again at
+        # once, so the controller hears it within its close grace (connection_grace).
+        self.on_lost: Callable[[], None] | None = None
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Hosts the reader task of the current connection; run it in a nursery."""
@@ -127,11 +130,15 @@ class ControllerConnection:
         host, port = self.voters[node]
         with self.env.fail_after(CALL_TIMEOUT):
             stream = await open_rpc_stream(self.env, host, port, tls=self.tls, login=self.login)
-        client = RpcClient(self.env, stream)
+        client = RpcClient(self.env, stream, on_lost=self._lost)
         self._client, self._client_node = client, node
         self.generation += 1
         self._nursery.start_soon(client.run)
         return client
+
+    def _lost(self) -> None:
+        if self.on_lost is not None:
+            self.on_lost()
 
     def _drop(self, node: int | None) -> None:
         if self._client is not None and self._client_node == node:

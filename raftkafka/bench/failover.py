@@ -1,7 +1,8 @@
 """Failover benchmark: how long acks=all writes stall when broker processes die (kill -9).
 
     python -m raftkafka.bench.failover [--rounds 10] [--restart-after 1.0] [--observe 25]
-                                       [--faults one,leader,two] [--set NAME=VALUE ...]
+                                       [--faults one,leader,two,pause] [--pause 12]
+                                       [--set NAME=VALUE ...]
 
 3 combined nodes as OS processes (raftkafka.bench.replication.ReplicationProcesses) with the
 production defaults for sessions and Raft timeouts; one topic of 6 partitions, RF=3,
@@ -10,7 +11,10 @@ partition continuously. Fault kinds, each `--rounds` times:
 
 - one:    kill -9 one broker (rotating over the nodes);
 - leader: kill -9 the broker leading the most partitions;
-- two:    kill -9 two brokers at once.
+- two:    kill -9 two brokers at once;
+- pause:  SIGSTOP the broker leading the most partitions for `--pause` seconds (longer than
+          the session), then SIGCONT: it comes back as a zombie leader; the end check shows
+          whether it acknowledged anything the new leaders did not keep.
 
 Killed nodes are restarted `--restart-after` seconds later (a supervisor's restart); the
 round observes `--observe` seconds from the kill, then waits for every ISR to be full
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -182,11 +187,18 @@ def _run_round(procs, writer: Writer, kind: str, round_no: int, args) -> dict:
     victims = _victims(kind, round_no, procs)
     controller = _active_controller(procs)
     t_kill = time.monotonic()
-    for v in victims:
-        procs.kill(v)
-    time.sleep(args.restart_after)
-    for v in victims:
-        procs.start(v)
+    if kind == "pause":
+        for v in victims:
+            procs.signal(v, signal.SIGSTOP)
+        time.sleep(args.pause)
+        for v in victims:
+            procs.signal(v, signal.SIGCONT)
+    else:
+        for v in victims:
+            procs.kill(v)
+        time.sleep(args.restart_after)
+        for v in victims:
+            procs.start(v)
     end = t_kill + args.observe
     time.sleep(max(0.0, end - time.monotonic()))
     per_partition = [longest_gap(writer.times(p), t_kill, end) for p in range(PARTITIONS)]
@@ -235,13 +247,18 @@ def main(argv=None) -> None:
     ap.add_argument("--restart-after", type=float, default=1.0, help="seconds before a killed node restarts")
     ap.add_argument("--observe", type=float, default=25.0, help="seconds observed after each kill")
     ap.add_argument("--rate", type=float, default=600.0, help="records/s over all partitions")
-    ap.add_argument("--faults", default="one,leader,two")
+    ap.add_argument("--faults", default="one,leader,two,pause")
+    ap.add_argument("--pause", type=float, default=12.0, help="seconds a paused leader stays stopped")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a node setting")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    settings = {**DEFAULT_SETTINGS, **DEFAULT_STATIC, **dict(s.partition("=")[::2] for s in args.set)}
+    overrides = dict(s.partition("=")[::2] for s in args.set)
+    settings = {**DEFAULT_SETTINGS, **overrides}
+    # Passed as static too: ReplicationProcesses' own static settings (shortened for tests) win
+    # over `settings`.
+    static = {**DEFAULT_STATIC, **{k: v for k, v in overrides.items() if k in DEFAULT_STATIC}}
     rounds: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="raftkafka-failover-") as base:
-        procs = ReplicationProcesses(base, settings=settings)
+        procs = ReplicationProcesses(base, settings=settings, static=static)
         try:
             procs.format()
             for i in procs.ids:

@@ -57,6 +57,8 @@ def add_parser(subparsers) -> None:
                    help="cluster: controllers, brokers and Kafka clients (default); raft (= append): the quorum alone")
     p.add_argument("--check-every-step", action="store_true",
                    help="run the in-memory checks after every task step, not every 20 ms (about 2x slower)")
+    p.add_argument("--set", dest="node_settings", action="append", default=[], metavar="NAME=VALUE",
+                   help="a node setting over the cluster workload's own (repeatable)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes for --seeds (default 1)")
     p.add_argument("--progress-every", type=int, default=0, metavar="N",
                    help="--seeds off a terminal: a progress line every N seeds (default: about 20 lines)")
@@ -83,6 +85,7 @@ def _duration(text: str, flag: str) -> float:
 
 
 def _options(args, seed: int, full_trace: bool):
+    from raftkafka.cli.dev import _extra_settings
     from simulations.fault_schedule import FaultSchedule
     from simulations.nemesis import fault_kinds
     from simulations.runner import SimOptions
@@ -94,7 +97,8 @@ def _options(args, seed: int, full_trace: bool):
     return SimOptions(seed=seed, duration=_duration(args.duration, "--duration"), faults=args.faults,
                       controllers=args.nodes, heal_timeout=_duration(args.heal_timeout or "30s", "--heal-timeout"),
                       full_trace=full_trace, workload=args.workload, brokers=getattr(args, "brokers", 3),
-                      step_checks=getattr(args, "check_every_step", False))
+                      step_checks=getattr(args, "check_every_step", False),
+                      node_settings=_extra_settings(getattr(args, "node_settings", [])))
 
 
 def _usage_error(message: str) -> int:
@@ -271,7 +275,7 @@ def _fuzz(args, first: int, last: int) -> int:
         os.makedirs(args.save_failing, exist_ok=True)
     seeds = list(range(first, last + 1))
     args_dict = {k: getattr(args, k) for k in ("duration", "heal_timeout", "faults", "nodes", "workload",
-                                               "check_every_step", "brokers") if hasattr(args, k)}
+                                               "check_every_step", "brokers", "node_settings") if hasattr(args, k)}
     jobs = [(args_dict, s) for s in seeds]
     wall0 = time.perf_counter()
     failing: list[dict] = []

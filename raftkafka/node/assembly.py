@@ -172,6 +172,7 @@ class ControllerNode:
             inbox=driver.inbox_send if app is None else app.wrap_inbox(driver.inbox_send),
             client_handler=client_handler,
             on_client_closed=None if app is None else app.connection_closed,
+            on_link_lost=driver.link_lost,
             status=epoch_and_leader,
             limits=config.connection_limits(),
             security=controller_security,

@@ -41,6 +41,7 @@ class MetadataChecker:
         # image is freed a new one can reuse its address and would be taken for unchanged.
         self._last_seen: dict[tuple[int, str], tuple[int, MetadataImage, int]] = {}
         self.compared = 0
+        self.on_image: list = []  # callbacks(image) for every committed image replayed, in order
 
     # ------------------------------------------------------------------ replay
     def _catch_up(self) -> None:
@@ -64,10 +65,18 @@ class MetadataChecker:
                 delta.set_provenance(item.last_offset, item.epoch)
                 self._image = delta.apply()
                 self.images[item.last_offset] = self._image
+                for callback in self.on_image:
+                    callback(self._image)
             else:  # a control entry moves a loader's offset, not the controller's image
                 self.images[item.offset] = dataclasses.replace(self._image, offset=item.offset, epoch=item.epoch)
         while len(self.images) > self.keep:
             del self.images[next(iter(self.images))]
+
+    @property
+    def committed_image(self) -> MetadataImage:
+        """The image of the whole committed metadata log as far as any node applied it."""
+        self._catch_up()
+        return self._image
 
     # ------------------------------------------------------------------ checks
     def observe(self, node: int, incarnation: int, kind: str, image: MetadataImage, replay_errors) -> None:

@@ -109,3 +109,29 @@ async def test_an_unanswered_heartbeat_leaves_the_lease_to_lapse(autojump_clock)
     assert not await lifecycle._heartbeat()
     assert not await lifecycle._heartbeat()  # 3.1 s after the answered one was sent
     assert trio.current_time() >= lease and not lifecycle.holds_session_lease()
+
+
+async def test_a_broken_controller_connection_makes_it_heartbeat_again_at_once(autojump_clock):
+    # The controller fences a broker whose connection closed unless it heartbeats within the
+    # close grace (0.5 s), far shorter than the heartbeat interval: an idle broker must not wait.
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=False), delay=0.01)
+    lifecycle.heartbeat_interval = 10.0
+    sent = []
+    answer = lifecycle.conn.call
+
+    async def call(request, *, timeout):
+        sent.append(trio.current_time())
+        return await answer(request, timeout=timeout)
+
+    lifecycle.conn.call = call
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lifecycle.run)
+        await trio.sleep(1.0)
+        assert len(sent) == 1
+        lost_at = trio.current_time()
+        lifecycle.conn.on_lost()
+        await trio.sleep(0.1)
+        assert len(sent) == 2 and sent[1] == pytest.approx(lost_at)
+        await trio.sleep(5.0)
+        assert len(sent) == 2  # then the interval again
+        nursery.cancel_scope.cancel()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from tests.simulations.data_mutations import DATA_MUTATIONS
+from tests.simulations.failover_mutations import FAILOVER_MUTATIONS
 from tests.simulations.mutations import MUTATIONS as RAFT_MUTATIONS
 from tests.simulations.replication_mutations import REPLICATION_MUTATIONS
 from tests.simulations.state_mutations import STATE_MUTATIONS
@@ -53,7 +54,7 @@ class Mutation:
 RAFT_RUN = {"workload": "raft", "duration": 20.0}
 CLUSTER_RUN = {"workload": "cluster", "duration": 10.0}
 
-_ALL = {**RAFT_MUTATIONS, **DATA_MUTATIONS, **REPLICATION_MUTATIONS, **STATE_MUTATIONS}
+_ALL = {**RAFT_MUTATIONS, **DATA_MUTATIONS, **REPLICATION_MUTATIONS, **STATE_MUTATIONS, **FAILOVER_MUTATIONS}
 
 # name: (class, patched function, options)
 _TABLE = {
@@ -65,6 +66,8 @@ _TABLE = {
     "controller_accepts_stale_isr_change": (ISR, "metadata.controller.alter_partition._alter_one", CLUSTER_RUN),
     "reassignment_trusts_new_replicas": (ISR, "metadata.controller.election._maybe_complete_reassignment",
                                          CLUSTER_RUN),
+    "close_shrink_skips_controller": (ISR, "broker.partition.Partition.on_follower_connection_closed",
+                                      CLUSTER_RUN),
     # high watermark
     "hw_without_isr": (HW, "broker.isr.high_watermark", CLUSTER_RUN),
     "fetch_beyond_high_watermark": (HW, "broker.partition.Partition.read", CLUSTER_RUN),
@@ -95,6 +98,10 @@ _TABLE = {
     "candidate_wins_without_majority": (CONTROLLER, "raft.election.VoteTally.won", RAFT_RUN),
     "fencing_keeps_isr_and_leadership": (CONTROLLER, "metadata.controller.replication.remove_broker_from_isrs "
                                                      "(as brokers.py calls it)", CLUSTER_RUN),
+    "reconnect_keeps_close_fence": (CONTROLLER, "metadata.controller.connection_grace.ConnectionGrace.heard",
+                                    CLUSTER_RUN),
+    "data_dir_lock_not_exclusive": (CONTROLLER, "metadata.data_dir_lock.lock_data_dirs (as assembly.py calls it)",
+                                    CLUSTER_RUN),
     # producer state
     "producer_state_kept_across_truncation": (PRODUCER, "broker.producer_state_hooks.ProducerStates.state_for",
                                               CLUSTER_RUN),
@@ -184,4 +191,7 @@ FIRST_SEEDS.update({
     "log_cleaning_deletes_latest_snapshot": None,
     "recovery_keeps_invalid_tail": 0,
     "high_watermark_not_bounded_by_log": None,
+    "reconnect_keeps_close_fence": 13,
+    "data_dir_lock_not_exclusive": 12,
+    "close_shrink_skips_controller": 0,
 })

@@ -112,5 +112,6 @@ def test_many_full_cluster_seeds_with_all_faults_have_no_violations():
             failures.append((seed, result["violations"][:2]))
     assert set(totals) == {"partition", "oneway", "clog", "swizzle", "reset", "replay", "kill", "kill_leader",
                            "power_loss", "torn_write", "wipe", "slow_fsync", "disk_full", "clock_jump",
-                           "read_corruption", "bitrot", "fsync_error", "misdirected_write", "pause", "stop"}, totals
+                           "read_corruption", "bitrot", "fsync_error", "misdirected_write", "pause", "stop",
+                           "duplicate"}, totals
     assert not failures, f"{len(failures)} of {FULL_SEEDS} seeds failed: {failures[:5]}"

@@ -16,7 +16,7 @@ from wire.protocol import (
     encode_subscription, lookup, response_header_version, split_frame,
 )
 
-TABLE_R = {0: (0, 8), 1: (4, 11), 2: (1, 3), 3: (1, 5), 8: (2, 3), 9: (1, 3), 10: (0, 1), 11: (0, 5), 12: (0, 1),
+TABLE_R = {0: (0, 10), 1: (4, 11), 2: (1, 3), 3: (1, 5), 8: (2, 3), 9: (1, 3), 10: (0, 1), 11: (0, 5), 12: (0, 1),
            13: (0, 1), 14: (0, 3), 15: (0, 3), 16: (0, 5), 17: (0, 1), 18: (0, 3), 19: (0, 4), 20: (0, 3),
            22: (0, 1), 32: (0, 2), 33: (0, 1), 36: (0, 1), 37: (0, 1), 42: (0, 1)}
 EXTRAS = {23: (0, 3), 44: (0, 1), 47: (0, 0), 60: (0, 1)}
@@ -179,3 +179,21 @@ def test_decode_request_counts_array_elements_and_stops_past_max_items():
         with pytest.raises(DecodeError, match="more than 4 array elements"):
             decode_request(frame, max_items=4)
         assert decode_request(frame)[0].item_count == 5  # the limit held for that one request only
+
+
+def test_produce_v10_carries_the_current_leader_only_when_one_is_named():
+    R = ProduceResponse
+    refused = R.PartitionProduceResponse(index=0, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, base_offset=-1,
+                                         current_leader=R.LeaderIdAndEpoch(leader_id=2, leader_epoch=7))
+    plain = R.PartitionProduceResponse(index=1, base_offset=5)
+    body = R(responses=[R.TopicProduceResponse(name="t", partition_responses=[refused, plain])],
+             node_endpoints=[R.NodeEndpoint(node_id=2, host="h2", port=9092, rack=None)])
+    decoded = R.decode(body.encode(10), 10)
+    first, second = decoded.responses[0].partition_responses
+    assert (first.current_leader.leader_id, first.current_leader.leader_epoch) == (2, 7)
+    assert (second.current_leader.leader_id, second.current_leader.leader_epoch) == (-1, -1)
+    assert [(e.node_id, e.host, e.port, e.rack) for e in decoded.node_endpoints] == [(2, "h2", 9092, None)]
+    # A default struct is not sent: v9 and v10 encode an answer without hints alike.
+    no_hints = R(responses=[R.TopicProduceResponse(name="t", partition_responses=[plain])])
+    assert no_hints.encode(10) == no_hints.encode(9)
+    assert R.decode(body.encode(9), 9).node_endpoints == []

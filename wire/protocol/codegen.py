@@ -242,9 +242,8 @@ def _build_encoder(spec: StructSpec, version: int, flexible: bool) -> Callable:
     if flexible:
         lines.append("    tags = []")
         for f in tagged:
-            default = _default_expr(ns, f) if not isinstance(f.type, StructOf) else None
-            cond = f"o.{f.name} != {default}" if default is not None else "True"
-            lines.append(f"    if {cond}:")
+            # Sent only when it differs from its default (a struct: from its default instance).
+            lines.append(f"    if o.{f.name} != {_default_expr(ns, f)}:")
             lines.append("        sub = []")
             lines += _encode_value(ns, f.type, f.nullable_in(version), version, flexible,
                                    f"o.{f.name}", "        ", out="sub")

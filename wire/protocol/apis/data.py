@@ -1,5 +1,8 @@
 """The data path: Produce, Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch.
 
+Produce v10 answers NOT_LEADER_OR_FOLLOWER with the partition's current leader and that
+leader's endpoint (KIP-951, tagged fields), so a client re-routes without a Metadata round.
+
 Produce v0-2 are defined (not only rejected) so the broker can parse them and
 answer UNSUPPORTED_VERSION per partition, as Kafka 4 does (KAFKA-18659).
 OffsetForLeaderEpoch is what our own follower replicas send.
@@ -7,7 +10,7 @@ OffsetForLeaderEpoch is what our own follower replicas send.
 from __future__ import annotations
 
 from wire.protocol.message import request, response
-from wire.protocol.schema import ArrayOf, F, BOOL, INT16, INT32, INT64, INT8, RECORDS, STRING, UUID
+from wire.protocol.schema import ArrayOf, F, StructOf, BOOL, INT16, INT32, INT64, INT8, RECORDS, STRING, UUID
 
 __all__ = [
     "ProduceRequest", "ProduceResponse", "FetchRequest", "FetchResponse", "ListOffsetsRequest",
@@ -15,7 +18,7 @@ __all__ = [
     "OffsetForLeaderEpochResponse",
 ]
 
-ProduceRequest = request(0, "Produce", "0-8", flexible="9+", fields=[
+ProduceRequest = request(0, "Produce", "0-10", flexible="9+", fields=[
     F("transactional_id", STRING, "3+", nullable="3+", default=None),
     F("acks", INT16),
     F("timeout_ms", INT32),
@@ -28,7 +31,7 @@ ProduceRequest = request(0, "Produce", "0-8", flexible="9+", fields=[
     )),
 ])
 
-ProduceResponse = response(0, "Produce", "0-8", flexible="9+", fields=[
+ProduceResponse = response(0, "Produce", "0-10", flexible="9+", fields=[
     F("responses", ArrayOf("TopicProduceResponse",
         F("name", STRING),
         F("partition_responses", ArrayOf("PartitionProduceResponse",
@@ -42,9 +45,19 @@ ProduceResponse = response(0, "Produce", "0-8", flexible="9+", fields=[
                 F("batch_index_error_message", STRING, "8+", nullable="8+", default=None),
             ), "8+"),
             F("error_message", STRING, "8+", nullable="8+", default=None),
+            F("current_leader", StructOf("LeaderIdAndEpoch",
+                F("leader_id", INT32, "10+", default=-1),
+                F("leader_epoch", INT32, "10+", default=-1),
+            ), "10+", tag=0),
         )),
     )),
     F("throttle_time_ms", INT32, "1+", default=0),
+    F("node_endpoints", ArrayOf("NodeEndpoint",
+        F("node_id", INT32, "10+"),
+        F("host", STRING, "10+"),
+        F("port", INT32, "10+"),
+        F("rack", STRING, "10+", nullable="10+", default=None),
+    ), "10+", tag=0),
 ])
 
 FetchRequest = request(1, "Fetch", "4-11", flexible="12+", fields=[

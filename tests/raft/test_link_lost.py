@@ -1,0 +1,47 @@
+"""RaftCore.link_lost: a follower whose connection to its leader broke campaigns within half an
+election timeout (pre-vote first) instead of waiting out the fetch timeout."""
+import random
+
+from raft.config import RaftConfig
+from raft.core import RaftCore
+from raft.log import RaftLog
+from raft.messages import BeginQuorumEpochRequest, VoteRequest
+from raft.quorum_state import Role
+from raft.state import ElectionState
+
+CLUSTER = "c"
+CONFIG = RaftConfig(election_timeout=1.0, fetch_timeout=2.0)
+
+
+def _follower_of_2(now: float = 0.0) -> RaftCore:
+    core = RaftCore(node_id=1, voters=[1, 2, 3], cluster_id=CLUSTER, config=CONFIG, state=ElectionState(),
+                    log=RaftLog([]), now=now, rng=random.Random(7))
+    core.tick(now)
+    core.handle(2, BeginQuorumEpochRequest(CLUSTER, 1, 2), now)
+    assert core.role is Role.FOLLOWER
+    return core
+
+
+def test_losing_the_link_to_the_leader_brings_the_election_forward():
+    core = _follower_of_2()
+    assert core.link_lost(3, 0.1).deadline > 0.1 + CONFIG.election_timeout  # not our leader: nothing changes
+    actions = core.link_lost(2, 0.1)
+    assert actions.deadline <= 0.1 + CONFIG.election_timeout / 2
+    core.tick(actions.deadline)
+    assert core.role is Role.PROSPECTIVE
+    assert core.epoch == 1  # pre-vote first: no epoch moves until a majority says the leader is gone
+
+
+def test_after_losing_its_leader_a_follower_grants_pre_votes():
+    core = _follower_of_2()
+    # Voter 3's pre-vote in epoch 1 with a log as long as ours (empty).
+    request = VoteRequest(CLUSTER, epoch=1, candidate_id=3, last_offset=0, last_epoch=0, pre_vote=True)
+
+    core.quorum.role_state.has_fetched = True  # as after its first answered fetch
+
+    def granted(at: float) -> bool:
+        return any(getattr(m, "granted", False) for _, m in core.handle(3, request, at).send)
+
+    assert not granted(0.2)  # its leader is alive as far as it knows
+    core.link_lost(2, 0.3)
+    assert granted(0.3)
