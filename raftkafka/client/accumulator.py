@@ -10,6 +10,10 @@ a partition may be in flight (pipelined on the leader's connection), which is
 what keeps a busy partition from waiting a round trip per batch — a retry may
 then reorder records, as Kafka documents for max.in.flight > 1 without idempotence.
 Retried batches go back to the front of their queue, with a backoff time.
+
+Each record is encoded onto its batch's records section as it is appended (no
+object per record); `encode` seals that section with the header once the
+producer id and sequence are known.
 """
 from __future__ import annotations
 
@@ -17,7 +21,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from raftkafka.client.futures import RecordFuture
-from wire.records import Compression, SimpleRecord, build_batch
+from wire.records import Compression, SimpleRecord, seal_batch
+from wire.records_fast import append_record
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "record_size"]
 
@@ -27,9 +32,14 @@ _BATCH_OVERHEAD = 61
 
 
 def record_size(record: SimpleRecord) -> int:
-    size = _RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
-    for key, value in record.headers:
-        size += 10 + len(key) + len(value or b"")
+    return estimated_size(record.key, record.value, record.headers)
+
+
+def estimated_size(key: bytes | None, value: bytes | None, headers=()) -> int:
+    """What a record counts against batch_size and buffer_memory (an upper bound of its encoding)."""
+    size = _RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+    for header_key, header_value in headers:
+        size += 10 + len(header_key) + len(header_value or b"")
     return size
 
 
@@ -38,7 +48,8 @@ class ProducerBatch:
     topic: str
     partition: int
     created: float
-    records: list[SimpleRecord] = field(default_factory=list)
+    body: bytearray = field(default_factory=bytearray)  # the records section, encoded as appended
+    timestamps: list[int] = field(default_factory=list)  # each record's create time (ms)
     futures: list[RecordFuture] = field(default_factory=list)
     size: int = _BATCH_OVERHEAD
     attempts: int = 0
@@ -49,11 +60,27 @@ class ProducerBatch:
     in_flight: bool = False  # drained and not yet answered
     _payload: bytes | None = None
 
+    @property
+    def count(self) -> int:
+        return len(self.futures)
+
+    def add(self, key: bytes | None, value: bytes | None, headers, timestamp: int, future: RecordFuture,
+            size: int) -> None:
+        timestamps = self.timestamps
+        base = timestamps[0] if timestamps else timestamp
+        append_record(self.body, timestamp - base, len(timestamps), key, value, headers)
+        timestamps.append(timestamp)
+        self.futures.append(future)
+        self.size += size
+
     def encode(self, compression: Compression, level: int | None = None) -> bytes:
         """The batch bytes; built once, so a retry resends exactly what was sent first."""
         if self._payload is None:
-            self._payload = build_batch(
-                self.records, compression=compression, compression_level=level,
+            timestamps = self.timestamps
+            self._payload = seal_batch(
+                self.body, len(timestamps), last_offset_delta=len(timestamps) - 1,
+                base_timestamp=timestamps[0], max_timestamp=max(timestamps),
+                compression=compression, compression_level=level,
                 producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence)
         return self._payload
@@ -77,16 +104,22 @@ class RecordAccumulator:
 
     def append(self, topic: str, partition: int, record: SimpleRecord, future: RecordFuture, now: float) -> bool:
         """Add a record; True when its batch is now full (the sender should not wait for linger)."""
-        size = record_size(record)
-        queue = self._queues.setdefault((topic, partition), deque())
+        return self.append_fields(topic, partition, record.key, record.value, record.headers, record.timestamp,
+                                  future, now, record_size(record))
+
+    def append_fields(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers,
+                      timestamp: int, future: RecordFuture, now: float, size: int) -> bool:
+        """`append` of a record given by its fields and `estimated_size` (the producer's path)."""
+        tp = (topic, partition)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
         batch = queue[-1] if queue else None
         if batch is None or batch._payload is not None or batch.attempts or (
-                batch.records and batch.size + size > self.batch_size):
+                batch.futures and batch.size + size > self.batch_size):
             batch = ProducerBatch(topic, partition, now)
             queue.append(batch)
-        batch.records.append(record)
-        batch.futures.append(future)
-        batch.size += size
+        batch.add(key, value, headers, timestamp, future, size)
         self.buffered_bytes += size
         return batch.size >= self.batch_size or len(queue) > 1
 

@@ -11,21 +11,21 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from raftkafka.client.errors import KafkaError, error_for
 from wire.batch_header import HEADER_SIZE, iter_batches
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.protocol import FetchRequest
-from wire.records import decode_records
+from wire.records_fast import decode_records_with
 
 __all__ = ["ConsumerRecord", "PartitionState", "FetchState", "TopicPartition"]
 
 TopicPartition = tuple[str, int]
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerRecord:
+class ConsumerRecord(NamedTuple):  # a tuple: one is made per record, at C speed
     topic: str
     partition: int
     offset: int
@@ -131,46 +131,65 @@ class FetchState:
     def _buffer(self, tp: TopicPartition, state: PartitionState, records) -> int:
         if not records:
             return 0
-        buf = bytes(records)
+        buf = memoryview(records)  # batches are sliced out of it without copies
+        topic, partition = tp
         position = state.position
         end = position
+        buffered = state.buffered
+        kept = 0
         try:
             for pos, header in iter_batches(buf):
                 next_offset = header.base_offset + header.last_offset_delta + 1
                 if next_offset <= position:
                     continue
                 if not header.is_control:
-                    timestamp_type = 1 if header.log_append_time else 0
-                    for r in decode_records(header, buf[pos + HEADER_SIZE:pos + header.size]):
-                        if r.offset >= position:
-                            state.buffered.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp,
-                                                                 timestamp_type, r.key, r.value, r.headers))
+                    kept = len(buffered)
+                    decode_records_with(header, buf[pos + HEADER_SIZE:pos + header.size],
+                                        _record_maker(topic, partition, 1 if header.log_append_time else 0),
+                                        buffered, min_offset=position)
                 end = max(end, next_offset)
         except DecodeError:
             # Hand out the records before the bad batch (decoded whole or not at all); the next
             # fetch starts at that batch and raises. Nothing before it: raise now.
-            if not state.buffered:
+            while len(buffered) > kept:
+                buffered.pop()
+            if not buffered:
                 raise
         state.buffered_end = end
-        if not state.buffered:
+        if not buffered:
             state.position = end  # only control or compacted-away records: move past them
             state.buffered_end = -1
-        return len(state.buffered)
+        return len(buffered)
 
     # ------------------------------------------------------------------ handing out
 
     def take(self, max_records: int) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
-        for tp, state in self.partitions.items():
+        for state in self.partitions.values():
             if state.paused:
                 continue
-            while state.buffered and len(out) < max_records:
-                record = state.buffered.popleft()
-                out.append(record)
-                state.position = record.offset + 1
-            if not state.buffered and state.buffered_end >= 0:
+            buffered = state.buffered
+            if buffered:
+                wanted = max_records - len(out)
+                if wanted >= len(buffered):
+                    out += buffered
+                    buffered.clear()
+                else:
+                    popleft = buffered.popleft
+                    out += [popleft() for _ in range(wanted)]
+                state.position = out[-1].offset + 1
+            if not buffered and state.buffered_end >= 0:
                 state.position = max(state.position, state.buffered_end)
                 state.buffered_end = -1
             if len(out) >= max_records:
                 break
         return out
+
+def _record_maker(topic: str, partition: int, timestamp_type: int):
+    """`make` for `decode_records_with`: builds ConsumerRecords (the tuple directly, skipping
+    the NamedTuple's Python-level __new__)."""
+    new = tuple.__new__
+
+    def make(offset, timestamp, key, value, headers, cls=ConsumerRecord):
+        return new(cls, (topic, partition, offset, timestamp, timestamp_type, key, value, headers))
+    return make

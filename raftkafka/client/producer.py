@@ -24,7 +24,7 @@ from collections import deque
 import trio
 
 from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
-from raftkafka.client.accumulator import ProducerBatch, RecordAccumulator, record_size
+from raftkafka.client.accumulator import ProducerBatch, RecordAccumulator, estimated_size
 from raftkafka.client.cluster import Cluster
 from raftkafka.client.errors import (
     ClientClosedError,
@@ -37,7 +37,7 @@ from raftkafka.client.partitioner import Partitioner
 from storage.env import Env
 from wire.error_codes import ErrorCode
 from wire.protocol import ApiKey, InitProducerIdRequest, ProduceRequest
-from wire.records import Compression, SimpleRecord
+from wire.records import Compression
 
 __all__ = ["Producer", "RecordMetadata", "RecordFuture"]
 
@@ -156,29 +156,41 @@ class Producer:
         """
         if self._closed:
             raise ClientClosedError("producer is closed")
-        info = await self.cluster.topic(topic, wait=self.max_block)
+        now = self.env.now()
+        info = self.cluster.cached_topic(topic, now)
+        if info is None:
+            info = await self.cluster.topic(topic, wait=self.max_block)
+            now = self.env.now()
         if partition is None:
             partition = self.partitioner.partition(key, len(info.partitions), info.available())
         elif partition not in info.partitions:
             raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, context=f"{topic}-{partition}")
-        record = SimpleRecord(key, value, _headers(headers),
-                              self.env.wall_ms() if timestamp_ms is None else timestamp_ms)
-        size = record_size(record)
+        if headers:
+            headers = _headers(headers)
+        size = estimated_size(key, value, headers)
         if size + 61 > self.max_request_size:
             raise error_for(ErrorCode.MESSAGE_TOO_LARGE, f"{size} bytes > max_request_size", topic)
-        deadline = self.env.now() + self.max_block
+        accumulator = self.accumulator
+        if accumulator.buffered_bytes + size > self.buffer_memory and accumulator.buffered_bytes:
+            now = await self._wait_for_buffer(size, now)
+        future = RecordFuture(topic, partition)
+        if accumulator.append_fields(topic, partition, key, value, headers,
+                                     self.env.wall_ms() if timestamp_ms is None else timestamp_ms,
+                                     future, now, size) or self._flushing:
+            self._wake_sender(now)
+        else:
+            self._wake_sender(now + accumulator.linger)  # ready after linger at the latest
+        return future
+
+    async def _wait_for_buffer(self, size: int, now: float) -> float:
+        """Wait (up to max_block) until `size` more bytes fit in buffer_memory; the time then."""
+        deadline = now + self.max_block
         while self.accumulator.buffered_bytes + size > self.buffer_memory and self.accumulator.buffered_bytes:
             with self.env.move_on_at(deadline):
                 await self._progress.wait()
             if self.env.now() >= deadline:
                 raise KafkaTimeoutError(f"no buffer space for {size} bytes in {self.max_block}s")
-        future = RecordFuture(topic, partition)
-        now = self.env.now()
-        if self.accumulator.append(topic, partition, record, future, now) or self._flushing:
-            self._wake_sender(now)
-        else:
-            self._wake_sender(now + self.accumulator.linger)  # ready after linger at the latest
-        return future
+        return self.env.now()
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                             **kwargs) -> RecordMetadata:
@@ -276,7 +288,7 @@ class Producer:
             tp = (batch.topic, batch.partition)
             batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
             batch.base_sequence = self._sequences.get(tp, 0)
-            self._sequences[tp] = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
+            self._sequences[tp] = (batch.base_sequence + batch.count) & 0x7FFFFFFF
 
     async def _init_producer_id(self) -> None:
         request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
@@ -393,10 +405,13 @@ class Producer:
 
     def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         self.accumulator.finished(batch)
-        for i, (record, future) in enumerate(zip(batch.records, batch.futures)):
-            offset = base_offset + i if base_offset >= 0 else -1
-            timestamp = log_append_time if log_append_time >= 0 else record.timestamp
-            future._set(RecordMetadata(batch.topic, batch.partition, offset, timestamp), None)
+        topic, partition = batch.topic, batch.partition
+        offset = base_offset if base_offset >= 0 else -1
+        step = 1 if base_offset >= 0 else 0
+        for future, timestamp in zip(batch.futures, batch.timestamps):
+            future._set(RecordMetadata(topic, partition, offset, log_append_time if log_append_time >= 0 else timestamp),
+                        None)
+            offset += step
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         for future in batch.futures:
