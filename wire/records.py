@@ -42,7 +42,7 @@ from wire.batch_header import (
 )
 from wire.compression import DEFAULT_MAX_DECOMPRESSED, Compression, compress, decompress
 from wire.errors import CorruptRecordError
-from wire.records_fast import append_record, decode_records_with
+from wire.records_fast import decode_records_with, encode_records
 
 __all__ = [
     "Compression",
@@ -155,9 +155,8 @@ def build_batch(
     if delete_horizon_ms is not None:
         base_timestamp = delete_horizon_ms
 
-    body = bytearray()
-    for record, timestamp, delta in zip(records, timestamps, offset_deltas):
-        append_record(body, timestamp - base_timestamp, delta, record.key, record.value, record.headers)
+    body = encode_records([(r.key, r.value, r.headers, t) for r, t in zip(records, timestamps)],
+                          base_timestamp, offset_deltas)
     return seal_batch(body, count, last_offset_delta=last_offset_delta, base_timestamp=base_timestamp,
                       max_timestamp=max_timestamp, base_offset=base_offset, compression=compression,
                       producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
@@ -186,7 +185,7 @@ def seal_batch(
     compression_level: int | None = None,
 ) -> bytes:
     """One RecordBatch v2 (with CRC) around a records section of `count` records already
-    encoded (by `wire.records_fast.append_record`, deltas from `base_timestamp`)."""
+    encoded (by `wire.records_fast.encode_records`, deltas from `base_timestamp`)."""
     payload = compress(compression, records_section, level=compression_level) if compression else records_section
     attributes = int(compression)
     if log_append_time:

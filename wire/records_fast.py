@@ -3,10 +3,9 @@
 The same format as `wire.records` (which describes it); these are the paths
 the clients run per record, so they avoid a function call per field:
 
-- `append_record` writes one record onto a growing records section (the
-  producer writes each record as it is sent; `wire.records.seal_batch` then
-  adds the header). Lengths, deltas and sizes below `_TABLE_SIZE` come from a
-  table of ready-made zigzag varints.
+- `encode_records` builds a batch's records section in one loop
+  (`wire.records.seal_batch` then adds the header). Lengths, deltas and sizes
+  below `_TABLE_SIZE` come from a table of ready-made zigzag varints.
 - `decode_records_with` decodes a batch's records straight into whatever
   `make(offset, timestamp, key, value, headers)` builds (the consumer's
   record type), reading one-byte varints inline. It is exactly as strict as
@@ -19,7 +18,7 @@ from wire.batch_header import BatchHeader
 from wire.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from wire.errors import CorruptRecordError
 
-__all__ = ["append_record", "decode_records_with", "zigzag_bytes"]
+__all__ = ["encode_records", "decode_records_with", "zigzag_bytes"]
 
 _TABLE_SIZE = 4096
 
@@ -43,40 +42,51 @@ def _zz(value: int) -> bytes:
     return _ZIGZAG[value] if 0 <= value < _TABLE_SIZE else zigzag_bytes(value)
 
 
-def append_record(out: bytearray, timestamp_delta: int, offset_delta: int, key: bytes | None,
-                  value: bytes | None, headers=()) -> int:
-    """Append one record to the records section `out`; returns the bytes written.
+def encode_records(records, base_timestamp: int, offset_deltas=None) -> bytes:
+    """The records section for `records`, (key, value, headers, timestamp) tuples, with
+    timestamps as deltas from `base_timestamp` and offset deltas 0, 1, ... (or `offset_deltas`).
 
-    `headers` is a sequence of (str key, bytes-or-None value) pairs."""
+    Headers are (str key, bytes-or-None value) pairs. A record with no key, no headers and
+    small deltas (what most producers send) costs one list extend; others go field by field."""
     table = _ZIGZAG
-    stamp = table[timestamp_delta] if 0 <= timestamp_delta < _TABLE_SIZE else zigzag_bytes(timestamp_delta)
-    delta = table[offset_delta] if offset_delta < _TABLE_SIZE else zigzag_bytes(offset_delta)
-    if key is None:
-        key_length, key = _NULL, b""
-    else:
-        key_length = _zz(len(key))
-    if value is None:
-        value_length, value = _NULL, b""
-    else:
-        value_length = _zz(len(value))
-    if headers:
-        tail = bytearray(_zz(len(headers)))
-        for header_key, header_value in headers:
-            encoded = header_key.encode("utf-8")
-            tail += _zz(len(encoded))
-            tail += encoded
-            if header_value is None:
-                tail += _NULL
-            else:
-                tail += _zz(len(header_value))
-                tail += header_value
-    else:
-        tail = b"\x00"
-    size = (1 + len(stamp) + len(delta) + len(key_length) + len(key) + len(value_length) + len(value)
-            + len(tail))
-    length = _zz(size)
-    out += b"".join((length, b"\x00", stamp, delta, key_length, key, value_length, value, tail))
-    return len(length) + size
+    parts: list[bytes] = []
+    extend = parts.extend
+    for index, (key, value, headers, timestamp) in enumerate(records):
+        delta = index if offset_deltas is None else offset_deltas[index]
+        stamp_delta = timestamp - base_timestamp
+        if key is None and not headers and value is not None and 0 <= stamp_delta < _TABLE_SIZE \
+                and delta < _TABLE_SIZE and len(value) < _TABLE_SIZE:
+            stamp, offset, value_length = table[stamp_delta], table[delta], table[len(value)]
+            size = 3 + len(stamp) + len(offset) + len(value_length) + len(value)
+            extend((_zz(size), b"\x00", stamp, offset, _NULL, value_length, value, b"\x00"))
+        else:
+            body = _record_body(stamp_delta, delta, key, value, headers)
+            extend((_zz(len(body)), body))
+    return b"".join(parts)
+
+
+def _record_body(stamp_delta: int, offset_delta: int, key: bytes | None, value: bytes | None, headers) -> bytes:
+    """One record without its length prefix."""
+    body = bytearray(b"\x00")  # attributes: unused
+    body += _zz(stamp_delta)
+    body += _zz(offset_delta)
+    for data in (key, value):
+        if data is None:
+            body += _NULL
+        else:
+            body += _zz(len(data))
+            body += data
+    body += _zz(len(headers))
+    for header_key, header_value in headers:
+        encoded = header_key.encode("utf-8")
+        body += _zz(len(encoded))
+        body += encoded
+        if header_value is None:
+            body += _NULL
+        else:
+            body += _zz(len(header_value))
+            body += header_value
+    return bytes(body)
 
 
 def _varint(data, pos: int) -> tuple[int, int]:

@@ -11,9 +11,9 @@ what keeps a busy partition from waiting a round trip per batch — a retry may
 then reorder records, as Kafka documents for max.in.flight > 1 without idempotence.
 Retried batches go back to the front of their queue, with a backoff time.
 
-Each record is encoded onto its batch's records section as it is appended (no
-object per record); `encode` seals that section with the header once the
-producer id and sequence are known.
+A batch keeps its records as (key, value, headers, timestamp) tuples (no
+object of our own per record) and `encode` builds the batch in one pass once
+the producer id and sequence are known.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from raftkafka.client.futures import RecordFuture
 from wire.records import Compression, SimpleRecord, seal_batch
-from wire.records_fast import append_record
+from wire.records_fast import encode_records
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "record_size"]
 
@@ -48,8 +48,7 @@ class ProducerBatch:
     topic: str
     partition: int
     created: float
-    body: bytearray = field(default_factory=bytearray)  # the records section, encoded as appended
-    timestamps: list[int] = field(default_factory=list)  # each record's create time (ms)
+    records: list[tuple] = field(default_factory=list)  # (key, value, headers, timestamp ms)
     futures: list[RecordFuture] = field(default_factory=list)
     size: int = _BATCH_OVERHEAD
     attempts: int = 0
@@ -62,23 +61,15 @@ class ProducerBatch:
 
     @property
     def count(self) -> int:
-        return len(self.futures)
-
-    def add(self, key: bytes | None, value: bytes | None, headers, timestamp: int, future: RecordFuture,
-            size: int) -> None:
-        timestamps = self.timestamps
-        base = timestamps[0] if timestamps else timestamp
-        append_record(self.body, timestamp - base, len(timestamps), key, value, headers)
-        timestamps.append(timestamp)
-        self.futures.append(future)
-        self.size += size
+        return len(self.records)
 
     def encode(self, compression: Compression, level: int | None = None) -> bytes:
         """The batch bytes; built once, so a retry resends exactly what was sent first."""
         if self._payload is None:
-            timestamps = self.timestamps
+            records = self.records
+            timestamps = [r[3] for r in records]
             self._payload = seal_batch(
-                self.body, len(timestamps), last_offset_delta=len(timestamps) - 1,
+                encode_records(records, timestamps[0]), len(records), last_offset_delta=len(records) - 1,
                 base_timestamp=timestamps[0], max_timestamp=max(timestamps),
                 compression=compression, compression_level=level,
                 producer_id=self.producer_id, producer_epoch=self.producer_epoch,
@@ -116,10 +107,12 @@ class RecordAccumulator:
             queue = self._queues[tp] = deque()
         batch = queue[-1] if queue else None
         if batch is None or batch._payload is not None or batch.attempts or (
-                batch.futures and batch.size + size > self.batch_size):
+                batch.records and batch.size + size > self.batch_size):
             batch = ProducerBatch(topic, partition, now)
             queue.append(batch)
-        batch.add(key, value, headers, timestamp, future, size)
+        batch.records.append((key, value, headers, timestamp))
+        batch.futures.append(future)
+        batch.size += size
         self.buffered_bytes += size
         return batch.size >= self.batch_size or len(queue) > 1
 

@@ -30,7 +30,7 @@ class RecordFuture:
         self._event: trio.Event | None = None
         self._result: RecordMetadata | None = None
         self._error: BaseException | None = None
-        self._callbacks: list | None = None
+        self._callbacks = None  # None, one callable, or a list of them (most records get one or none)
 
     def done(self) -> bool:
         return self._done
@@ -50,9 +50,11 @@ class RecordFuture:
         if self._done:
             fn(self)
         elif self._callbacks is None:
-            self._callbacks = [fn]
-        else:
+            self._callbacks = fn
+        elif type(self._callbacks) is list:
             self._callbacks.append(fn)
+        else:
+            self._callbacks = [self._callbacks, fn]
 
     async def wait(self) -> RecordMetadata:
         if not self._done:
@@ -74,5 +76,8 @@ class RecordFuture:
         callbacks = self._callbacks
         if callbacks is not None:
             self._callbacks = None
-            for fn in callbacks:
-                fn(self)
+            if type(callbacks) is list:
+                for fn in callbacks:
+                    fn(self)
+            else:
+                callbacks(self)

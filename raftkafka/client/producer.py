@@ -408,8 +408,8 @@ class Producer:
         topic, partition = batch.topic, batch.partition
         offset = base_offset if base_offset >= 0 else -1
         step = 1 if base_offset >= 0 else 0
-        for future, timestamp in zip(batch.futures, batch.timestamps):
-            future._set(RecordMetadata(topic, partition, offset, log_append_time if log_append_time >= 0 else timestamp),
+        for future, record in zip(batch.futures, batch.records):
+            future._set(RecordMetadata(topic, partition, offset, log_append_time if log_append_time >= 0 else record[3]),
                         None)
             offset += step
 
