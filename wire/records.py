@@ -42,7 +42,7 @@ from wire.batch_header import (
 )
 from wire.compression import DEFAULT_MAX_DECOMPRESSED, Compression, compress, decompress
 from wire.errors import CorruptRecordError
-from wire.records_fast import decode_records_with, encode_records
+from wire.records_fast import decode_columns, encode_records
 
 __all__ = [
     "Compression",
@@ -212,7 +212,7 @@ def seal_batch(
 
 def decode_records(header: BatchHeader, payload, *, max_uncompressed: int = DEFAULT_MAX_DECOMPRESSED) -> list[Record]:
     """Decode the records region `payload` (after the 61-byte header) of a batch."""
-    return decode_records_with(header, payload, Record, max_uncompressed=max_uncompressed)
+    return list(map(Record, *decode_columns(header, payload, max_uncompressed=max_uncompressed)))
 
 
 def decode_batch(buf, pos: int = 0, *, max_uncompressed: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[BatchHeader, list[Record]]:
