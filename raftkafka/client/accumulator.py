@@ -3,13 +3,14 @@
 Records are appended to the last open batch of their partition; a batch
 closes when the next record would push it past `batch_size`. A partition is
 *ready* to send when its first batch is full, older than `linger`, or a flush
-is under way — and it is not *muted*. A partition is muted while `max_in_flight`
-of its batches are drained and unanswered. The idempotent producer uses one (in
-order across retries, simple sequences); without idempotence several batches of
-a partition may be in flight (pipelined on the leader's connection), which is
-what keeps a busy partition from waiting a round trip per batch — a retry may
-then reorder records, as Kafka documents for max.in.flight > 1 without idempotence.
-Retried batches go back to the front of their queue, with a backoff time.
+is under way, and it is not *muted*. A partition is muted while `max_in_flight`
+of its batches are drained and unanswered: several batches of a partition may be
+in flight (pipelined on the leader's connection), which is what keeps a busy
+partition from waiting a round trip per batch. Retried batches go back to the
+front of their queue, with a backoff time; batches with sequence numbers (the
+idempotent producer) in sequence order, so a resend keeps the records in order.
+Without idempotence a retry may reorder records, as Kafka documents for
+max.in.flight > 1.
 
 A batch keeps its records as (key, value, headers, timestamp) tuples (no
 object of our own per record) and `encode` builds the batch in one pass once
@@ -149,7 +150,12 @@ class RecordAccumulator:
 
     def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
         batch.retry_at = retry_at
-        self._queues.setdefault((batch.topic, batch.partition), deque()).appendleft(batch)
+        queue = self._queues.setdefault((batch.topic, batch.partition), deque())
+        at = 0
+        if batch.base_sequence >= 0:  # several may come back: retries go out in sequence order
+            while at < len(queue) and queue[at].attempts and 0 <= queue[at].base_sequence < batch.base_sequence:
+                at += 1
+        queue.insert(at, batch)
         self._landed(batch)
 
     def finished(self, batch: ProducerBatch) -> None:

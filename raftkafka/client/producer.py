@@ -14,7 +14,10 @@ connection loss, ...) after `retry_backoff_ms`, refreshing metadata first when
 the error says leadership moved, until `delivery_timeout_ms` has passed since
 the record was appended. Idempotence (default with acks=all, as in Kafka 3+)
 gets a producer id with InitProducerId and numbers each partition's batches;
-a retried batch is resent byte for byte so the broker can drop duplicates.
+a retried batch is resent byte for byte so the broker can drop duplicates. Up
+to 5 batches of a partition are in flight, as the broker remembers the last 5
+for deduplication; when one fails, those sent behind it come back
+OUT_OF_ORDER_SEQUENCE_NUMBER and are resent after it, in sequence order.
 """
 from __future__ import annotations
 
@@ -44,6 +47,9 @@ __all__ = ["Producer", "RecordMetadata", "RecordFuture"]
 _COMPRESSION = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
                 "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
+# Batches of a partition the broker remembers for deduplication (Kafka's
+# NUM_BATCHES_TO_RETAIN): an idempotent producer keeps at most this many in flight.
+_MAX_IDEMPOTENT_IN_FLIGHT = 5
 
 
 class Producer:
@@ -63,10 +69,13 @@ class Producer:
         self.env = env
         self.acks = _ACKS[acks]
         explicit = enable_idempotence is not None
-        if enable_idempotence is None:
-            enable_idempotence = self.acks == -1
+        if enable_idempotence is None:  # Kafka's default: on, unless the settings rule it out
+            enable_idempotence = self.acks == -1 and max_in_flight_requests_per_connection <= _MAX_IDEMPOTENT_IN_FLIGHT
         if enable_idempotence and self.acks != -1:
             raise ValueError("enable_idempotence requires acks=all")
+        if enable_idempotence and max_in_flight_requests_per_connection > _MAX_IDEMPOTENT_IN_FLIGHT:
+            raise ValueError(f"enable_idempotence requires max_in_flight_requests_per_connection "
+                             f"<= {_MAX_IDEMPOTENT_IN_FLIGHT}")
         self.idempotent = enable_idempotence
         # Idempotence by default quietly turns off against a broker without InitProducerId;
         # asked for explicitly, it is an error instead.
@@ -86,14 +95,12 @@ class Producer:
                                      allow_auto_topic_creation=allow_auto_topic_creation, security=security)
         if max_in_flight_requests_per_connection < 1:
             raise ValueError("max_in_flight_requests_per_connection must be at least 1")
-        # Batches of one partition in flight at once: one for the idempotent producer (its
-        # sequences stay in order across retries without Kafka's out-of-order handling).
-        self.accumulator = RecordAccumulator(
-            batch_size, linger_ms / 1000, 1 if self.idempotent else max_in_flight_requests_per_connection)
+        self.accumulator = RecordAccumulator(batch_size, linger_ms / 1000, max_in_flight_requests_per_connection)
         self.cluster: Cluster | None = None
         self.producer_id = -1
         self.producer_epoch = -1
-        self._sequences: dict[tuple[str, int], int] = {}
+        self._sequences: dict[tuple[str, int], int] = {}  # the next batch's base sequence
+        self._acknowledged: dict[tuple[str, int], int] = {}  # the sequence after the last one written
         self._in_flight = 0
         self._outboxes: dict[int, _Outbox] = {}  # per broker: Produce requests not yet sent
         self._flushing = 0
@@ -225,6 +232,8 @@ class Producer:
             now = self.env.now()
             for batch in self.accumulator.expire(now, self.delivery_timeout):
                 self.accumulator.finished(batch)
+                if batch.producer_id >= 0 and batch.producer_id == self.producer_id:
+                    self._abandon_producer_id()  # its sequence may be missing: later batches would wait forever
                 self._fail(batch, KafkaTimeoutError(
                     f"{batch.topic}-{batch.partition}: not delivered within delivery_timeout_ms"))
             ready, next_time = self.accumulator.ready(now, self._flushing > 0)
@@ -302,6 +311,7 @@ class Producer:
                 raise error_for(response.error_code, context="InitProducerId")
             self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
             self._sequences.clear()
+            self._acknowledged.clear()
         except KafkaError as exc:
             if not exc.retriable:
                 for batch in self.accumulator.drop_all():
@@ -379,7 +389,8 @@ class Producer:
             # Sent under a producer id given up while it was in flight: not resent (see below).
             self.accumulator.finished(batch)
             self._fail(batch, _abandoned(batch, error))
-        elif error.retriable and now - batch.created < self.delivery_timeout and not self._closed:
+        elif (error.retriable or self._behind_unacknowledged(batch, error)) \
+                and now - batch.created < self.delivery_timeout and not self._closed:
             if error.invalid_metadata:
                 self._request_metadata()
             self.accumulator.reenqueue(batch, now + self.retry_backoff)
@@ -389,6 +400,13 @@ class Producer:
                 # This sequence may be missing from the log: later batches would be out of order.
                 self._abandon_producer_id()
             self._fail(batch, error)
+
+    def _behind_unacknowledged(self, batch: ProducerBatch, error: KafkaError) -> bool:
+        """OUT_OF_ORDER_SEQUENCE_NUMBER for a batch sent behind an earlier one of its partition
+        that has no answer yet or is waiting for a retry (several are in flight): the broker
+        refused it only because that one is missing so far, so it is resent after it."""
+        return (error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and batch.producer_id == self.producer_id
+                and batch.base_sequence != self._acknowledged.get((batch.topic, batch.partition), 0))
 
     def _abandon_producer_id(self) -> None:
         """Start over with a new producer id (Kafka bumps the epoch instead).
@@ -405,6 +423,8 @@ class Producer:
 
     def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         self.accumulator.finished(batch)
+        if batch.producer_id >= 0 and batch.producer_id == self.producer_id:
+            self._acknowledged[(batch.topic, batch.partition)] = (batch.base_sequence + batch.count) & 0x7FFFFFFF
         topic, partition = batch.topic, batch.partition
         offset = base_offset if base_offset >= 0 else -1
         step = 1 if base_offset >= 0 else 0
