@@ -146,14 +146,12 @@ class FetchState:
         position = state.fetch_position()
         end = position
         buffered = state.buffered
-        kept = len(buffered)
         try:
             for pos, header in iter_batches(buf):
                 next_offset = header.base_offset + header.last_offset_delta + 1
                 if next_offset <= position:
                     continue
                 if not header.is_control:
-                    kept = len(buffered)
                     offsets, timestamps, keys, values, headers = decode_columns(
                         header, buf[pos + HEADER_SIZE:pos + header.size], min_offset=position)
                     # ConsumerRecords built in C: the tuple of each record's fields made by zip
@@ -165,8 +163,6 @@ class FetchState:
         except DecodeError:
             # Hand out the records before the bad batch (decoded whole or not at all); the next
             # fetch starts at that batch and raises. Nothing before it: raise now.
-            while len(buffered) > kept:
-                buffered.pop()
             if not buffered:
                 raise
         state.buffered_end = end
