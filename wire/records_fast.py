@@ -54,17 +54,18 @@ def encode_records(records, base_timestamp: int, offset_deltas=None) -> bytes:
     """The records section for `records`, (key, value, headers, timestamp) tuples, with
     timestamps as deltas from `base_timestamp` and offset deltas 0, 1, ... (or `offset_deltas`).
 
-    Headers are (str key, bytes-or-None value) pairs. A record with no key, no headers and
-    small deltas (what most producers send) costs one list extend; others go field by field."""
+    Headers are (str key, bytes-or-None value) pairs. A record with no key and no headers
+    (what most producers send) costs one list extend; others go field by field."""
     table = _ZIGZAG
     parts: list[bytes] = []
     extend = parts.extend
     for index, (key, value, headers, timestamp) in enumerate(records):
         delta = index if offset_deltas is None else offset_deltas[index]
         stamp_delta = timestamp - base_timestamp
-        if key is None and not headers and value is not None and 0 <= stamp_delta < _TABLE_SIZE \
-                and delta < _TABLE_SIZE and len(value) < _TABLE_SIZE:
-            stamp, offset, value_length = table[stamp_delta], table[delta], table[len(value)]
+        if key is None and not headers and value is not None:
+            stamp = table[stamp_delta] if 0 <= stamp_delta < _TABLE_SIZE else zigzag_bytes(stamp_delta)
+            offset = table[delta] if delta < _TABLE_SIZE else zigzag_bytes(delta)
+            value_length = _zz(len(value))
             size = 3 + len(stamp) + len(offset) + len(value_length) + len(value)
             extend((_zz(size), b"\x00", stamp, offset, _NULL, value_length, value, b"\x00"))
         else:

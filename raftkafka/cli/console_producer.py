@@ -201,22 +201,37 @@ async def _line_blocks():
 async def _send_lines(producer: Producer, args, reader: LineReader, lines: list[bytes], number: int,
                       on_delivery) -> int:
     """Send one record per line; returns the number of the last line sent."""
-    topic, send, plain, sync = args.topic, producer.send, reader.plain, args.sync
-    key, headers = None, ()
-    for value in lines:
-        number += 1
-        if not plain:
-            key, value, headers = reader.record(value, number)
-        try:
-            future = await send(topic, value, key, headers=headers)
-        except KafkaError as e:
-            raise CommandError(f"cannot send to {topic}: {e}") from None
-        future.add_callback(on_delivery)
-        if sync:
+    if args.sync:
+        for line in lines:
+            number += 1
+            key, value, headers = reader.record(line, number)
+            future = await _send(producer.send(args.topic, value, key, headers=headers), args.topic)
+            future.add_callback(on_delivery)
             try:
                 await future
             except KafkaError:
                 pass  # on_delivery reports it
-        elif not number & 255:
-            await trio.lowlevel.checkpoint()  # send() does not yield when it need not: let the sender ship
-    return number
+        return number
+    records, stopped = [], None
+    if reader.plain:
+        records = [(None, line) for line in lines]
+    else:
+        try:
+            for line in lines:
+                key, value, headers = reader.record(line, number + len(records) + 1)
+                records.append((key, value, headers))
+        except CommandError as e:
+            stopped = e  # the lines before it are still sent
+    for future in await _send(producer.send_many(args.topic, records), args.topic):
+        future.add_callback(on_delivery)
+    if stopped is not None:
+        raise stopped
+    return number + len(records)
+
+
+async def _send(sending, topic: str):
+    """The outcome of a send, a refusal as one error line."""
+    try:
+        return await sending
+    except KafkaError as e:
+        raise CommandError(f"cannot send to {topic}: {e}") from None

@@ -168,19 +168,51 @@ class Producer:
         if info is None:
             info = await self.cluster.topic(topic, wait=self.max_block)
             now = self.env.now()
+        if headers:
+            headers = _headers(headers)
+        size = self._size(topic, key, value, headers)
+        if self.accumulator.buffered_bytes + size > self.buffer_memory and self.accumulator.buffered_bytes:
+            now = await self._wait_for_buffer(size, now)
+        return self._append(info, topic, partition, key, value, headers, timestamp_ms, size, now)
+
+    async def send_many(self, topic: str, records, *, partition: int | None = None) -> list[RecordFuture]:
+        """Queue many records, (key, value) or (key, value, headers) tuples, in order: what
+        `send` of each would do, with one metadata look-up and, unless buffer space runs out,
+        no wait (for callers with records in hand, like the console producer reading blocks)."""
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+        now = self.env.now()
+        info = self.cluster.cached_topic(topic, now)
+        if info is None:
+            info = await self.cluster.topic(topic, wait=self.max_block)
+            now = self.env.now()
+        accumulator, futures, wall_ms = self.accumulator, [], self.env.wall_ms()
+        for record in records:
+            key, value = record[0], record[1]
+            headers = _headers(record[2]) if len(record) > 2 and record[2] else ()
+            size = self._size(topic, key, value, headers)
+            if accumulator.buffered_bytes + size > self.buffer_memory and accumulator.buffered_bytes:
+                now = await self._wait_for_buffer(size, now)
+                wall_ms = self.env.wall_ms()
+            futures.append(self._append(info, topic, partition, key, value, headers, wall_ms, size, now))
+        return futures
+
+    def _size(self, topic: str, key, value, headers) -> int:
+        """A record's `estimated_size`, within max_request_size."""
+        size = estimated_size(key, value, headers)
+        if size + 61 > self.max_request_size:
+            raise error_for(ErrorCode.MESSAGE_TOO_LARGE, f"{size} bytes > max_request_size", topic)
+        return size
+
+    def _append(self, info, topic: str, partition: int | None, key, value, headers, timestamp_ms: int | None,
+                size: int, now: float) -> RecordFuture:
+        """Add one record (buffer space found) to its partition's batch and tell the sender."""
         if partition is None:
             partition = self.partitioner.partition(key, len(info.partitions), info.available())
         elif partition not in info.partitions:
             raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, context=f"{topic}-{partition}")
-        if headers:
-            headers = _headers(headers)
-        size = estimated_size(key, value, headers)
-        if size + 61 > self.max_request_size:
-            raise error_for(ErrorCode.MESSAGE_TOO_LARGE, f"{size} bytes > max_request_size", topic)
-        accumulator = self.accumulator
-        if accumulator.buffered_bytes + size > self.buffer_memory and accumulator.buffered_bytes:
-            now = await self._wait_for_buffer(size, now)
         future = RecordFuture(topic, partition)
+        accumulator = self.accumulator
         if accumulator.append_fields(topic, partition, key, value, headers,
                                      self.env.wall_ms() if timestamp_ms is None else timestamp_ms,
                                      future, now, size) or self._flushing:
@@ -428,9 +460,10 @@ class Producer:
         topic, partition = batch.topic, batch.partition
         offset = base_offset if base_offset >= 0 else -1
         step = 1 if base_offset >= 0 else 0
+        new = tuple.__new__  # RecordMetadata without its Python-level __new__: one per record
         for future, record in zip(batch.futures, batch.records):
-            future._set(RecordMetadata(topic, partition, offset, log_append_time if log_append_time >= 0 else record[3]),
-                        None)
+            future._set(new(RecordMetadata, (topic, partition, offset,
+                                             log_append_time if log_append_time >= 0 else record[3])), None)
             offset += step
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
