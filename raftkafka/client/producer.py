@@ -161,13 +161,9 @@ class Producer:
 
         Waits (up to max_block_ms) for topic metadata and for buffer space.
         """
-        if self._closed:
-            raise ClientClosedError("producer is closed")
-        now = self.env.now()
-        info = self.cluster.cached_topic(topic, now)
+        info, now = self._known_topic(topic)
         if info is None:
-            info = await self.cluster.topic(topic, wait=self.max_block)
-            now = self.env.now()
+            info, now = await self._wait_for_topic(topic)
         if headers:
             headers = _headers(headers)
         size = self._size(topic, key, value, headers)
@@ -179,13 +175,9 @@ class Producer:
         """Queue many records, (key, value) or (key, value, headers) tuples, in order: what
         `send` of each would do, with one metadata look-up and, unless buffer space runs out,
         no wait (for callers with records in hand, like the console producer reading blocks)."""
-        if self._closed:
-            raise ClientClosedError("producer is closed")
-        now = self.env.now()
-        info = self.cluster.cached_topic(topic, now)
+        info, now = self._known_topic(topic)
         if info is None:
-            info = await self.cluster.topic(topic, wait=self.max_block)
-            now = self.env.now()
+            info, now = await self._wait_for_topic(topic)
         accumulator, futures, wall_ms = self.accumulator, [], self.env.wall_ms()
         for record in records:
             key, value = record[0], record[1]
@@ -196,6 +188,18 @@ class Producer:
                 wall_ms = self.env.wall_ms()
             futures.append(self._append(info, topic, partition, key, value, headers, wall_ms, size, now))
         return futures
+
+    def _known_topic(self, topic: str):
+        """(metadata of `topic` if fresh else None, the time now); raises once the producer is closed."""
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+        now = self.env.now()
+        return self.cluster.cached_topic(topic, now), now
+
+    async def _wait_for_topic(self, topic: str):
+        """(metadata of `topic`, refreshed as needed for up to max_block, the time then)."""
+        info = await self.cluster.topic(topic, wait=self.max_block)
+        return info, self.env.now()
 
     def _size(self, topic: str, key, value, headers) -> int:
         """A record's `estimated_size`, within max_request_size."""
