@@ -39,8 +39,9 @@ def record_size(record: SimpleRecord) -> int:
 def estimated_size(key: bytes | None, value: bytes | None, headers=()) -> int:
     """What a record counts against batch_size and buffer_memory (an upper bound of its encoding)."""
     size = _RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-    for header_key, header_value in headers:
-        size += 10 + len(header_key) + len(header_value or b"")
+    if headers:  # most records have none: no iterator made for them
+        for header_key, header_value in headers:
+            size += 10 + len(header_key) + len(header_value or b"")
     return size
 
 
