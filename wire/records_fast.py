@@ -24,30 +24,20 @@ from wire.batch_header import BatchHeader
 from wire.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from wire.errors import CorruptRecordError
 from wire.record_runs import MIN_RUN, uniform_run_shape
+from wire.varint import encode_varlong
 
-__all__ = ["encode_records", "decode_columns", "RecordColumns", "zigzag_bytes"]
+__all__ = ["encode_records", "decode_columns", "RecordColumns"]
 
 _TABLE_SIZE = 4096
 _MAX_BACKOFF = 1024  # records read one by one at most before looking for a run again
 
 
-def zigzag_bytes(value: int) -> bytes:
-    """The zigzag varint (varlong) encoding of `value`."""
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_ZIGZAG = [zigzag_bytes(i) for i in range(_TABLE_SIZE)]  # non-negative values only
+_ZIGZAG = [encode_varlong(i) for i in range(_TABLE_SIZE)]  # non-negative values only
 _NULL = b"\x01"  # zigzag(-1): a null key or value
 
 
 def _zz(value: int) -> bytes:
-    return _ZIGZAG[value] if 0 <= value < _TABLE_SIZE else zigzag_bytes(value)
+    return _ZIGZAG[value] if 0 <= value < _TABLE_SIZE else encode_varlong(value)
 
 
 def encode_records(records, base_timestamp: int, offset_deltas=None) -> bytes:
@@ -63,8 +53,8 @@ def encode_records(records, base_timestamp: int, offset_deltas=None) -> bytes:
         delta = index if offset_deltas is None else offset_deltas[index]
         stamp_delta = timestamp - base_timestamp
         if key is None and not headers and value is not None:
-            stamp = table[stamp_delta] if 0 <= stamp_delta < _TABLE_SIZE else zigzag_bytes(stamp_delta)
-            offset = table[delta] if delta < _TABLE_SIZE else zigzag_bytes(delta)
+            stamp = table[stamp_delta] if 0 <= stamp_delta < _TABLE_SIZE else encode_varlong(stamp_delta)
+            offset = table[delta] if delta < _TABLE_SIZE else encode_varlong(delta)
             value_length = _zz(len(value))
             size = 3 + len(stamp) + len(offset) + len(value_length) + len(value)
             extend((_zz(size), b"\x00", stamp, offset, _NULL, value_length, value, b"\x00"))

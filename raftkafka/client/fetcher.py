@@ -3,11 +3,12 @@
 `FetchState` knows each assigned partition's position (next offset to return),
 whether it is paused, and what was fetched but not yet handed out. It builds
 one Fetch request per leader and turns a Fetch response into buffered
-records (a partition is fetched again, from the end of its buffer, once fewer
-than `prefetch_below` records wait there, so the next answer is on its way
-while the application works through the last ones), skipping control batches and records below the position (a batch
-may start before the offset asked for). Errors come back as a per-partition
-verdict for the driver: reset the offset, refresh metadata, or raise.
+records, skipping control batches and records below the position (a batch
+may start before the offset asked for). A partition is fetched again, from the
+end of its buffer, once fewer than `prefetch_below` records wait there, so the
+next answer is on its way while the application works through the last ones.
+Errors come back as a per-partition verdict for the driver: reset the offset,
+refresh metadata, or raise.
 """
 from __future__ import annotations
 
