@@ -289,8 +289,10 @@ class Consumer:
             records = self.fetch.take(max_records)
             if records:
                 # Prefetch: partitions whose buffer runs low are fetched now, so the broker
-                # answers while the caller works through these records.
-                await self._send_fetches(self.fetch_max_wait)
+                # answers while the caller works through these records. It asks for what is
+                # there now (no long poll): a fetch held open at the log end would keep the
+                # node's one fetch slot, and a seek's next fetch would wait for it.
+                await self._send_fetches(0.0)
                 return records
             remaining = deadline - self.env.now()
             if remaining <= 0:
@@ -322,7 +324,8 @@ class Consumer:
             raise error
 
     async def _send_fetches(self, max_wait: float) -> None:
-        """Send a long-poll Fetch to each leader with fetchable partitions and none in flight."""
+        """Send a Fetch (a long poll of `max_wait` s) to each leader with fetchable partitions
+        and none in flight."""
         in_flight = {tp for partitions in self._in_flight.values() for tp in partitions}
         by_node: dict[int, list[TopicPartition]] = {}
         missing_leader = False
