@@ -43,6 +43,19 @@ def test_finishing_a_batch_that_was_never_sent_does_not_unmute():
     assert acc.ready(0.0, False)[0] == []  # the drained batch is still unanswered
 
 
+def _count_most_in_flight(acc: RecordAccumulator) -> list[int]:
+    """[the most batches of a partition in flight at once so far], kept up to date by drain()."""
+    most, drain = [0], acc.drain
+
+    def counting_drain(tp):
+        batch = drain(tp)
+        most[0] = max(most[0], acc._in_flight[tp])
+        return batch
+
+    acc.drain = counting_drain
+    return most
+
+
 async def test_pipelined_batches_of_a_partition_keep_their_order(nursery, autojump_clock):
     env = MemEnv()
     mini = MiniCluster(env, (1,))
@@ -50,15 +63,7 @@ async def test_pipelined_batches_of_a_partition_keep_their_order(nursery, autoju
     mini.create_topic("t", 1)
     async with Producer(env, "b1:9092", acks=1, linger_ms=0, batch_size=200,
                         max_in_flight_requests_per_connection=5) as producer:
-        acc, most = producer.accumulator, [0]
-        drain = acc.drain
-
-        def counting_drain(tp):
-            batch = drain(tp)
-            most[0] = max(most[0], acc._in_flight[tp])
-            return batch
-
-        acc.drain = counting_drain
+        most = _count_most_in_flight(producer.accumulator)
         futures = [await producer.send("t", b"v%03d" % i + b"x" * 60) for i in range(300)]
         results = [await f for f in futures]
     assert [r.offset for r in results] == list(range(300))
@@ -89,15 +94,7 @@ async def test_idempotent_batches_in_flight_behind_a_failed_one_are_resent_in_or
     mini.fail_next(ApiKey.PRODUCE, ErrorCode.NOT_ENOUGH_REPLICAS, 1)
     async with Producer(env, "b1:9092", linger_ms=0, batch_size=200) as producer:
         assert producer.idempotent
-        acc, most = producer.accumulator, [0]
-        drain = acc.drain
-
-        def counting_drain(tp):
-            batch = drain(tp)
-            most[0] = max(most[0], acc._in_flight[tp])
-            return batch
-
-        acc.drain = counting_drain
+        most = _count_most_in_flight(producer.accumulator)
         futures = [await producer.send("t", b"v%03d" % i + b"x" * 60) for i in range(100)]
         results = [await f for f in futures]
         assert producer.producer_id >= 0
