@@ -35,7 +35,7 @@ from typing import NamedTuple
 from wire.errors import DecodeError
 from wire.varint import decode_varint, decode_varlong
 
-__all__ = ["uniform_run", "varied_run", "MIN_RUN"]
+__all__ = ["uniform_run", "uniform_run_shape", "varied_run", "MIN_RUN"]
 
 MIN_RUN = 8  # shorter runs are not worth the slicing
 _PROBE = 32  # a run is first checked over this many records, then over all it may hold
@@ -103,6 +103,17 @@ def uniform_run(data, pos: int, index: int, count: int) -> tuple[int, int, int, 
     """Records index, index+1, ... from `pos` that share the first one's shape and are valid:
     (how many, position after them, smallest and largest timestamp delta, keyless among them),
     or None when fewer than MIN_RUN do."""
+    run = uniform_run_shape(data, pos, index, count)
+    if run is None:
+        return None
+    n, shape = run
+    low, high = _delta_range(data, pos + shape.ts_at, shape.size, n, shape.ts_width)
+    return n, pos + n * shape.size, low, high, n if shape.keyless else 0
+
+
+def uniform_run_shape(data, pos: int, index: int, count: int) -> tuple[int, _Shape] | None:
+    """`uniform_run`'s run as (how many records, their shape), for a reader that slices their
+    fields out as columns (each record is `shape.size` bytes; offset deltas are the indexes)."""
     shape = _shape(data, pos)
     if shape is None or shape.ts_width > 2 or shape.offset_width > 3:
         return None
@@ -117,8 +128,7 @@ def uniform_run(data, pos: int, index: int, count: int) -> tuple[int, int, int, 
         n = _run_length(data, pos, index - first, shape, offset_columns, most)
     if n < MIN_RUN:
         return None
-    low, high = _delta_range(data, pos + shape.ts_at, shape.size, n, shape.ts_width)
-    return n, pos + n * shape.size, low, high, n if shape.keyless else 0
+    return n, shape
 
 
 def _run_length(data, pos: int, table_at: int, shape: _Shape, offset_columns: list[bytes], n: int) -> int:

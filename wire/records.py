@@ -42,12 +42,14 @@ from wire.batch_header import (
 )
 from wire.compression import DEFAULT_MAX_DECOMPRESSED, Compression, compress, decompress
 from wire.errors import CorruptRecordError
+from wire.records_fast import decode_columns, encode_records
 
 __all__ = [
     "Compression",
     "SimpleRecord",
     "Record",
     "build_batch",
+    "seal_batch",
     "decode_batch",
     "decode_records",
     "iter_records",
@@ -93,37 +95,6 @@ class Record:
 # --------------------------------------------------------------------------- #
 # Encoding
 # --------------------------------------------------------------------------- #
-
-
-def _put_varint(out: bytearray, value: int) -> None:
-    """ZigZag varint/varlong (the caller keeps values in range)."""
-    value = (value << 1) ^ (value >> 63)
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _put_bytes(out: bytearray, data: bytes | None) -> None:
-    if data is None:
-        out.append(1)  # zigzag(-1)
-    else:
-        _put_varint(out, len(data))
-        out += data
-
-
-def _encode_record(out: bytearray, record: SimpleRecord, timestamp_delta: int, offset_delta: int) -> None:
-    body = bytearray(b"\x00")  # attributes: unused
-    _put_varint(body, timestamp_delta)
-    _put_varint(body, offset_delta)
-    _put_bytes(body, record.key)
-    _put_bytes(body, record.value)
-    _put_varint(body, len(record.headers))
-    for header_key, header_value in record.headers:
-        _put_bytes(body, header_key.encode("utf-8"))
-        _put_bytes(body, header_value)
-    _put_varint(out, len(body))
-    out += body
 
 
 def build_batch(
@@ -184,11 +155,38 @@ def build_batch(
     if delete_horizon_ms is not None:
         base_timestamp = delete_horizon_ms
 
-    body = bytearray()
-    for record, timestamp, delta in zip(records, timestamps, offset_deltas):
-        _encode_record(body, record, timestamp - base_timestamp, delta)
-    payload = compress(compression, body, level=compression_level) if compression else body
+    body = encode_records([(r.key, r.value, r.headers, t) for r, t in zip(records, timestamps)],
+                          base_timestamp, offset_deltas)
+    return seal_batch(body, count, last_offset_delta=last_offset_delta, base_timestamp=base_timestamp,
+                      max_timestamp=max_timestamp, base_offset=base_offset, compression=compression,
+                      producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                      partition_leader_epoch=partition_leader_epoch, log_append_time=log_append_time,
+                      transactional=transactional, control=control,
+                      delete_horizon=delete_horizon_ms is not None, compression_level=compression_level)
 
+
+def seal_batch(
+    records_section,
+    count: int,
+    *,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    base_offset: int = 0,
+    compression: Compression = Compression.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    log_append_time: bool = False,
+    transactional: bool = False,
+    control: bool = False,
+    delete_horizon: bool = False,
+    compression_level: int | None = None,
+) -> bytes:
+    """One RecordBatch v2 (with CRC) around a records section of `count` records already
+    encoded (by `wire.records_fast.encode_records`, deltas from `base_timestamp`)."""
+    payload = compress(compression, records_section, level=compression_level) if compression else records_section
     attributes = int(compression)
     if log_append_time:
         attributes |= ATTR_TIMESTAMP_TYPE
@@ -196,19 +194,15 @@ def build_batch(
         attributes |= ATTR_TRANSACTIONAL
     if control:
         attributes |= ATTR_CONTROL
-    if delete_horizon_ms is not None:
+    if delete_horizon:
         attributes |= ATTR_DELETE_HORIZON
 
-    after_crc = bytearray(
-        _HEADER_AFTER_CRC.pack(
-            attributes, last_offset_delta, base_timestamp, max_timestamp,
-            producer_id, producer_epoch, base_sequence, count,
-        )
-    )
-    after_crc += payload
+    head = _HEADER_AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
+                                  producer_id, producer_epoch, base_sequence, count)
+    crc = crc32c(payload, crc32c(head))  # the CRC covers everything after itself
     batch_length = HEADER_SIZE - 12 + len(payload)
     prefix = _PREFIX.pack(base_offset, batch_length, partition_leader_epoch, MAGIC)
-    return b"".join((prefix, _UINT32.pack(crc32c(after_crc)), after_crc))
+    return b"".join((prefix, _UINT32.pack(crc), head, payload))
 
 
 # --------------------------------------------------------------------------- #
@@ -216,91 +210,9 @@ def build_batch(
 # --------------------------------------------------------------------------- #
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """ZigZag varint/varlong at `pos` (up to 10 bytes); IndexError when truncated."""
-    b = data[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    raw = b & 0x7F
-    shift = 7
-    while True:
-        pos += 1
-        b = data[pos]
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            if raw >> 64:
-                raise CorruptRecordError("record varint overflows 64 bits")
-            return (raw >> 1) ^ -(raw & 1), pos + 1
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("record varint longer than 10 bytes")
-
-
-def _read_bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
-    length, pos = _varint(data, pos)
-    if length < 0:
-        if length != -1:
-            raise CorruptRecordError(f"invalid field length {length}")
-        return None, pos
-    if pos + length > end:
-        raise CorruptRecordError(f"field of {length} bytes overruns its record")
-    return data[pos : pos + length], pos + length
-
-
 def decode_records(header: BatchHeader, payload, *, max_uncompressed: int = DEFAULT_MAX_DECOMPRESSED) -> list[Record]:
     """Decode the records region `payload` (after the 61-byte header) of a batch."""
-    if header.records_count == 0 and len(payload) == 0:
-        return []  # an empty batch kept by compaction carries no (compressed) payload at all
-    data = decompress(header.compression, payload, max_output=max_uncompressed)
-    count = header.records_count
-    if count > len(data) // 7:  # the smallest record is 7 bytes
-        raise CorruptRecordError(f"record count {count} impossible in {len(data)} bytes")
-    base_offset = header.base_offset
-    base_timestamp = header.base_timestamp
-    append_time = header.max_timestamp if header.log_append_time else None
-    last_delta = header.last_offset_delta
-    previous_delta = -1
-    records = []
-    pos = 0
-    end = len(data)
-    try:
-        for _ in range(count):
-            length, pos = _varint(data, pos)
-            record_end = pos + length
-            if length < 6 or record_end > end:
-                raise CorruptRecordError(f"invalid record length {length}")
-            pos += 1  # attributes, unused
-            timestamp_delta, pos = _varint(data, pos)
-            offset_delta, pos = _varint(data, pos)
-            if not previous_delta < offset_delta <= last_delta:
-                raise CorruptRecordError(f"offset delta {offset_delta} out of order or beyond {last_delta}")
-            previous_delta = offset_delta
-            key, pos = _read_bytes(data, pos, record_end)
-            value, pos = _read_bytes(data, pos, record_end)
-            header_count, pos = _varint(data, pos)
-            if header_count < 0 or header_count > record_end - pos:
-                raise CorruptRecordError(f"invalid header count {header_count}")
-            headers = ()
-            if header_count:
-                pairs = []
-                for _ in range(header_count):
-                    header_key, pos = _read_bytes(data, pos, record_end)
-                    if header_key is None:
-                        raise CorruptRecordError("null record header key")
-                    header_value, pos = _read_bytes(data, pos, record_end)
-                    pairs.append((header_key.decode("utf-8"), header_value))
-                headers = tuple(pairs)
-            if pos != record_end:
-                raise CorruptRecordError(f"record length {length} does not match its fields")
-            timestamp = append_time if append_time is not None else base_timestamp + timestamp_delta
-            records.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
-    except IndexError:
-        raise CorruptRecordError("record truncated") from None
-    except UnicodeDecodeError:
-        raise CorruptRecordError("record header key is not valid utf-8") from None
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes trail the last record of the batch")
-    return records
+    return list(map(Record, *decode_columns(header, payload, max_uncompressed=max_uncompressed)))
 
 
 def decode_batch(buf, pos: int = 0, *, max_uncompressed: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[BatchHeader, list[Record]]:

@@ -7,6 +7,8 @@ Properties use Kafka's names and are mapped onto the client's keywords.
 """
 from __future__ import annotations
 
+from collections import deque
+
 import trio
 
 from raftkafka.bench.perf import Progress, Result, Stats, Throttle, clock, payload
@@ -17,6 +19,29 @@ from storage.env import RealEnv
 __all__ = ["produce", "consume"]
 
 
+class _Deliveries:
+    """One callback for every record's future (no closure per record), like load_librdkafka's.
+
+    A partition's records are acknowledged in the order they were sent (batches in sequence
+    order; without idempotence a retry may reorder them, and then a latency goes to a
+    neighbour), so each partition's send times wait in a queue for their acknowledgements."""
+
+    __slots__ = ("sent", "stats", "record_size")
+
+    def __init__(self, stats: Stats, record_size: int):
+        self.sent: dict[int, deque[float]] = {}
+        self.stats = stats
+        self.record_size = record_size
+
+    def __call__(self, future) -> None:
+        sent_at = self.sent[future.partition].popleft()
+        error = future.exception()
+        if error is not None:
+            self.stats.error(error)
+        else:
+            self.stats.record(self.record_size, (clock() - sent_at) * 1000)
+
+
 async def produce(bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float,
                   properties: dict[str, str], progress: Progress | None) -> Result:
     # A perf test against a mistyped topic should fail, not create it (librdkafka run: the same).
@@ -24,26 +49,25 @@ async def produce(bootstrap: str, topic: str, num_records: int, record_size: int
     value = payload(record_size)
     stats = Stats(progress)
     throttle = Throttle(throughput)
-
-    def done(future, sent_at: float) -> None:
-        error = future.exception()
-        if error is not None:
-            stats.error(error)
-        else:
-            stats.record(record_size, (clock() - sent_at) * 1000)
+    deliveries = _Deliveries(stats, record_size)
 
     async with Producer(RealEnv(), bootstrap, **options) as producer:
         await wait_reachable(producer.cluster, bootstrap)
         await producer.cluster.topic(topic, wait=TOPIC_WAIT_S)
         stats.start()
+        send, sent = producer.send, deliveries.sent
         for i in range(num_records):
             sent_at = clock()
             try:
-                future = await producer.send(topic, value)
+                future = await send(topic, value)
             except KafkaError as e:  # buffer full for max.block.ms, and the like
                 stats.error(e)
                 continue
-            future.add_callback(lambda f, t=sent_at: done(f, t))
+            queue = sent.get(future.partition)
+            if queue is None:
+                queue = sent[future.partition] = deque()
+            queue.append(sent_at)
+            future.add_callback(deliveries)
             pause = throttle.delay(i + 1, sent_at - stats.started)
             if pause > 0:
                 await trio.sleep(pause)

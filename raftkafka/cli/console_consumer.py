@@ -97,6 +97,16 @@ class RecordFormatter:
         self.line_separator = _unescape(s["line.separator"])
         self.headers_separator = _unescape(s["headers.separator"])
         self.null = s["null.literal"]
+        # Only values printed (the default): a poll's records become one text in one join.
+        self.values_only = self.flags["print.value"] and not any(
+            on for name, on in self.flags.items() if name != "print.value")
+
+    def format_values(self, records) -> str:
+        """`format` of each record, joined, when only values are printed (`values_only`)."""
+        null, end = self.null.encode(), self.line_separator.encode()
+        # Decoding the joined bytes replaces the same bytes as decoding each value alone:
+        # UTF-8 resynchronises at the separator's first byte, so no sequence spans two values.
+        return (end.join([null if r.value is None else r.value for r in records]) + end).decode("utf-8", "replace")
 
     def format(self, r: ConsumerRecord) -> str:
         fields = []
@@ -207,7 +217,8 @@ async def _main(args, formatter: RecordFormatter, options: dict, start) -> int:
                 records = await consumer.poll(wait, max_records=limit)
                 if records:
                     count += len(records)
-                    _write("".join(_render(formatter, r, args.skip_message_on_error) for r in records))
+                    _write(formatter.format_values(records) if formatter.values_only else
+                           "".join(_render(formatter, r, args.skip_message_on_error) for r in records))
                     idle_deadline = _deadline(args.timeout_ms)
                 elif idle_deadline is not None and trio.current_time() >= idle_deadline:
                     break

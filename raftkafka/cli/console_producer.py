@@ -79,6 +79,8 @@ class LineReader:
                 raise CommandError(f"--property {name} must not be empty")
             if self.parse_headers and self.null_marker is not None and settings[name] == marker:
                 raise CommandError(f"--property null.marker must differ from {name}")
+        # Each line is the value as it is: no key, no headers, nothing to compare (the fast path).
+        self.plain = not self.parse_key and not self.parse_headers and self.null_marker is None
 
     def record(self, line: bytes, number: int) -> tuple[bytes | None, bytes | None, list]:
         """(key, value, headers) of one line."""
@@ -138,7 +140,7 @@ def run(args) -> int:
     return run_client(_main, args, reader, options)
 
 
-async def stdin_chunks(size: int = 65536):
+async def stdin_chunks(size: int = 1 << 20):
     """Raw chunks of stdin, read in a worker thread so the producer keeps sending meanwhile."""
     stream = getattr(sys.stdin, "buffer", None)
     read = getattr(stream, "read1", None) or getattr(stream, "read", None)
@@ -164,15 +166,15 @@ async def _main(args, reader: LineReader, options: dict) -> int:
             failures.append(str(error))
 
     stopped: CommandError | None = None
+    number = 0
     async with Producer(RealEnv(), bootstrap, **options) as producer:
         await wait_reachable(producer.cluster, bootstrap)
         # An unknown topic: one clear error before any input is read.
         await producer.cluster.topic(args.topic, wait=TOPIC_WAIT_S)
-        number = 0
         try:
-            async with aclosing(_numbered_lines()) as lines:
-                async for number, line in lines:
-                    await _send(producer, args, reader.record(line, number), on_delivery)
+            async with aclosing(_line_blocks()) as blocks:
+                async for lines in blocks:
+                    number = await _send_lines(producer, args, reader, lines, number, on_delivery)
         except CommandError as e:
             stopped = e  # a bad line or a refused send: what came before is still delivered
         await producer.flush()
@@ -183,26 +185,53 @@ async def _main(args, reader: LineReader, options: dict) -> int:
     return 0
 
 
-async def _numbered_lines():
-    number, pending = 0, b""
+async def _line_blocks():
+    """The lines of stdin (without line ends), a list per chunk read."""
+    pending = b""
     async for chunk in stdin_chunks():
-        *lines, pending = (pending + chunk).split(b"\n")
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        if b"\r" in chunk:
+            lines = [line.rstrip(b"\r") for line in lines]
+        yield lines
+    if pending:
+        yield [pending.rstrip(b"\r")]
+
+
+async def _send_lines(producer: Producer, args, reader: LineReader, lines: list[bytes], number: int,
+                      on_delivery) -> int:
+    """Send one record per line; returns the number of the last line sent."""
+    if args.sync:
         for line in lines:
             number += 1
-            yield number, line.rstrip(b"\r")
-    if pending:
-        yield number + 1, pending.rstrip(b"\r")
-
-
-async def _send(producer: Producer, args, record, on_delivery) -> None:
-    key, value, headers = record
-    try:
-        future = await producer.send(args.topic, value, key, headers=headers)
-    except KafkaError as e:
-        raise CommandError(f"cannot send to {args.topic}: {e}") from None
-    future.add_callback(on_delivery)
-    if args.sync:
+            key, value, headers = reader.record(line, number)
+            future = await _send(producer.send(args.topic, value, key, headers=headers), args.topic)
+            future.add_callback(on_delivery)
+            try:
+                await future
+            except KafkaError:
+                pass  # on_delivery reports it
+        return number
+    records, stopped = [], None
+    if reader.plain:
+        records = [(None, line) for line in lines]
+    else:
         try:
-            await future
-        except KafkaError:
-            pass  # on_delivery reports it
+            for line in lines:
+                key, value, headers = reader.record(line, number + len(records) + 1)
+                records.append((key, value, headers))
+        except CommandError as e:
+            stopped = e  # the lines before it are still sent
+    for future in await _send(producer.send_many(args.topic, records), args.topic):
+        future.add_callback(on_delivery)
+    if stopped is not None:
+        raise stopped
+    return number + len(records)
+
+
+async def _send(sending, topic: str):
+    """The outcome of a send, a refusal as one error line."""
+    try:
+        return await sending
+    except KafkaError as e:
+        raise CommandError(f"cannot send to {topic}: {e}") from None

@@ -3,13 +3,18 @@
 Records are appended to the last open batch of their partition; a batch
 closes when the next record would push it past `batch_size`. A partition is
 *ready* to send when its first batch is full, older than `linger`, or a flush
-is under way — and it is not *muted*. A partition is muted while `max_in_flight`
-of its batches are drained and unanswered. The idempotent producer uses one (in
-order across retries, simple sequences); without idempotence several batches of
-a partition may be in flight (pipelined on the leader's connection), which is
-what keeps a busy partition from waiting a round trip per batch — a retry may
-then reorder records, as Kafka documents for max.in.flight > 1 without idempotence.
-Retried batches go back to the front of their queue, with a backoff time.
+is under way, and it is not *muted*. A partition is muted while `max_in_flight`
+of its batches are drained and unanswered: several batches of a partition may be
+in flight (pipelined on the leader's connection), which is what keeps a busy
+partition from waiting a round trip per batch. Retried batches go back to the
+front of their queue, with a backoff time; batches with sequence numbers (the
+idempotent producer) in sequence order, so a resend keeps the records in order.
+Without idempotence a retry may reorder records, as Kafka documents for
+max.in.flight > 1.
+
+A batch keeps its records as (key, value, headers, timestamp) tuples (no
+object of our own per record) and `encode` builds the batch in one pass once
+the producer id and sequence are known.
 """
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from raftkafka.client.futures import RecordFuture
-from wire.records import Compression, SimpleRecord, build_batch
+from wire.records import Compression, SimpleRecord, seal_batch
+from wire.records_fast import encode_records
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "record_size"]
 
@@ -27,9 +33,15 @@ _BATCH_OVERHEAD = 61
 
 
 def record_size(record: SimpleRecord) -> int:
-    size = _RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
-    for key, value in record.headers:
-        size += 10 + len(key) + len(value or b"")
+    return estimated_size(record.key, record.value, record.headers)
+
+
+def estimated_size(key: bytes | None, value: bytes | None, headers=()) -> int:
+    """What a record counts against batch_size and buffer_memory (an upper bound of its encoding)."""
+    size = _RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+    if headers:  # most records have none: no iterator made for them
+        for header_key, header_value in headers:
+            size += 10 + len(header_key) + len(header_value or b"")
     return size
 
 
@@ -38,7 +50,7 @@ class ProducerBatch:
     topic: str
     partition: int
     created: float
-    records: list[SimpleRecord] = field(default_factory=list)
+    records: list[tuple] = field(default_factory=list)  # (key, value, headers, timestamp ms)
     futures: list[RecordFuture] = field(default_factory=list)
     size: int = _BATCH_OVERHEAD
     attempts: int = 0
@@ -49,11 +61,19 @@ class ProducerBatch:
     in_flight: bool = False  # drained and not yet answered
     _payload: bytes | None = None
 
+    @property
+    def count(self) -> int:
+        return len(self.records)
+
     def encode(self, compression: Compression, level: int | None = None) -> bytes:
         """The batch bytes; built once, so a retry resends exactly what was sent first."""
         if self._payload is None:
-            self._payload = build_batch(
-                self.records, compression=compression, compression_level=level,
+            records = self.records
+            timestamps = [r[3] for r in records]
+            self._payload = seal_batch(
+                encode_records(records, timestamps[0]), len(records), last_offset_delta=len(records) - 1,
+                base_timestamp=timestamps[0], max_timestamp=max(timestamps),
+                compression=compression, compression_level=level,
                 producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence)
         return self._payload
@@ -77,14 +97,22 @@ class RecordAccumulator:
 
     def append(self, topic: str, partition: int, record: SimpleRecord, future: RecordFuture, now: float) -> bool:
         """Add a record; True when its batch is now full (the sender should not wait for linger)."""
-        size = record_size(record)
-        queue = self._queues.setdefault((topic, partition), deque())
+        return self.append_fields(topic, partition, record.key, record.value, record.headers, record.timestamp,
+                                  future, now, record_size(record))
+
+    def append_fields(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers,
+                      timestamp: int, future: RecordFuture, now: float, size: int) -> bool:
+        """`append` of a record given by its fields and `estimated_size` (the producer's path)."""
+        tp = (topic, partition)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
         batch = queue[-1] if queue else None
         if batch is None or batch._payload is not None or batch.attempts or (
                 batch.records and batch.size + size > self.batch_size):
             batch = ProducerBatch(topic, partition, now)
             queue.append(batch)
-        batch.records.append(record)
+        batch.records.append((key, value, headers, timestamp))
         batch.futures.append(future)
         batch.size += size
         self.buffered_bytes += size
@@ -123,7 +151,12 @@ class RecordAccumulator:
 
     def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
         batch.retry_at = retry_at
-        self._queues.setdefault((batch.topic, batch.partition), deque()).appendleft(batch)
+        queue = self._queues.setdefault((batch.topic, batch.partition), deque())
+        at = 0
+        if batch.base_sequence >= 0:  # several may come back: retries go out in sequence order
+            while at < len(queue) and queue[at].attempts and 0 <= queue[at].base_sequence < batch.base_sequence:
+                at += 1
+        queue.insert(at, batch)
         self._landed(batch)
 
     def finished(self, batch: ProducerBatch) -> None:

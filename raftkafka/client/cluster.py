@@ -250,15 +250,23 @@ class Cluster:
         self.topics = topics
         self.last_refresh = self.env.now()
 
+    def cached_topic(self, name: str, now: float) -> TopicInfo | None:
+        """Metadata for `name` if it is known, usable and fresh at `now`: the common case, on
+        every send (no sets built, no awaits); None when `topic()` must look."""
+        info = self.topics.get(name)
+        if info is not None and info.partitions and not info.error and name in self.wanted_topics \
+                and now - self.last_refresh < self.metadata_max_age:
+            return info
+        return None
+
     async def topic(self, name: str, *, wait: float | None = None) -> TopicInfo:
         """Metadata for `name`, refreshing until it has partitions or `wait` seconds pass.
 
         Raises `BrokerResponseError(UNKNOWN_TOPIC_OR_PARTITION)` when it still does not exist.
         """
-        info = self.topics.get(name)
-        if info is not None and info.partitions and not info.error and name in self.wanted_topics \
-                and not self.stale():
-            return info  # the common case, on every send: no sets built, no awaits
+        info = self.cached_topic(name, self.env.now())
+        if info is not None:
+            return info
         deadline = self.env.now() + (self.request_timeout if wait is None else wait)
         if self.add_topics([name]) or name not in self.topics or self.stale():
             await self.refresh()

@@ -59,7 +59,7 @@ class Consumer:
         self.fetch_max_bytes = fetch_max_bytes
         self.max_poll_records = max_poll_records
         self.retry_backoff = retry_backoff_ms / 1000
-        self.fetch = FetchState(max_partition_bytes=max_partition_fetch_bytes,
+        self.fetch = FetchState(max_partition_bytes=max_partition_fetch_bytes, prefetch_below=max_poll_records,
                                 isolation_level=1 if isolation_level == "read_committed" else 0)
         self._bootstrap = bootstrap_servers
         self._cluster_options = dict(client_id=client_id, request_timeout=request_timeout_ms / 1000,
@@ -287,8 +287,15 @@ class Consumer:
             if self.fetch.unresolved():
                 await self._resolve_positions()
             records = self.fetch.take(max_records)
+            if records:
+                # Prefetch: partitions whose buffer runs low are fetched now, so the broker
+                # answers while the caller works through these records. It asks for what is
+                # there now (no long poll): a fetch held open at the log end would keep the
+                # node's one fetch slot, and a seek's next fetch would wait for it.
+                await self._send_fetches(0.0)
+                return records
             remaining = deadline - self.env.now()
-            if records or remaining <= 0:
+            if remaining <= 0:
                 return records
             await self._fetch_round(min(self.fetch_max_wait, remaining))
 
@@ -300,6 +307,25 @@ class Consumer:
         consumer): its answer is buffered for a later poll. Abandoning it would not stop the
         broker serving it, and the next fetch to that broker would queue behind it there.
         """
+        # Taken before the sends: a send that fails at once (its outcome handled right there)
+        # must end this round too, as any Fetch coming back does.
+        wakeup = self._wakeup
+        await self._send_fetches(max_wait)
+        if self._rejoin_due():
+            await trio.lowlevel.checkpoint()  # the poll loop re-joins next; that waits on the coordinator
+        else:
+            # Not a cancel scope per round: the round nearly always ends by a Fetch coming back.
+            # Setting the timer moves the one an earlier round left (which could only have gone
+            # off while this round's sends waited for their turn: poll then just loops once more).
+            self._round_timer.at(self.env.now() + max_wait)
+            await wakeup.wait()
+        if self._fetch_errors:  # raised here, not in the tasks, so callers see a KafkaError, not a group
+            error, self._fetch_errors = self._fetch_errors[0], []
+            raise error
+
+    async def _send_fetches(self, max_wait: float) -> None:
+        """Send a Fetch (a long poll of `max_wait` s) to each leader with fetchable partitions
+        and none in flight."""
         in_flight = {tp for partitions in self._in_flight.values() for tp in partitions}
         by_node: dict[int, list[TopicPartition]] = {}
         missing_leader = False
@@ -313,9 +339,6 @@ class Consumer:
                 by_node.setdefault(leader, []).append(tp)
         if missing_leader or self.cluster.stale():
             await self._refresh_metadata()
-        # Taken before the sends: a send that fails at once (its outcome handled right there)
-        # must end this round too, as any Fetch coming back does.
-        wakeup = self._wakeup
         for node, partitions in sorted(by_node.items()):
             # Built now, from the positions this round saw: by the time it is sent (its task may
             # connect first), a rebalance may have taken some of these partitions away.
@@ -330,17 +353,6 @@ class Consumer:
                 self._nursery.start_soon(self._fetch_from, node, request, max_wait)
             else:
                 await self._send_fetch(connection, node, request, max_wait)
-        if self._rejoin_due():
-            await trio.lowlevel.checkpoint()  # the poll loop re-joins next; that waits on the coordinator
-        else:
-            # Not a cancel scope per round: the round nearly always ends by a Fetch coming back.
-            # Setting the timer moves the one an earlier round left (which could only have gone
-            # off while this round's sends waited for their turn: poll then just loops once more).
-            self._round_timer.at(self.env.now() + max_wait)
-            await wakeup.wait()
-        if self._fetch_errors:  # raised here, not in the tasks, so callers see a KafkaError, not a group
-            error, self._fetch_errors = self._fetch_errors[0], []
-            raise error
 
     async def _fetch_from(self, node: int, request, max_wait: float) -> None:
         """Connect to `node`, then send it the Fetch (a task in the consumer's nursery)."""

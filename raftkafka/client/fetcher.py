@@ -4,28 +4,32 @@
 whether it is paused, and what was fetched but not yet handed out. It builds
 one Fetch request per leader and turns a Fetch response into buffered
 records, skipping control batches and records below the position (a batch
-may start before the offset asked for). Errors come back as a per-partition
-verdict for the driver: reset the offset, refresh metadata, or raise.
+may start before the offset asked for). A partition is fetched again, from the
+end of its buffer, once fewer than `prefetch_below` records wait there, so the
+next answer is on its way while the application works through the last ones.
+Errors come back as a per-partition verdict for the driver: reset the offset,
+refresh metadata, or raise.
 """
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import repeat
+from typing import NamedTuple
 
 from raftkafka.client.errors import KafkaError, error_for
 from wire.batch_header import HEADER_SIZE, iter_batches
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.protocol import FetchRequest
-from wire.records import decode_records
+from wire.records_fast import decode_columns
 
 __all__ = ["ConsumerRecord", "PartitionState", "FetchState", "TopicPartition"]
 
 TopicPartition = tuple[str, int]
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerRecord:
+class ConsumerRecord(NamedTuple):  # a tuple: one is made per record, at C speed
     topic: str
     partition: int
     offset: int
@@ -46,10 +50,15 @@ class PartitionState:
     buffered: deque = field(default_factory=deque)
     buffered_end: int = -1  # the position once `buffered` is consumed
 
+    def fetch_position(self) -> int | None:
+        """Where the next fetch starts: after what is buffered."""
+        return self.buffered_end if self.buffered else self.position
+
 
 class FetchState:
-    def __init__(self, *, max_partition_bytes: int = 1_048_576, isolation_level: int = 0):
+    def __init__(self, *, max_partition_bytes: int = 1_048_576, isolation_level: int = 0, prefetch_below: int = 1):
         self.max_partition_bytes = max_partition_bytes
+        self.prefetch_below = prefetch_below
         self.isolation_level = isolation_level
         self.partitions: dict[TopicPartition, PartitionState] = {}
 
@@ -77,7 +86,7 @@ class FetchState:
 
     def fetchable(self) -> list[TopicPartition]:
         return [tp for tp, s in self.partitions.items()
-                if s.position is not None and not s.paused and not s.buffered]
+                if s.position is not None and not s.paused and len(s.buffered) < self.prefetch_below]
 
     # ------------------------------------------------------------------ requests
 
@@ -90,7 +99,7 @@ class FetchState:
         for topic, partition in sorted(partitions):
             topics.setdefault(topic, []).append(FetchRequest.FetchPartition(
                 partition=partition, current_leader_epoch=leader_epoch(topic, partition),
-                fetch_offset=self.partitions[(topic, partition)].position,
+                fetch_offset=self.partitions[(topic, partition)].fetch_position(),
                 partition_max_bytes=self.max_partition_bytes))
         return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
                             isolation_level=self.isolation_level,
@@ -109,7 +118,8 @@ class FetchState:
             for p in t.partitions:
                 tp = (t.topic, p.partition_index)
                 state = self.partitions.get(tp)
-                if state is None or tp not in asked or state.position != asked[tp] or state.buffered:
+                if state is None or tp not in asked or state.position is None \
+                        or state.fetch_position() != asked[tp]:
                     continue
                 code = ErrorCode.of(p.error_code)
                 if code == ErrorCode.NONE:
@@ -121,7 +131,8 @@ class FetchState:
                                                  f"offset {state.position}: {exc}; seek past it to continue",
                                                  ErrorCode.CORRUPT_MESSAGE))
                 elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    state.position, state.reset = None, "default"
+                    if not state.buffered:  # else the fetch after the buffer is read meets it again
+                        state.position, state.reset = None, "default"
                 elif code.invalid_metadata or code.retriable:
                     stale.append(tp)
                 else:
@@ -131,44 +142,54 @@ class FetchState:
     def _buffer(self, tp: TopicPartition, state: PartitionState, records) -> int:
         if not records:
             return 0
-        buf = bytes(records)
-        position = state.position
+        buf = memoryview(records)  # batches are sliced out of it without copies
+        topic, partition = tp
+        position = state.fetch_position()
         end = position
+        buffered = state.buffered
         try:
             for pos, header in iter_batches(buf):
                 next_offset = header.base_offset + header.last_offset_delta + 1
                 if next_offset <= position:
                     continue
                 if not header.is_control:
-                    timestamp_type = 1 if header.log_append_time else 0
-                    for r in decode_records(header, buf[pos + HEADER_SIZE:pos + header.size]):
-                        if r.offset >= position:
-                            state.buffered.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp,
-                                                                 timestamp_type, r.key, r.value, r.headers))
+                    offsets, timestamps, keys, values, headers = decode_columns(
+                        header, buf[pos + HEADER_SIZE:pos + header.size], min_offset=position)
+                    # ConsumerRecords built in C: the tuple of each record's fields made by zip
+                    # becomes the NamedTuple without its Python-level __new__.
+                    buffered.extend(map(tuple.__new__, repeat(ConsumerRecord), zip(
+                        repeat(topic), repeat(partition), offsets, timestamps,
+                        repeat(1 if header.log_append_time else 0), keys, values, headers)))
                 end = max(end, next_offset)
         except DecodeError:
             # Hand out the records before the bad batch (decoded whole or not at all); the next
             # fetch starts at that batch and raises. Nothing before it: raise now.
-            if not state.buffered:
+            if not buffered:
                 raise
         state.buffered_end = end
-        if not state.buffered:
+        if not buffered:
             state.position = end  # only control or compacted-away records: move past them
             state.buffered_end = -1
-        return len(state.buffered)
+        return len(buffered)
 
     # ------------------------------------------------------------------ handing out
 
     def take(self, max_records: int) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
-        for tp, state in self.partitions.items():
+        for state in self.partitions.values():
             if state.paused:
                 continue
-            while state.buffered and len(out) < max_records:
-                record = state.buffered.popleft()
-                out.append(record)
-                state.position = record.offset + 1
-            if not state.buffered and state.buffered_end >= 0:
+            buffered = state.buffered
+            if buffered:
+                wanted = max_records - len(out)
+                if wanted >= len(buffered):
+                    out += buffered
+                    buffered.clear()
+                else:
+                    popleft = buffered.popleft
+                    out += [popleft() for _ in range(wanted)]
+                state.position = out[-1].offset + 1
+            if not buffered and state.buffered_end >= 0:
                 state.position = max(state.position, state.buffered_end)
                 state.buffered_end = -1
             if len(out) >= max_records:

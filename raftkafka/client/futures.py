@@ -1,15 +1,14 @@
 """What `Producer.send` returns: a one-shot result for one record."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import trio
 
 __all__ = ["RecordMetadata", "RecordFuture"]
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
+class RecordMetadata(NamedTuple):  # a tuple: one is made per record, at C speed
     topic: str
     partition: int
     offset: int  # -1 when unknown (acks=0)
@@ -31,7 +30,7 @@ class RecordFuture:
         self._event: trio.Event | None = None
         self._result: RecordMetadata | None = None
         self._error: BaseException | None = None
-        self._callbacks: list = []
+        self._callbacks = None  # None, one callable, or a list of them (most records get one or none)
 
     def done(self) -> bool:
         return self._done
@@ -48,10 +47,14 @@ class RecordFuture:
 
     def add_callback(self, fn) -> None:
         """`fn(future)` runs when the result is known (at once if it already is)."""
-        if self.done():
+        if self._done:
             fn(self)
-        else:
+        elif self._callbacks is None:
+            self._callbacks = fn
+        elif type(self._callbacks) is list:
             self._callbacks.append(fn)
+        else:
+            self._callbacks = [self._callbacks, fn]
 
     async def wait(self) -> RecordMetadata:
         if not self._done:
@@ -64,12 +67,17 @@ class RecordFuture:
         return self.wait().__await__()
 
     def _set(self, result: RecordMetadata | None, error: BaseException | None) -> None:
-        if self.done():
+        if self._done:
             return
         self._result, self._error = result, error
         self._done = True
         if self._event is not None:
             self._event.set()
-        callbacks, self._callbacks = self._callbacks, []
-        for fn in callbacks:
-            fn(self)
+        callbacks = self._callbacks
+        if callbacks is not None:
+            self._callbacks = None
+            if type(callbacks) is list:
+                for fn in callbacks:
+                    fn(self)
+            else:
+                callbacks(self)

@@ -83,7 +83,7 @@ class Partitioner:
         if self._null is not None:
             return self._null(b"", num_partitions)
         choices = available or range(num_partitions)
-        return choices[self._rng.randrange(len(choices))]
+        return choices[self._rng.randrange(len(choices))] if len(choices) > 1 else choices[0]
 
 
 _Hash = Callable[[bytes, int], int]

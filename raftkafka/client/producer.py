@@ -14,7 +14,10 @@ connection loss, ...) after `retry_backoff_ms`, refreshing metadata first when
 the error says leadership moved, until `delivery_timeout_ms` has passed since
 the record was appended. Idempotence (default with acks=all, as in Kafka 3+)
 gets a producer id with InitProducerId and numbers each partition's batches;
-a retried batch is resent byte for byte so the broker can drop duplicates.
+a retried batch is resent byte for byte so the broker can drop duplicates. Up
+to 5 batches of a partition are in flight, as the broker remembers the last 5
+for deduplication; when one fails, those sent behind it come back
+OUT_OF_ORDER_SEQUENCE_NUMBER and are resent after it, in sequence order.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from collections import deque
 import trio
 
 from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
-from raftkafka.client.accumulator import ProducerBatch, RecordAccumulator, record_size
+from raftkafka.client.accumulator import ProducerBatch, RecordAccumulator, estimated_size
 from raftkafka.client.cluster import Cluster
 from raftkafka.client.errors import (
     ClientClosedError,
@@ -37,13 +40,16 @@ from raftkafka.client.partitioner import Partitioner
 from storage.env import Env
 from wire.error_codes import ErrorCode
 from wire.protocol import ApiKey, InitProducerIdRequest, ProduceRequest
-from wire.records import Compression, SimpleRecord
+from wire.records import Compression
 
 __all__ = ["Producer", "RecordMetadata", "RecordFuture"]
 
 _COMPRESSION = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
                 "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
+# Batches of a partition the broker remembers for deduplication (Kafka's
+# NUM_BATCHES_TO_RETAIN): an idempotent producer keeps at most this many in flight.
+_MAX_IDEMPOTENT_IN_FLIGHT = 5
 
 
 class Producer:
@@ -63,10 +69,13 @@ class Producer:
         self.env = env
         self.acks = _ACKS[acks]
         explicit = enable_idempotence is not None
-        if enable_idempotence is None:
-            enable_idempotence = self.acks == -1
+        if enable_idempotence is None:  # Kafka's default: on, unless the settings rule it out
+            enable_idempotence = self.acks == -1 and max_in_flight_requests_per_connection <= _MAX_IDEMPOTENT_IN_FLIGHT
         if enable_idempotence and self.acks != -1:
             raise ValueError("enable_idempotence requires acks=all")
+        if enable_idempotence and max_in_flight_requests_per_connection > _MAX_IDEMPOTENT_IN_FLIGHT:
+            raise ValueError(f"enable_idempotence requires max_in_flight_requests_per_connection "
+                             f"<= {_MAX_IDEMPOTENT_IN_FLIGHT}")
         self.idempotent = enable_idempotence
         # Idempotence by default quietly turns off against a broker without InitProducerId;
         # asked for explicitly, it is an error instead.
@@ -86,14 +95,12 @@ class Producer:
                                      allow_auto_topic_creation=allow_auto_topic_creation, security=security)
         if max_in_flight_requests_per_connection < 1:
             raise ValueError("max_in_flight_requests_per_connection must be at least 1")
-        # Batches of one partition in flight at once: one for the idempotent producer (its
-        # sequences stay in order across retries without Kafka's out-of-order handling).
-        self.accumulator = RecordAccumulator(
-            batch_size, linger_ms / 1000, 1 if self.idempotent else max_in_flight_requests_per_connection)
+        self.accumulator = RecordAccumulator(batch_size, linger_ms / 1000, max_in_flight_requests_per_connection)
         self.cluster: Cluster | None = None
         self.producer_id = -1
         self.producer_epoch = -1
-        self._sequences: dict[tuple[str, int], int] = {}
+        self._sequences: dict[tuple[str, int], int] = {}  # the next batch's base sequence
+        self._acknowledged: dict[tuple[str, int], int] = {}  # the sequence after the last one written
         self._in_flight = 0
         self._outboxes: dict[int, _Outbox] = {}  # per broker: Produce requests not yet sent
         self._flushing = 0
@@ -154,31 +161,79 @@ class Producer:
 
         Waits (up to max_block_ms) for topic metadata and for buffer space.
         """
+        info, now = self._known_topic(topic)
+        if info is None:
+            info, now = await self._wait_for_topic(topic)
+        if headers:
+            headers = _headers(headers)
+        size = self._size(topic, key, value, headers)
+        if self.accumulator.buffered_bytes + size > self.buffer_memory and self.accumulator.buffered_bytes:
+            now = await self._wait_for_buffer(size, now)
+        return self._append(info, topic, partition, key, value, headers, timestamp_ms, size, now)
+
+    async def send_many(self, topic: str, records, *, partition: int | None = None) -> list[RecordFuture]:
+        """Queue many records, (key, value) or (key, value, headers) tuples, in order: what
+        `send` of each would do, with one metadata look-up and, unless buffer space runs out,
+        no wait (for callers with records in hand, like the console producer reading blocks)."""
+        info, now = self._known_topic(topic)
+        if info is None:
+            info, now = await self._wait_for_topic(topic)
+        accumulator, futures, wall_ms = self.accumulator, [], self.env.wall_ms()
+        for record in records:
+            key, value = record[0], record[1]
+            headers = _headers(record[2]) if len(record) > 2 and record[2] else ()
+            size = self._size(topic, key, value, headers)
+            if accumulator.buffered_bytes + size > self.buffer_memory and accumulator.buffered_bytes:
+                now = await self._wait_for_buffer(size, now)
+                wall_ms = self.env.wall_ms()
+            futures.append(self._append(info, topic, partition, key, value, headers, wall_ms, size, now))
+        return futures
+
+    def _known_topic(self, topic: str):
+        """(metadata of `topic` if fresh else None, the time now); raises once the producer is closed."""
         if self._closed:
             raise ClientClosedError("producer is closed")
+        now = self.env.now()
+        return self.cluster.cached_topic(topic, now), now
+
+    async def _wait_for_topic(self, topic: str):
+        """(metadata of `topic`, refreshed as needed for up to max_block, the time then)."""
         info = await self.cluster.topic(topic, wait=self.max_block)
+        return info, self.env.now()
+
+    def _size(self, topic: str, key, value, headers) -> int:
+        """A record's `estimated_size`, within max_request_size."""
+        size = estimated_size(key, value, headers)
+        if size + 61 > self.max_request_size:
+            raise error_for(ErrorCode.MESSAGE_TOO_LARGE, f"{size} bytes > max_request_size", topic)
+        return size
+
+    def _append(self, info, topic: str, partition: int | None, key, value, headers, timestamp_ms: int | None,
+                size: int, now: float) -> RecordFuture:
+        """Add one record (buffer space found) to its partition's batch and tell the sender."""
         if partition is None:
             partition = self.partitioner.partition(key, len(info.partitions), info.available())
         elif partition not in info.partitions:
             raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, context=f"{topic}-{partition}")
-        record = SimpleRecord(key, value, _headers(headers),
-                              self.env.wall_ms() if timestamp_ms is None else timestamp_ms)
-        size = record_size(record)
-        if size + 61 > self.max_request_size:
-            raise error_for(ErrorCode.MESSAGE_TOO_LARGE, f"{size} bytes > max_request_size", topic)
-        deadline = self.env.now() + self.max_block
+        future = RecordFuture(topic, partition)
+        accumulator = self.accumulator
+        if accumulator.append_fields(topic, partition, key, value, headers,
+                                     self.env.wall_ms() if timestamp_ms is None else timestamp_ms,
+                                     future, now, size) or self._flushing:
+            self._wake_sender(now)
+        else:
+            self._wake_sender(now + accumulator.linger)  # ready after linger at the latest
+        return future
+
+    async def _wait_for_buffer(self, size: int, now: float) -> float:
+        """Wait (up to max_block) until `size` more bytes fit in buffer_memory; the time then."""
+        deadline = now + self.max_block
         while self.accumulator.buffered_bytes + size > self.buffer_memory and self.accumulator.buffered_bytes:
             with self.env.move_on_at(deadline):
                 await self._progress.wait()
             if self.env.now() >= deadline:
                 raise KafkaTimeoutError(f"no buffer space for {size} bytes in {self.max_block}s")
-        future = RecordFuture(topic, partition)
-        now = self.env.now()
-        if self.accumulator.append(topic, partition, record, future, now) or self._flushing:
-            self._wake_sender(now)
-        else:
-            self._wake_sender(now + self.accumulator.linger)  # ready after linger at the latest
-        return future
+        return self.env.now()
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                             **kwargs) -> RecordMetadata:
@@ -213,6 +268,8 @@ class Producer:
             now = self.env.now()
             for batch in self.accumulator.expire(now, self.delivery_timeout):
                 self.accumulator.finished(batch)
+                if batch.producer_id >= 0 and batch.producer_id == self.producer_id:
+                    self._abandon_producer_id()  # its sequence may be missing: later batches would wait forever
                 self._fail(batch, KafkaTimeoutError(
                     f"{batch.topic}-{batch.partition}: not delivered within delivery_timeout_ms"))
             ready, next_time = self.accumulator.ready(now, self._flushing > 0)
@@ -276,7 +333,7 @@ class Producer:
             tp = (batch.topic, batch.partition)
             batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
             batch.base_sequence = self._sequences.get(tp, 0)
-            self._sequences[tp] = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
+            self._sequences[tp] = (batch.base_sequence + batch.count) & 0x7FFFFFFF
 
     async def _init_producer_id(self) -> None:
         request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
@@ -290,6 +347,7 @@ class Producer:
                 raise error_for(response.error_code, context="InitProducerId")
             self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
             self._sequences.clear()
+            self._acknowledged.clear()
         except KafkaError as exc:
             if not exc.retriable:
                 for batch in self.accumulator.drop_all():
@@ -367,7 +425,8 @@ class Producer:
             # Sent under a producer id given up while it was in flight: not resent (see below).
             self.accumulator.finished(batch)
             self._fail(batch, _abandoned(batch, error))
-        elif error.retriable and now - batch.created < self.delivery_timeout and not self._closed:
+        elif (error.retriable or self._behind_unacknowledged(batch, error)) \
+                and now - batch.created < self.delivery_timeout and not self._closed:
             if error.invalid_metadata:
                 self._request_metadata()
             self.accumulator.reenqueue(batch, now + self.retry_backoff)
@@ -377,6 +436,13 @@ class Producer:
                 # This sequence may be missing from the log: later batches would be out of order.
                 self._abandon_producer_id()
             self._fail(batch, error)
+
+    def _behind_unacknowledged(self, batch: ProducerBatch, error: KafkaError) -> bool:
+        """OUT_OF_ORDER_SEQUENCE_NUMBER for a batch sent behind an earlier one of its partition
+        that has no answer yet or is waiting for a retry (several are in flight): the broker
+        refused it only because that one is missing so far, so it is resent after it."""
+        return (error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and batch.producer_id == self.producer_id
+                and batch.base_sequence != self._acknowledged.get((batch.topic, batch.partition), 0))
 
     def _abandon_producer_id(self) -> None:
         """Start over with a new producer id (Kafka bumps the epoch instead).
@@ -393,10 +459,16 @@ class Producer:
 
     def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         self.accumulator.finished(batch)
-        for i, (record, future) in enumerate(zip(batch.records, batch.futures)):
-            offset = base_offset + i if base_offset >= 0 else -1
-            timestamp = log_append_time if log_append_time >= 0 else record.timestamp
-            future._set(RecordMetadata(batch.topic, batch.partition, offset, timestamp), None)
+        if batch.producer_id >= 0 and batch.producer_id == self.producer_id:
+            self._acknowledged[(batch.topic, batch.partition)] = (batch.base_sequence + batch.count) & 0x7FFFFFFF
+        topic, partition = batch.topic, batch.partition
+        offset = base_offset if base_offset >= 0 else -1
+        step = 1 if base_offset >= 0 else 0
+        new = tuple.__new__  # RecordMetadata without its Python-level __new__: one per record
+        for future, record in zip(batch.futures, batch.records):
+            future._set(new(RecordMetadata, (topic, partition, offset,
+                                             log_append_time if log_append_time >= 0 else record[3])), None)
+            offset += step
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         for future in batch.futures:

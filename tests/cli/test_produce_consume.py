@@ -126,6 +126,28 @@ def test_record_formatter():
                             "line.separator": "\\r\\n"}).format(record) == "null\r\n"
 
 
+def test_values_only_text_is_each_record_formatted_and_joined():
+    values = [b"plain", None, b"", "caf\u00e9".encode(), b"\xff\xfe broken \xc3", b"\xe2\x82", b"tail\xe2\x82\xac"]
+    records = [ConsumerRecord("t", 0, i, 0, 0, None, v, ()) for i, v in enumerate(values)]
+    for properties in ({}, {"line.separator": "\\r\\n", "null.literal": "\u2205"}, {"line.separator": "\u00a7"}):
+        formatter = RecordFormatter(properties)
+        assert formatter.values_only
+        assert formatter.format_values(records) == "".join(formatter.format(r) for r in records)
+    assert not RecordFormatter({"print.key": "true"}).values_only
+
+
+def test_many_plain_lines_round_trip_in_order(cli, brokers, topic_name):
+    make_topic(cli, brokers, topic_name)
+    lines = [b"line %05d " % i + b"x" * (i % 300) for i in range(30_000)]  # several 1 MiB blocks
+    data = b"\r\n".join(lines[:10]) + b"\r\n" + b"\n".join(lines[10:])  # CRLF lines too, no final newline
+    r = cli("produce", "--bootstrap-server", brokers, "--topic", topic_name, stdin=data)
+    assert (r.code, r.err) == (0, "")
+    r = cli("consume", "--bootstrap-server", brokers, "--topic", topic_name, "--from-beginning",
+            "--max-messages", len(lines))
+    assert r.code == 0 and r.err == f"Processed a total of {len(lines)} messages\n"
+    assert r.out.encode().split(b"\n")[:-1] == lines
+
+
 def test_ctrl_c_ends_the_consumer_cleanly(cli, brokers, topic_name):
     """SIGINT stops the loop, not the process: the count is reported and the exit code is 0."""
     make_topic(cli, brokers, topic_name)

@@ -273,3 +273,24 @@ def _answer_all(req, code):
         ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=[
             ProduceResponse.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1)
             for p in t.partition_data]) for t in req.topic_data])
+
+
+async def test_send_many_queues_records_as_sends_of_each_would(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 3)
+    records = [(b"k%d" % (i % 4), b"v%d" % i) for i in range(40)] + [(None, b"h", [("a", "1")]), (b"k0", None)]
+    async with Producer(env, "b1:9092", batch_size=300) as producer:
+        futures = await producer.send_many("t", records)
+        results = [await f for f in futures]
+        pinned = await producer.send_many("t", [(None, b"p1"), (None, b"p2")], partition=2)
+        assert [(await f).partition for f in pinned] == [2, 2]
+        with pytest.raises(BrokerResponseError):  # too large: refused as send() refuses it
+            await producer.send_many("t", [(None, b"x" * 2_000_000)])
+    for (key, value, *_), result in zip(records, results):
+        if key is not None:
+            assert result.partition == murmur2_partition(key, 3)
+    stored = {p: mini.records("t", p) for p in range(3)}
+    for (key, value, *headers), result in zip(records, results):
+        record = stored[result.partition][result.offset]
+        assert (record.key, record.value) == (key, value)
+        assert record.headers == ((("a", b"1"),) if headers else ())
