@@ -8,7 +8,8 @@ the readers' loops).
 from __future__ import annotations
 
 from raftkafka.client.fetcher import ConsumerRecord
-from spark_source.cluster_io import AmbiguousWriteError, Fetched
+from spark_source.cluster_io import AmbiguousWriteError, Fetched, RawFetched
+from wire.records import SimpleRecord, build_batch
 
 
 class FakeLog:
@@ -57,6 +58,16 @@ class FakeLog:
             return Fetched([], offset, True)
         records = log[offset:offset + min(max_records, self.records_per_fetch)]
         return Fetched(records, offset + len(records))
+
+    def fetch_raw(self, tp, offset, *, max_wait_s, until=None):
+        """The same records as `fetch`, as one record batch (log-append time if any record has it)."""
+        fetched = self.fetch(tp, offset, max_records=self.records_per_fetch, max_wait_s=max_wait_s)
+        if not fetched.records:
+            return RawFetched(b"", None, fetched.out_of_range)
+        records = fetched.records
+        append_time = any(r.timestamp_type == 1 for r in records)
+        return RawFetched(build_batch([SimpleRecord(r.key, r.value, r.headers, r.timestamp) for r in records],
+                                      base_offset=records[0].offset, log_append_time=append_time))
 
     def produce(self, rows):
         self.produce_calls += 1
