@@ -13,9 +13,11 @@ blocking wrappers (Spark calls us from plain threads):
 - pooled `BlockingConsumer`s for the other reads (`fetch`: the sink's ledger and
   rescans): assign + seek + poll, with auto_offset_reset=none so a position the
   log no longer holds is reported to us (data loss), never silently reset;
-- one idempotent `BlockingProducer` (acks=all): the broker drops a batch the
-  producer re-sends after a lost answer or a leader change, so retries inside a
-  task never duplicate a record.
+- the sink's writes (`produce_sections`): record sections the sink encoded
+  itself, appended as whole batches by an idempotent `BatchAppender` (acks=all)
+  in the admin's loop: the broker drops a batch re-sent after a lost answer or a
+  leader change, so retries inside a task never duplicate a record;
+- one idempotent `BlockingProducer` (acks=all) for single records (the sink's ledger).
 
 The `kafka.*` options (`ClientTuning`) override those consumer and producer
 defaults, name the consumers' group (they still assign and commit nothing), and
@@ -40,9 +42,11 @@ from raftkafka.client.errors import BrokerResponseError, KafkaConnectionError, K
     error_for
 from raftkafka.client.security import ClientSecurity
 from raftkafka.client.fetcher import ConsumerRecord
+from spark_source.batch_appender import AmbiguousWriteError, BatchAppender, Section
 from spark_source.client_properties import ClientTuning
 from spark_source.offsets import PartitionOffsets, TopicPartition
 from wire.batch_header import iter_batches
+from wire.compression import Compression
 from wire.error_codes import ErrorCode
 from wire.protocol import FetchRequest
 from wire.records import SimpleRecord
@@ -52,10 +56,6 @@ __all__ = ["LogClient", "Fetched", "RawFetched", "RemoteLogClient", "AmbiguousWr
 
 EARLIEST_TS = -2
 LATEST_TS = -1
-
-
-class AmbiguousWriteError(KafkaError):
-    """Some records of a write were not acknowledged: they may or may not have been appended."""
 
 
 @dataclass
@@ -106,6 +106,12 @@ class LogClient(Protocol):
     def produce(self, rows: list[tuple[TopicPartition, SimpleRecord]]) -> None:
         """Append each record to its partition, in order per partition, acks=all, idempotently.
         Raises AmbiguousWriteError when any record's outcome is unknown."""
+        ...
+
+    def produce_sections(self, sections: list[Section], timestamp_ms: int) -> None:
+        """Append each (partition, records section, count) as one batch, in order per partition,
+        acks=all, idempotently (`arrow_encode` builds sections). Raises AmbiguousWriteError when
+        any batch's outcome is unknown."""
         ...
 
     def ensure_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
@@ -160,6 +166,14 @@ class RemoteLogClient:
         self._producer_settings = dict(self._settings, acks="all", enable_idempotence=True, linger_ms=5,
                                        batch_size=256 * 1024)
         self._producer_settings.update(tuning.producer)
+        p = self._producer_settings
+        self._appender = BatchAppender(
+            acks=-1 if p["acks"] in ("all", "-1") else int(p["acks"]),
+            idempotent=p["enable_idempotence"] and p["acks"] in ("all", "-1"),
+            compression=Compression[str(p.get("compression", "none")).upper()],
+            request_timeout_s=p["request_timeout_ms"] / 1000,
+            delivery_timeout_s=p.get("delivery_timeout_ms", 120_000) / 1000,
+            retry_backoff_s=p["retry_backoff_ms"] / 1000)
         self._lock = threading.Lock()
         self._idle_consumers: list[BlockingConsumer] = []
         self._all_consumers: list[BlockingConsumer] = []
@@ -298,6 +312,13 @@ class RemoteLogClient:
                 self._producer = BlockingProducer(self.bootstrap_servers, **self._producer_settings)
             producer = self._producer
         producer.run_in_loop(_send_all, rows)
+
+    def produce_sections(self, sections: list[Section], timestamp_ms: int) -> None:
+        if sections:
+            self._admin.run_in_loop(self._append, sections, timestamp_ms)
+
+    async def _append(self, admin, sections, timestamp_ms) -> None:
+        await self._appender.append(admin.cluster, sections, timestamp_ms)
 
 
 # ---------------------------------------------------------------------- routines run in a client's loop

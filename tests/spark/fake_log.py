@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from raftkafka.client.fetcher import ConsumerRecord
 from spark_source.cluster_io import AmbiguousWriteError, Fetched, RawFetched
-from wire.records import SimpleRecord, build_batch
+from spark_source.arrow_encode import seal_batch
+from wire.records import SimpleRecord, build_batch, decode_batch
 
 
 class FakeLog:
@@ -70,11 +71,23 @@ class FakeLog:
                                       base_offset=records[0].offset, log_append_time=append_time))
 
     def produce(self, rows):
+        self._produce_call(lambda: [(tp, r.key, r.value, r.timestamp if r.timestamp is not None else 1000, r.headers)
+                                    for tp, r in rows])
+
+    def produce_sections(self, sections, timestamp_ms):
+        """Each section decoded back into records (what the broker would store)."""
+        def records():
+            for tp, section, count in sections:
+                _, decoded = decode_batch(seal_batch(section, count, timestamp_ms=timestamp_ms))
+                yield from ((tp, r.key, r.value, r.timestamp, r.headers) for r in decoded)
+        self._produce_call(records)
+
+    def _produce_call(self, records) -> None:
         self.produce_calls += 1
         if self.produce_calls == self.fail_on_produce_call:
             raise AmbiguousWriteError("connection lost before the append")
-        for tp, r in rows:
-            self.append(tp, r.value, r.key, r.timestamp if r.timestamp is not None else 1000, r.headers)
+        for tp, key, value, ts, headers in records():
+            self.append(tp, value, key, ts, headers)
         if self.fail_after_append:
             self.fail_after_append -= 1
             raise AmbiguousWriteError("connection lost after the append")

@@ -1,0 +1,124 @@
+"""Idempotent appends of whole record batches over a client `Cluster` (the sink's write path).
+
+The sink encodes its rows into record sections itself (`arrow_encode`), so it needs no
+per-record producer, only what makes a re-sent batch harmless: one producer id
+(InitProducerId, no transactional id) and, per partition, consecutive sequence numbers.
+
+Per partition one batch is in flight at a time, in order; partitions go in parallel.
+After a retriable error or a lost answer the same bytes (same producer id and sequence)
+are sent again, to the leader of the moment, until `delivery_timeout_s` has passed: a
+copy that had landed is dropped by the broker, which answers DUPLICATE_SEQUENCE_NUMBER
+(success here). A batch that cannot be delivered ends that partition's appends and the
+call raises AmbiguousWriteError (its outcome is unknown); the producer id is given up,
+as a later batch under it would follow a gap in the sequence.
+
+With idempotence off (the sink's `kafka.enable.idempotence=false`, or acks other than
+all) batches carry no producer id and are still re-sent on retriable errors, as Kafka's
+producer does then: a lost answer may duplicate a batch.
+"""
+from __future__ import annotations
+
+import trio
+
+from raftkafka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
+from spark_source.arrow_encode import seal_batch
+from wire.compression import Compression
+from wire.error_codes import ErrorCode
+from wire.protocol import InitProducerIdRequest, ProduceRequest
+
+__all__ = ["AmbiguousWriteError", "BatchAppender", "Section"]
+
+Section = tuple[tuple[str, int], bytes, int]  # (topic partition, records section, record count)
+
+
+class AmbiguousWriteError(KafkaError):
+    """Some records of a write were not acknowledged: they may or may not have been appended."""
+
+
+class BatchAppender:
+    def __init__(self, *, acks: int = -1, idempotent: bool = True, compression: Compression = Compression.NONE,
+                 request_timeout_s: float = 30.0, delivery_timeout_s: float = 120.0, retry_backoff_s: float = 0.1):
+        self.acks, self.idempotent, self.compression = acks, idempotent, compression
+        self.request_timeout_s, self.delivery_timeout_s = request_timeout_s, delivery_timeout_s
+        self.retry_backoff_s = retry_backoff_s
+        self._identity: tuple[int, int] | None = None  # (producer id, epoch)
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._identity_lock: trio.Lock | None = None
+
+    async def append(self, cluster, sections: list[Section], timestamp_ms: int) -> None:
+        """Append each section as one batch to its partition (in the given order per partition)."""
+        by_partition: dict[tuple[str, int], list[tuple[bytes, int]]] = {}
+        for tp, section, count in sections:
+            by_partition.setdefault(tp, []).append((section, count))
+        failures: list[str] = []
+        async with trio.open_nursery() as nursery:
+            for tp, items in sorted(by_partition.items()):
+                nursery.start_soon(self._append_partition, cluster, tp, items, timestamp_ms, failures)
+        if failures:
+            raise AmbiguousWriteError(f"{len(failures)} partition(s) not fully acknowledged: {failures[0]}")
+
+    async def _append_partition(self, cluster, tp, items, timestamp_ms: int, failures: list[str]) -> None:
+        for section, count in items:
+            producer_id, epoch, sequence = await self._next_sequence(cluster, tp, count)
+            batch = seal_batch(section, count, timestamp_ms=timestamp_ms, producer_id=producer_id,
+                               producer_epoch=epoch, base_sequence=sequence, compression=self.compression)
+            deadline = trio.current_time() + self.delivery_timeout_s
+            while True:
+                error = await self._send_once(cluster, tp, batch)
+                if error is None:
+                    break
+                if not _retriable(error) or trio.current_time() >= deadline:
+                    if self._identity is not None and self._identity[0] == producer_id:
+                        self._identity = None
+                    failures.append(f"{tp[0]}-{tp[1]}: {error}")
+                    return
+                await trio.sleep(self.retry_backoff_s)
+                try:
+                    await cluster.refresh()
+                except KafkaError:
+                    pass  # the next attempt looks again
+
+    async def _next_sequence(self, cluster, tp, count: int) -> tuple[int, int, int]:
+        if not self.idempotent:
+            return -1, -1, -1
+        if self._identity_lock is None:
+            self._identity_lock = trio.Lock()
+        async with self._identity_lock:
+            if self._identity is None:
+                response = await cluster.request_any(
+                    InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000))
+                if response.error_code:
+                    raise error_for(response.error_code, context="InitProducerId")
+                self._identity = (response.producer_id, response.producer_epoch)
+                self._sequences.clear()
+        sequence = self._sequences.get(tp, 0)
+        self._sequences[tp] = (sequence + count) & 0x7FFFFFFF
+        return (*self._identity, sequence)
+
+    async def _send_once(self, cluster, tp, batch: bytes) -> KafkaError | None:
+        try:
+            await cluster.topic(tp[0])
+            leader = cluster.leader(*tp)
+            if leader < 0:
+                return KafkaConnectionError(f"{tp[0]}-{tp[1]} has no leader now")
+            request = ProduceRequest(transactional_id=None, acks=self.acks,
+                                     timeout_ms=int(self.request_timeout_s * 1000),
+                                     topic_data=[ProduceRequest.TopicProduceData(name=tp[0], partition_data=[
+                                         ProduceRequest.PartitionProduceData(index=tp[1], records=batch)])])
+            if self.acks == 0:
+                await (await cluster.connection(leader)).request(request, expect_response=False)
+                return None
+            response = await cluster.send(leader, request)
+        except KafkaError as exc:
+            return exc
+        answer = next((p for t in response.responses for p in t.partition_responses
+                       if t.name == tp[0] and p.index == tp[1]), None)
+        if answer is None:
+            return error_for(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for the partition", f"{tp[0]}-{tp[1]}")
+        if answer.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+            return None
+        return error_for(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]}")
+
+
+def _retriable(error: KafkaError) -> bool:
+    return isinstance(error, (KafkaConnectionError, KafkaTimeoutError)) or bool(getattr(error, "retriable", False))
