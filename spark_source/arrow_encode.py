@@ -11,28 +11,21 @@ arrays. One Arrow `take` over all those pieces, in record order, copies them int
 contiguous buffer: the section. Rows with headers of their own go through
 `wire.records.build_batch` instead (one Python step per record).
 
-`seal_batch` puts the 61-byte batch header (producer id, epoch and sequence of the
-idempotent appender, CRC-32C) in front of a section, compressing it if asked.
+`batch_appender.seal_batch` puts the batch header in front of a section.
 """
 from __future__ import annotations
-
-import struct
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from crc32c import crc32c
 
-from wire.batch_header import HEADER_SIZE, MAGIC
-from wire.compression import Compression, compress
+from wire.batch_header import HEADER_SIZE
 from wire.records import SimpleRecord, build_batch
 
-__all__ = ["encode_records", "seal_batch", "SINK_HEADER_KEY"]
+__all__ = ["encode_records", "SINK_HEADER_KEY"]
 
 SINK_HEADER_KEY = b"raftkafka.sink"
 _SMALL_WIDTH = 20  # length + attributes + timestamp delta + offset delta + key length: at most 17 bytes
-_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count
-_PREFIX = struct.Struct(">qiib")  # base offset, batch length, partition leader epoch, magic
 
 
 def _zigzag(values: np.ndarray) -> np.ndarray:
@@ -138,13 +131,3 @@ def _encode_each(keys, values, tag_prefix, tag_numbers, headers) -> bytes:
             own += ((SINK_HEADER_KEY.decode(), tag_prefix + b"%d" % tag_numbers[i]),)
         records.append(SimpleRecord(key, value, own, 0))
     return build_batch(records, base_timestamp=0)[HEADER_SIZE:]
-
-
-def seal_batch(section: bytes, count: int, *, timestamp_ms: int, producer_id: int = -1, producer_epoch: int = -1,
-               base_sequence: int = -1, compression: Compression = Compression.NONE) -> bytes:
-    """A whole RecordBatch v2 (base offset 0, CreateTime) around a section from `encode_records`."""
-    payload = compress(compression, section) if compression else section
-    after_crc = _AFTER_CRC.pack(int(compression), count - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
-                                base_sequence, count) + payload
-    prefix = _PREFIX.pack(0, HEADER_SIZE - 12 + len(payload), -1, MAGIC)
-    return b"".join((prefix, struct.pack(">I", crc32c(after_crc)), after_crc))

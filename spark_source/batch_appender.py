@@ -18,17 +18,22 @@ producer does then: a lost answer may duplicate a batch.
 """
 from __future__ import annotations
 
+import struct
+
 import trio
+from crc32c import crc32c
 
 from raftkafka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
-from spark_source.arrow_encode import seal_batch
-from wire.compression import Compression
+from wire.batch_header import HEADER_SIZE, MAGIC
+from wire.compression import Compression, compress
 from wire.error_codes import ErrorCode
 from wire.protocol import InitProducerIdRequest, ProduceRequest
 
-__all__ = ["AmbiguousWriteError", "BatchAppender", "Section"]
+__all__ = ["AmbiguousWriteError", "BatchAppender", "Section", "seal_batch"]
 
 Section = tuple[tuple[str, int], bytes, int]  # (topic partition, records section, record count)
+_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count
+_PREFIX = struct.Struct(">qiib")  # base offset, batch length, partition leader epoch, magic
 
 
 class AmbiguousWriteError(KafkaError):
@@ -122,3 +127,14 @@ class BatchAppender:
 
 def _retriable(error: KafkaError) -> bool:
     return isinstance(error, (KafkaConnectionError, KafkaTimeoutError)) or bool(getattr(error, "retriable", False))
+
+
+def seal_batch(section: bytes, count: int, *, timestamp_ms: int, producer_id: int = -1, producer_epoch: int = -1,
+               base_sequence: int = -1, compression: Compression = Compression.NONE) -> bytes:
+    """A whole RecordBatch v2 (base offset 0, CreateTime, CRC-32C) around a records section
+    (`arrow_encode.encode_records`: timestamp deltas 0, offset deltas 0..count-1)."""
+    payload = compress(compression, section) if compression else section
+    after_crc = _AFTER_CRC.pack(int(compression), count - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
+                                base_sequence, count) + payload
+    prefix = _PREFIX.pack(0, HEADER_SIZE - 12 + len(payload), -1, MAGIC)
+    return b"".join((prefix, struct.pack(">I", crc32c(after_crc)), after_crc))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
-from spark_source.arrow_batches import decode_fetched
 from spark_source.cluster_io import EARLIEST_TS, LogClient
 from spark_source.planning import OffsetRange, report_data_loss
 
@@ -26,6 +25,7 @@ __all__ = ["read_range"]
 def read_range(client: LogClient, r: OffsetRange, *, include_headers: bool = False, fail_on_data_loss: bool = True,
                wait_timeout_s: float = 30.0, poll_wait_s: float = 0.2) -> Iterator:
     """Yield pyarrow RecordBatches covering [r.start, r.end) in offset order."""
+    from spark_source.arrow_batches import decode_fetched  # numpy: only where rows are read
     tp = (r.topic, r.partition)
     position = r.start
     stalled_since: float | None = None

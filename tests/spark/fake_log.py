@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from raftkafka.client.fetcher import ConsumerRecord
 from spark_source.cluster_io import AmbiguousWriteError, Fetched, RawFetched
-from spark_source.arrow_encode import seal_batch
+from spark_source.batch_appender import seal_batch
 from wire.records import SimpleRecord, build_batch, decode_batch
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from raftkafka.client.partitioner import murmur2_partition
 from spark_source.arrow_batches import decode_fetched
-from spark_source.arrow_encode import encode_records, seal_batch
+from spark_source.arrow_encode import encode_records
+from spark_source.batch_appender import seal_batch
 from spark_source.arrow_rows import arrow_schema
 from spark_source.sink_rows import SinkRows, murmur2_partitions
 from wire.errors import CorruptRecordError
