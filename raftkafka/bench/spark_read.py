@@ -6,7 +6,9 @@ librdkafka's figures on the same cluster in the same run.
 
 1. librdkafka (confluent-kafka, acks=all) writes N records of 100-byte values into a fresh
    topic (4 partitions, the cluster's default replication factor; with --dev-nodes N that
-   is N) and reads them back: the reference figures.
+   is N) and reads them back: the reference figures. Then the source's and the sink's own
+   code without Spark, in one thread: the range reader over all partitions (Arrow rows),
+   and one sink task (`write_task`) copying them into another topic.
 2. Cold read: a SparkSession is started (timed), then the first query of the session
    counts a small topic (1,000 records).
 3. Batch read: `format("raftkafka")` → noop sink, all columns materialised, rows/s (warm).
@@ -116,6 +118,37 @@ def main(argv=None) -> None:
             cluster.stop()
 
 
+def without_spark(bootstrap: str, topic: str, partitions: int) -> None:
+    from spark_source.cluster_io import LATEST_TS, RemoteLogClient
+    from spark_source.planning import OffsetRange
+    from spark_source.range_reader import read_range
+    from spark_source.sink_protocol import ledger_topic, write_task
+    from spark_source.sink_rows import SinkRows
+
+    client = RemoteLogClient(bootstrap)
+    try:
+        tps = [(topic, p) for p in range(partitions)]
+        ends = client.list_offsets(tps, LATEST_TS)
+        started = time.perf_counter()
+        batches = [b for tp in tps for b in read_range(client, OffsetRange(topic, tp[1], 0, ends[tp]))]
+        took = time.perf_counter() - started
+        rows = sum(b.num_rows for b in batches)
+        print(f"range reader, one thread, no Spark: {rows:,} rows in {took:.2f}s = {rows / took:,.0f} rows/s",
+              flush=True)
+        target, sink_id = f"{topic}-sink-direct", f"direct-{topic}"
+        client.ensure_topic(target, partitions)
+        client.ensure_topic(ledger_topic(sink_id), 1)
+        started = time.perf_counter()
+        sink_rows = SinkRows.from_arrow([b.select(["key", "value"]) for b in batches], topic_option=target, task=0,
+                                        partition_counts=lambda name: partitions)
+        write_task(client, sink_id, 0, 0, sink_rows, timestamp_ms=int(time.time() * 1000))
+        took = time.perf_counter() - started
+        print(f"sink task (write_task), one thread, no Spark: {rows:,} rows in {took:.2f}s = "
+              f"{rows / took:,.0f} rows/s", flush=True)
+    finally:
+        client.close()
+
+
 def run(args, bootstrap: str) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -130,6 +163,7 @@ def run(args, bootstrap: str) -> None:
     read = librdkafka_read(bootstrap, topic, args.records)
     librdkafka_write(bootstrap, small, 1000)
     print(f"librdkafka: write {write:,.0f} rec/s (acks=all), read {read:,.0f} rec/s", flush=True)
+    without_spark(bootstrap, topic, args.partitions)
 
     started = time.perf_counter()
     from pyspark.sql import SparkSession
