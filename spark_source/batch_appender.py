@@ -4,13 +4,16 @@ The sink encodes its rows into record sections itself (`arrow_encode`), so it ne
 per-record producer, only what makes a re-sent batch harmless: one producer id
 (InitProducerId, no transactional id) and, per partition, consecutive sequence numbers.
 
-Per partition one batch is in flight at a time, in order; partitions go in parallel.
-After a retriable error or a lost answer the same bytes (same producer id and sequence)
-are sent again, to the leader of the moment, until `delivery_timeout_s` has passed: a
-copy that had landed is dropped by the broker, which answers DUPLICATE_SEQUENCE_NUMBER
-(success here). A batch that cannot be delivered ends that partition's appends and the
-call raises AmbiguousWriteError (its outcome is unknown); the producer id is given up,
-as a later batch under it would follow a gap in the sequence.
+Appends go in rounds: each round sends every partition's next batch, one Produce request
+per leader holding all of that leader's partitions (a broker answers a connection's
+requests one at a time, so one request per leader is what runs in parallel). Per
+partition one batch is in flight at a time, in order. After a retriable error or a lost
+answer the same bytes (same producer id and sequence) go again in the next round, to the
+leader of the moment, until `delivery_timeout_s` has passed: a copy that had landed is
+dropped by the broker, which answers DUPLICATE_SEQUENCE_NUMBER (success here). A batch
+that cannot be delivered ends that partition's appends and the call raises
+AmbiguousWriteError (its outcome is unknown); the producer id is given up, as a later
+batch under it would follow a gap in the sequence.
 
 With idempotence off (the sink's `kafka.enable.idempotence=false`, or acks other than
 all) batches carry no producer id and are still re-sent on retriable errors, as Kafka's
@@ -19,6 +22,7 @@ producer does then: a lost answer may duplicate a batch.
 from __future__ import annotations
 
 import struct
+from collections import deque
 
 import trio
 from crc32c import crc32c
@@ -52,36 +56,66 @@ class BatchAppender:
 
     async def append(self, cluster, sections: list[Section], timestamp_ms: int) -> None:
         """Append each section as one batch to its partition (in the given order per partition)."""
-        by_partition: dict[tuple[str, int], list[tuple[bytes, int]]] = {}
+        queued: dict[tuple[str, int], deque[tuple[bytes, int]]] = {}
         for tp, section, count in sections:
-            by_partition.setdefault(tp, []).append((section, count))
+            queued.setdefault(tp, deque()).append((section, count))
+        sending: dict[tuple[str, int], _Batch] = {}
         failures: list[str] = []
-        async with trio.open_nursery() as nursery:
-            for tp, items in sorted(by_partition.items()):
-                nursery.start_soon(self._append_partition, cluster, tp, items, timestamp_ms, failures)
-        if failures:
-            raise AmbiguousWriteError(f"{len(failures)} partition(s) not fully acknowledged: {failures[0]}")
-
-    async def _append_partition(self, cluster, tp, items, timestamp_ms: int, failures: list[str]) -> None:
-        for section, count in items:
-            producer_id, epoch, sequence = await self._next_sequence(cluster, tp, count)
-            batch = seal_batch(section, count, timestamp_ms=timestamp_ms, producer_id=producer_id,
-                               producer_epoch=epoch, base_sequence=sequence, compression=self.compression)
-            deadline = trio.current_time() + self.delivery_timeout_s
-            while True:
-                error = await self._send_once(cluster, tp, batch)
+        while queued or sending:
+            for tp in sorted(queued):
+                if tp not in sending:
+                    section, count = queued[tp].popleft()
+                    if not queued[tp]:
+                        del queued[tp]
+                    sending[tp] = await self._seal(cluster, tp, section, count, timestamp_ms)
+            errors = await self._send_round(cluster, sending)
+            retry = False
+            for tp, error in sorted(errors.items()):
+                batch = sending[tp]
                 if error is None:
-                    break
-                if not _retriable(error) or trio.current_time() >= deadline:
-                    if self._identity is not None and self._identity[0] == producer_id:
+                    del sending[tp]
+                elif _retriable(error) and trio.current_time() < batch.deadline:
+                    retry = True
+                else:
+                    del sending[tp]
+                    queued.pop(tp, None)  # later batches would follow a gap: not sent
+                    if self._identity is not None and self._identity[0] == batch.producer_id:
                         self._identity = None
                     failures.append(f"{tp[0]}-{tp[1]}: {error}")
-                    return
+            if retry:
                 await trio.sleep(self.retry_backoff_s)
                 try:
                     await cluster.refresh()
                 except KafkaError:
-                    pass  # the next attempt looks again
+                    pass  # the next round looks again
+        if failures:
+            raise AmbiguousWriteError(f"{len(failures)} partition(s) not fully acknowledged: {failures[0]}")
+
+    async def _seal(self, cluster, tp, section: bytes, count: int, timestamp_ms: int) -> "_Batch":
+        producer_id, epoch, sequence = await self._next_sequence(cluster, tp, count)
+        data = seal_batch(section, count, timestamp_ms=timestamp_ms, producer_id=producer_id, producer_epoch=epoch,
+                          base_sequence=sequence, compression=self.compression)
+        return _Batch(data, producer_id, trio.current_time() + self.delivery_timeout_s)
+
+    async def _send_round(self, cluster, sending: dict) -> dict[tuple[str, int], KafkaError | None]:
+        """Each partition's batch to its leader, one request per leader, all leaders at once."""
+        errors: dict[tuple[str, int], KafkaError | None] = {}
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in sorted(sending):
+            try:
+                await cluster.topic(tp[0])
+            except KafkaError as exc:
+                errors[tp] = exc
+                continue
+            leader = cluster.leader(*tp)
+            if leader < 0:
+                errors[tp] = KafkaConnectionError(f"{tp[0]}-{tp[1]} has no leader now")
+            else:
+                by_leader.setdefault(leader, []).append(tp)
+        async with trio.open_nursery() as nursery:
+            for leader, tps in sorted(by_leader.items()):
+                nursery.start_soon(self._send_to, cluster, leader, {tp: sending[tp].data for tp in tps}, errors)
+        return errors
 
     async def _next_sequence(self, cluster, tp, count: int) -> tuple[int, int, int]:
         if not self.idempotent:
@@ -100,29 +134,38 @@ class BatchAppender:
         self._sequences[tp] = (sequence + count) & 0x7FFFFFFF
         return (*self._identity, sequence)
 
-    async def _send_once(self, cluster, tp, batch: bytes) -> KafkaError | None:
+    async def _send_to(self, cluster, leader: int, batches: dict, errors: dict) -> None:
+        topics: dict[str, list] = {}
+        for (topic, partition), data in sorted(batches.items()):
+            topics.setdefault(topic, []).append(ProduceRequest.PartitionProduceData(index=partition, records=data))
+        request = ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=int(self.request_timeout_s * 1000),
+                                 topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p)
+                                             for t, p in topics.items()])
         try:
-            await cluster.topic(tp[0])
-            leader = cluster.leader(*tp)
-            if leader < 0:
-                return KafkaConnectionError(f"{tp[0]}-{tp[1]} has no leader now")
-            request = ProduceRequest(transactional_id=None, acks=self.acks,
-                                     timeout_ms=int(self.request_timeout_s * 1000),
-                                     topic_data=[ProduceRequest.TopicProduceData(name=tp[0], partition_data=[
-                                         ProduceRequest.PartitionProduceData(index=tp[1], records=batch)])])
             if self.acks == 0:
                 await (await cluster.connection(leader)).request(request, expect_response=False)
-                return None
+                errors.update((tp, None) for tp in batches)
+                return
             response = await cluster.send(leader, request)
         except KafkaError as exc:
-            return exc
-        answer = next((p for t in response.responses for p in t.partition_responses
-                       if t.name == tp[0] and p.index == tp[1]), None)
-        if answer is None:
-            return error_for(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for the partition", f"{tp[0]}-{tp[1]}")
-        if answer.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-            return None
-        return error_for(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]}")
+            errors.update((tp, exc) for tp in batches)
+            return
+        answers = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
+        for tp in batches:
+            answer = answers.get(tp)
+            if answer is None:
+                errors[tp] = error_for(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for the partition", f"{tp[0]}-{tp[1]}")
+            elif answer.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                errors[tp] = None
+            else:
+                errors[tp] = error_for(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]}")
+
+
+class _Batch:
+    """A sealed batch in flight: its bytes are re-sent unchanged until answered or out of time."""
+
+    def __init__(self, data: bytes, producer_id: int, deadline: float):
+        self.data, self.producer_id, self.deadline = data, producer_id, deadline
 
 
 def _retriable(error: KafkaError) -> bool:
