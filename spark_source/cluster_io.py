@@ -6,10 +6,9 @@ the writers use; the pure tests fake it (tests/spark/fake_log.py).
 blocking wrappers (Spark calls us from plain threads):
 
 - a `BlockingAdmin` for topics and ListOffsets;
-- ranged reads of Arrow rows (`fetch_raw`): Fetch requests sent by the admin's
-  cluster connections straight to each partition's leader, answered undecoded
-  (spark_source.arrow_batches decodes them column-wise); each answer starts the
-  Fetch of the next piece of the range while the caller decodes this one;
+- ranged reads for Arrow rows (`fetch_raw`): a `RangeFetcher` in the admin's
+  loop sends Fetch requests straight to each partition's leader and hands the
+  record batches back undecoded (spark_source.arrow_batches decodes them);
 - pooled `BlockingConsumer`s for the other reads (`fetch`: the sink's ledger and
   rescans): assign + seek + poll, with auto_offset_reset=none so a position the
   log no longer holds is reported to us (data loss), never silently reset;
@@ -30,25 +29,21 @@ from __future__ import annotations
 
 import threading
 import time
-
-import trio
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Protocol
 
 from raftkafka.client.admin import NewTopic
 from raftkafka.client.blocking import BlockingAdmin, BlockingConsumer, BlockingProducer
-from raftkafka.client.errors import BrokerResponseError, KafkaConnectionError, KafkaError, KafkaTimeoutError, \
-    error_for
+from raftkafka.client.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
 from raftkafka.client.security import ClientSecurity
 from raftkafka.client.fetcher import ConsumerRecord
 from spark_source.batch_appender import AmbiguousWriteError, BatchAppender, Section
 from spark_source.client_properties import ClientTuning
 from spark_source.offsets import PartitionOffsets, TopicPartition
-from wire.batch_header import iter_batches
+from spark_source.range_fetch import RangeFetcher, RawFetched
 from wire.compression import Compression
 from wire.error_codes import ErrorCode
-from wire.protocol import FetchRequest
 from wire.records import SimpleRecord
 
 __all__ = ["LogClient", "Fetched", "RawFetched", "RemoteLogClient", "AmbiguousWriteError", "shared_client", "scan",
@@ -69,18 +64,6 @@ class Fetched:
 
     records: list[ConsumerRecord]
     next_offset: int
-    out_of_range: bool = False
-
-
-@dataclass
-class RawFetched:
-    """One partition's Fetch answer, undecoded: `records` holds the record batches from the
-    offset asked for (the last may be partial); `aborted` the answer's aborted transactions
-    as (producer id, first offset) under read_committed, else None. `out_of_range` as in
-    `Fetched`. Empty `records` and not out of range: nothing yet (or a leader moved)."""
-
-    records: bytes
-    aborted: list[tuple[int, int]] | None = None
     out_of_range: bool = False
 
 
@@ -178,7 +161,11 @@ class RemoteLogClient:
         self._idle_consumers: list[BlockingConsumer] = []
         self._all_consumers: list[BlockingConsumer] = []
         self._producer: BlockingProducer | None = None
-        self._ahead: dict[TopicPartition, _Ahead] = {}  # touched only in the admin's loop
+        c = self._consumer_settings
+        self._range_fetcher = RangeFetcher(
+            max_bytes=c.get("fetch_max_bytes", 52_428_800), partition_max_bytes=c["max_partition_fetch_bytes"],
+            min_bytes=c.get("fetch_min_bytes", 1), read_committed=c.get("isolation_level") == "read_committed",
+            retry_backoff_s=c["retry_backoff_ms"] / 1000)
         self.closed = False
 
     def close(self) -> None:
@@ -241,66 +228,11 @@ class RemoteLogClient:
 
     def fetch_raw(self, tp: TopicPartition, offset: int, *, max_wait_s: float = 0.2,
                   until: int | None = None) -> RawFetched:
-        return self._admin.run_in_loop(self._fetch_ahead, tuple(tp), offset, max_wait_s, until)
+        return self._admin.run_in_loop(self._fetch_raw, tuple(tp), offset, max_wait_s, until)
 
-    async def _fetch_ahead(self, admin, tp, offset, max_wait_s, until) -> RawFetched:
-        """The answer for `offset` (the one fetched ahead, if it was that offset), and the Fetch of
-        what follows it started before returning, so it travels while the caller decodes."""
-        ahead = self._ahead.pop(tp, None)
-        if ahead is not None and ahead.offset == offset:
-            result = await ahead.result()
-        else:
-            result = await self._fetch_once(admin, tp, offset, max_wait_s)
-        if until is not None and result.records and not result.out_of_range:
-            follows = max((h.next_offset for _, h in iter_batches(result.records, validate=False)), default=offset)
-            if offset < follows < until:
-                self._ahead[tp] = ahead = _Ahead(follows)
-                trio.lowlevel.spawn_system_task(ahead.run, self._fetch_once, admin, tp, follows, max_wait_s)
-        return result
+    async def _fetch_raw(self, admin, tp, offset, max_wait_s, until) -> RawFetched:
+        return await self._range_fetcher.fetch(admin.cluster, tp, offset, max_wait_s, until)
 
-    async def _fetch_once(self, admin, tp, offset, max_wait_s) -> RawFetched:
-        cluster = admin.cluster
-        settings = self._consumer_settings
-        try:
-            await cluster.topic(tp[0])
-            leader = cluster.leader(*tp)
-            if leader < 0:
-                raise KafkaConnectionError(f"{tp[0]}-{tp[1]} has no leader now")
-            request = FetchRequest(
-                replica_id=-1, max_wait_ms=int(max_wait_s * 1000), min_bytes=settings.get("fetch_min_bytes", 1),
-                max_bytes=settings.get("fetch_max_bytes", 52_428_800), isolation_level=self._isolation,
-                topics=[FetchRequest.FetchTopic(topic=tp[0], partitions=[FetchRequest.FetchPartition(
-                    partition=tp[1], current_leader_epoch=cluster.leader_epoch(*tp), fetch_offset=offset,
-                    partition_max_bytes=settings["max_partition_fetch_bytes"])])])
-            response = await cluster.send(leader, request, timeout=max_wait_s)
-            code = ErrorCode.of(response.error_code)
-            part = next((p for t in response.responses for p in t.partitions
-                         if t.topic == tp[0] and p.partition_index == tp[1]), None)
-            if code == ErrorCode.NONE and part is not None:
-                code = ErrorCode.of(part.error_code)
-            if code == ErrorCode.NONE and part is not None:
-                aborted = None if not self._isolation else \
-                    [(a.producer_id, a.first_offset) for a in part.aborted_transactions or ()]
-                return RawFetched(bytes(part.records or b""), aborted)
-            if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                return RawFetched(b"", None, True)
-            if not (code.invalid_metadata or code.retriable or part is None):
-                raise error_for(code, context=f"Fetch {tp[0]}-{tp[1]}")
-        except (KafkaConnectionError, KafkaTimeoutError):
-            pass  # a leader moved or went away: look again below, the caller asks again
-        except BrokerResponseError as exc:
-            if not (ErrorCode.of(exc.code).retriable or exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                raise
-        await trio.sleep(self._settings["retry_backoff_ms"] / 1000)
-        try:
-            await cluster.refresh()
-        except KafkaError:
-            pass  # the next attempt tries again; the caller bounds how long
-        return RawFetched(b"")
-
-    @property
-    def _isolation(self) -> int:
-        return 1 if self._consumer_settings.get("isolation_level") == "read_committed" else 0
 
     # ------------------------------------------------------------------ writes
 
@@ -372,29 +304,6 @@ async def _send_all(producer, rows):
     failed = [f.exception() for f in futures if f.exception() is not None]
     if failed:
         raise AmbiguousWriteError(f"{len(failed)} of {len(rows)} records not acknowledged: {failed[0]}")
-
-
-class _Ahead:
-    """A Fetch started before its caller asks for it (a task of the admin's loop)."""
-
-    def __init__(self, offset: int):
-        self.offset = offset
-        self._done = trio.Event()
-        self._outcome: RawFetched | Exception | None = None
-
-    async def run(self, fetch, *args) -> None:
-        try:
-            self._outcome = await fetch(*args)
-        except Exception as exc:  # handed to whoever takes the answer
-            self._outcome = exc
-        finally:
-            self._done.set()
-
-    async def result(self) -> RawFetched:
-        await self._done.wait()
-        if isinstance(self._outcome, Exception):
-            raise self._outcome
-        return self._outcome
 
 
 _clients: dict[tuple, RemoteLogClient] = {}
