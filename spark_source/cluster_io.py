@@ -16,7 +16,7 @@ blocking wrappers (Spark calls us from plain threads):
   itself, appended as whole batches by an idempotent `BatchAppender` (acks=all)
   in the admin's loop: the broker drops a batch re-sent after a lost answer or a
   leader change, so retries inside a task never duplicate a record;
-- one idempotent `BlockingProducer` (acks=all) for single records (the sink's ledger).
+- one idempotent `BlockingProducer` (acks=all) for single records (the initial-offsets store).
 
 The `kafka.*` options (`ClientTuning`) override those consumer and producer
 defaults, name the consumers' group (they still assign and commit nothing), and
@@ -270,6 +270,11 @@ async def _partitions(admin, topics):
 
 
 async def _ensure_topic(admin, topic: NewTopic):
+    try:  # a metadata request, not a CreateTopics through the controller, when it exists (the usual case)
+        if (await admin.describe_topics([topic.name]))[topic.name].partitions:
+            return
+    except BrokerResponseError:
+        pass  # unknown: create it
     error = (await admin.create_topics([topic]))[topic.name]
     if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
         raise error

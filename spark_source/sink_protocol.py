@@ -46,7 +46,8 @@ from dataclasses import dataclass
 from spark_source.cluster_io import EARLIEST_TS, LATEST_TS, LogClient, scan
 from spark_source.offsets import TopicPartition
 from spark_source.sink_rows import SinkRows
-from wire.records import SimpleRecord
+from wire.batch_header import HEADER_SIZE
+from wire.records import SimpleRecord, build_batch
 
 __all__ = ["SINK_HEADER", "ledger_topic", "LedgerView", "read_ledger", "append_ledger", "write_task", "TaskResult"]
 
@@ -91,8 +92,11 @@ def read_ledger(client: LogClient, sink_id: str, batch_id: int, task: int) -> Le
 
 
 def append_ledger(client: LogClient, sink_id: str, entry: dict, timestamp_ms: int) -> None:
+    """One ledger record, through the same idempotent batch appends as the data (no producer is
+    started for it: Spark commits each micro-batch from a fresh Python process)."""
     value = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()
-    client.produce([((ledger_topic(sink_id), 0), SimpleRecord(None, value, (), timestamp_ms))])
+    section = build_batch([SimpleRecord(None, value)], base_timestamp=0)[HEADER_SIZE:]
+    client.produce_sections([((ledger_topic(sink_id), 0), section, 1)], timestamp_ms)
 
 
 def _tag(sink_id: str, batch_id: int, task: int) -> str:
