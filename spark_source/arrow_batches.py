@@ -28,6 +28,7 @@ from spark_source.arrow_rows import arrow_schema as _arrow_schema
 from wire.batch_header import HEADER_SIZE, BatchHeader, iter_batches
 from wire.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from wire.errors import CorruptRecordError
+from wire.record_scan import _varint as varint_at  # one scalar zigzag varint (the broker's record scan)
 from wire.records import ControlType, decode_records, parse_control_record
 
 __all__ = ["decode_fetched", "record_starts", "record_columns", "RecordColumns"]
@@ -117,19 +118,6 @@ def _varints(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, after
 
 
-def _scalar_varint(data, pos: int) -> tuple[int, int]:
-    raw, shift = 0, 0
-    while True:
-        b = data[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("record varint longer than 10 bytes")
-
-
 def record_starts(data: bytes, count: int) -> np.ndarray:
     """Start of each of `count` records laid end to end in `data`; they must fill it exactly."""
     arr = np.frombuffer(data, dtype=np.uint8)
@@ -141,7 +129,7 @@ def record_starts(data: bytes, count: int) -> np.ndarray:
     scalar_budget, window = 0, 256
     try:
         while i < count:
-            length, body = _scalar_varint(data, pos)
+            length, body = varint_at(data, pos, 10)
             if length < 6 or body + length > size:
                 raise CorruptRecordError(f"invalid record length {length}")
             stride = body + length - pos
