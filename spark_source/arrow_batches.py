@@ -48,7 +48,7 @@ def decode_fetched(data, position: int, end: int, *, topic: str, partition: int,
     those aborted transactions are left out. None: read_uncommitted, every data batch is read.
     """
     buf = memoryview(data).cast("B") if not isinstance(data, bytes) else data
-    regions, headers = [], []
+    regions, payloads, headers = [], [], []
     next_offset = position
     pending = sorted(aborted or (), key=lambda a: a[1])
     aborting: set[int] = set()
@@ -69,6 +69,7 @@ def decode_fetched(data, position: int, end: int, *, topic: str, partition: int,
         payload = buf[pos + HEADER_SIZE:pos + header.size]
         regions.append(decompress(header.compression, payload, max_output=DEFAULT_MAX_DECOMPRESSED)
                        if header.compression else payload)
+        payloads.append(payload)
         headers.append(header)
     next_offset = min(next_offset, end)
     if not headers:
@@ -76,8 +77,8 @@ def decode_fetched(data, position: int, end: int, *, topic: str, partition: int,
     try:
         columns = record_columns(regions, headers)
     except CorruptRecordError:
-        for header, region in zip(headers, regions):
-            decode_records(header, bytes(region))  # raises the precise error of the first bad batch
+        for header, payload in zip(headers, payloads):
+            decode_records(header, bytes(payload))  # raises the precise error of the first bad batch
         raise
     batch = columns.to_arrow(position, end, topic, partition, include_headers)
     return (batch if batch.num_rows else None), next_offset
