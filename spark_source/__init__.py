@@ -11,7 +11,17 @@ Public surface:
   under its `sourceId`), all over the `cluster_io.LogClient` interface, which
   `cluster_io.RemoteLogClient` implements with raftkafka's own client.
 """
-from spark_source.options import InvalidOptionError
-from spark_source.planning import DataLossError
 
 __all__ = ["InvalidOptionError", "DataLossError"]
+
+
+def __getattr__(name: str):
+    # Imported on first use: `import spark_source.datasource` (what Spark's planning processes
+    # do) must not pay for the client and its protocol tables.
+    if name == "InvalidOptionError":
+        from spark_source.options import InvalidOptionError
+        return InvalidOptionError
+    if name == "DataLossError":
+        from spark_source.planning import DataLossError
+        return DataLossError
+    raise AttributeError(f"module 'spark_source' has no attribute {name!r}")

@@ -6,12 +6,17 @@ the writers use; the pure tests fake it (tests/spark/fake_log.py).
 blocking wrappers (Spark calls us from plain threads):
 
 - a `BlockingAdmin` for topics and ListOffsets;
-- pooled `BlockingConsumer`s for ranged reads: assign + seek + poll, with
-  auto_offset_reset=none so a position the log no longer holds is reported to
-  us (data loss), never silently reset;
-- one idempotent `BlockingProducer` (acks=all): the broker drops a batch the
-  producer re-sends after a lost answer or a leader change, so retries inside a
-  task never duplicate a record.
+- ranged reads for Arrow rows (`fetch_raw`): a `RangeFetcher` in the admin's
+  loop sends Fetch requests straight to each partition's leader and hands the
+  record batches back undecoded (spark_source.arrow_batches decodes them);
+- pooled `BlockingConsumer`s for the other reads (`fetch`: the sink's ledger and
+  rescans): assign + seek + poll, with auto_offset_reset=none so a position the
+  log no longer holds is reported to us (data loss), never silently reset;
+- the sink's writes (`produce_sections`): record sections the sink encoded
+  itself, appended as whole batches by an idempotent `BatchAppender` (acks=all)
+  in the admin's loop: the broker drops a batch re-sent after a lost answer or a
+  leader change, so retries inside a task never duplicate a record;
+- one idempotent `BlockingProducer` (acks=all) for single records (the initial-offsets store).
 
 The `kafka.*` options (`ClientTuning`) override those consumer and producer
 defaults, name the consumers' group (they still assign and commit nothing), and
@@ -33,20 +38,19 @@ from raftkafka.client.blocking import BlockingAdmin, BlockingConsumer, BlockingP
 from raftkafka.client.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
 from raftkafka.client.security import ClientSecurity
 from raftkafka.client.fetcher import ConsumerRecord
+from spark_source.batch_appender import AmbiguousWriteError, BatchAppender, Section
 from spark_source.client_properties import ClientTuning
 from spark_source.offsets import PartitionOffsets, TopicPartition
+from spark_source.range_fetch import RangeFetcher, RawFetched
+from wire.compression import Compression
 from wire.error_codes import ErrorCode
 from wire.records import SimpleRecord
 
-__all__ = ["LogClient", "Fetched", "RemoteLogClient", "AmbiguousWriteError", "shared_client", "scan",
+__all__ = ["LogClient", "Fetched", "RawFetched", "RemoteLogClient", "AmbiguousWriteError", "shared_client", "scan",
            "EARLIEST_TS", "LATEST_TS"]
 
 EARLIEST_TS = -2
 LATEST_TS = -1
-
-
-class AmbiguousWriteError(KafkaError):
-    """Some records of a write were not acknowledged: they may or may not have been appended."""
 
 
 @dataclass
@@ -76,9 +80,21 @@ class LogClient(Protocol):
         """Committed records from `offset` on, waiting up to `max_wait_s` for some."""
         ...
 
+    def fetch_raw(self, tp: TopicPartition, offset: int, *, max_wait_s: float,
+                  until: int | None = None) -> RawFetched:
+        """Record batches from `offset` on, undecoded, waiting up to `max_wait_s` for some.
+        `until`: the caller reads on up to that offset (a client may fetch ahead)."""
+        ...
+
     def produce(self, rows: list[tuple[TopicPartition, SimpleRecord]]) -> None:
         """Append each record to its partition, in order per partition, acks=all, idempotently.
         Raises AmbiguousWriteError when any record's outcome is unknown."""
+        ...
+
+    def produce_sections(self, sections: list[Section], timestamp_ms: int) -> None:
+        """Append each (partition, records section, count) as one batch, in order per partition,
+        acks=all, idempotently (`arrow_encode` builds sections). Raises AmbiguousWriteError when
+        any batch's outcome is unknown."""
         ...
 
     def ensure_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
@@ -133,10 +149,23 @@ class RemoteLogClient:
         self._producer_settings = dict(self._settings, acks="all", enable_idempotence=True, linger_ms=5,
                                        batch_size=256 * 1024)
         self._producer_settings.update(tuning.producer)
+        p = self._producer_settings
+        self._appender = BatchAppender(
+            acks=-1 if p["acks"] in ("all", "-1") else int(p["acks"]),
+            idempotent=p["enable_idempotence"] and p["acks"] in ("all", "-1"),
+            compression=Compression[str(p.get("compression", "none")).upper()],
+            request_timeout_s=p["request_timeout_ms"] / 1000,
+            delivery_timeout_s=p.get("delivery_timeout_ms", 120_000) / 1000,
+            retry_backoff_s=p["retry_backoff_ms"] / 1000)
         self._lock = threading.Lock()
         self._idle_consumers: list[BlockingConsumer] = []
         self._all_consumers: list[BlockingConsumer] = []
         self._producer: BlockingProducer | None = None
+        c = self._consumer_settings
+        self._range_fetcher = RangeFetcher(
+            max_bytes=c.get("fetch_max_bytes", 52_428_800), partition_max_bytes=c["max_partition_fetch_bytes"],
+            min_bytes=c.get("fetch_min_bytes", 1), read_committed=c.get("isolation_level") == "read_committed",
+            retry_backoff_s=c["retry_backoff_ms"] / 1000)
         self.closed = False
 
     def close(self) -> None:
@@ -197,6 +226,14 @@ class RemoteLogClient:
         with self._consumer() as consumer:
             return consumer.run_in_loop(_fetch, tuple(tp), offset, max_records, max_wait_s)
 
+    def fetch_raw(self, tp: TopicPartition, offset: int, *, max_wait_s: float = 0.2,
+                  until: int | None = None) -> RawFetched:
+        return self._admin.run_in_loop(self._fetch_raw, tuple(tp), offset, max_wait_s, until)
+
+    async def _fetch_raw(self, admin, tp, offset, max_wait_s, until) -> RawFetched:
+        return await self._range_fetcher.fetch(admin.cluster, tp, offset, max_wait_s, until)
+
+
     # ------------------------------------------------------------------ writes
 
     def produce(self, rows: list[tuple[TopicPartition, SimpleRecord]]) -> None:
@@ -207,6 +244,13 @@ class RemoteLogClient:
                 self._producer = BlockingProducer(self.bootstrap_servers, **self._producer_settings)
             producer = self._producer
         producer.run_in_loop(_send_all, rows)
+
+    def produce_sections(self, sections: list[Section], timestamp_ms: int) -> None:
+        if sections:
+            self._admin.run_in_loop(self._append, sections, timestamp_ms)
+
+    async def _append(self, admin, sections, timestamp_ms) -> None:
+        await self._appender.append(admin.cluster, sections, timestamp_ms)
 
 
 # ---------------------------------------------------------------------- routines run in a client's loop
@@ -226,6 +270,11 @@ async def _partitions(admin, topics):
 
 
 async def _ensure_topic(admin, topic: NewTopic):
+    try:  # a metadata request, not a CreateTopics through the controller, when it exists (the usual case)
+        if (await admin.describe_topics([topic.name]))[topic.name].partitions:
+            return
+    except BrokerResponseError:
+        pass  # unknown: create it
     error = (await admin.create_topics([topic]))[topic.name]
     if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
         raise error

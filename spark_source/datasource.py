@@ -8,6 +8,10 @@ Found without registration wherever the `raftkafka` distribution is installed
 registered explicitly with `spark.dataSource.register(RaftKafkaDataSource)`.
 Options are validated when Spark plans the query; a bad one fails with a
 message naming it.
+
+Spark imports this module in a fresh Python process for each planning step
+(lookup, schema, read planning, write): it imports pyspark's types and nothing
+else until a method needs the options parser or the client.
 """
 from __future__ import annotations
 
@@ -15,7 +19,6 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from spark_source.arrow_rows import spark_schema
-from spark_source.options import InvalidOptionError, parse_sink_options, parse_source_options
 
 __all__ = ["RaftKafkaDataSource"]
 
@@ -34,23 +37,28 @@ class RaftKafkaDataSource(DataSource):
     def _check_schema(self, schema: StructType) -> None:
         expected = spark_schema(self._include_headers())
         if schema is not None and schema != expected:
+            from spark_source.options import InvalidOptionError
             raise InvalidOptionError("the raftkafka source has a fixed schema; do not pass .schema(...) "
                                      f"(expected {expected.simpleString()}, got {schema.simpleString()})")
 
     def reader(self, schema: StructType):
+        from spark_source.options import parse_source_options
         from spark_source.readers import RaftKafkaBatchReader
         self._check_schema(schema)
         return RaftKafkaBatchReader(parse_source_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType):
+        from spark_source.options import parse_source_options
         from spark_source.readers import RaftKafkaStreamReader
         self._check_schema(schema)
         return RaftKafkaStreamReader(parse_source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool):
+        from spark_source.options import parse_sink_options
         from spark_source.writers import RaftKafkaBatchWriter
         return RaftKafkaBatchWriter(parse_sink_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
+        from spark_source.options import parse_sink_options
         from spark_source.writers import RaftKafkaStreamWriter
         return RaftKafkaStreamWriter(parse_sink_options(self.options), schema)

@@ -12,10 +12,11 @@ Task (batch B, Spark partition P), in `write_task`:
    (each record carries a header `raftkafka.sink` = "S:B:P:i"). Otherwise
    append `begin` (with each target partition's high watermark as its mark)
    before writing any data.
-3. Produce the rows not yet written, in order, acks=all, with the idempotent
-   producer: a request re-sent inside this attempt (lost answer, leader change)
-   is dropped by the broker if it had landed. If the producer gives up on a
-   record (delivery timeout, fatal error), the task fails with
+3. Append the rows not yet written, in order per target partition, as whole
+   batches (`SinkRows.sections`), acks=all, idempotently (`BatchAppender`): a
+   batch re-sent inside this attempt (lost answer, leader change) is dropped by
+   the broker if it had landed. If the appender gives up on a batch (delivery
+   timeout, fatal error), the task fails with
    AmbiguousWriteError and the next attempt (Spark's task retry, or the
    restarted query re-running batch B) resumes at step 1.
 
@@ -44,7 +45,9 @@ from dataclasses import dataclass
 
 from spark_source.cluster_io import EARLIEST_TS, LATEST_TS, LogClient, scan
 from spark_source.offsets import TopicPartition
-from wire.records import SimpleRecord
+from spark_source.sink_rows import SinkRows
+from wire.batch_header import HEADER_SIZE
+from wire.records import SimpleRecord, build_batch
 
 __all__ = ["SINK_HEADER", "ledger_topic", "LedgerView", "read_ledger", "append_ledger", "write_task", "TaskResult"]
 
@@ -89,8 +92,11 @@ def read_ledger(client: LogClient, sink_id: str, batch_id: int, task: int) -> Le
 
 
 def append_ledger(client: LogClient, sink_id: str, entry: dict, timestamp_ms: int) -> None:
+    """One ledger record, through the same idempotent batch appends as the data (no producer is
+    started for it: Spark commits each micro-batch from a fresh Python process)."""
     value = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()
-    client.produce([((ledger_topic(sink_id), 0), SimpleRecord(None, value, (), timestamp_ms))])
+    section = build_batch([SimpleRecord(None, value)], base_timestamp=0)[HEADER_SIZE:]
+    client.produce_sections([((ledger_topic(sink_id), 0), section, 1)], timestamp_ms)
 
 
 def _tag(sink_id: str, batch_id: int, task: int) -> str:
@@ -111,28 +117,24 @@ def already_written(client: LogClient, marks: dict[TopicPartition, int], sink_id
     return done
 
 
-def write_task(client: LogClient, sink_id: str, batch_id: int, task: int,
-               rows: list[tuple[TopicPartition, SimpleRecord]], *, timestamp_ms: int) -> TaskResult:
-    """Steps 1-3 of the protocol for one task; `rows` are (target partition, record) in input order."""
+def write_task(client: LogClient, sink_id: str, batch_id: int, task: int, rows: SinkRows, *,
+               timestamp_ms: int) -> TaskResult:
+    """Steps 1-3 of the protocol for one task; `rows` in the task's input order."""
     view = read_ledger(client, sink_id, batch_id, task)
     if view.committed:
         return TaskResult(0, len(rows), True)
-    tag = _tag(sink_id, batch_id, task)
-    tagged = [(tp, SimpleRecord(rec.key, rec.value, rec.headers + ((SINK_HEADER, f"{tag}{i}".encode()),),
-                                rec.timestamp if rec.timestamp is not None else timestamp_ms))
-              for i, (tp, rec) in enumerate(rows)]
     marks = view.marks
     if marks is None:
-        targets = sorted({tp for tp, _ in rows})
+        targets = rows.used_targets()
         marks = client.list_offsets(targets, LATEST_TS) if targets else {}
         append_ledger(client, sink_id, {"kind": "begin", "batch": batch_id, "task": task,
                                         "marks": _nested(marks)}, timestamp_ms)
         done: set[int] = set()
     else:
-        done = already_written(client, marks, sink_id, batch_id, task)
-    todo = [row for i, row in enumerate(tagged) if i not in done]
-    client.produce(todo)  # AmbiguousWriteError fails the task; the next attempt resumes from the ledger
-    return TaskResult(len(todo), len(rows) - len(todo), False)
+        done = {i for i in already_written(client, marks, sink_id, batch_id, task) if i < len(rows)}
+    # AmbiguousWriteError fails the task; the next attempt resumes from the ledger.
+    client.produce_sections(rows.sections(done, _tag(sink_id, batch_id, task).encode()), timestamp_ms)
+    return TaskResult(len(rows) - len(done), len(done), False)
 
 
 def _nested(marks: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:

@@ -5,8 +5,9 @@ Columns: `value` (required, string or binary), `key` (string/binary, optional),
 hash, murmur2 like Kafka's Java producer, or spread by row for null keys) and
 `headers` (array<struct<key string, value binary>>).
 
-Both write with the shared client's idempotent producer (acks=all), so a
-request re-sent inside a task never duplicates a record. The batch writer is
+Both take Spark's rows as Arrow batches (`SinkRows`, no Python object per row) and
+append them as whole record batches with the shared client's idempotent appender
+(acks=all), so a batch re-sent inside a task never duplicates a record. The batch writer is
 still at-least-once across task attempts (a retried task re-sends its rows under
 a new producer id); the streaming writer is exactly-once across attempts and
 query restarts under the conditions in `sink_protocol`.
@@ -16,15 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from raftkafka.client.partitioner import murmur2_partition
 from spark_source.cluster_io import shared_client
-from spark_source.offsets import TopicPartition
 from spark_source.options import InvalidOptionError, SinkOptions
 from spark_source.sink_protocol import append_ledger, ledger_topic, write_task
-from wire.records import SimpleRecord
+from spark_source.sink_rows import SinkRows
 
 __all__ = ["RaftKafkaBatchWriter", "RaftKafkaStreamWriter", "SinkCommitMessage", "check_sink_schema"]
 
@@ -62,44 +61,29 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
                                      f"not {h.simpleString()}")
 
 
-def _bytes(value) -> bytes | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value.encode()
-    return bytes(value)
-
-
 class _WriterBase:
     def __init__(self, options: SinkOptions, schema: StructType):
         check_sink_schema(schema, options)
         self.options = options
-        self.columns = {f.name.lower() for f in schema.fields}
 
     def _client(self):
         o = self.options
         return shared_client(o.bootstrap_servers, o.client_id, o.request_timeout_ms, o.security, o.tuning)
 
-    def _records(self, rows, task: int) -> list[tuple[TopicPartition, SimpleRecord]]:
-        """Rows → (target partition, record), deterministic for the same rows in the same order."""
-        client, counts, out = self._client(), {}, []
-        for i, row in enumerate(rows):
-            d = row.asDict()
-            topic = self.options.topic or d.get("topic")
-            if not topic:
-                raise ValueError("a row has a null topic and no 'topic' option is set")
+    def _rows(self, batches, task: int) -> SinkRows:
+        """Spark's Arrow batches → rows with their target partitions (deterministic for the same input)."""
+        client, counts = self._client(), {}
+
+        def partition_count(topic: str) -> int:
             if topic not in counts:
                 found = client.partitions([topic])
                 if topic not in found:
                     raise ValueError(f"topic {topic!r} does not exist")
                 counts[topic] = len(found[topic])
-            key = _bytes(d.get("key"))
-            partition = d.get("partition")
-            if partition is None:
-                partition = murmur2_partition(key, counts[topic]) if key is not None else (task + i) % counts[topic]
-            headers = tuple((h["key"], _bytes(h["value"])) for h in d.get("headers") or ())
-            out.append(((topic, int(partition)), SimpleRecord(key, _bytes(d.get("value")), headers)))
-        return out
+            return counts[topic]
+
+        return SinkRows.from_arrow(batches, topic_option=self.options.topic, task=task,
+                                   partition_counts=partition_count)
 
 
 def _wall_ms() -> int:
@@ -107,16 +91,16 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class RaftKafkaBatchWriter(_WriterBase, DataSourceWriter):
+class RaftKafkaBatchWriter(_WriterBase, DataSourceArrowWriter):
     def write(self, iterator):
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx else 0
-        records = self._records(iterator, task)
-        self._client().produce(records)
-        return SinkCommitMessage(task, len(records))
+        rows = self._rows(iterator, task)
+        self._client().produce_sections(rows.sections(set(), None), _wall_ms())
+        return SinkCommitMessage(task, len(rows))
 
 
-class RaftKafkaStreamWriter(_WriterBase, DataSourceStreamWriter):
+class RaftKafkaStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions, schema: StructType):
         super().__init__(options, schema)
         if options.sink_id is None:
@@ -128,8 +112,8 @@ class RaftKafkaStreamWriter(_WriterBase, DataSourceStreamWriter):
         ctx = TaskContext.get()
         batch_id = int(ctx.getLocalProperty("streaming.sql.batchId"))
         task = ctx.partitionId()
-        records = self._records(iterator, task)
-        result = write_task(self._client(), self.options.sink_id, batch_id, task, records, timestamp_ms=_wall_ms())
+        rows = self._rows(iterator, task)
+        result = write_task(self._client(), self.options.sink_id, batch_id, task, rows, timestamp_ms=_wall_ms())
         return SinkCommitMessage(task, result.written, result.skipped_as_duplicates)
 
     def commit(self, messages, batchId: int) -> None:

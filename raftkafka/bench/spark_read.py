@@ -1,15 +1,24 @@
-"""Benchmark: the raftkafka Spark source in local[2] against real nodes.
+"""Benchmark: the raftkafka Spark source and sink in local[2] against real nodes, with
+librdkafka's figures on the same cluster in the same run.
 
     python -m raftkafka.bench.spark_read --bootstrap-server 127.0.0.1:9092 [--records 1000000]
     python -m raftkafka.bench.spark_read --dev-nodes 3      # starts `python -m raftkafka dev` itself
 
-1. Produces N records of 100-byte values into a fresh topic (4 partitions,
-   the cluster's default replication factor; with --dev-nodes N that is N),
-   with raftkafka's own idempotent producer, acks=all.
-2. Batch read: `format("raftkafka")` → noop sink, all columns materialised; rows/s
-   (cold = first query of the session, then warm).
-3. Streaming: availableNow with maxOffsetsPerTrigger into a noop sink; the median
+1. librdkafka (confluent-kafka, acks=all) writes N records of 100-byte values into a fresh
+   topic (4 partitions, the cluster's default replication factor; with --dev-nodes N that
+   is N) and reads them back: the reference figures. Then the source's and the sink's own
+   code without Spark, in one thread: the range reader over all partitions (Arrow rows),
+   and one sink task (`write_task`) copying them into another topic.
+2. Cold read: a SparkSession is started (timed), then the first query of the session
+   counts a small topic (1,000 records).
+3. Batch read: `format("raftkafka")` → noop sink, all columns materialised, rows/s (warm).
+   For scale, the same query over a Python source that yields ready-made Arrow batches of
+   the same schema ("Spark's floor": what Spark itself costs per row here).
+4. Streaming: availableNow with maxOffsetsPerTrigger into a noop sink; the median
    `triggerExecution` of the micro-batches after the first is the steady-state latency.
+5. Sink: a streaming query copies the topic into another through the exactly-once sink
+   (sinkId, availableNow, 250,000 rows per micro-batch); rows/s over the query's run and
+   over the micro-batches after the first, and the target's record count checked against N.
 """
 from __future__ import annotations
 
@@ -24,8 +33,9 @@ import tempfile
 import time
 import uuid
 
-
 def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
+    """N records of 100-byte values round-robin over the partitions, with raftkafka's own
+    idempotent producer (acks=all); the seconds it took. (Setup for other benchmarks.)"""
     from raftkafka.client.blocking import BlockingAdmin, BlockingProducer
 
     with BlockingAdmin(bootstrap) as admin:
@@ -46,6 +56,19 @@ def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
         for first in range(0, records, chunk):
             producer.run_in_loop(send_chunk, first, min(chunk, records - first))
     return time.perf_counter() - started
+
+
+def librdkafka_write(bootstrap: str, topic: str, records: int) -> float:
+    from raftkafka.bench.load_librdkafka import produce
+    result = produce(bootstrap, topic, records, 100, 0, {"acks": "all", "linger.ms": "5"}, None)
+    if result.errors:
+        raise RuntimeError(f"librdkafka produce: {result.first_error}")
+    return result.records_per_s
+
+
+def librdkafka_read(bootstrap: str, topic: str, records: int) -> float:
+    from raftkafka.bench.load_librdkafka import consume
+    return consume(bootstrap, topic, records, 30, {}, None, None).records_per_s
 
 
 class DevCluster:
@@ -95,34 +118,85 @@ def main(argv=None) -> None:
             cluster.stop()
 
 
+def without_spark(bootstrap: str, topic: str, partitions: int) -> None:
+    from spark_source.cluster_io import LATEST_TS, RemoteLogClient
+    from spark_source.planning import OffsetRange
+    from spark_source.range_reader import read_range
+    from spark_source.sink_protocol import ledger_topic, write_task
+    from spark_source.sink_rows import SinkRows
+
+    client = RemoteLogClient(bootstrap)
+    try:
+        tps = [(topic, p) for p in range(partitions)]
+        ends = client.list_offsets(tps, LATEST_TS)
+        started = time.perf_counter()
+        batches = [b for tp in tps for b in read_range(client, OffsetRange(topic, tp[1], 0, ends[tp]))]
+        took = time.perf_counter() - started
+        rows = sum(b.num_rows for b in batches)
+        print(f"range reader, one thread, no Spark: {rows:,} rows in {took:.2f}s = {rows / took:,.0f} rows/s",
+              flush=True)
+        target, sink_id = f"{topic}-sink-direct", f"direct-{topic}"
+        client.ensure_topic(target, partitions)
+        client.ensure_topic(ledger_topic(sink_id), 1)
+        started = time.perf_counter()
+        sink_rows = SinkRows.from_arrow([b.select(["key", "value"]) for b in batches], topic_option=target, task=0,
+                                        partition_counts=lambda name: partitions)
+        write_task(client, sink_id, 0, 0, sink_rows, timestamp_ms=int(time.time() * 1000))
+        took = time.perf_counter() - started
+        print(f"sink task (write_task), one thread, no Spark: {rows:,} rows in {took:.2f}s = "
+              f"{rows / took:,.0f} rows/s", flush=True)
+    finally:
+        client.close()
+
+
 def run(args, bootstrap: str) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from raftkafka.client.blocking import BlockingAdmin
+
+    suffix = uuid.uuid4().hex[:8]
+    topic, small, copy = f"bench-spark-{suffix}", f"bench-spark-small-{suffix}", f"bench-spark-copy-{suffix}"
+    with BlockingAdmin(bootstrap) as admin:
+        for name in (topic, small, copy):
+            admin.create_topic(name, args.partitions)
+    write = librdkafka_write(bootstrap, topic, args.records)
+    read = librdkafka_read(bootstrap, topic, args.records)
+    librdkafka_write(bootstrap, small, 1000)
+    print(f"librdkafka: write {write:,.0f} rec/s (acks=all), read {read:,.0f} rec/s", flush=True)
+    without_spark(bootstrap, topic, args.partitions)
+
+    started = time.perf_counter()
     from pyspark.sql import SparkSession
-
-    topic = f"bench-spark-{uuid.uuid4().hex[:8]}"
-    took = produce(bootstrap, topic, args.records, args.partitions)
-    print(f"produced {args.records:,} x 100 B in {took:.1f}s ({args.records / took:,.0f} rec/s)", flush=True)
-
     spark = (SparkSession.builder.master("local[2]").appName("raftkafka-bench")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "1g")
              .config("spark.sql.adaptive.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    session = time.perf_counter() - started
     from spark_source.datasource import RaftKafkaDataSource
+    from raftkafka.bench.spark_floor import FLOOR_ROWS_TOTAL, SparkFloor
     spark.dataSource.register(RaftKafkaDataSource)
+    spark.dataSource.register(SparkFloor)
 
-    def batch_read(label: str) -> None:
+    def source(name: str):
+        return spark.read.format("raftkafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", name)
+
+    started = time.perf_counter()
+    count = source(small).load().count()
+    print(f"session start {session:.2f}s; cold read (first query): {count:,} rows in "
+          f"{time.perf_counter() - started:.2f}s", flush=True)
+
+    def timed(label: str, frame, rows: int) -> None:
         started = time.perf_counter()
-        (spark.read.format("raftkafka").option("kafka.bootstrap.servers", bootstrap)
-         .option("subscribe", topic).load().write.format("noop").mode("overwrite").save())
+        frame.write.format("noop").mode("overwrite").save()
         took = time.perf_counter() - started
-        print(f"batch read {label}: {args.records:,} rows in {took:.2f}s = {args.records / took:,.0f} rows/s",
-              flush=True)
+        print(f"{label}: {rows:,} rows in {took:.2f}s = {rows / took:,.0f} rows/s", flush=True)
 
-    batch_read("cold")
-    batch_read("warm")
-    batch_read("warm")
+    for _ in range(3):
+        timed("batch read", source(topic).load(), args.records)
+    for _ in range(2):
+        timed("Spark's floor (ready-made Arrow batches)", spark.read.format(SparkFloor.name()).load(),
+              FLOOR_ROWS_TOTAL)
 
     query = (spark.readStream.format("raftkafka").option("kafka.bootstrap.servers", bootstrap)
              .option("subscribe", topic).option("startingOffsets", "earliest")
@@ -132,7 +206,29 @@ def run(args, bootstrap: str) -> None:
     durations = [p["durationMs"]["triggerExecution"] for p in query.recentProgress if p["numInputRows"]]
     steady = durations[1:] or durations
     print(f"micro-batches of {args.per_trigger:,} rows: {len(durations)}; first {durations[0]} ms; "
-          f"steady-state median {statistics.median(steady):.0f} ms (min {min(steady)}, max {max(steady)})")
+          f"steady-state median {statistics.median(steady):.0f} ms (min {min(steady)}, max {max(steady)})",
+          flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="raftkafka-bench-sink-") as checkpoint:
+        started = time.perf_counter()
+        query = (spark.readStream.format("raftkafka").option("kafka.bootstrap.servers", bootstrap)
+                 .option("subscribe", topic).option("startingOffsets", "earliest")
+                 .option("maxOffsetsPerTrigger", "250000").load().selectExpr("key", "value")
+                 .writeStream.format("raftkafka").option("kafka.bootstrap.servers", bootstrap)
+                 .option("topic", copy).option("sinkId", f"bench-{suffix}")
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        query.awaitTermination()
+        took = time.perf_counter() - started
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    took_ms = [p["durationMs"]["triggerExecution"] for p in progress]
+    steady = progress[1:] or progress  # the first micro-batch also starts the sink's Python workers
+    steady_rate = sum(p["numInputRows"] for p in steady) / (sum(p["durationMs"]["triggerExecution"] for p in steady)
+                                                            / 1000)
+    with BlockingAdmin(bootstrap) as admin:
+        written = sum(o for o, _ in admin.list_offsets({(copy, p): -1 for p in range(args.partitions)}).values())
+    print(f"sink (exactly-once, streaming): {args.records:,} rows in {took:.2f}s = {args.records / took:,.0f} rows/s; "
+          f"micro-batches {took_ms} ms, after the first {steady_rate:,.0f} rows/s (read + write); "
+          f"target holds {written:,} records", flush=True)
     spark.stop()
 
 

@@ -8,7 +8,9 @@ the readers' loops).
 from __future__ import annotations
 
 from raftkafka.client.fetcher import ConsumerRecord
-from spark_source.cluster_io import AmbiguousWriteError, Fetched
+from spark_source.cluster_io import AmbiguousWriteError, Fetched, RawFetched
+from spark_source.batch_appender import seal_batch
+from wire.records import SimpleRecord, build_batch, decode_batch
 
 
 class FakeLog:
@@ -58,12 +60,34 @@ class FakeLog:
         records = log[offset:offset + min(max_records, self.records_per_fetch)]
         return Fetched(records, offset + len(records))
 
+    def fetch_raw(self, tp, offset, *, max_wait_s, until=None):
+        """The same records as `fetch`, as one record batch (log-append time if any record has it)."""
+        fetched = self.fetch(tp, offset, max_records=self.records_per_fetch, max_wait_s=max_wait_s)
+        if not fetched.records:
+            return RawFetched(b"", None, fetched.out_of_range)
+        records = fetched.records
+        append_time = any(r.timestamp_type == 1 for r in records)
+        return RawFetched(build_batch([SimpleRecord(r.key, r.value, r.headers, r.timestamp) for r in records],
+                                      base_offset=records[0].offset, log_append_time=append_time))
+
     def produce(self, rows):
+        self._produce_call(lambda: [(tp, r.key, r.value, r.timestamp if r.timestamp is not None else 1000, r.headers)
+                                    for tp, r in rows])
+
+    def produce_sections(self, sections, timestamp_ms):
+        """Each section decoded back into records (what the broker would store)."""
+        def records():
+            for tp, section, count in sections:
+                _, decoded = decode_batch(seal_batch(section, count, timestamp_ms=timestamp_ms))
+                yield from ((tp, r.key, r.value, r.timestamp, r.headers) for r in decoded)
+        self._produce_call(records)
+
+    def _produce_call(self, records) -> None:
         self.produce_calls += 1
         if self.produce_calls == self.fail_on_produce_call:
             raise AmbiguousWriteError("connection lost before the append")
-        for tp, r in rows:
-            self.append(tp, r.value, r.key, r.timestamp if r.timestamp is not None else 1000, r.headers)
+        for tp, key, value, ts, headers in records():
+            self.append(tp, value, key, ts, headers)
         if self.fail_after_append:
             self.fail_after_append -= 1
             raise AmbiguousWriteError("connection lost after the append")

@@ -53,13 +53,8 @@ def test_range_reader_loops_over_small_fetches():
     log.records_per_fetch = 7
     for i in range(100):
         log.append(("t", 0), b"v%d" % i)
-    old = range_reader.ROWS_PER_ARROW_BATCH
-    range_reader.ROWS_PER_ARROW_BATCH = 30
-    try:
-        batches = list(range_reader.read_range(log, OffsetRange("t", 0, 3, 97)))
-    finally:
-        range_reader.ROWS_PER_ARROW_BATCH = old
-    assert all(b.num_rows <= 35 for b in batches) and len(batches) >= 3
+    batches = list(range_reader.read_range(log, OffsetRange("t", 0, 3, 97)))
+    assert all(b.num_rows <= 7 for b in batches) and len(batches) >= 14  # one Arrow batch per fetch
     assert pa.Table.from_batches(batches).column("offset").to_pylist() == list(range(3, 97))
 
 

@@ -8,6 +8,7 @@ import pytest
 from spark_source.planning import DataLossError, OffsetRange, clamp_latest, plan_ranges, rate_limit, split_ranges
 from spark_source.cluster_io import AmbiguousWriteError
 from spark_source.sink_protocol import SINK_HEADER, append_ledger, ledger_topic, write_task
+from spark_source.sink_rows import SinkRows
 from tests.spark.fake_log import FakeLog
 from wire.records import SimpleRecord
 
@@ -89,7 +90,8 @@ def test_range_reader_reports_retention_loss():
 
 
 def _rows(n, tp=("out", 0)):
-    return [(tp if i % 3 else ("out", 1), SimpleRecord(None, f"r{i}".encode())) for i in range(n)]
+    return SinkRows.from_records([(tp if i % 3 else ("out", 1), SimpleRecord(None, f"r{i}".encode()))
+                                  for i in range(n)])
 
 
 def _values(log):
@@ -110,26 +112,26 @@ def test_sink_first_attempt_writes_each_row_once():
 
 def test_sink_task_retry_after_partial_write_skips_written_rows():
     log = FakeLog({"out": 2, ledger_topic("q"): 1})
-    orig = log.produce
+    orig = log.produce_sections
 
-    def dying(rows):
-        if rows[0][0][0] == "out":  # attempt 1 dies with part of its rows appended
-            orig(rows[:4])
-            raise RuntimeError("executor lost")
-        return orig(rows)
-    log.produce = dying
+    def dying(sections, timestamp_ms):  # attempt 1 dies with one partition's rows appended
+        if sections[0][0][0] != "out":
+            return orig(sections, timestamp_ms)  # the ledger
+        orig(sections[:1], timestamp_ms)
+        raise RuntimeError("executor lost")
+    log.produce_sections = dying
     with pytest.raises(RuntimeError):
         write_task(log, "q", 0, 0, _rows(10), timestamp_ms=1)
-    log.produce = orig
-    assert len(_values(log)) == 4
+    log.produce_sections = orig
+    assert len(_values(log)) == 6
     result = write_task(log, "q", 0, 0, _rows(10), timestamp_ms=1)
-    assert (result.written, result.skipped_as_duplicates) == (6, 4)
+    assert (result.written, result.skipped_as_duplicates) == (4, 6)
     assert _values(log) == sorted(f"r{i}".encode() for i in range(10))
 
 
 def test_sink_ambiguous_write_fails_the_task_and_the_next_attempt_rescans():
     log = FakeLog({"out": 2, ledger_topic("q"): 1})
-    write_task(log, "q", 0, 1, [], timestamp_ms=1)  # another task's begin in the ledger
+    write_task(log, "q", 0, 1, SinkRows.from_records([]), timestamp_ms=1)  # another task's begin in the ledger
     log.fail_after_append = 2  # the begin record and the data land but report failure
     with pytest.raises(AmbiguousWriteError):
         write_task(log, "q", 1, 0, _rows(6), timestamp_ms=1)
@@ -157,7 +159,7 @@ def test_sink_replayed_committed_batch_writes_nothing():
 def test_sink_ledger_scan_reaches_past_many_entries():
     log = FakeLog({"out": 1, ledger_topic("q"): 1})
     append_ledger(log, "q", {"kind": "commit", "batch": 0}, 1)
-    rows = [(("out", 0), SimpleRecord(None, b"x"))]
+    rows = SinkRows.from_records([(("out", 0), SimpleRecord(None, b"x"))])
     write_task(log, "q", 1, 0, rows, timestamp_ms=1)
     for task in range(1, 300):  # many other tasks' begin records after ours
         append_ledger(log, "q", {"kind": "begin", "batch": 1, "task": task, "marks": {}}, 1)

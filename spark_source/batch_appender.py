@@ -1,0 +1,183 @@
+"""Idempotent appends of whole record batches over a client `Cluster` (the sink's write path).
+
+The sink encodes its rows into record sections itself (`arrow_encode`), so it needs no
+per-record producer, only what makes a re-sent batch harmless: one producer id
+(InitProducerId, no transactional id) and, per partition, consecutive sequence numbers.
+
+Appends go in rounds: each round sends every partition's next batch, one Produce request
+per leader holding all of that leader's partitions (a broker answers a connection's
+requests one at a time, so one request per leader is what runs in parallel). Per
+partition one batch is in flight at a time, in order. After a retriable error or a lost
+answer the same bytes (same producer id and sequence) go again in the next round, to the
+leader of the moment, until `delivery_timeout_s` has passed: a copy that had landed is
+dropped by the broker, which answers DUPLICATE_SEQUENCE_NUMBER (success here). A batch
+that cannot be delivered ends that partition's appends and the call raises
+AmbiguousWriteError (its outcome is unknown); the producer id is given up, as a later
+batch under it would follow a gap in the sequence.
+
+With idempotence off (the sink's `kafka.enable.idempotence=false`, or acks other than
+all) batches carry no producer id and are still re-sent on retriable errors, as Kafka's
+producer does then: a lost answer may duplicate a batch.
+"""
+from __future__ import annotations
+
+import struct
+from collections import deque
+
+import trio
+from crc32c import crc32c
+
+from raftkafka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
+from wire.batch_header import HEADER_SIZE, MAGIC
+from wire.compression import Compression, compress
+from wire.error_codes import ErrorCode
+from wire.protocol import InitProducerIdRequest, ProduceRequest
+
+__all__ = ["AmbiguousWriteError", "BatchAppender", "Section", "seal_batch"]
+
+Section = tuple[tuple[str, int], bytes, int]  # (topic partition, records section, record count)
+_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count
+_PREFIX = struct.Struct(">qiib")  # base offset, batch length, partition leader epoch, magic
+
+
+class AmbiguousWriteError(KafkaError):
+    """Some records of a write were not acknowledged: they may or may not have been appended."""
+
+
+class BatchAppender:
+    def __init__(self, *, acks: int = -1, idempotent: bool = True, compression: Compression = Compression.NONE,
+                 request_timeout_s: float = 30.0, delivery_timeout_s: float = 120.0, retry_backoff_s: float = 0.1):
+        self.acks, self.idempotent, self.compression = acks, idempotent, compression
+        self.request_timeout_s, self.delivery_timeout_s = request_timeout_s, delivery_timeout_s
+        self.retry_backoff_s = retry_backoff_s
+        self._identity: tuple[int, int] | None = None  # (producer id, epoch)
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._identity_lock: trio.Lock | None = None
+
+    async def append(self, cluster, sections: list[Section], timestamp_ms: int) -> None:
+        """Append each section as one batch to its partition (in the given order per partition)."""
+        queued: dict[tuple[str, int], deque[tuple[bytes, int]]] = {}
+        for tp, section, count in sections:
+            queued.setdefault(tp, deque()).append((section, count))
+        sending: dict[tuple[str, int], _Batch] = {}
+        failures: list[str] = []
+        while queued or sending:
+            for tp in sorted(queued):
+                if tp not in sending:
+                    section, count = queued[tp].popleft()
+                    if not queued[tp]:
+                        del queued[tp]
+                    sending[tp] = await self._seal(cluster, tp, section, count, timestamp_ms)
+            errors = await self._send_round(cluster, sending)
+            retry = False
+            for tp, error in sorted(errors.items()):
+                batch = sending[tp]
+                if error is None:
+                    del sending[tp]
+                elif _retriable(error) and trio.current_time() < batch.deadline:
+                    retry = True
+                else:
+                    del sending[tp]
+                    queued.pop(tp, None)  # later batches would follow a gap: not sent
+                    if self._identity is not None and self._identity[0] == batch.producer_id:
+                        self._identity = None
+                    failures.append(f"{tp[0]}-{tp[1]}: {error}")
+            if retry:
+                await trio.sleep(self.retry_backoff_s)
+                try:
+                    await cluster.refresh()
+                except KafkaError:
+                    pass  # the next round looks again
+        if failures:
+            raise AmbiguousWriteError(f"{len(failures)} partition(s) not fully acknowledged: {failures[0]}")
+
+    async def _seal(self, cluster, tp, section: bytes, count: int, timestamp_ms: int) -> "_Batch":
+        producer_id, epoch, sequence = await self._next_sequence(cluster, tp, count)
+        data = seal_batch(section, count, timestamp_ms=timestamp_ms, producer_id=producer_id, producer_epoch=epoch,
+                          base_sequence=sequence, compression=self.compression)
+        return _Batch(data, producer_id, trio.current_time() + self.delivery_timeout_s)
+
+    async def _send_round(self, cluster, sending: dict) -> dict[tuple[str, int], KafkaError | None]:
+        """Each partition's batch to its leader, one request per leader, all leaders at once."""
+        errors: dict[tuple[str, int], KafkaError | None] = {}
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in sorted(sending):
+            try:
+                await cluster.topic(tp[0])
+            except KafkaError as exc:
+                errors[tp] = exc
+                continue
+            leader = cluster.leader(*tp)
+            if leader < 0:
+                errors[tp] = KafkaConnectionError(f"{tp[0]}-{tp[1]} has no leader now")
+            else:
+                by_leader.setdefault(leader, []).append(tp)
+        async with trio.open_nursery() as nursery:
+            for leader, tps in sorted(by_leader.items()):
+                nursery.start_soon(self._send_to, cluster, leader, {tp: sending[tp].data for tp in tps}, errors)
+        return errors
+
+    async def _next_sequence(self, cluster, tp, count: int) -> tuple[int, int, int]:
+        if not self.idempotent:
+            return -1, -1, -1
+        if self._identity_lock is None:
+            self._identity_lock = trio.Lock()
+        async with self._identity_lock:
+            if self._identity is None:
+                response = await cluster.request_any(
+                    InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000))
+                if response.error_code:
+                    raise error_for(response.error_code, context="InitProducerId")
+                self._identity = (response.producer_id, response.producer_epoch)
+                self._sequences.clear()
+        sequence = self._sequences.get(tp, 0)
+        self._sequences[tp] = (sequence + count) & 0x7FFFFFFF
+        return (*self._identity, sequence)
+
+    async def _send_to(self, cluster, leader: int, batches: dict, errors: dict) -> None:
+        topics: dict[str, list] = {}
+        for (topic, partition), data in sorted(batches.items()):
+            topics.setdefault(topic, []).append(ProduceRequest.PartitionProduceData(index=partition, records=data))
+        request = ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=int(self.request_timeout_s * 1000),
+                                 topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p)
+                                             for t, p in topics.items()])
+        try:
+            if self.acks == 0:
+                await (await cluster.connection(leader)).request(request, expect_response=False)
+                errors.update((tp, None) for tp in batches)
+                return
+            response = await cluster.send(leader, request)
+        except KafkaError as exc:
+            errors.update((tp, exc) for tp in batches)
+            return
+        answers = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
+        for tp in batches:
+            answer = answers.get(tp)
+            if answer is None:
+                errors[tp] = error_for(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for the partition", f"{tp[0]}-{tp[1]}")
+            elif answer.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                errors[tp] = None
+            else:
+                errors[tp] = error_for(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]}")
+
+
+class _Batch:
+    """A sealed batch in flight: its bytes are re-sent unchanged until answered or out of time."""
+
+    def __init__(self, data: bytes, producer_id: int, deadline: float):
+        self.data, self.producer_id, self.deadline = data, producer_id, deadline
+
+
+def _retriable(error: KafkaError) -> bool:
+    return isinstance(error, (KafkaConnectionError, KafkaTimeoutError)) or bool(getattr(error, "retriable", False))
+
+
+def seal_batch(section: bytes, count: int, *, timestamp_ms: int, producer_id: int = -1, producer_epoch: int = -1,
+               base_sequence: int = -1, compression: Compression = Compression.NONE) -> bytes:
+    """A whole RecordBatch v2 (base offset 0, CreateTime, CRC-32C) around a records section
+    (`arrow_encode.encode_records`: timestamp deltas 0, offset deltas 0..count-1)."""
+    payload = compress(compression, section) if compression else section
+    after_crc = _AFTER_CRC.pack(int(compression), count - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
+                                base_sequence, count) + payload
+    prefix = _PREFIX.pack(0, HEADER_SIZE - 12 + len(payload), -1, MAGIC)
+    return b"".join((prefix, struct.pack(">I", crc32c(after_crc)), after_crc))
