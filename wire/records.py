@@ -40,7 +40,7 @@ from wire.batch_header import (
     iter_batches,
     validate_batch,
 )
-from wire.compression import DEFAULT_MAX_DECOMPRESSED, Compression, compress, decompress
+from wire.compression import DEFAULT_MAX_DECOMPRESSED, Compression, compress
 from wire.errors import CorruptRecordError
 from wire.records_fast import decode_columns, encode_records
 
