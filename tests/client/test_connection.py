@@ -27,7 +27,7 @@ async def test_negotiates_highest_common_version(nursery):
     assert conn.version_for(ApiKey.PRODUCE) == API_VERSIONS[ApiKey.PRODUCE][1]
     conn.broker_versions[ApiKey.PRODUCE] = (3, 5)
     assert conn.version_for(ApiKey.PRODUCE) == 5
-    conn.broker_versions[ApiKey.PRODUCE] = (9, 12)
+    conn.broker_versions[ApiKey.PRODUCE] = (11, 12)
     with pytest.raises(UnsupportedVersionError):
         conn.version_for(ApiKey.PRODUCE)
     await conn.aclose()
