@@ -39,6 +39,7 @@ from raft.actions import Actions
 from raft.entry import Entry
 from raft.errors import NotLeaderError
 from raft.node_storage import NodeStorage
+from raft.voter_set import unwrap_snapshot
 from storage.env import Env
 from storage.raft_log import MAX_ENTRY_BYTES
 
@@ -176,7 +177,7 @@ class RaftDriver:
             raise halt from exc
 
     async def _run(self) -> None:
-        self.sm.restore(self.core.log.snapshot_id, self.core.log.snapshot)
+        self.sm.restore(self.core.log.snapshot_id, unwrap_snapshot(self.core.log.snapshot)[1])
         await self._carry_out(self.core.tick(self.env.now()))
         while True:
             batch = []
@@ -236,7 +237,7 @@ class RaftDriver:
                 await self.storage.install_snapshot(snapshot_id, data)
                 log.info("installed snapshot %s (%d bytes) from the leader", tuple(snapshot_id), len(data))
                 self._fail_in_flight(lambda p: True, "replaced by a snapshot")
-                self.sm.restore(tuple(snapshot_id), data)
+                self.sm.restore(tuple(snapshot_id), unwrap_snapshot(data)[1])
                 self._bytes_since_snapshot = 0
             if a.append:
                 end = await self.storage.append(a.append)
@@ -297,7 +298,7 @@ class RaftDriver:
             return None
         last = self._last_committed
         snapshot_id = (last.offset + 1, last.epoch)
-        data = self.sm.snapshot()
+        data = self.core.snapshot_bytes(snapshot_id[0], self.sm.snapshot())
         await self.storage.write_snapshot(snapshot_id, data)
         self._bytes_since_snapshot = 0
         log.info("snapshot %s written (%d bytes)", snapshot_id, len(data))
