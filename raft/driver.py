@@ -81,6 +81,18 @@ class _Proposal:
         self.error: ProposalFailed | None = None
 
 
+class _VoterOp:
+    """A voter change to run on the core inside the loop (raft/membership.py)."""
+
+    __slots__ = ("change", "ran", "result", "proposal")
+
+    def __init__(self, change):
+        self.change = change  # (core, now) -> (VoterChange, Actions)
+        self.ran = trio.Event()
+        self.result = None
+        self.proposal: _Proposal | None = None
+
+
 class MetadataLogHalt(DirectoryHalt):
     """The node halts because its metadata log dir failed."""
 
@@ -99,6 +111,7 @@ class RaftDriver:
         send,
         append_linger: float,
         snapshot_interval_bytes: int = DEFAULT_SNAPSHOT_INTERVAL_BYTES,
+        on_voters_changed=None,
     ):
         self.env = env
         self.core = core
@@ -117,6 +130,9 @@ class RaftDriver:
         self._role: tuple | None = None
         self.high_watermark = 0
         self.resigned = trio.Event()
+        # Called with {voter id: (host, port)} of the latest voter set whenever it changes.
+        self.on_voters_changed = on_voters_changed
+        self._voter_endpoints: dict | None = None
 
     # ------------------------------------------------------------- public API
     async def propose(self, payloads: list[bytes]) -> tuple[int, int]:
@@ -145,6 +161,21 @@ class RaftDriver:
 
     def status(self):
         return self.core.status()
+
+    async def change_voters(self, change):
+        """Run `change(core, now) -> (VoterChange, Actions)` (core.add_voter etc.) in the loop and
+        return its VoterChange once the Voters entry it appended is committed.
+
+        Raises ProposalFailed if that entry is lost; callers bound the wait with a timeout.
+        """
+        op = _VoterOp(change)
+        self.inbox_send.send_nowait((-1, op))  # trio.WouldBlock when the inbox is full
+        await op.ran.wait()
+        if op.proposal is not None:
+            await op.proposal.done.wait()
+            if op.proposal.error is not None:
+                raise op.proposal.error
+        return op.result
 
     async def resign(self) -> None:
         """Graceful shutdown: a leader hands over (EndQuorumEpoch) before the process exits.
@@ -191,6 +222,8 @@ class RaftDriver:
             for src, msg in batch:
                 if msg is _RESIGN:
                     await self._resign()
+                elif isinstance(msg, _VoterOp):
+                    await self._run_voter_op(msg)
                 elif msg is not _WAKE:
                     await self._carry_out(self.core.handle(src, msg, self.env.now()))
             now = self.env.now()
@@ -198,6 +231,16 @@ class RaftDriver:
                 await self._append_proposals(now)
             if now >= self._deadline:
                 await self._carry_out(self.core.tick(now))
+
+    async def _run_voter_op(self, op: _VoterOp) -> None:
+        op.result, actions = op.change(self.core, self.env.now())
+        if op.result.offset >= 0:
+            prop = op.proposal = _Proposal([b""])
+            prop.first = prop.last = op.result.offset
+            prop.epoch = op.result.epoch
+            bisect.insort(self._in_flight, (prop.last, id(prop), prop), key=lambda t: (t[0], t[1]))
+        op.ran.set()
+        await self._carry_out(actions)
 
     def _pipeline_idle(self) -> bool:
         """Nothing of ours awaits commit: batching would only add latency, so append now."""
@@ -255,6 +298,16 @@ class RaftDriver:
                 await self.storage.delete_before(a.delete_before)
             self._deadline = a.deadline
         self._log_role_change()
+        self._report_voters()
+
+    def _report_voters(self) -> None:
+        if self.on_voters_changed is None:
+            return
+        endpoints = {v.node_id: (v.host, v.port) for v in self.core.voter_set if v.host}
+        if endpoints != self._voter_endpoints:
+            self._voter_endpoints = endpoints
+            log.info("raft: voters %s", sorted(endpoints))
+            self.on_voters_changed(endpoints)
 
     def _log_role_change(self) -> None:
         st = self.core.status()
