@@ -14,7 +14,9 @@ is uncommitted. Both answer once the change is committed.
 """
 from __future__ import annotations
 
-from raftkafka.cli.common import CommandError, open_admin, run_client
+from raftkafka.cli.common import CommandError, bootstrap_of, client_kwargs, open_admin, run_client, wait_reachable
+from raftkafka.client.admin import Admin
+from raftkafka.client.security import SECURITY_PROPERTIES
 from raftkafka.client.operations import add_raft_voter, remove_raft_voter
 from raftkafka.node.config import ConfigError, load_config, read_config_file
 from storage.env import RealEnv
@@ -43,11 +45,9 @@ def _bootstrap(args) -> str:
     return args.bootstrap_server
 
 
-def new_controller(path: str | None) -> tuple[int, str, list[tuple[str, str, int]]]:
+def new_controller(path: str, settings: dict) -> tuple[int, str, list[tuple[str, str, int]]]:
     """(node id, directory id, [(listener, host, port)]) of the controller a node config describes."""
-    if not path:
-        raise CommandError("add-controller needs --command-config: the new controller's node config")
-    config = load_config(read_config_file(path))
+    config = load_config(settings)
     listener = config.controller_listener
     if "controller" not in config.roles or listener is None:
         raise ConfigError(f"{path}: not a controller (process.roles and a controller listener)")
@@ -62,14 +62,17 @@ def new_controller(path: str | None) -> tuple[int, str, list[tuple[str, str, int
 
 
 def run_add(args) -> int:
-    node_id, directory_id, listeners = new_controller(args.command_config)
-    args.bootstrap = _bootstrap(args)
-    # The node config is not client properties: connect with none (Kafka reads both from it).
-    client_args = _ClientArgs(args.bootstrap, args.command_config if args.command_config.endswith(".properties")
-                              else None)
+    if not args.command_config:
+        raise CommandError("add-controller needs --command-config: the new controller's node config")
+    settings = read_config_file(args.command_config)
+    node_id, directory_id, listeners = new_controller(args.command_config, settings)
+    bootstrap = bootstrap_of(_ClientArgs(_bootstrap(args)))
+    # Kafka reads the admin client's security from the same file: its client settings only.
+    client = {k: str(v) for k, v in settings.items() if k in SECURITY_PROPERTIES}
 
     async def main(_) -> int:
-        async with open_admin(client_args) as admin:
+        async with Admin(RealEnv(), bootstrap, **client_kwargs(Admin, client, "admin")) as admin:
+            await wait_reachable(admin.cluster, bootstrap)
             await add_raft_voter(admin.cluster, node_id, directory_id, listeners)
         print(f"Added controller {node_id} with directory id {directory_id} and endpoints: "
               + ", ".join(f"{n}://{h}:{p}" for n, h, p in listeners))
@@ -94,6 +97,5 @@ def run_remove(args) -> int:
 
 
 class _ClientArgs:
-    def __init__(self, bootstrap: str, command_config: str | None):
+    def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
-        self.command_config = command_config
