@@ -86,6 +86,7 @@ class RaftCore(Membership, Replication):
         self.voter_history = VoterHistory(
             Voter(v, directories.get(v) or "", *addresses.get(v, ("", 0))) for v in sorted(set(voters))
         )
+        self.learned_endpoints: dict[int, tuple[str, int]] = {}  # leaders' endpoints from fetch answers
         self.never_vote = observer  # a broker-only node: an observer whatever the voter set says
         self.cluster_id = cluster_id
         self.config = config

@@ -130,7 +130,8 @@ class RaftDriver:
         self._role: tuple | None = None
         self.high_watermark = 0
         self.resigned = trio.Event()
-        # Called with {voter id: (host, port)} of the latest voter set whenever it changes.
+        # Called with {node id: (host, port)} of the controllers to reach (the latest voter set,
+        # and leaders named to us) whenever that changes.
         self.on_voters_changed = on_voters_changed
         self._voter_endpoints: dict | None = None
 
@@ -303,10 +304,10 @@ class RaftDriver:
     def _report_voters(self) -> None:
         if self.on_voters_changed is None:
             return
-        endpoints = {v.node_id: (v.host, v.port) for v in self.core.voter_set if v.host}
+        endpoints = self.core.peer_endpoints()
         if endpoints != self._voter_endpoints:
             self._voter_endpoints = endpoints
-            log.info("raft: voters %s", sorted(endpoints))
+            log.info("raft: controllers at %s", endpoints)
             self.on_voters_changed(endpoints)
 
     def _log_role_change(self) -> None:

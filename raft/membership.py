@@ -62,11 +62,16 @@ class Membership:
             v.key_matches(self.node_id, self.directory_id) for v in self.voter_history.latest()
         )
 
-    def voter_endpoints(self) -> dict[int, tuple[str, int]]:
-        """Every controller endpoint the log has named, latest first wins (peers to connect to)."""
-        history = self.voter_history
-        sets = [history.static, history.base or (), *(v for _, v in history.changes)]
-        return {v.node_id: (v.host, v.port) for s in sets for v in s if v.host}
+    def peer_endpoints(self) -> dict[int, tuple[str, int]]:
+        """Controller endpoints to reach peers on: leaders named in fetch answers, then the
+        latest voter set's (which wins)."""
+        endpoints = dict(self.learned_endpoints)
+        endpoints.update((v.node_id, (v.host, v.port)) for v in self.voter_history.latest() if v.host)
+        return endpoints
+
+    def _learn_endpoint(self, node_id: int | None, host: str, port: int) -> None:
+        if node_id is not None and node_id != self.node_id and 0 < len(host) < 256 and 0 < port < 65536:
+            self.learned_endpoints[node_id] = (host, port)
 
     def _load_voter_history(self) -> None:
         base, _ = unwrap_snapshot(self.log.snapshot)

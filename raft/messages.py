@@ -117,6 +117,10 @@ class FetchResponse:
     entries: list[Entry] = field(default_factory=list)
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end_offset): truncate, then refetch
     snapshot_id: tuple[int, int] | None = None  # (end_offset, epoch): fetch this snapshot
+    # The named leader's controller endpoint (Kafka's NodeEndpoints): how a replica that has
+    # not yet fetched the voter set naming a new leader reaches it (KIP-853).
+    leader_host: str = ""
+    leader_port: int = 0
 
 
 @dataclass(slots=True)

@@ -85,6 +85,7 @@ class Replication:
         )
 
     def _on_fetch_response(self, src: int, resp: FetchResponse, now: float) -> None:
+        self._learn_endpoint(resp.leader_id, resp.leader_host, resp.leader_port)
         if self._handle_common_response(resp, now):
             return
         st = self.quorum.role_state
@@ -261,9 +262,11 @@ class Replication:
                 error = ErrorCode.UNKNOWN_LEADER_EPOCH
             else:
                 error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        leader = self._visible_leader()
+        host, port = self.peer_endpoints().get(leader, ("", 0))
         return FetchResponse(
-            self.cluster_id, error, self.quorum.epoch, self._visible_leader(),
-            self.high_watermark, self.log.start_offset,
+            self.cluster_id, error, self.quorum.epoch, leader,
+            self.high_watermark, self.log.start_offset, leader_host=host, leader_port=port,
         )
 
     def _on_fetch_snapshot_request(self, src: int, req: FetchSnapshotRequest, now: float) -> None:
