@@ -304,15 +304,18 @@ class RaftCore(Membership, Replication):
     def _send_vote_requests(self, now: float, *, pre_vote: bool) -> None:
         st = self.quorum.role_state
         st.resend_at = now + self.config.request_timeout
-        request = VoteRequest(
-            self.cluster_id,
-            self.quorum.epoch,
-            self.node_id,
-            self.log.end_offset,
-            self.log.last_epoch,
-            pre_vote,
-        )
+        directories = self.voter_directories
         for voter in st.tally.unanswered():
+            request = VoteRequest(
+                self.cluster_id,
+                self.quorum.epoch,
+                self.node_id,
+                self.log.end_offset,
+                self.log.last_epoch,
+                pre_vote,
+                voter,
+                directories.get(voter, ""),
+            )
             self._send(voter, request)
 
     def _on_vote_request(self, src: int, req: VoteRequest, now: float) -> None:
@@ -320,7 +323,8 @@ class RaftCore(Membership, Replication):
             self._send(
                 src,
                 VoteResponse(
-                    self.cluster_id, error, self.quorum.epoch, self._visible_leader(), granted, req.pre_vote
+                    self.cluster_id, error, self.quorum.epoch, self._visible_leader(), granted, req.pre_vote,
+                    *self._leader_endpoint(),
                 ),
             )
 
@@ -329,8 +333,12 @@ class RaftCore(Membership, Replication):
             return reply(ErrorCode.INVALID_REQUEST)
         if req.epoch < self.quorum.epoch:
             return reply(ErrorCode.FENCED_LEADER_EPOCH)
-        # A candidate outside our voter set may hold a newer set we have not fetched yet (KIP-853).
-        if not self.is_voter or req.candidate_id == self.node_id:
+        if req.voter_id >= 0 and not (req.voter_id == self.node_id and req.voter_directory_id in ("", self.directory_id)):
+            return reply(ErrorCode.INVALID_VOTER_KEY)
+        # KIP-853: the candidate may hold a newer voter set than ours (in which it may be, and
+        # which may name us): a replica it names as a voter votes, whatever its own log says.
+        named = req.voter_id == self.node_id and not self.never_vote
+        if not (self.is_voter or named) or req.candidate_id == self.node_id:
             return reply(ErrorCode.INCONSISTENT_VOTER_SET)
         if not req.pre_vote and req.epoch > self.quorum.epoch:
             self._become_unattached(req.epoch, now)
@@ -371,7 +379,7 @@ class RaftCore(Membership, Replication):
 
     def _send_begin_quorum_epoch(self, st: LeaderState, now: float) -> None:
         st.begin_resend_at = now + st.begin_interval
-        request = BeginQuorumEpochRequest(self.cluster_id, self.quorum.epoch, self.node_id)
+        request = BeginQuorumEpochRequest(self.cluster_id, self.quorum.epoch, self.node_id, *self._leader_endpoint())
         for voter in st.begin_quorum_targets(now):
             self._send(voter, request)
 
@@ -387,6 +395,8 @@ class RaftCore(Membership, Replication):
 
     def _on_begin_quorum_epoch(self, src: int, req: BeginQuorumEpochRequest, now: float) -> None:
         error = self._leader_claim_error(req.epoch, req.leader_id)
+        if error == ErrorCode.NONE:
+            self._learn_endpoint(req.leader_id, req.leader_host, req.leader_port)
         if error == ErrorCode.NONE and not (self.quorum.role is Role.FOLLOWER and req.epoch == self.quorum.epoch):
             self._become_follower(req.epoch, req.leader_id, now)
         self._send(
@@ -451,6 +461,7 @@ class RaftCore(Membership, Replication):
         if resp.epoch < epoch:
             return True
         leader = resp.leader_id
+        self._learn_endpoint(leader, getattr(resp, "leader_host", ""), getattr(resp, "leader_port", 0))
         known_leader = leader is not None and leader != self.node_id
         if resp.epoch > epoch:
             if known_leader:

@@ -286,6 +286,7 @@ class RaftDriver:
             if a.append:
                 end = await self.storage.append(a.append)
                 queue.append(self.core.on_flushed(end, self.env.now()))
+            self._report_voters()  # a peer named just now is reachable for these sends
             for dst, msg in a.send:
                 self.send(dst, msg)
             if a.committed:
@@ -299,7 +300,6 @@ class RaftDriver:
                 await self.storage.delete_before(a.delete_before)
             self._deadline = a.deadline
         self._log_role_change()
-        self._report_voters()
 
     def _report_voters(self) -> None:
         if self.on_voters_changed is None:

@@ -69,6 +69,14 @@ class Membership:
         endpoints.update((v.node_id, (v.host, v.port)) for v in self.voter_history.latest() if v.host)
         return endpoints
 
+    def _leader_endpoint(self) -> tuple[str, int]:
+        """The controller endpoint of the leader we name in answers ("", 0 if unknown)."""
+        leader = self._visible_leader()
+        if leader == self.node_id:
+            me = next((v for v in self.voter_set if v.node_id == self.node_id), None)
+            return (me.host, me.port) if me is not None else ("", 0)
+        return self.peer_endpoints().get(leader, ("", 0))
+
     def _learn_endpoint(self, node_id: int | None, host: str, port: int) -> None:
         if node_id is not None and node_id != self.node_id and 0 < len(host) < 256 and 0 < port < 65536:
             self.learned_endpoints[node_id] = (host, port)

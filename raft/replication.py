@@ -85,7 +85,6 @@ class Replication:
         )
 
     def _on_fetch_response(self, src: int, resp: FetchResponse, now: float) -> None:
-        self._learn_endpoint(resp.leader_id, resp.leader_host, resp.leader_port)
         if self._handle_common_response(resp, now):
             return
         st = self.quorum.role_state
@@ -262,10 +261,9 @@ class Replication:
                 error = ErrorCode.UNKNOWN_LEADER_EPOCH
             else:
                 error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        leader = self._visible_leader()
-        host, port = self.peer_endpoints().get(leader, ("", 0))
+        host, port = self._leader_endpoint()
         return FetchResponse(
-            self.cluster_id, error, self.quorum.epoch, leader,
+            self.cluster_id, error, self.quorum.epoch, self._visible_leader(),
             self.high_watermark, self.log.start_offset, leader_host=host, leader_port=port,
         )
 

@@ -138,9 +138,10 @@ class ControllerNode:
         storage = NodeStorage(env.fs, config.metadata_log_dir, segment_bytes=config.metadata_segment_bytes)
         # Only a controller may vote, once the voter set (static, or the latest in the log) names
         # its id and directory (KIP-853); a wiped voter's new directory keeps it an observer.
+        # Any controller may become a voter by a change in the log: its damaged log is refused,
+        # never cut (only a broker's is fetched again).
         may_vote = "controller" in config.roles
-        state, raft_log = await storage.load(
-            refetch_damaged=not may_vote or config.node_id not in addresses or self.replaced_voter)
+        state, raft_log = await storage.load(refetch_damaged=not may_vote)
         core = RaftCore(
             node_id=config.node_id,
             voters=sorted(addresses),
