@@ -16,6 +16,7 @@ Modelled on Kafka's RaftEventSimulationTest (reference/simulation.md §3.5, §6.
 - ConsistentCommittedData: the first entry ever applied at an offset is the only
   one any node may apply there; each node applies a gapless sequence; a
   snapshot's content matches the committed prefix it claims to cover.
+- OneVoterChangeAtATime: a leader never holds two uncommitted voter changes (KIP-853).
 - AckedAppendDurable: an acknowledged append sits at its offset in the committed
   log, and after the heal phase every node holds every acknowledged append.
 
@@ -145,6 +146,15 @@ class RaftChecker:
         self.seen[node] = (incarnation, epoch, hw)
         if hw > self.max_hw:
             self.max_hw = hw
+
+    def observe_leader_voter_changes(self, node: int, hw: int, change_offsets) -> None:
+        """A leader holds at most one uncommitted Voters record (KIP-853: one change at a time).
+        Committed is what any node applied, or the leader's HW (a new leader's starts low)."""
+        committed_end = max(hw, len(self.prefix) - 1)
+        pending = [o for o in change_offsets if o >= committed_end]
+        if len(pending) > 1:
+            self.violate("OneVoterChangeAtATime", f"leader {node} holds uncommitted voter changes {pending} "
+                         f"(committed below {committed_end})")
 
     def observe_persisted(self, node: int, epoch: int, leader_id: int | None) -> None:
         """Durable election state of one node (survives its crashes)."""

@@ -28,7 +28,7 @@ CALL_TIMEOUT = 5.0
 
 
 class MembershipWorkload:
-    def __init__(self, env, cluster, trace: Trace, rng: random.Random, *, mean_gap: float = 1.0,
+    def __init__(self, env, cluster, trace: Trace, rng: random.Random, *, mean_gap: float = 0.5,
                  min_voters: int = 3):
         self.env = env
         self.cluster = cluster
@@ -39,12 +39,15 @@ class MembershipWorkload:
         self.counts = {"asked": 0, "done": 0, "refused": 0, "unknown": 0}
 
     async def run(self, until: float) -> None:
-        while trio.current_time() < until:
-            await trio.sleep(self.rng.expovariate(1.0 / self.mean_gap))
-            request = self._next_change()
-            if request is not None and trio.current_time() < until:
-                with trio.move_on_at(until):
-                    await self._ask(request)
+        """Changes are asked without waiting for the previous answer (operators retry, tools
+        overlap): the quorum must refuse a change while another is pending."""
+        with trio.move_on_at(until):
+            async with trio.open_nursery() as nursery:
+                while True:
+                    await trio.sleep(self.rng.expovariate(1.0 / self.mean_gap))
+                    request = self._next_change()
+                    if request is not None:
+                        nursery.start_soon(self._ask, request)
 
     def _leader_voters(self):
         """The voter set (Voter tuples) of the node leading now, or None."""
