@@ -184,7 +184,7 @@ FIRST_SEEDS.update({
     "producer_state_kept_across_truncation": None,
     "snapshot_written_without_fsync": None,
     "log_cleaning_deletes_latest_snapshot": None,
-    "voter_change_while_one_is_pending": None,
+    "voter_change_while_one_is_pending": 0,
     "recovery_keeps_invalid_tail": 0,
     "high_watermark_not_bounded_by_log": None,
 })
