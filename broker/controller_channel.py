@@ -101,6 +101,11 @@ class ControllerChannel(Protocol):
         """Each controller voter's (host, port) on the controller listener."""
         ...
 
+    async def change_voters(self, request, *, timeout_s: float = 30.0) -> tuple[ErrorCode, str]:
+        """A KIP-853 voter change (raft.codec.AddVoterRequest / RemoveVoterRequest) decided by the
+        metadata quorum's leader: (error, message) once committed or refused."""
+        ...
+
     async def describe_quorum(self, *, timeout_s: float = 10.0):
         """The metadata quorum's state from its Raft leader (raft.messages.DescribeQuorumResponse)."""
         ...

@@ -27,6 +27,11 @@ __all__ = [
     "DiagAppendResponse",
     "ErrorResponse",
     "ForwardedDescribeQuorum",
+    "AddVoterRequest",
+    "RemoveVoterRequest",
+    "UpdateVoterRequest",
+    "VoterChangeResponse",
+    "VOTER_CHANGE_REQUESTS",
     "REGISTRY",
     "sender_of",
     "is_response",
@@ -63,6 +68,54 @@ class ForwardedDescribeQuorum:
 
 
 @dataclass(slots=True)
+class AddVoterRequest:
+    """KIP-853 AddRaftVoter, as the controllers' leader serves it (a follower relays it once)."""
+
+    cluster_id: str
+    timeout_ms: int
+    voter_id: int
+    directory_id: str
+    host: str
+    port: int
+    forwarded: bool = False
+
+
+@dataclass(slots=True)
+class RemoveVoterRequest:
+    cluster_id: str
+    voter_id: int
+    directory_id: str
+    forwarded: bool = False
+
+
+@dataclass(slots=True)
+class UpdateVoterRequest:
+    """A voter's own (new) controller endpoint, sent by that voter to the leader."""
+
+    cluster_id: str
+    epoch: int
+    voter_id: int
+    directory_id: str
+    host: str
+    port: int
+    forwarded: bool = False
+
+
+@dataclass(slots=True)
+class VoterChangeResponse:
+    """The answer to each voter change, sent once the change committed (or failed)."""
+
+    cluster_id: str
+    error: int
+    epoch: int
+    leader_id: int | None
+    message: str = ""
+
+
+VOTER_CHANGE_REQUESTS = (AddVoterRequest, RemoveVoterRequest, UpdateVoterRequest)
+
+
+@dataclass(slots=True)
 class ErrorResponse:
     """Answer to a frame this node could not decode (the request type may be unknown)."""
 
@@ -86,6 +139,10 @@ _NAMES = [
     (DiagAppendRequest, "raft.DiagAppend"),
     (DiagAppendResponse, "raft.DiagAppendResponse"),
     (ForwardedDescribeQuorum, "raft.ForwardedDescribeQuorum"),
+    (AddVoterRequest, "raft.AddVoter"),
+    (RemoveVoterRequest, "raft.RemoveVoter"),
+    (UpdateVoterRequest, "raft.UpdateVoter"),
+    (VoterChangeResponse, "raft.VoterChangeResponse"),
     (ErrorResponse, "rpc.Error"),
 ]
 for _cls, _name in _NAMES:
@@ -121,7 +178,7 @@ def sender_of(msg) -> int | None:
 
 
 def is_response(msg) -> bool:
-    return isinstance(msg, m.RESPONSE_TYPES) or isinstance(msg, (DiagAppendResponse, ErrorResponse))
+    return isinstance(msg, m.RESPONSE_TYPES) or isinstance(msg, (DiagAppendResponse, VoterChangeResponse, ErrorResponse))
 
 
 def error_response_for(request, error: int, *, cluster_id: str, epoch: int, leader_id: int | None):
@@ -141,6 +198,8 @@ def error_response_for(request, error: int, *, cluster_id: str, epoch: int, lead
         return m.DescribeQuorumResponse(cluster_id, error, epoch, leader_id, -1)
     if t is DiagAppendRequest:
         return DiagAppendResponse(cluster_id, error, epoch, leader_id)
+    if t in VOTER_CHANGE_REQUESTS:
+        return VoterChangeResponse(cluster_id, error, epoch, leader_id)
     return ErrorResponse(error, f"cannot answer {t.__name__}")
 
 

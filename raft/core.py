@@ -29,6 +29,7 @@ from raft.election import (
     successor_backoff,
 )
 from raft.entry import Entry, LeaderChange, encode_leader_change
+from raft.membership import Membership
 from raft.errors import LogInvariantError, NotLeaderError
 from raft.leader import LeaderState
 from raft.log import RaftLog
@@ -53,12 +54,13 @@ from raft.roles import (
 )
 from raft.state import ElectionState
 from raft.status import QuorumStatus, ReplicaStatus, RoleSummary
+from raft.voter_set import Voter, VoterHistory
 from wire.error_codes import ErrorCode
 
 __all__ = ["RaftCore"]
 
 
-class RaftCore(Replication):
+class RaftCore(Membership, Replication):
     def __init__(
         self,
         *,
@@ -73,19 +75,24 @@ class RaftCore(Replication):
         observer: bool = False,
         directory_id: str = "",
         voter_directories: dict[int, str] | None = None,
+        voter_addresses: dict[int, tuple[str, int]] | None = None,
     ):
         self.node_id = node_id
         self.directory_id = directory_id  # sent with every fetch (KIP-853 replica key)
-        # Voter id -> the directory id the voter set names (empty: ids alone identify voters).
-        self.voter_directories = {v: d for v, d in (voter_directories or {}).items() if d}
-        self.voters = sorted(set(voters))
-        if not self.voters:
+        if not voters:
             raise ValueError("raft: the voter set is empty")
+        directories, addresses = voter_directories or {}, voter_addresses or {}
+        # The static set (kraft.version 0); the log and snapshots may replace it (raft/voter_set.py).
+        self.voter_history = VoterHistory(
+            Voter(v, directories.get(v) or "", *addresses.get(v, ("", 0))) for v in sorted(set(voters))
+        )
+        self.learned_endpoints: dict[int, tuple[str, int]] = {}  # leaders' endpoints from fetch answers
+        self.never_vote = observer  # a broker-only node: an observer whatever the voter set says
         self.cluster_id = cluster_id
         self.config = config
         self.log = log
         self.rng = rng
-        self.is_voter = not observer and node_id in self.voters
+        self._load_voter_history()
         self.quorum = QuorumState(node_id=node_id, observer=not self.is_voter)
         # The state machine starts from the snapshot: that much is known committed.
         self.high_watermark = log.snapshot_id[0]
@@ -147,6 +154,7 @@ class RaftCore(Replication):
                 f"and not older than {self.log.snapshot_id}"
             )
         self.log.set_snapshot((end, snapshot_id[1]), data)
+        self.voter_history.compact(end)
         # Log cleaning: the snapshot now covers everything before it.
         if end > self.log.start_offset:
             self.log.delete_before(end)
@@ -309,15 +317,18 @@ class RaftCore(Replication):
     def _send_vote_requests(self, now: float, *, pre_vote: bool) -> None:
         st = self.quorum.role_state
         st.resend_at = now + self.config.request_timeout
-        request = VoteRequest(
-            self.cluster_id,
-            self.quorum.epoch,
-            self.node_id,
-            self.log.end_offset,
-            self.log.last_epoch,
-            pre_vote,
-        )
+        directories = self.voter_directories
         for voter in st.tally.unanswered():
+            request = VoteRequest(
+                self.cluster_id,
+                self.quorum.epoch,
+                self.node_id,
+                self.log.end_offset,
+                self.log.last_epoch,
+                pre_vote,
+                voter,
+                directories.get(voter, ""),
+            )
             self._send(voter, request)
 
     def _on_vote_request(self, src: int, req: VoteRequest, now: float) -> None:
@@ -325,7 +336,8 @@ class RaftCore(Replication):
             self._send(
                 src,
                 VoteResponse(
-                    self.cluster_id, error, self.quorum.epoch, self._visible_leader(), granted, req.pre_vote
+                    self.cluster_id, error, self.quorum.epoch, self._visible_leader(), granted, req.pre_vote,
+                    *self._leader_endpoint(),
                 ),
             )
 
@@ -334,7 +346,12 @@ class RaftCore(Replication):
             return reply(ErrorCode.INVALID_REQUEST)
         if req.epoch < self.quorum.epoch:
             return reply(ErrorCode.FENCED_LEADER_EPOCH)
-        if not self.is_voter or req.candidate_id not in self.voters or req.candidate_id == self.node_id:
+        if req.voter_id >= 0 and not (req.voter_id == self.node_id and req.voter_directory_id in ("", self.directory_id)):
+            return reply(ErrorCode.INVALID_VOTER_KEY)
+        # KIP-853: the candidate may hold a newer voter set than ours (in which it may be, and
+        # which may name us): a replica it names as a voter votes, whatever its own log says.
+        named = req.voter_id == self.node_id and not self.never_vote
+        if not (self.is_voter or named) or req.candidate_id == self.node_id:
             return reply(ErrorCode.INCONSISTENT_VOTER_SET)
         if not req.pre_vote and req.epoch > self.quorum.epoch:
             self._become_unattached(req.epoch, now)
@@ -375,7 +392,7 @@ class RaftCore(Replication):
 
     def _send_begin_quorum_epoch(self, st: LeaderState, now: float) -> None:
         st.begin_resend_at = now + st.begin_interval
-        request = BeginQuorumEpochRequest(self.cluster_id, self.quorum.epoch, self.node_id)
+        request = BeginQuorumEpochRequest(self.cluster_id, self.quorum.epoch, self.node_id, *self._leader_endpoint())
         for voter in st.begin_quorum_targets(now):
             self._send(voter, request)
 
@@ -383,7 +400,7 @@ class RaftCore(Replication):
         """Begin/EndQuorumEpoch come from a leader of `epoch`: refuse stale, foreign or rival claims."""
         if epoch < self.quorum.epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
-        if leader_id == self.node_id or leader_id not in self.voters:
+        if leader_id == self.node_id:
             return ErrorCode.INVALID_REQUEST
         if epoch == self.quorum.epoch and self.quorum.leader_id not in (None, leader_id):
             return ErrorCode.INVALID_REQUEST  # a second leader for one epoch: refuse, never follow
@@ -391,6 +408,8 @@ class RaftCore(Replication):
 
     def _on_begin_quorum_epoch(self, src: int, req: BeginQuorumEpochRequest, now: float) -> None:
         error = self._leader_claim_error(req.epoch, req.leader_id)
+        if error == ErrorCode.NONE:
+            self._learn_endpoint(req.leader_id, req.leader_host, req.leader_port)
         if error == ErrorCode.NONE and not (self.quorum.role is Role.FOLLOWER and req.epoch == self.quorum.epoch):
             self._become_follower(req.epoch, req.leader_id, now)
         self._send(
@@ -455,7 +474,8 @@ class RaftCore(Replication):
         if resp.epoch < epoch:
             return True
         leader = resp.leader_id
-        known_leader = leader is not None and leader != self.node_id and leader in self.voters
+        self._learn_endpoint(leader, getattr(resp, "leader_host", ""), getattr(resp, "leader_port", 0))
+        known_leader = leader is not None and leader != self.node_id
         if resp.epoch > epoch:
             if known_leader:
                 self._become_follower(resp.epoch, leader, now)
@@ -484,6 +504,7 @@ class RaftCore(Replication):
         self._actions.send.append((dst, msg))
 
     def _finish(self, now: float) -> Actions:
+        self._maybe_resign_removed_leader(now)
         if self.high_watermark > self._delivered:
             self._actions.committed.extend(self.log.entries_between(self._delivered, self.high_watermark))
             self._delivered = self.high_watermark

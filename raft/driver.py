@@ -39,6 +39,7 @@ from raft.actions import Actions
 from raft.entry import Entry
 from raft.errors import NotLeaderError
 from raft.node_storage import NodeStorage
+from raft.voter_set import unwrap_snapshot
 from storage.env import Env
 from storage.raft_log import MAX_ENTRY_BYTES
 
@@ -81,6 +82,18 @@ class _Proposal:
         self.error: ProposalFailed | None = None
 
 
+class _VoterOp:
+    """A voter change to run on the core inside the loop (raft/membership.py)."""
+
+    __slots__ = ("change", "ran", "result", "proposal")
+
+    def __init__(self, change):
+        self.change = change  # (core, now) -> (VoterChange, Actions)
+        self.ran = trio.Event()
+        self.result = None
+        self.proposal: _Proposal | None = None
+
+
 class MetadataLogHalt(DirectoryHalt):
     """The node halts because its metadata log dir failed."""
 
@@ -99,6 +112,7 @@ class RaftDriver:
         send,
         append_linger: float,
         snapshot_interval_bytes: int = DEFAULT_SNAPSHOT_INTERVAL_BYTES,
+        on_voters_changed=None,
     ):
         self.env = env
         self.core = core
@@ -117,6 +131,10 @@ class RaftDriver:
         self._role: tuple | None = None
         self.high_watermark = 0
         self.resigned = trio.Event()
+        # Called with {node id: (host, port)} of the controllers to reach (the latest voter set,
+        # and leaders named to us) whenever that changes.
+        self.on_voters_changed = on_voters_changed
+        self._voter_endpoints: dict | None = None
 
     # ------------------------------------------------------------- public API
     async def propose(self, payloads: list[bytes]) -> tuple[int, int]:
@@ -152,6 +170,20 @@ class RaftDriver:
             self.inbox_send.send_nowait((peer, _LINK_LOST))
         except trio.WouldBlock:
             pass  # a full inbox: the fetch timeout still applies
+    async def change_voters(self, change):
+        """Run `change(core, now) -> (VoterChange, Actions)` (core.add_voter etc.) in the loop and
+        return its VoterChange once the Voters entry it appended is committed.
+
+        Raises ProposalFailed if that entry is lost; callers bound the wait with a timeout.
+        """
+        op = _VoterOp(change)
+        self.inbox_send.send_nowait((-1, op))  # trio.WouldBlock when the inbox is full
+        await op.ran.wait()
+        if op.proposal is not None:
+            await op.proposal.done.wait()
+            if op.proposal.error is not None:
+                raise op.proposal.error
+        return op.result
 
     async def resign(self) -> None:
         """Graceful shutdown: a leader hands over (EndQuorumEpoch) before the process exits.
@@ -184,7 +216,7 @@ class RaftDriver:
             raise halt from exc
 
     async def _run(self) -> None:
-        self.sm.restore(self.core.log.snapshot_id, self.core.log.snapshot)
+        self.sm.restore(self.core.log.snapshot_id, unwrap_snapshot(self.core.log.snapshot)[1])
         await self._carry_out(self.core.tick(self.env.now()))
         while True:
             batch = []
@@ -200,6 +232,8 @@ class RaftDriver:
                     await self._resign()
                 elif msg is _LINK_LOST:
                     await self._carry_out(self.core.link_lost(src, self.env.now()))
+                elif isinstance(msg, _VoterOp):
+                    await self._run_voter_op(msg)
                 elif msg is not _WAKE:
                     await self._carry_out(self.core.handle(src, msg, self.env.now()))
             now = self.env.now()
@@ -207,6 +241,16 @@ class RaftDriver:
                 await self._append_proposals(now)
             if now >= self._deadline:
                 await self._carry_out(self.core.tick(now))
+
+    async def _run_voter_op(self, op: _VoterOp) -> None:
+        op.result, actions = op.change(self.core, self.env.now())
+        if op.result.offset >= 0:
+            prop = op.proposal = _Proposal([b""])
+            prop.first = prop.last = op.result.offset
+            prop.epoch = op.result.epoch
+            bisect.insort(self._in_flight, (prop.last, id(prop), prop), key=lambda t: (t[0], t[1]))
+        op.ran.set()
+        await self._carry_out(actions)
 
     def _pipeline_idle(self) -> bool:
         """Nothing of ours awaits commit: batching would only add latency, so append now."""
@@ -246,11 +290,12 @@ class RaftDriver:
                 await self.storage.install_snapshot(snapshot_id, data)
                 log.info("installed snapshot %s (%d bytes) from the leader", tuple(snapshot_id), len(data))
                 self._fail_in_flight(lambda p: True, "replaced by a snapshot")
-                self.sm.restore(tuple(snapshot_id), data)
+                self.sm.restore(tuple(snapshot_id), unwrap_snapshot(data)[1])
                 self._bytes_since_snapshot = 0
             if a.append:
                 end = await self.storage.append(a.append)
                 queue.append(self.core.on_flushed(end, self.env.now()))
+            self._report_voters()  # a peer named just now is reachable for these sends
             for dst, msg in a.send:
                 self.send(dst, msg)
             if a.committed:
@@ -264,6 +309,15 @@ class RaftDriver:
                 await self.storage.delete_before(a.delete_before)
             self._deadline = a.deadline
         self._log_role_change()
+
+    def _report_voters(self) -> None:
+        if self.on_voters_changed is None:
+            return
+        endpoints = self.core.peer_endpoints()
+        if endpoints != self._voter_endpoints:
+            self._voter_endpoints = endpoints
+            log.info("raft: controllers at %s", endpoints)
+            self.on_voters_changed(endpoints)
 
     def _log_role_change(self) -> None:
         st = self.core.status()
@@ -307,7 +361,7 @@ class RaftDriver:
             return None
         last = self._last_committed
         snapshot_id = (last.offset + 1, last.epoch)
-        data = self.sm.snapshot()
+        data = self.core.snapshot_bytes(snapshot_id[0], self.sm.snapshot())
         await self.storage.write_snapshot(snapshot_id, data)
         self._bytes_since_snapshot = 0
         log.info("snapshot %s written (%d bytes)", snapshot_id, len(data))

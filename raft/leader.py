@@ -25,6 +25,11 @@ __all__ = ["LeaderState", "ReplicaProgress", "ParkedFetch"]
 class ReplicaProgress:
     end_offset: int = -1  # -1 until it fetches in this epoch
     last_fetch: float | None = None
+    directory_id: str = ""  # the directory its last fetch named (KIP-853)
+    # Kafka's ReplicaState: when its fetch last reached the leader's end (as of then or of its
+    # previous fetch); decides whether an observer may be added as a voter.
+    caught_up_at: float | None = None
+    leader_end_at_last_fetch: int = -1
 
 
 @dataclass(slots=True)
@@ -63,6 +68,8 @@ class LeaderState(RoleState):
         self.begin_unacked = {v for v in self.voters if v != node_id}
         self.begin_resend_at = now
         self.begin_interval = config.fetch_timeout / 2
+        # Set while the leader is not in the (uncommitted) voter set: resign once HW passes it.
+        self.resign_after: int | None = None
 
     # ------------------------------------------------------------------ role
 
@@ -85,15 +92,44 @@ class LeaderState(RoleState):
 
     # -------------------------------------------------------------- progress
 
-    def record_fetch(self, replica_id: int, fetch_offset: int, now: float, *, voter: bool = True) -> None:
+    def record_fetch(self, replica_id: int, fetch_offset: int, now: float, *, voter: bool = True,
+                     directory_id: str = "", leader_end: int = 0) -> None:
         """`voter` False: the fetch carries a voter's id but another directory (KIP-853)."""
         if voter and replica_id in self.progress:
             p = self.progress[replica_id]
             self.begin_unacked.discard(replica_id)
         else:
             p = self.observers.setdefault(replica_id, ReplicaProgress())
+            if p.directory_id != directory_id:  # another incarnation of that id: start over
+                p = self.observers[replica_id] = ReplicaProgress()
+        if fetch_offset >= leader_end:
+            p.caught_up_at = now
+        elif 0 < p.leader_end_at_last_fetch <= fetch_offset and p.last_fetch is not None:
+            p.caught_up_at = p.last_fetch if p.caught_up_at is None else max(p.caught_up_at, p.last_fetch)
         p.end_offset = fetch_offset
         p.last_fetch = now
+        p.directory_id = directory_id
+        p.leader_end_at_last_fetch = leader_end
+
+    def caught_up(self, p: ReplicaProgress, now: float) -> bool:
+        """Reached the leader's end within the last fetch timeout (Kafka's lastCaughtUpTimestamp)."""
+        return p.caught_up_at is not None and now - p.caught_up_at <= self.config.fetch_timeout
+
+    def directory_of(self, replica_id: int) -> str:
+        p = self.progress.get(replica_id)
+        return p.directory_id if p is not None else ""
+
+    def set_voters(self, voters: list[int], now: float) -> None:
+        """The voter set changed: voters' progress moves in from the observers and back out."""
+        self.voters = sorted(voters)
+        for v in self.voters:
+            if v not in self.progress:
+                self.progress[v] = self.observers.pop(v, None) or ReplicaProgress()
+                self.begin_unacked.add(v)
+        for v in list(self.progress):
+            if v not in self.voters and v != self.node_id:
+                self.observers[v] = self.progress.pop(v)
+                self.begin_unacked.discard(v)
 
     def record_fetch_time(self, replica_id: int, now: float) -> None:
         """A fetch that proves liveness but not progress (diverging, snapshot download)."""
@@ -127,7 +163,7 @@ class LeaderState(RoleState):
         me.last_fetch = now
 
     def high_watermark(self, current: int) -> int:
-        offsets = {v: p.end_offset for v, p in self.progress.items()}
+        offsets = {v: self.progress[v].end_offset for v in self.voters}
         return next_high_watermark(offsets, self.epoch_start_offset, current)
 
     # --------------------------------------------------------- check-quorum
@@ -139,13 +175,13 @@ class LeaderState(RoleState):
         from the (quorum-1)-th most recent fetch among them. Voters that never fetched
         count from the moment of election (a grace period).
         """
-        needed = quorum_size(len(self.voters)) - 1
+        needed = quorum_size(len(self.voters)) - (1 if self.node_id in self.voters else 0)
         if needed == 0:
             return float("inf")
         times = sorted(
             (p.last_fetch if p.last_fetch is not None else self.became_leader_at)
             for v, p in self.progress.items()
-            if v != self.node_id
+            if v != self.node_id and v in self.voters
         )
         times.reverse()
         return times[needed - 1] + CHECK_QUORUM_FACTOR * self.config.fetch_timeout

@@ -43,6 +43,10 @@ class VoteRequest:
     last_offset: int  # the candidate's log end offset
     last_epoch: int  # epoch of the candidate's last entry
     pre_vote: bool = False
+    # KIP-853: the replica the candidate asks, by the candidate's voter set (-1: not named). A
+    # replica so named votes even before it has fetched the change that made it a voter.
+    voter_id: int = -1
+    voter_directory_id: str = ""
 
 
 @dataclass(slots=True)
@@ -53,6 +57,8 @@ class VoteResponse:
     leader_id: int | None
     granted: bool
     pre_vote: bool = False
+    leader_host: str = ""  # the named leader's controller endpoint (Kafka's NodeEndpoints)
+    leader_port: int = 0
 
 
 @dataclass(slots=True)
@@ -62,6 +68,10 @@ class BeginQuorumEpochRequest:
     cluster_id: str
     epoch: int
     leader_id: int
+    # The leader's controller endpoint (Kafka's LeaderEndpoints): a voter that has not yet
+    # fetched the change adding this leader can still reach it (KIP-853).
+    leader_host: str = ""
+    leader_port: int = 0
 
 
 @dataclass(slots=True)
@@ -117,6 +127,10 @@ class FetchResponse:
     entries: list[Entry] = field(default_factory=list)
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end_offset): truncate, then refetch
     snapshot_id: tuple[int, int] | None = None  # (end_offset, epoch): fetch this snapshot
+    # The named leader's controller endpoint (Kafka's NodeEndpoints): how a replica that has
+    # not yet fetched the voter set naming a new leader reaches it (KIP-853).
+    leader_host: str = ""
+    leader_port: int = 0
 
 
 @dataclass(slots=True)
@@ -218,7 +232,8 @@ def _is_id_or_epoch(v: object) -> bool:
 
 
 # Fields whose ints are ids or epochs (int32); every other int is an int64.
-_INT32_FIELDS = frozenset({"epoch", "last_epoch", "last_fetched_epoch", "candidate_id", "leader_id", "replica_id"})
+_INT32_FIELDS = frozenset({"epoch", "last_epoch", "last_fetched_epoch", "candidate_id", "leader_id", "replica_id",
+                           "voter_id"})
 
 
 def _is_pair(v: object) -> bool:

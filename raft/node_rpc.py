@@ -1,4 +1,5 @@
-"""Client RPCs a controller answers about its quorum: DescribeQuorum and the diagnostic append.
+"""Client RPCs a controller answers about its quorum: DescribeQuorum, the voter changes
+(AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter) and the diagnostic append.
 
 The diagnostic append writes opaque entries into the log, so it is served only by a node
 that merely replicates (`diagnostic_append`: the recording state machine of Raft-only
@@ -12,6 +13,7 @@ otherwise it answers NOT_LEADER with the leader it knows, like Kafka.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import trio
@@ -22,6 +24,7 @@ from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, Replica
 from raft.node_client import ConnectionLost, RpcClient
 from raft.quorum_state import Role
 from raft.rpc_authentication import open_rpc_stream
+from raft.voter_set import Voter
 from storage.env import Env
 from storage.raft_log import MAX_ENTRY_BYTES
 from wire.error_codes import ErrorCode
@@ -32,6 +35,21 @@ log = logging.getLogger("raftkafka.raft.rpc")
 
 FORWARD_TIMEOUT = 10.0
 MAX_APPEND_PAYLOADS = 10_000
+VOTER_CHANGE_TIMEOUT = 5.0  # when the request names none (Kafka's AddRaftVoter carries TimeoutMs)
+
+
+def voter_change(request):
+    """The core call a voter-change request asks for, or None if its fields are out of range."""
+    if not (0 <= request.voter_id < 2**31 and request.directory_id and len(request.directory_id) < 64):
+        return None
+    if isinstance(request, codec.RemoveVoterRequest):
+        return lambda core, now: core.remove_voter(request.voter_id, request.directory_id, now)
+    if not (0 < request.port < 65536 and 0 < len(request.host) < 256):
+        return None
+    voter = Voter(request.voter_id, request.directory_id, request.host, request.port)
+    if isinstance(request, codec.AddVoterRequest):
+        return lambda core, now: core.add_voter(voter, now)
+    return lambda core, now: core.update_voter(voter, now)
 
 
 def describe_from_status(status, cluster_id: str, now: float) -> DescribeQuorumResponse:
@@ -83,6 +101,8 @@ class QuorumService:
             return await self._forward(status, codec.ForwardedDescribeQuorum(self.cluster_id), request)
         if isinstance(request, codec.DiagAppendRequest) and self.diagnostic_append:
             return await self._append(status, request)
+        if isinstance(request, codec.VOTER_CHANGE_REQUESTS):
+            return await self._change_voters(status, request)
         return codec.ErrorResponse(ErrorCode.INVALID_REQUEST, f"{type(request).__name__} is not served here")
 
     def _describe(self, status):
@@ -112,6 +132,31 @@ class QuorumService:
         except ProposalFailed as e:
             return fail(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(e), e.epoch, e.leader_id)
         return codec.DiagAppendResponse(self.cluster_id, ErrorCode.NONE, status.epoch, self.node_id, last)
+
+    async def _change_voters(self, status, request):
+        """AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter: decided by the leader's core
+        (raft/membership.py), answered once the change committed or `timeout` passed."""
+        def fail(error: int, why: str, epoch=status.epoch, leader=status.leader_id):
+            return codec.VoterChangeResponse(self.cluster_id, error, epoch, leader, why)
+
+        if status.role is not Role.LEADER:
+            if request.forwarded or status.leader_id is None or status.leader_id == self.node_id:
+                return fail(ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader of the metadata quorum")
+            return await self._forward(status, dataclasses.replace(request, forwarded=True), request)
+        change = voter_change(request)
+        if change is None:
+            return fail(ErrorCode.INVALID_REQUEST, "a voter id in 0..2^31-1, a directory id and a port in 1..65535")
+        timeout = min(max(getattr(request, "timeout_ms", 0), 0) / 1000 or VOTER_CHANGE_TIMEOUT, FORWARD_TIMEOUT)
+        try:
+            with self.env.fail_after(timeout):
+                result = await self.driver.change_voters(change)
+        except trio.TooSlowError:
+            return fail(ErrorCode.REQUEST_TIMED_OUT, "the voter change did not commit in time")
+        except trio.WouldBlock:
+            return fail(ErrorCode.REQUEST_TIMED_OUT, "the quorum is busy; retry")
+        except ProposalFailed as e:
+            return fail(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"the voter change was lost: {e}", e.epoch, e.leader_id)
+        return fail(result.error, result.message, result.epoch if result.epoch >= 0 else status.epoch, self.node_id)
 
     async def _forward(self, status, relayed, original):
         leader = status.leader_id

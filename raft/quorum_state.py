@@ -92,11 +92,10 @@ class QuorumState:
     ) -> bool:
         """Switch to `role_state.role`; True when the durable election state changed (persist it)."""
         role = role_state.role
-        table = OBSERVER_TRANSITIONS if self.observer else VOTER_TRANSITIONS
         if self.role is None:
             if role not in START_ROLES:
                 raise InvalidTransitionError(f"cannot start as {role}")
-        elif role not in table.get(self.role, frozenset()):
+        elif role not in self._allowed_from(self.role):
             raise InvalidTransitionError(f"{self.role} -> {role} is not a valid transition")
         if epoch < self.epoch:
             raise InvalidTransitionError(f"epoch going back {self.epoch} -> {epoch}")
@@ -125,6 +124,13 @@ class QuorumState:
         # A vote lasts for the whole epoch, whatever the role says.
         self.voted_id = self._epoch_vote
         return self.election_state() != before
+
+    def _allowed_from(self, role: Role) -> frozenset[Role]:
+        """An observer (never a voter, or one removed from the set) neither campaigns nor leads;
+        a removed leader may still resign."""
+        if not self.observer:
+            return VOTER_TRANSITIONS[role]
+        return OBSERVER_TRANSITIONS.get(role, VOTER_TRANSITIONS[role] - {P, C, L})
 
     def restore(self, state: ElectionState) -> None:
         """Load the persisted epoch/vote/leader before the first transition."""

@@ -28,6 +28,7 @@ from raft.messages import (
 )
 from raft.quorum_state import Role
 from raft.roles import FollowerState, SnapshotDownload
+from raft.voter_set import unwrap_snapshot
 from wire.error_codes import ErrorCode
 
 __all__ = ["Replication"]
@@ -102,6 +103,8 @@ class Replication:
             if not self._truncate_to_leader(tuple(resp.diverging_epoch)):
                 st.resend_at = now + self.config.request_timeout
                 return
+            if self.voter_history.truncate_to(self.log.end_offset):
+                self._membership_changed(now)
         elif resp.snapshot_id is not None:
             st.download = SnapshotDownload((resp.snapshot_id[0], resp.snapshot_id[1]))
             self._send_snapshot_fetch(st, now)
@@ -112,6 +115,8 @@ class Replication:
                 return
             self.log.append(resp.entries)
             self._actions.append.extend(resp.entries)
+            if self._note_entries(resp.entries):
+                self._membership_changed(now)
         # The leader validated our whole log up to its end: its HW applies to it.
         self.high_watermark = max(self.high_watermark, min(resp.high_watermark, self.log.end_offset))
         self._send_fetch(st, now)
@@ -164,6 +169,8 @@ class Replication:
             data = bytes(download.data)
             self.log.reset_to_snapshot(download.snapshot_id, data)
             self._actions.install_snapshot = (download.snapshot_id, data)
+            self.voter_history.reset(unwrap_snapshot(data)[0])
+            self._membership_changed(now)
             self.high_watermark = snapshot_end
             self._delivered = snapshot_end  # the state machine resets to the snapshot
         self._send_fetch(st, now)
@@ -175,6 +182,8 @@ class Replication:
         stamped = [Entry(offset + i, epoch, e.payload, e.control) for i, e in enumerate(entries)]
         self.log.append(stamped)
         self._actions.append.extend(stamped)
+        if self._note_entries(stamped):
+            self._membership_changed(now)
         st: LeaderState = self.quorum.role_state
         # Parked long-polls waiting at the old end can now be answered.
         waiting = [r for r in st.parked_ids() if st.parked[r].request.fetch_offset < self.log.end_offset]
@@ -203,7 +212,8 @@ class Replication:
         voter = not expected or req.replica_directory_id == expected  # else a wiped voter: an observer
         if response.diverging_epoch is None and response.snapshot_id is None:
             # A valid position: everything below fetch_offset is fsynced on that replica.
-            st.record_fetch(req.replica_id, req.fetch_offset, now, voter=voter)
+            st.record_fetch(req.replica_id, req.fetch_offset, now, voter=voter,
+                            directory_id=req.replica_directory_id, leader_end=self.log.end_offset)
             self._advance_leader_hw(now)
             response = self._leader_fetch_response(req)
             # Park only when there is nothing new for it: no entries and no HW it lacks.
@@ -251,9 +261,10 @@ class Replication:
                 error = ErrorCode.UNKNOWN_LEADER_EPOCH
             else:
                 error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        host, port = self._leader_endpoint()
         return FetchResponse(
             self.cluster_id, error, self.quorum.epoch, self._visible_leader(),
-            self.high_watermark, self.log.start_offset,
+            self.high_watermark, self.log.start_offset, leader_host=host, leader_port=port,
         )
 
     def _on_fetch_snapshot_request(self, src: int, req: FetchSnapshotRequest, now: float) -> None:

@@ -233,6 +233,7 @@ class Transport:
         self.quotas = ConnectionQuotas(limits, env, protected=frozenset({self.security.name}))
         self.login = login  # what this node logs in with to its peers' SASL controller listener
         self.refused = 0  # connections closed before a frame: not a cluster member
+        self._nursery: trio.Nursery | None = None  # runs the peer links once `run` started
 
     # ----------------------------------------------------------------- running
     async def run(self, host: str | None, port: int | None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -246,7 +247,20 @@ class Transport:
                 nursery.start_soon(tls.watch, self.env)
             for link in self.links.values():
                 nursery.start_soon(link.run)
+            self._nursery = nursery
             task_status.started(bound)
+
+    def set_peer(self, node_id: int, host: str, port: int) -> None:
+        """A voter's controller endpoint, as the voter set in the log names it (KIP-853)."""
+        if node_id == self.node_id:
+            return
+        link = self.links.get(node_id)
+        if link is not None:
+            link.host, link.port = host, port  # used from its next connect
+            return
+        link = self.links[node_id] = _PeerLink(self, node_id, host, port)
+        if self._nursery is not None:
+            self._nursery.start_soon(link.run)
 
     # ------------------------------------------------------------------- sends
     def send(self, dst: int, msg) -> None:

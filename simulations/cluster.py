@@ -244,7 +244,7 @@ ControllerHost = NodeHost  # the first milestone's name
 class SimCluster:
     def __init__(self, seed: int, net: SimNetwork, trace: Trace, checker: RaftChecker, *,
                  controllers: int = 3, brokers: int = 0, mode: str = "raft",
-                 raft_settings: dict | None = None, node_settings: dict | None = None):
+                 raft_settings: dict | None = None, node_settings: dict | None = None, spares: int = 0):
         if mode not in ("raft", "cluster"):
             raise ValueError(f"mode must be raft or cluster, not {mode!r}")
         self.seed = seed
@@ -256,11 +256,14 @@ class SimCluster:
         self.node_settings = dict(node_settings or {})
         self.hosts: dict[int, NodeHost] = {}
         combined = mode == "cluster" and brokers == 0
-        for i in range(1, controllers + 1):
+        # Spare controllers are formatted with the first `controllers` as the initial voters:
+        # they start as observers until a voter change adds them (KIP-853).
+        self.initial_voters = list(range(1, controllers + 1))
+        for i in range(1, controllers + spares + 1):
             roles = ("broker", "controller") if combined else ("controller",)
             self.hosts[i] = NodeHost(i, roles, SkewedClock())
         if mode == "cluster":
-            for i in range(controllers + 1, controllers + brokers + 1):
+            for i in range(controllers + spares + 1, controllers + spares + brokers + 1):
                 self.hosts[i] = NodeHost(i, ("broker",), SkewedClock())
         for _, host in sorted(self.hosts.items()):
             net.add_host(host.name)
@@ -311,7 +314,7 @@ class SimCluster:
         """`raftkafka format` of the node's disk, with the initial voters by id and directory id
         (Kafka's --initial-controllers): a wiped voter formatted again gets a new directory id."""
         voters = [VoterSpec(i, self.hosts[i].name, CONTROLLER_PORT, self.directory_id(self.hosts[i]))
-                  for i in self.voters]
+                  for i in self.initial_voters]
         meta = MetaProperties(CLUSTER_ID, host.node_id, self.directory_id(host, host.wipes))
         await format_data_dir(host.disk, DATA_DIR, meta, voters)
 
@@ -324,7 +327,7 @@ class SimCluster:
         host.needs_format = True
         self._durable_seen.pop(node_id, None)
         committed = [h.status().high_watermark for h in self.hosts.values() if h.up and h.status() is not None]
-        self.checker.forget_disk(node_id, max(committed, default=0))
+        self.checker.forget_disk(node_id, max(committed, default=0), self.directory_id(host, host.wipes))
         self.trace.record(host.name, "wiped", wipes=host.wipes)
 
     def config_for(self, node_id: int, port_shift: int = 0):
@@ -564,7 +567,8 @@ class SimCluster:
             host = self.hosts[node_id]
             st = host.status() if host.up else None
             if st is not None and st.role is Role.LEADER:
-                self.checker.check_majority(node_id, st.high_watermark, durable)
+                self.checker.check_majority(node_id, st.high_watermark, durable,
+                                            leader_voters=[r.replica_id for r in st.voters])
         return durable
 
     async def durable_log(self, node_id: int) -> DurableLog | None:

@@ -1,7 +1,8 @@
 """One simulation run = a pure function of (seed, options) → result with a trace hash.
 
-Workloads: "cluster" (the whole cluster with clients: simulations.cluster_runner) and
-"raft" (alias "append": the controller quorum alone, below).
+Workloads: "cluster" (the whole cluster with clients: simulations.cluster_runner),
+"raft" (alias "append": the controller quorum alone, below) and "membership" (the raft
+workload with two spare controllers and voter changes: simulations.workloads.membership).
 
 Phases of the raft workload (reference/simulation.md §6.1.8):
 1. format the disks, start every controller;
@@ -36,12 +37,14 @@ from simulations.nemesis import Nemesis
 from simulations.node_logs import NodeLogWatch, watching_node_logs
 from simulations.network import SimNetwork
 from simulations.trace import Trace
+from simulations.workloads.membership import MembershipWorkload
 from simulations.workloads.raft_append import AppendWorkload
 from storage.memfs import MemFileSystem
 
 __all__ = ["SimOptions", "run_simulation", "parse_duration"]
 
 POLL = 0.02
+MEMBERSHIP_SPARES = 2  # controllers beyond the initial voters, for the membership workload
 DURABLE_POLL = 0.5
 RAFT_SETTINGS = {
     # Kafka's defaults, except a snapshot every few KB so snapshots and their shipping happen.
@@ -128,7 +131,7 @@ async def _traced(workload, options: SimOptions, trace: Trace, state: dict) -> N
         await workload(options, trace, state)
 
 
-async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
+async def _simulate(options: SimOptions, trace: Trace, state: dict, *, spares: int = 0) -> None:
     seed = options.seed
 
     def rng(name: str) -> random.Random:
@@ -140,10 +143,12 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
                  controllers=options.controllers, kinds=profile.kinds, mean_gap=round(profile.mean_gap, 6))
     net = SimNetwork(rng("network"), trace, default_profile=profile.link)
     checker = RaftChecker(trace, list(range(1, options.controllers + 1)))
-    cluster = SimCluster(seed, net, trace, checker, controllers=options.controllers, raft_settings=RAFT_SETTINGS)
+    cluster = SimCluster(seed, net, trace, checker, controllers=options.controllers, raft_settings=RAFT_SETTINGS,
+                         spares=spares)
     net.add_host("client")
     client_env = SimEnv("client", seed=seed, incarnation=1, net=net, disk=MemFileSystem(), clock=SkewedClock())
     workload = AppendWorkload(client_env, cluster, checker, trace, rng("workload"))
+    membership = MembershipWorkload(client_env, cluster, trace, rng("membership")) if spares else None
     nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile,
                       replay=None if options.replay is None else options.replay.events)
     moments = Moments(nemesis, rng("moments")) if options.replay is None and moments_enabled(options.faults) else None
@@ -165,6 +170,8 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
         async with trio.open_nursery() as phase:
             phase.start_soon(workload.run, safety_end)
             phase.start_soon(nemesis.run, safety_end)
+            if membership is not None:
+                phase.start_soon(membership.run, safety_end)
             if moments is not None:
                 phase.start_soon(moments.run, safety_end)
         nemesis.heal()
@@ -184,6 +191,8 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict) -> None:
     state["workload"] = {"sent": workload.sent, "acked": workload.acked, "failed": workload.failed,
                          "indeterminate": workload.indeterminate, "crashes": cluster.crashes,
                          "committed": len(checker.committed)}
+    if membership is not None:
+        state["workload"]["voter_changes"] = dict(membership.counts)
 
 
 async def _simulate_cluster(options: SimOptions, trace: Trace, state: dict) -> None:
@@ -192,7 +201,11 @@ async def _simulate_cluster(options: SimOptions, trace: Trace, state: dict) -> N
     await simulate_cluster(options, trace, state, RAFT_SETTINGS)
 
 
-WORKLOADS = {"cluster": _simulate_cluster, "raft": _simulate, "append": _simulate}
+async def _simulate_membership(options: SimOptions, trace: Trace, state: dict) -> None:
+    await _simulate(options, trace, state, spares=MEMBERSHIP_SPARES)
+
+
+WORKLOADS = {"cluster": _simulate_cluster, "raft": _simulate, "append": _simulate, "membership": _simulate_membership}
 
 
 class _StepChecker(trio.abc.Instrument):
@@ -232,11 +245,23 @@ async def _liveness(cluster: SimCluster, workload: AppendWorkload, checker: Raft
         ends = [checker.applied_end.get(n, 0) for n in cluster.voters]
         if min(ends) > offset:
             trace.record("sim", "converged", after=round(trio.current_time() - start, 6))
+            _check_voter_sets_agree(cluster, checker)
             return
         await trio.sleep(0.05)
     checker.now = trio.current_time()
     lagging = [n for n in cluster.voters if checker.applied_end.get(n, 0) <= offset]
     checker.violate("Liveness", f"nodes {lagging} did not apply offset {offset} within {timeout:g}s of healing")
+
+
+def _check_voter_sets_agree(cluster: SimCluster, checker: RaftChecker) -> None:
+    """Once healed and caught up, every controller uses the same voter set (KIP-853)."""
+    sets = {}
+    for node_id, host in sorted(cluster.hosts.items()):
+        if host.up and host.node is not None and host.node.driver is not None:
+            sets[node_id] = tuple(host.node.driver.core.voters)
+    if len(set(sets.values())) > 1:
+        checker.now = trio.current_time()
+        checker.violate("VoterSetAgreement", f"after healing the controllers disagree on the voters: {sets}")
 
 
 def _describe_error(e: BaseException) -> str:

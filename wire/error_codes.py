@@ -138,6 +138,9 @@ class ErrorCode(enum.IntEnum):
     FETCH_SESSION_TOPIC_ID_ERROR = 106, _R
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+    INVALID_VOTER_KEY = 125
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
 
     @classmethod
     def of(cls, code: int) -> "ErrorCode":

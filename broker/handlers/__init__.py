@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable
 from broker.handlers import (
     acls, api_versions, client_quotas, configs, delete_records, describe_cluster, describe_log_dirs, describe_quorum,
     fetch, groups, init_producer_id, list_offsets, metadata, offset_for_leader_epoch, offsets, produce, reassignments,
-    sasl, scram_credentials, topics_admin, transactions, transactions_admin, unregister_broker,
+    raft_voters, sasl, scram_credentials, topics_admin, transactions, transactions_admin, unregister_broker,
 )
 from wire.protocol import API_VERSIONS, ApiKey
 
@@ -86,6 +86,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_LOG_DIRS: Handler(describe_log_dirs.handle, describe_log_dirs.error_response),
     ApiKey.DESCRIBE_QUORUM: Handler(describe_quorum.handle, describe_quorum.error_response),
     ApiKey.UNREGISTER_BROKER: Handler(unregister_broker.handle, unregister_broker.error_response),
+    ApiKey.ADD_RAFT_VOTER: Handler(raft_voters.handle_add, raft_voters.add_error),
+    ApiKey.REMOVE_RAFT_VOTER: Handler(raft_voters.handle_remove, raft_voters.remove_error),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: Handler(client_quotas.handle_describe, client_quotas.describe_error),
     ApiKey.ALTER_CLIENT_QUOTAS: Handler(client_quotas.handle_alter, client_quotas.alter_error),
 }

@@ -29,6 +29,7 @@ from metadata.controller.topics import (
     CreatableTopic, CreateTopicResult, DeleteTopicResult, NewPartitions,
 )
 from metadata.image import ConfigResource
+from raft.codec import ErrorResponse
 from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse
 from raft.node_client import ConnectionLost, RpcClient
 from raft.rpc_authentication import open_rpc_stream
@@ -62,7 +63,7 @@ class ControllerConnection:
         if not voters:
             raise ValueError("no controller addresses")
         self.env = env
-        self.voters = dict(sorted(voters.items()))
+        self.voters = voters  # the node updates it in place as the voter set changes (KIP-853)
         self.cluster_id = cluster_id
         self.tls = tls  # storage.tls.TlsContext for the controller listener, if it is TLS
         self.login = login  # SaslCredentials when the controller listener is SASL
@@ -116,7 +117,7 @@ class ControllerConnection:
                 and not self._client.lost)
 
     def _target(self) -> int:
-        if self.leader is not None:
+        if self.leader is not None and self.leader in self.voters:  # the set may have changed
             return self.leader
         ids = list(self.voters)
         node = ids[self._next_guess % len(ids)]
@@ -351,6 +352,20 @@ class ControllerClient:
             reply = await self.conn.call(DescribeQuorumRequest(self.cluster_id), timeout=left)
             if reply.error == ErrorCode.NONE or self.conn.env.now() >= deadline:
                 return reply
+            self.conn.leader = reply.leader_id if reply.leader_id in self.conn.voters else None
+            await self.conn.env.sleep(RETRY_BACKOFF)
+
+    async def change_voters(self, request, *, timeout_s: float = 30.0) -> tuple[ErrorCode, str]:
+        """A KIP-853 voter change (raft.codec.AddVoterRequest / RemoveVoterRequest), decided by the
+        quorum's leader (a follower relays it there): (error, message) once committed or refused."""
+        deadline = self.conn.env.now() + timeout_s
+        while True:
+            left = max(0.01, deadline - self.conn.env.now())
+            reply = await self.conn.call(request, timeout=left)
+            if isinstance(reply, ErrorResponse):
+                return ErrorCode.of(reply.error), reply.message
+            if reply.error != ErrorCode.NOT_LEADER_OR_FOLLOWER or self.conn.env.now() >= deadline:
+                return ErrorCode.of(reply.error), reply.message
             self.conn.leader = reply.leader_id if reply.leader_id in self.conn.voters else None
             await self.conn.env.sleep(RETRY_BACKOFF)
 

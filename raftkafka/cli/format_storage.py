@@ -2,6 +2,7 @@
 
     python -m raftkafka format --cluster-id ID --node-id 1 --log-dir DIR \\
         --initial-voters 1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095
+    python -m raftkafka format --cluster-id ID --config controller.properties --standalone
     python -m raftkafka format --random-uuid      # print a new cluster id
     ... --add-scram 'SCRAM-SHA-256=[name=admin,password=admin-secret]'   # seed a SCRAM user
 
@@ -17,10 +18,12 @@ import trio
 
 from metadata.bootstrap_records import encode_bootstrap_records
 from metadata.controller.scram import credential_record
-from raftkafka.node.config import ConfigError, add_config_arguments, convert_setting, parse_voters, settings_from_args
+from raftkafka.node.config import (
+    ConfigError, add_config_arguments, convert_setting, load_config, parse_voters, settings_from_args,
+)
 from raftkafka.cli.scram_args import parse_scram_args
 from storage.env import RealEnv
-from storage.meta_properties import MetaProperties, format_data_dir, is_valid_uuid, uuid_to_str
+from storage.meta_properties import MetaProperties, VoterSpec, format_data_dir, is_valid_uuid, uuid_to_str
 
 __all__ = ["add_parser", "run"]
 
@@ -31,6 +34,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--cluster-id", help="the cluster id (22-character base64url uuid, see --random-uuid)")
     p.add_argument("--initial-voters", "--initial-controllers", dest="initial_voters",
                    help="the initial voter set: id@host:port[:directory_id],...")
+    p.add_argument("--standalone", "-s", action="store_true",
+                   help="this controller alone is the initial voter set (grow it with `quorum add-controller`)")
     p.add_argument("--directory-id", help="this directory's uuid (random by default)")
     p.add_argument("--ignore-formatted", action="store_true", help="succeed if already formatted")
     p.add_argument("--add-scram", "-S", action="append", default=[], metavar="'MECH=[name=U,password=P]'",
@@ -48,6 +53,16 @@ def random_cluster_id(env) -> str:
             return text
 
 
+def standalone_voter(values: dict, node_id: int, directory_id: str) -> VoterSpec:
+    """kafka-storage format --standalone: this controller, on its controller listener, is the one voter."""
+    config = load_config(values)
+    listener = config.controller_listener
+    if "controller" not in config.roles or listener is None:
+        raise ConfigError("--standalone formats a controller: set process.roles and a controller listener")
+    adv = config.advertised(listener)
+    return VoterSpec(node_id, adv.host, adv.port, directory_id)
+
+
 def run(args) -> int:
     env = RealEnv()
     if args.random_uuid:
@@ -60,14 +75,20 @@ def run(args) -> int:
         raise ConfigError(f"--cluster-id {args.cluster_id!r} is not a 22-character base64url uuid")
     node_id = convert_setting("node.id", values.get("node.id"))
     log_dir = convert_setting("log.dirs", values.get("log.dirs"))[0]
-    voters_text = args.initial_voters or values.get("controller.quorum.voters") or ""
-    setting = "--initial-voters" if args.initial_voters else "controller.quorum.voters"
-    voters = parse_voters(str(voters_text), setting)
-    if not voters:
-        raise ConfigError("--initial-voters is required (or set controller.quorum.voters)")
-    directory_id = args.directory_id or next(
-        (v.directory_id for v in voters if v.node_id == node_id and v.directory_id), None
-    ) or uuid_to_str(env.uuid())
+    if args.standalone:
+        if args.initial_voters:
+            raise ConfigError("give --standalone or --initial-controllers, not both")
+        directory_id = args.directory_id or uuid_to_str(env.uuid())
+        voters = [standalone_voter(values, node_id, directory_id)]
+    else:
+        voters_text = args.initial_voters or values.get("controller.quorum.voters") or ""
+        setting = "--initial-voters" if args.initial_voters else "controller.quorum.voters"
+        voters = parse_voters(str(voters_text), setting)
+        if not voters:
+            raise ConfigError("--initial-voters is required (or --standalone, or set controller.quorum.voters)")
+        directory_id = args.directory_id or next(
+            (v.directory_id for v in voters if v.node_id == node_id and v.directory_id), None
+        ) or uuid_to_str(env.uuid())
     meta = MetaProperties(cluster_id=args.cluster_id, node_id=node_id, directory_id=directory_id)
     records = [credential_record(a.name, a.mechanism_id, a.iterations, a.salt, a.salted_password)
                for text in args.add_scram for a in parse_scram_args(text, name_required=True)]

@@ -2,6 +2,8 @@
 
     python -m raftkafka quorum --bootstrap-server 127.0.0.1:9092 describe --status|--replication
     python -m raftkafka quorum describe --bootstrap-controller 127.0.0.1:9093 [--json]
+    python -m raftkafka quorum --bootstrap-server 127.0.0.1:9092 add-controller|remove-controller ...
+      (controller membership, KIP-853: raftkafka/cli/quorum_voters.py)
 
 With `--bootstrap-server` a broker is asked (DescribeQuorum on the Kafka port, which it
 answers from the Raft leader) and the output is kafka-metadata-quorum's: `--status` the
@@ -23,6 +25,7 @@ import trio
 
 from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse
 from raft.node_client import ConnectionLost, open_client
+from raftkafka.cli import quorum_voters
 from raftkafka.node.config import ConfigError
 from storage.env import RealEnv
 from wire.error_codes import ErrorCode
@@ -55,6 +58,7 @@ def add_parser(subparsers) -> None:
     d.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a leader (default 10)")
     d.add_argument("--status", action="store_true", help="the quorum's leader, epoch, lag and members")
     d.add_argument("--replication", action="store_true", help="one row per voter and observer")
+    quorum_voters.add_parsers(sub)
     p.set_defaults(run=run)
 
 
@@ -144,6 +148,8 @@ def render(summary: dict) -> str:
 
 def run(args) -> int:
     args.command_config = args.command_config or args.top_command_config
+    if args.quorum_command != "describe":
+        return args.quorum_run(args)
     args.bootstrap_server = args.bootstrap_server or args.describe_bootstrap_server
     if args.bootstrap_server:
         if args.bootstrap or args.bootstrap_controller:

@@ -53,7 +53,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--nodes", "--controllers", dest="nodes", type=int, default=3, help="controllers (default 3)")
     p.add_argument("--brokers", type=int, default=3,
                    help="broker-only nodes for the cluster workload; 0 = combined controller+broker nodes (default 3)")
-    p.add_argument("--workload", default="cluster", choices=["cluster", "raft", "append"],
+    p.add_argument("--workload", default="cluster", choices=["cluster", "raft", "append", "membership"],
                    help="cluster: controllers, brokers and Kafka clients (default); raft (= append): the quorum alone")
     p.add_argument("--check-every-step", action="store_true",
                    help="run the in-memory checks after every task step, not every 20 ms (about 2x slower)")

@@ -114,6 +114,14 @@ class ControllerNode:
                         meta.node_id)
         return meta, voter_addresses(bootstrap, self.config.voters)
 
+    def _voters_changed(self, addresses: dict, endpoints: dict) -> None:
+        """The voter set in the log changed: peers, relays and controller clients follow it."""
+        addresses.clear()
+        addresses.update(endpoints)
+        if self.transport is not None:
+            for node_id, (host, port) in sorted(endpoints.items()):
+                self.transport.set_peer(node_id, host, port)
+
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         meta, addresses = self.preflight()
         # Before anything reads the dirs: no other process may use them (data_dir_lock).
@@ -128,8 +136,12 @@ class ControllerNode:
     async def _run(self, meta, addresses, task_status) -> None:
         env, config = self.env, self.config
         storage = NodeStorage(env.fs, config.metadata_log_dir, segment_bytes=config.metadata_segment_bytes)
-        observer = config.node_id not in addresses or self.replaced_voter
-        state, raft_log = await storage.load(refetch_damaged=observer)
+        # Only a controller may vote, once the voter set (static, or the latest in the log) names
+        # its id and directory (KIP-853); a wiped voter's new directory keeps it an observer.
+        # Any controller may become a voter by a change in the log: its damaged log is refused,
+        # never cut (only a broker's is fetched again).
+        may_vote = "controller" in config.roles
+        state, raft_log = await storage.load(refetch_damaged=not may_vote)
         core = RaftCore(
             node_id=config.node_id,
             voters=sorted(addresses),
@@ -139,15 +151,18 @@ class ControllerNode:
             log=raft_log,
             now=env.now(),
             rng=env.rng,
-            observer=observer,
+            observer=not may_vote,
             directory_id=meta.directory_id,
             voter_directories=self.voter_directories,
+            voter_addresses=addresses,
         )
+        addresses = dict(addresses)  # the latest voter set's endpoints, updated in place below
         self.driver = driver = RaftDriver(
             env, core, storage, self.state_machine,
             send=lambda dst, msg: self.transport.send(dst, msg),
             append_linger=config.append_linger_ms / 1000,
             snapshot_interval_bytes=config.snapshot_interval_bytes,
+            on_voters_changed=lambda endpoints: self._voters_changed(addresses, endpoints),
         )
         controller_security = self.security[config.controller_connect_listener.name]
         login = controller_login(config)

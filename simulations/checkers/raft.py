@@ -9,10 +9,14 @@ Modelled on Kafka's RaftEventSimulationTest (reference/simulation.md §3.5, §6.
 - MonotonicHighWatermark: a node's HW never goes back within an incarnation,
   and the highest HW ever reported never exceeds what is committed.
 - MajorityReachedHighWatermark: a majority of voters hold, *durably* (what a
-  crash would keep), every entry below a leader's HW, with the right epochs.
+  crash would keep), every entry below a leader's HW, with the right epochs. The voters are
+  the set in force at the HW's last entry (the latest committed Voters record before it,
+  KIP-853, else the initial set) or the leader's latest set, which commits everything before
+  it as soon as it is appended (one change at a time: the two majorities overlap).
 - ConsistentCommittedData: the first entry ever applied at an offset is the only
   one any node may apply there; each node applies a gapless sequence; a
   snapshot's content matches the committed prefix it claims to cover.
+- OneVoterChangeAtATime: a leader never holds two uncommitted voter changes (KIP-853).
 - AckedAppendDurable: an acknowledged append sits at its offset in the committed
   log, and after the heal phase every node holds every acknowledged append.
 
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 import msgpack
 
 from raft.quorum_state import Role
+from raft.voter_set import decode_voters
 from simulations.trace import Trace
 
 __all__ = ["RaftChecker", "Violation", "GENESIS_DIGEST", "entry_digest"]
@@ -52,7 +57,6 @@ class RaftChecker:
     def __init__(self, trace: Trace, voters: list[int], *, max_violations: int = 20):
         self.trace = trace
         self.voters = sorted(voters)
-        self.majority = len(voters) // 2 + 1
         self.max_violations = max_violations
         self.violations: list[Violation] = []
         self.now = 0.0
@@ -67,6 +71,8 @@ class RaftChecker:
         self.applied_end: dict[int, int] = {}
         self.acked: dict[bytes, int] = {}  # acknowledged payload -> offset
         self.replaced: dict[int, int] = {}  # voter whose disk was wiped -> committed end then (forget_disk)
+        self.voter_changes: list[tuple[int, list[int]]] = []  # committed Voters records: (offset, ids)
+        self.new_directories: dict[int, str] = {}  # wiped node -> the directory id it was formatted with
 
     # ---------------------------------------------------------------- reporting
     def violate(self, invariant: str, message: str) -> None:
@@ -107,6 +113,12 @@ class RaftChecker:
                 return
             self.committed[offset] = (epoch, payload, control)
             self.prefix.append(entry_digest(self.prefix[-1], offset, epoch, payload, control))
+            voters = decode_voters(payload) if control else None
+            if voters is not None:
+                self.voter_changes.append((offset, [v.node_id for v in voters]))
+                for v in voters:  # a wiped node added again, as its new replica: its copy counts again
+                    if self.new_directories.get(v.node_id) == v.directory_id:
+                        self.replaced.pop(v.node_id, None)
         elif first != (epoch, payload, control):
             self.violate("ConsistentCommittedData", f"node {node} applied a different entry at {offset} "
                          f"(epoch {epoch}, first committed in epoch {first[0]})")
@@ -135,6 +147,15 @@ class RaftChecker:
         if hw > self.max_hw:
             self.max_hw = hw
 
+    def observe_leader_voter_changes(self, node: int, hw: int, change_offsets) -> None:
+        """A leader holds at most one uncommitted Voters record (KIP-853: one change at a time).
+        Committed is what any node applied, or the leader's HW (a new leader's starts low)."""
+        committed_end = max(hw, len(self.prefix) - 1)
+        pending = [o for o in change_offsets if o >= committed_end]
+        if len(pending) > 1:
+            self.violate("OneVoterChangeAtATime", f"leader {node} holds uncommitted voter changes {pending} "
+                         f"(committed below {committed_end})")
+
     def observe_persisted(self, node: int, epoch: int, leader_id: int | None) -> None:
         """Durable election state of one node (survives its crashes)."""
         prev = self.persisted_epoch.get(node, 0)
@@ -146,23 +167,37 @@ class RaftChecker:
             if holder != leader_id:
                 self.violate("SingleLeader", f"epoch {epoch} has persisted leaders {holder} and {leader_id}")
 
-    def forget_disk(self, node: int, committed_end: int) -> None:
+    def forget_disk(self, node: int, committed_end: int, directory_id: str = "") -> None:
         """The node's disk was wiped when the log was committed up to `committed_end`: its
         persisted election state starts afresh, and it no longer holds any voter's log (it
         rejoins as an observer: raftkafka.node.assembly.replaced_voter). What was committed
-        then has lost that copy to the fault: one holder fewer is required of it."""
+        then has lost that copy to the fault: one holder fewer is required of it. A voter change
+        that adds the node back with `directory_id` (its new disk) makes it a full voter again."""
         self.persisted_epoch.pop(node, None)
         self.replaced[node] = max(committed_end, self.max_hw)
+        self.new_directories[node] = directory_id
 
-    def check_majority(self, leader: int, hw: int, durable: dict[int, "DurableLog"]) -> None:
+    def check_majority(self, leader: int, hw: int, durable: dict[int, "DurableLog"], *,
+                       leader_voters: list[int] | None = None) -> None:
         """A majority of voters must durably hold [0, hw) as committed."""
         if hw <= 0:
             return
-        holders = [v for v in self.voters if v in durable and v not in self.replaced
-                   and durable[v].holds(hw, self.committed)]
-        if len(holders) < self.majority - sum(1 for end in self.replaced.values() if hw <= end):
-            self.violate("MajorityReachedHighWatermark",
-                         f"leader {leader} has HW {hw}, but only voters {holders} durably hold it")
+        lost = sum(1 for end in self.replaced.values() if hw <= end)
+        candidates = [self.voters_at(hw - 1)] + ([sorted(leader_voters)] if leader_voters else [])
+        holders = []
+        for voters in candidates:
+            holders = [v for v in voters if v in durable and v not in self.replaced
+                       and durable[v].holds(hw, self.committed)]
+            if len(holders) >= len(voters) // 2 + 1 - lost:
+                return
+        self.violate("MajorityReachedHighWatermark",
+                     f"leader {leader} has HW {hw}, but only voters {holders} durably hold it")
+
+    def voters_at(self, offset: int) -> list[int]:
+        for at, voters in reversed(self.voter_changes):
+            if at <= offset:
+                return voters
+        return self.voters
 
     # ------------------------------------------------------------------ final
     def check_final(self, final_logs: dict[int, "DurableLog"]) -> None:

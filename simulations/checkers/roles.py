@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import trio
 
+from raft.quorum_state import Role
+
 __all__ = ["RolePoller"]
 
 
@@ -29,6 +31,9 @@ class RolePoller:
                 continue
             st = driver.core.role_summary()
             checker.observe(node_id, host.incarnation, st.role, st.epoch, st.high_watermark)
+            changes = driver.core.voter_history.changes
+            if changes and st.role is Role.LEADER:
+                checker.observe_leader_voter_changes(node_id, st.high_watermark, [o for o, _ in changes])
             role = (host.incarnation, st.role, st.epoch, st.leader_id)
             if self._roles.get(node_id) != role:
                 self._roles[node_id] = role

@@ -199,6 +199,12 @@ class InProcessController:
     def controller_addresses(self):
         return {}
 
+    async def change_voters(self, request, *, timeout_s=30.0):
+        """No Raft quorum here: every voter change names an unknown voter."""
+        from wire.error_codes import ErrorCode
+        self.calls.append("change_voters")
+        return ErrorCode.VOTER_NOT_FOUND, f"no voter {request.voter_id} in the harness"
+
     async def describe_quorum(self, *, timeout_s=10.0):
         """A one-voter quorum led by the first broker, at the metadata's last offset."""
         from raft.messages import DescribeQuorumResponse, ReplicaState

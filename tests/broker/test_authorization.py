@@ -3,6 +3,8 @@ on, a connection whose principal is set directly (User:alice), each request refu
 ACL the table names and let through once exactly that ACL is added."""
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import trio
 
@@ -19,7 +21,7 @@ from wire.protocol import (
     DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
     IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, ListGroupsRequest,
     OffsetCommitRequest, OffsetFetchRequest, DeleteRecordsRequest, DescribeLogDirsRequest, DescribeQuorumRequest,
-    UnregisterBrokerRequest, AddOffsetsToTxnRequest, AddPartitionsToTxnRequest,
+    UnregisterBrokerRequest, AddOffsetsToTxnRequest, AddRaftVoterRequest, RemoveRaftVoterRequest, AddPartitionsToTxnRequest,
     DescribeProducersRequest, DescribeTransactionsRequest, EndTxnRequest, TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
 )
@@ -202,6 +204,13 @@ ROWS = [
             DescribeQuorumRequest.PartitionData(partition_index=0)])]), 2,
      lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED),
     ("UnregisterBroker", (Res.CLUSTER, CLUSTER_NAME, Op.ALTER), UnregisterBrokerRequest(broker_id=99), 0,
+     lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED),
+    ("AddRaftVoter", (Res.CLUSTER, CLUSTER_NAME, Op.ALTER), AddRaftVoterRequest(
+        cluster_id=None, timeout_ms=1000, voter_id=4, voter_directory_id=uuid.UUID(int=7),
+        listeners=[AddRaftVoterRequest.Listener(name="CONTROLLER", host="127.0.0.1", port=9999)]), 0,
+     lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED),
+    ("RemoveRaftVoter", (Res.CLUSTER, CLUSTER_NAME, Op.ALTER), RemoveRaftVoterRequest(
+        cluster_id=None, voter_id=1, voter_directory_id=uuid.UUID(int=7)), 0,
      lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED),
     ("DescribeClientQuotas", (Res.CLUSTER, CLUSTER_NAME, Op.DESCRIBE_CONFIGS),
      DescribeClientQuotasRequest(components=[], strict=False), 1,

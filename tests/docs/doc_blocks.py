@@ -23,7 +23,7 @@ from pathlib import Path
 from tests.e2e.procs import REPO, wait_until
 
 FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```", re.S | re.M)
-SERVING = re.compile(r"serving Kafka clients|^ready\b", re.M)
+SERVING = re.compile(r"serving (Kafka clients|controllers)|^ready\b", re.M)
 QUICKSTART = "\n## Quickstart"
 
 

@@ -103,8 +103,10 @@ class Network:
 
 
 class SimNode:
-    def __init__(self, node_id: int, voters: list[int], config: RaftConfig, seed: int, observer=False):
+    def __init__(self, node_id: int, voters: list[int], config: RaftConfig, seed: int, observer=False,
+                 directory_id: str = ""):
         self.node_id = node_id
+        self.directory_id = directory_id
         self.voters = voters
         self.config = config
         self.observer = observer
@@ -138,6 +140,7 @@ class SimNode:
             now=now,
             rng=self.rng,
             observer=self.observer,
+            directory_id=self.directory_id,
         )
         self.submit(self.core.tick(now), now, net)
 

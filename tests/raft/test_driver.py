@@ -51,6 +51,9 @@ class FakeCore:
         self.rec.events.append(("core.append", len(payloads)))
         return entries[-1].offset, Actions(append=entries, deadline=float("inf"))
 
+    def snapshot_bytes(self, end_offset, data):
+        return data
+
     def on_flushed(self, end, now):
         self.rec.events.append(("on_flushed", end))
         a, self.flushed_reply = self.flushed_reply, Actions(deadline=float("inf"))

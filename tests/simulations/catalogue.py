@@ -53,6 +53,7 @@ class Mutation:
 
 RAFT_RUN = {"workload": "raft", "duration": 20.0}
 CLUSTER_RUN = {"workload": "cluster", "duration": 10.0}
+MEMBERSHIP_RUN = {"workload": "membership", "duration": 20.0}
 
 _ALL = {**RAFT_MUTATIONS, **DATA_MUTATIONS, **REPLICATION_MUTATIONS, **STATE_MUTATIONS, **FAILOVER_MUTATIONS}
 
@@ -125,6 +126,7 @@ _TABLE = {
     "follower_skips_truncation": (RAFT, "raft.replication.Replication._truncate_to_leader", RAFT_RUN),
     "snapshot_written_without_fsync": (RAFT, "storage.env.write_file_atomic (as raft_snapshots uses it)", RAFT_RUN),
     "log_cleaning_deletes_latest_snapshot": (RAFT, "raft.node_storage.NodeStorage.delete_before", RAFT_RUN),
+    "voter_change_while_one_is_pending": (RAFT, "raft.membership.Membership._change_refused", MEMBERSHIP_RUN),
     # partition log recovery
     "recovery_keeps_invalid_tail": (RECOVERY, "storage.log.batch_scan.scan_valid_batches (in segment recovery)",
                                     CLUSTER_RUN),
@@ -189,6 +191,7 @@ FIRST_SEEDS.update({
     "producer_state_kept_across_truncation": None,
     "snapshot_written_without_fsync": None,
     "log_cleaning_deletes_latest_snapshot": None,
+    "voter_change_while_one_is_pending": 0,
     "recovery_keeps_invalid_tail": 0,
     "high_watermark_not_bounded_by_log": None,
     "reconnect_keeps_close_fence": 13,

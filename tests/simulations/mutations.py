@@ -9,6 +9,7 @@ from __future__ import annotations
 import raft.core
 import raft.election
 import raft.leader
+import raft.membership
 import raft.replication
 import storage.quorum_state_file
 from raft.node_storage import NodeStorage
@@ -77,10 +78,25 @@ def _replication_class() -> str:
     raise LookupError("no class defines _truncate_to_leader")
 
 
+def voter_change_while_one_is_pending(monkeypatch) -> None:
+    """The leader accepts a voter change while the previous one is still uncommitted."""
+    original = raft.membership.Membership._change_refused
+
+    def buggy(self):
+        refused = original(self)
+        if refused is not None and "previous voter change" in refused.message:
+            return None
+        return refused
+
+    monkeypatch.setattr(raft.membership.Membership, "_change_refused", buggy)
+
+
 MUTATIONS = {
     "log_append_not_fsynced": log_append_not_fsynced,
     "election_state_not_durable": election_state_not_durable,
     "vote_granted_twice_in_an_epoch": vote_granted_twice_in_an_epoch,
     "high_watermark_from_leader_alone": high_watermark_from_leader_alone,
     "follower_skips_truncation": follower_skips_truncation,
+    "voter_change_while_one_is_pending": voter_change_while_one_is_pending,
 }
+

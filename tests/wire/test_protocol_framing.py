@@ -32,8 +32,9 @@ ACLS = {29: (0, 3), 30: (0, 3), 31: (0, 3)}  # DescribeAcls, CreateAcls, DeleteA
 SECURITY = {36: (0, 2), 50: (0, 0), 51: (0, 0)}
 # ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments (cluster operations).
 CLUSTER_OPERATIONS = {43: (0, 2), 45: (0, 0), 46: (0, 0)}
-# Cluster operations: DeleteRecords, DescribeLogDirs, DescribeQuorum, UnregisterBroker.
-OPERATIONS = {21: (0, 2), 35: (0, 4), 55: (0, 2), 64: (0, 0)}
+# Cluster operations: DeleteRecords, DescribeLogDirs, DescribeQuorum, UnregisterBroker,
+# AddRaftVoter, RemoveRaftVoter.
+OPERATIONS = {21: (0, 2), 35: (0, 4), 55: (0, 2), 64: (0, 0), 80: (0, 0), 81: (0, 0)}
 # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers, TxnOffsetCommit, DescribeProducers,
 # DescribeTransactions, ListTransactions
 TRANSACTIONS = {24: (0, 4), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 1)}

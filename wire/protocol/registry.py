@@ -64,6 +64,8 @@ class ApiKey(enum.IntEnum):
     UNREGISTER_BROKER = 64
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
 
 
 def _collect(kind: str) -> dict[int, type[Message]]:

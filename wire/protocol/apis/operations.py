@@ -1,4 +1,5 @@
-"""Cluster operations: DeleteRecords, DescribeLogDirs, DescribeQuorum, UnregisterBroker."""
+"""Cluster operations: DeleteRecords, DescribeLogDirs, DescribeQuorum, UnregisterBroker,
+AddRaftVoter, RemoveRaftVoter."""
 from __future__ import annotations
 
 from wire.protocol.message import request, response
@@ -8,6 +9,7 @@ __all__ = [
     "DeleteRecordsRequest", "DeleteRecordsResponse", "DescribeLogDirsRequest",
     "DescribeLogDirsResponse", "DescribeQuorumRequest", "DescribeQuorumResponse",
     "UnregisterBrokerRequest", "UnregisterBrokerResponse",
+    "AddRaftVoterRequest", "AddRaftVoterResponse", "RemoveRaftVoterRequest", "RemoveRaftVoterResponse",
 ]
 
 DeleteRecordsRequest = request(21, "DeleteRecords", "0-2", flexible="2+", fields=[
@@ -111,6 +113,36 @@ UnregisterBrokerRequest = request(64, "UnregisterBroker", "0-0", flexible="0+", 
 ])
 
 UnregisterBrokerResponse = response(64, "UnregisterBroker", "0-0", flexible="0+", fields=[
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+", default=None),
+])
+
+AddRaftVoterRequest = request(80, "AddRaftVoter", "0-0", flexible="0+", fields=[
+    F("cluster_id", STRING, nullable="0+", default=None),
+    F("timeout_ms", INT32),
+    F("voter_id", INT32),
+    F("voter_directory_id", UUID),
+    F("listeners", ArrayOf("Listener",
+        F("name", STRING),
+        F("host", STRING),
+        F("port", UINT16),
+    )),
+])
+
+AddRaftVoterResponse = response(80, "AddRaftVoter", "0-0", flexible="0+", fields=[
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+", default=None),
+])
+
+RemoveRaftVoterRequest = request(81, "RemoveRaftVoter", "0-0", flexible="0+", fields=[
+    F("cluster_id", STRING, nullable="0+", default=None),
+    F("voter_id", INT32),
+    F("voter_directory_id", UUID),
+])
+
+RemoveRaftVoterResponse = response(81, "RemoveRaftVoter", "0-0", flexible="0+", fields=[
     F("throttle_time_ms", INT32),
     F("error_code", INT16),
     F("error_message", STRING, nullable="0+", default=None),
