@@ -68,7 +68,9 @@ def first_failing_seed(limit: int, controllers: int = 3) -> tuple[int, list[dict
     return None
 
 
-@pytest.mark.parametrize("name", sorted(MUTATIONS))
+# The mutations the raft workload hunts (voter_change_while_one_is_pending needs the membership
+# workload: tests/simulations/test_membership_sim.py).
+@pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_mutation_is_caught(name, monkeypatch):
     MUTATIONS[name](monkeypatch)
     found = first_failing_seed(MUTATION_SEED_LIMIT, VOTERS.get(name, 3))
