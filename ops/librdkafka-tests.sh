@@ -51,6 +51,8 @@ if [ -z "${BOOTSTRAP:-}" ]; then
         --set default.replication.factor=3 --set offsets.topic.replication.factor=3 \
         --set transaction.state.log.replication.factor=3 --set group.initial.rebalance.delay.ms=0 \
         --set num.partitions=4 --set auto.create.topics.enable=true \
+        --set authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
+        --set allow.everyone.if.no.acl.found=true \
         > "$OUT/cluster.log" 2>&1 &
     CLUSTER_PID=$!
     for _ in $(seq 1 240); do
@@ -63,14 +65,16 @@ if [ -z "${BOOTSTRAP:-}" ]; then
 fi
 echo "cluster: $BOOTSTRAP"
 
-# Tests that create topics with particular configs call $KAFKA_PATH/bin/kafka-topics.sh:
-# our `topics` command takes the same flags.
+# Tests that create topics with particular configs or deny a topic call
+# $KAFKA_PATH/bin/kafka-topics.sh and kafka-acls.sh: our `topics` and `acls` take the same flags.
 mkdir -p "$OUT/kafka/bin"
-cat > "$OUT/kafka/bin/kafka-topics.sh" <<SHIM
+for tool in topics acls; do
+    cat > "$OUT/kafka/bin/kafka-$tool.sh" <<SHIM
 #!/bin/sh
-exec "$(command -v "$PYTHON")" -m raftkafka topics "\$@"
+exec "$(command -v "$PYTHON")" -m raftkafka $tool "\$@"
 SHIM
-chmod +x "$OUT/kafka/bin/kafka-topics.sh"
+    chmod +x "$OUT/kafka/bin/kafka-$tool.sh"
+done
 export KAFKA_PATH="$OUT/kafka" BROKERS="$BOOTSTRAP"
 
 # 3. test.conf: the cluster, random topic names so reruns do not collide.

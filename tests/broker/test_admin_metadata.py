@@ -37,7 +37,8 @@ async def test_api_versions_advertises_exactly_the_handled_apis():
                          # transactions (broker.handlers.transactions, transactions_admin)
                          24: (0, 4), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 2), 61: (0, 0), 65: (0, 0),
                          66: (0, 1),
-                         48: (0, 1), 49: (0, 1)}  # client quotas (KIP-546)
+                         48: (0, 1), 49: (0, 1),  # client quotas (KIP-546)
+                         75: (0, 0)}  # DescribeTopicPartitions (KIP-966)
         v0 = await client.call(ApiVersionsRequest(), 0)
         assert v0.error_code == 0 and len(v0.api_keys) == len(table)
 

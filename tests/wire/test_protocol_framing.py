@@ -38,11 +38,12 @@ OPERATIONS = {21: (0, 2), 35: (0, 4), 55: (0, 2), 64: (0, 0)}
 # DescribeTransactions, ListTransactions
 TRANSACTIONS = {24: (0, 4), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
 QUOTAS = {48: (0, 1), 49: (0, 1)}  # DescribeClientQuotas, AlterClientQuotas (KIP-546)
+DESCRIBE_TOPIC_PARTITIONS = {75: (0, 0)}  # KIP-966: paged, with eligible leader replicas
 
 
 def test_api_versions_is_table_r_plus_the_extras():
     assert API_VERSIONS == {**TABLE_R, **EXTRAS, **STATIC_MEMBERSHIP, **LEADER_EPOCHS, **ACLS, **SECURITY,
-                            **CLUSTER_OPERATIONS, **OPERATIONS, **TRANSACTIONS, **QUOTAS}
+                            **CLUSTER_OPERATIONS, **OPERATIONS, **TRANSACTIONS, **QUOTAS, **DESCRIBE_TOPIC_PARTITIONS}
     assert list(API_VERSIONS) == sorted(API_VERSIONS)
     req, resp = lookup(ApiKey.FETCH, 11)
     assert (req.__name__, resp.__name__) == ("FetchRequest", "FetchResponse")

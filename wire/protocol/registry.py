@@ -64,6 +64,7 @@ class ApiKey(enum.IntEnum):
     UNREGISTER_BROKER = 64
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 def _collect(kind: str) -> dict[int, type[Message]]:
