@@ -46,10 +46,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM  # so that cleanup runs
 if [ -z "${BOOTSTRAP:-}" ]; then
     BASE=$((20000 + (RANDOM % 6000) * 2))  # even, below the ephemeral range
+    # Kafka's group.initial.rebalance.delay.ms (3 s) is kept: tests such as 0089 and 0113 start
+    # two consumers together and expect them in the group's first generation.
     DATA=$(mktemp -d)
     "$PYTHON" -m raftkafka dev --nodes 3 --base-port "$BASE" --data-dir "$DATA" \
         --set default.replication.factor=3 --set offsets.topic.replication.factor=3 \
-        --set transaction.state.log.replication.factor=3 --set group.initial.rebalance.delay.ms=0 \
+        --set transaction.state.log.replication.factor=3 \
         --set num.partitions=4 --set auto.create.topics.enable=true \
         --set authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
         --set allow.everyone.if.no.acl.found=true \
