@@ -47,8 +47,8 @@ async def handle(broker, header, request) -> DescribeTopicPartitionsResponse:
                 refused.append(R.DescribeTopicPartitionsResponseTopic(
                     error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, partitions=[]))
             continue
-        if remaining < 0:
-            break
+        if remaining < 0:  # a negative limit: no partitions, but the refusals are still answered
+            continue
         if remaining == 0:  # the previous topic filled the page exactly: the next one starts the next page
             next_cursor = R.NextCursor(topic_name=name, partition_index=0)
             break
