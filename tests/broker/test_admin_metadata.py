@@ -24,7 +24,7 @@ async def test_api_versions_advertises_exactly_the_handled_apis():
                          23: (0, 3), 32: (0, 2), 33: (0, 1), 37: (0, 1), 44: (0, 1), 60: (0, 1),
                          # groups, offsets, InitProducerId (broker.handlers.groups / offsets / init_producer_id);
                          # the group APIs up to the versions carrying group_instance_id (KIP-345)
-                         8: (2, 7), 9: (1, 5), 10: (0, 1), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3),
+                         8: (2, 7), 9: (1, 7), 10: (0, 1), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3),
                          15: (0, 4), 16: (0, 5), 22: (0, 1), 42: (0, 1), 47: (0, 0),
                          # DescribeAcls, CreateAcls, DeleteAcls (broker.handlers.acls)
                          29: (0, 3), 30: (0, 3), 31: (0, 3),

@@ -21,8 +21,9 @@ TABLE_R = {0: (0, 8), 1: (4, 11), 2: (1, 3), 3: (1, 5), 8: (2, 3), 9: (1, 3), 10
            22: (0, 1), 32: (0, 2), 33: (0, 1), 36: (0, 1), 37: (0, 1), 42: (0, 1)}
 EXTRAS = {23: (0, 3), 44: (0, 1), 47: (0, 0), 60: (0, 1)}
 # Static membership (KIP-345) raised the group APIs past table R to the versions carrying
-# group_instance_id (OffsetFetch v5 returns the leader epoch OffsetCommit v6 stores).
-STATIC_MEMBERSHIP = {8: (2, 7), 9: (1, 5), 12: (0, 3), 13: (0, 3), 15: (0, 4)}
+# group_instance_id (OffsetFetch v5 returns the leader epoch OffsetCommit v6 stores; v6 is flexible,
+# v7 asks for stable offsets only, KIP-447).
+STATIC_MEMBERSHIP = {8: (2, 7), 9: (1, 7), 12: (0, 3), 13: (0, 3), 15: (0, 4)}
 # Metadata v7 carries each partition's leader epoch: our client ignores metadata from a broker
 # whose view is older than one it has seen, and fences its Fetches with it (KIP-320).
 # v8-12: authorized operations (KIP-430), flexible versions, topic ids and lookups by id.
