@@ -1,5 +1,5 @@
-"""Admin APIs: topics, partitions (described a page at a time too), configs, producer ids, cluster description, SCRAM users,
-leader elections and partition reassignments."""
+"""Admin APIs: topics, partitions (also described a page at a time), configs, producer ids,
+cluster description, SCRAM users, leader elections and partition reassignments."""
 from __future__ import annotations
 
 from wire.protocol.message import request, response
