@@ -36,10 +36,14 @@ fi
 
 # 2. A cluster: the one given, or a dev cluster of our own.
 CLUSTER_PID=
+DATA=
 cleanup() {
     if [ -n "$CLUSTER_PID" ]; then
         kill "$CLUSTER_PID" 2>/dev/null || true
         wait "$CLUSTER_PID" 2>/dev/null || true
+    fi
+    if [ -n "$DATA" ]; then
+        rm -rf "$DATA"  # the dev cluster's data dirs (its log stays in OUT/cluster.log)
     fi
 }
 trap cleanup EXIT
