@@ -233,6 +233,24 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("advertised.listeners", _T.STRING, None, dynamic=False),
     ConfigDef("ssl.keystore.password", _T.PASSWORD, None, sensitive=True),
     ConfigDef("sasl.jaas.config", _T.PASSWORD, None, sensitive=True),
+    # Kafka's dynamic thread-pool and Kerberos/login-refresh settings: a node here has no
+    # thread pools and no GSSAPI, so they are stored and described (as tools set them) and
+    # change nothing.
+    ConfigDef("background.threads", _T.INT, "10", at_least(1)),
+    ConfigDef("num.io.threads", _T.INT, "8", at_least(1)),
+    ConfigDef("num.network.threads", _T.INT, "3", at_least(1)),
+    ConfigDef("num.replica.fetchers", _T.INT, "1", at_least(1)),
+    ConfigDef("num.recovery.threads.per.data.dir", _T.INT, "2", at_least(1)),
+    ConfigDef("sasl.kerberos.service.name", _T.STRING, None),
+    ConfigDef("sasl.kerberos.kinit.cmd", _T.STRING, "/usr/bin/kinit"),
+    ConfigDef("sasl.kerberos.ticket.renew.window.factor", _T.DOUBLE, "0.8", between(0.0, 1.0)),
+    ConfigDef("sasl.kerberos.ticket.renew.jitter", _T.DOUBLE, "0.05", between(0.0, 1.0)),
+    ConfigDef("sasl.kerberos.min.time.before.relogin", _T.LONG, "60000", at_least(0)),
+    ConfigDef("sasl.kerberos.principal.to.local.rules", _T.LIST, "DEFAULT"),
+    ConfigDef("sasl.login.refresh.window.factor", _T.DOUBLE, "0.8", between(0.5, 1.0)),
+    ConfigDef("sasl.login.refresh.window.jitter", _T.DOUBLE, "0.05", between(0.0, 0.25)),
+    ConfigDef("sasl.login.refresh.min.period.seconds", _T.SHORT, "60", between(0, 900)),
+    ConfigDef("sasl.login.refresh.buffer.seconds", _T.SHORT, "300", between(0, 3600)),
 )
 
 

@@ -114,8 +114,10 @@ class OffsetOps:
     # ------------------------------------------------------------------ OffsetFetch
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, Iterable[int]]] | None, *,
-                      now: int) -> FetchOffsetsResult:
-        """OffsetFetch; `partitions=None` asks for every committed offset of the group."""
+                      now: int, require_stable: bool = False) -> FetchOffsetsResult:
+        """OffsetFetch; `partitions=None` asks for every committed offset of the group. With
+        `require_stable` (v7+), a partition with transactional offsets awaiting their
+        transaction's marker answers UNSTABLE_OFFSET_COMMIT (the client retries), as Kafka."""
         error = self.route_error(group_id, allow_empty_id=True)
         if error != E.NONE:
             return FetchOffsetsResult(error)
@@ -125,11 +127,15 @@ class OffsetOps:
             keys = sorted(committed)
         else:
             keys = [(topic, p) for topic, ps in partitions for p in ps]
+        unstable = self.pending_partitions(group_id) if require_stable else set()
         fetched = []
         for topic, partition in keys:
             o = committed.get((topic, partition))
-            fetched.append(FetchedOffset(topic, partition) if o is None else
-                           FetchedOffset(topic, partition, o.offset, o.leader_epoch, o.metadata))
+            if (topic, partition) in unstable:
+                fetched.append(FetchedOffset(topic, partition, error=E.UNSTABLE_OFFSET_COMMIT))
+            else:
+                fetched.append(FetchedOffset(topic, partition) if o is None else
+                               FetchedOffset(topic, partition, o.offset, o.leader_epoch, o.metadata))
         return FetchOffsetsResult(E.NONE, tuple(fetched))
 
     # ------------------------------------------------------------------ OffsetDelete

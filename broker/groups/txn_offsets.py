@@ -46,6 +46,10 @@ class TxnOffsetOps:
         return self._write_offsets(token, group_id, offsets, results, accepted, store, out, now,
                                    producer_id=producer_id, producer_epoch=producer_epoch)
 
+    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions with transactional offsets whose marker is not written yet."""
+        return {key for groups in self.txn_offsets.values() for key in groups.get(group_id, ())}
+
     def supersede_pending(self, group_id: str, written) -> None:
         """A plain commit of these partitions is now later in the log than any pending
         transactional one: those can no longer take effect (Kafka keeps the later record)."""

@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable
 
 from broker.handlers import (
     acls, api_versions, client_quotas, configs, delete_records, describe_cluster, describe_log_dirs, describe_quorum,
+    describe_topic_partitions,
     fetch, groups, init_producer_id, list_offsets, metadata, offset_for_leader_epoch, offsets, produce, reassignments,
     raft_voters, sasl, scram_credentials, topics_admin, transactions, transactions_admin, unregister_broker,
 )
@@ -42,6 +43,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CREATE_PARTITIONS: Handler(topics_admin.handle_create_partitions, topics_admin.create_partitions_error),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Handler(configs.handle_incremental_alter, configs.incremental_alter_error),
     ApiKey.DESCRIBE_CLUSTER: Handler(describe_cluster.handle, describe_cluster.error_response),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: Handler(describe_topic_partitions.handle, describe_topic_partitions.error_response),
     ApiKey.DESCRIBE_ACLS: Handler(acls.handle_describe, acls.describe_error),
     ApiKey.CREATE_ACLS: Handler(acls.handle_create, acls.create_error),
     ApiKey.DELETE_ACLS: Handler(acls.handle_delete, acls.delete_error),

@@ -108,8 +108,8 @@ async def handle_fetch(broker, header, request) -> OffsetFetchResponse:
         return _group_error_answer(version, request, ErrorCode.NOT_COORDINATOR)
     if not group_allowed(broker, AclOperation.DESCRIBE, request.group_id):
         return _group_error_answer(version, request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    result: FetchOffsetsResult = driver.coordinator.fetch_offsets(request.group_id, _requested(request),
-                                                                  now=driver.now())
+    result: FetchOffsetsResult = driver.coordinator.fetch_offsets(
+        request.group_id, _requested(request), now=driver.now(), require_stable=request.require_stable)
     if result.error != ErrorCode.NONE:
         return _group_error_answer(version, request, result.error)
     # Topics the caller may not describe: named ones answer TOPIC_AUTHORIZATION_FAILED,

@@ -8,7 +8,8 @@
 
 As in Kafka, `--topic` for list/describe/alter/delete is a regular expression
 matched against whole names; describe prints one header line per topic, then
-one tab-separated line per partition with its leader, replicas and ISR.
+one tab-separated line per partition with its leader, replicas, ISR and (KIP-966) eligible
+leader replicas, asked with DescribeTopicPartitions (`N/A` from a cluster without it).
 """
 from __future__ import annotations
 
@@ -105,7 +106,7 @@ async def _list(admin, args) -> int:
 
 async def _describe(admin, args) -> int:
     names = await _matching_or_fail(admin, args)
-    infos = await admin.describe_topics(names) if names else {}
+    infos = await admin.describe_topic_partitions(names) if names else {}
     overrides = {}
     if names:
         described = await admin.describe_configs([(RESOURCE_TOPIC, n) for n in names])
@@ -157,12 +158,18 @@ def format_describe(infos, overrides, *, under_replicated=False, unavailable=Fal
             moving = reassignments.get((name, p.partition))
             if moving is not None:
                 line += f"\tAdding Replicas: {_ids(moving[1])}\tRemoving Replicas: {_ids(moving[2])}"
+            line += f"\tElr: {_ids_or_na(p.elr)}\tLastKnownElr: {_ids_or_na(p.last_known_elr)}"
             lines.append(line)
     return "\n".join(lines)
 
 
 def _ids(ids) -> str:
     return ",".join(str(i) for i in ids)
+
+
+def _ids_or_na(ids) -> str:
+    """As kafka-topics 3.7+: N/A when the cluster could not say (no DescribeTopicPartitions)."""
+    return "N/A" if ids is None else _ids(ids)
 
 
 async def _alter(admin, args) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import trio
 
 from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
-from raftkafka.client.cluster import BrokerInfo, Cluster, TopicInfo
+from raftkafka.client.cluster import BrokerInfo, Cluster, PartitionInfo, TopicInfo
 from raftkafka.client.errors import KafkaError, KafkaTimeoutError, error_for
 from raftkafka.client.group import GroupMembership
 from raftkafka.client.offsets import list_offsets
@@ -39,6 +39,7 @@ from wire.protocol import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    DescribeTopicPartitionsRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
     OffsetDeleteRequest,
@@ -197,6 +198,36 @@ class Admin:
                 raise error_for(info.error if info else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, context=name)
             out[name] = info
         return out
+
+    async def describe_topic_partitions(self, names: list[str]) -> dict[str, TopicInfo]:
+        """As `describe_topics`, with each partition's eligible leader replicas (KIP-966): asked with
+        DescribeTopicPartitions a page at a time when the broker serves it, else from the metadata
+        (and then `elr`/`last_known_elr` stay None), as Kafka's admin client does."""
+        connection = await self.cluster.any_connection()
+        if not names or not connection.supports(ApiKey.DESCRIBE_TOPIC_PARTITIONS):
+            return await self.describe_topics(names)
+        R = DescribeTopicPartitionsRequest
+        topics = [R.TopicRequest(name=n) for n in sorted(set(names))]
+        out: dict[str, TopicInfo] = {}
+        cursor = None
+        while True:
+            r = await connection.request(R(topics=topics, cursor=cursor))
+            for t in r.topics:
+                if t.error_code:
+                    raise error_for(t.error_code, context=t.name)
+                info = out.setdefault(t.name, TopicInfo(t.name, is_internal=t.is_internal, topic_id=t.topic_id))
+                for p in t.partitions:
+                    info.partitions[p.partition_index] = PartitionInfo(
+                        p.partition_index, p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes), p.error_code,
+                        p.leader_epoch, _ids_or_none(p.eligible_leader_replicas), _ids_or_none(p.last_known_elr))
+            following = r.next_cursor
+            if following is None:
+                return out
+            if cursor is not None and (following.topic_name, following.partition_index) <= (
+                    cursor.topic_name, cursor.partition_index):
+                raise KafkaError(f"DescribeTopicPartitions: the next page at {following.topic_name}/"
+                                 f"{following.partition_index} does not move past the last")
+            cursor = R.Cursor(topic_name=following.topic_name, partition_index=following.partition_index)
 
     # ------------------------------------------------------------------ cluster and configs
 
@@ -458,3 +489,7 @@ def _filter_fields(f: AclFilter) -> dict:
     return dict(resource_type_filter=f.resource_type, resource_name_filter=f.resource_name,
                 pattern_type_filter=f.pattern_type, principal_filter=f.principal, host_filter=f.host,
                 operation=f.operation, permission_type=f.permission)
+
+
+def _ids_or_none(ids) -> tuple[int, ...] | None:
+    return None if ids is None else tuple(ids)

@@ -57,6 +57,9 @@ class PartitionInfo:
     isr: tuple[int, ...] = ()
     error: int = 0
     leader_epoch: int = -1  # -1: the broker did not say (Metadata before v7)
+    # KIP-966 eligible leader replicas; None: not asked with DescribeTopicPartitions (Metadata has none)
+    elr: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
 
 
 @dataclass(slots=True)

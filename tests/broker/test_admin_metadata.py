@@ -26,7 +26,7 @@ async def test_api_versions_advertises_exactly_the_handled_apis():
                          19: (0, 6), 20: (0, 5), 37: (0, 3),
                          # groups, offsets, InitProducerId (broker.handlers.groups / offsets / init_producer_id);
                          # the group APIs up to the versions carrying group_instance_id (KIP-345)
-                         8: (2, 7), 9: (1, 5), 10: (0, 1), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3),
+                         8: (2, 7), 9: (1, 7), 10: (0, 1), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3),
                          15: (0, 4), 16: (0, 5), 22: (0, 1), 42: (0, 1), 47: (0, 0),
                          # DescribeAcls, CreateAcls, DeleteAcls (broker.handlers.acls)
                          29: (0, 3), 30: (0, 3), 31: (0, 3),
@@ -40,6 +40,7 @@ async def test_api_versions_advertises_exactly_the_handled_apis():
                          24: (0, 4), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 2), 61: (0, 0), 65: (0, 0),
                          66: (0, 1),
                          48: (0, 1), 49: (0, 1),  # client quotas (KIP-546)
+                         75: (0, 0),  # DescribeTopicPartitions (KIP-966)
                          80: (0, 0), 81: (0, 0)}  # AddRaftVoter, RemoveRaftVoter (KIP-853)
         v0 = await client.call(ApiVersionsRequest(), 0)
         assert v0.error_code == 0 and len(v0.api_keys) == len(table)

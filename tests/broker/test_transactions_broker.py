@@ -137,12 +137,19 @@ async def test_txn_offset_commits_count_only_once_the_transaction_commits():
         assert result.topics[0].partitions[0].error_code == E.NONE
         before = await groups_client.call(fetch_offsets("g", {"t": [0]}), 3)
         assert before.topics[0].partitions[0].committed_offset == -1  # pending: not visible yet
+        stable = fetch_offsets("g", {"t": [0]})
+        stable.require_stable = True  # v7 (KIP-447): a pending offset is unstable, not absent
+        unstable = (await groups_client.call(stable, 7)).topics[0].partitions[0]
+        assert (unstable.error_code, unstable.committed_offset) == (E.UNSTABLE_OFFSET_COMMIT, -1)
+        assert (await groups_client.call(stable, 6)).topics[0].partitions[0].error_code == E.NONE  # not asked
         ended = await coord.call(EndTxnRequest(transactional_id=TX, producer_id=pid, producer_epoch=epoch,
                                                committed=True), 1)
         assert ended.error_code == E.NONE
         after = await until(lambda: groups_client.call(fetch_offsets("g", {"t": [0]}), 3),
                             ok=lambda r: r.topics[0].partitions[0].committed_offset == 42)
         assert after.topics[0].partitions[0].metadata == "m"
+        settled = (await groups_client.call(stable, 7)).topics[0].partitions[0]
+        assert (settled.error_code, settled.committed_offset) == (E.NONE, 42)
         # Next transaction: its offset is written, then a plain commit of the same partition; the
         # later record wins when the transaction commits (and after a reload of the partition).
         again = await until(lambda: coord.call(AddOffsetsToTxnRequest(

@@ -54,6 +54,7 @@ def test_topics_describe_shows_a_reassignment_in_progress_as_kafka_topics_does()
     text = format_describe({"t": info}, {}, reassignments={("t", 0): ([3, 4, 1, 2], [3, 4], [1, 2])})
     assert text.splitlines() == [
         "Topic: t\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: ",
-        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 3,4,1,2\tIsr: 1,2\tAdding Replicas: 3,4\tRemoving Replicas: 1,2",
-        "\tTopic: t\tPartition: 1\tLeader: 2\tReplicas: 2,1\tIsr: 1,2",
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 3,4,1,2\tIsr: 1,2\tAdding Replicas: 3,4\tRemoving Replicas: 1,2"
+        "\tElr: N/A\tLastKnownElr: N/A",
+        "\tTopic: t\tPartition: 1\tLeader: 2\tReplicas: 2,1\tIsr: 1,2\tElr: N/A\tLastKnownElr: N/A",
     ]

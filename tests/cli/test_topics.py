@@ -37,12 +37,13 @@ def test_create_describe_alter_delete(cli, brokers, topic_name):
     lines = partition_lines(r.out, topic_name)
     assert len(lines) == 3
     for number, line in enumerate(lines):
-        fields = dict(f.split(": ", 1) for f in line.split("\t"))
+        fields = {k: v.strip() for k, v in (f.split(":", 1) for f in line.split("\t"))}
         assert fields["Partition"] == str(number)
         replicas = fields["Replicas"].split(",")
         assert len(replicas) == 2 and len(set(replicas)) == 2
         assert fields["Leader"] in replicas
         assert sorted(fields["Isr"].split(",")) == sorted(replicas)
+        assert (fields["Elr"], fields["LastKnownElr"]) == ("", "")  # asked by DescribeTopicPartitions: none yet
 
     r = cli("topics", "--bootstrap-server", brokers, "--alter", "--topic", topic_name, "--partitions", 5)
     assert r.code == 0
@@ -126,15 +127,15 @@ def test_unreachable_cluster(cli, tmp_path):
 def test_describe_partition_filters():
     info = TopicInfo("t", partitions={
         0: PartitionInfo(0, 1, (1, 2), (1, 2)),
-        1: PartitionInfo(1, 2, (2, 3), (2,)),
+        1: PartitionInfo(1, 2, (2, 3), (2,), elr=(3,), last_known_elr=()),  # from DescribeTopicPartitions
         2: PartitionInfo(2, -1, (3, 1), ()),
     })
     full = format_describe({"t": info}, {"t": {"retention.ms": "5"}})
     assert full.splitlines() == [
         "Topic: t\tPartitionCount: 3\tReplicationFactor: 2\tConfigs: retention.ms=5",
-        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2",
-        "\tTopic: t\tPartition: 1\tLeader: 2\tReplicas: 2,3\tIsr: 2",
-        "\tTopic: t\tPartition: 2\tLeader: none\tReplicas: 3,1\tIsr: ",
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\tElr: N/A\tLastKnownElr: N/A",
+        "\tTopic: t\tPartition: 1\tLeader: 2\tReplicas: 2,3\tIsr: 2\tElr: 3\tLastKnownElr: ",
+        "\tTopic: t\tPartition: 2\tLeader: none\tReplicas: 3,1\tIsr: \tElr: N/A\tLastKnownElr: N/A",
     ]
     under = format_describe({"t": info}, {}, under_replicated=True)
     assert [line.split("\t")[2] for line in under.splitlines()] == ["Partition: 1", "Partition: 2"]

@@ -69,6 +69,19 @@ def test_broker_configs_dynamic_vs_read_only(img):
     assert res[(BROKER_RESOURCE, "x")].code == ErrorCode.INVALID_REQUEST
 
 
+def test_kafkas_dynamic_thread_and_kerberos_settings_are_accepted_per_broker(img):
+    """As Kafka (librdkafka's 0081 sets them): stored and described, though nothing here uses them."""
+    broker = (BROKER_RESOURCE, "1")
+    records, res = alter_configs(img, {broker: {"sasl.kerberos.min.time.before.relogin": "58000",
+                                                "background.threads": "9"}})
+    assert res[broker].code == ErrorCode.NONE
+    _, entries = describe_configs(apply(img, records), broker, ["sasl.kerberos.min.time.before.relogin"])
+    assert [(e.name, e.value, e.source) for e in entries] == [
+        ("sasl.kerberos.min.time.before.relogin", "58000", ConfigSource.DYNAMIC_BROKER_CONFIG)]
+    _, res = alter_configs(img, {broker: {"background.threads": "0"}})
+    assert res[broker].code == ErrorCode.INVALID_CONFIG
+
+
 def test_describe_sources_and_synonyms(img):
     static = {"log.retention.hours": "2", "log.segment.bytes": "2097152", "node.id": "1"}
     records, _ = incremental_alter_configs(

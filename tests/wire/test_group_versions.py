@@ -42,13 +42,14 @@ def test_the_static_membership_versions_are_advertised():
     assert API_VERSIONS[ApiKey.HEARTBEAT] == (0, 3)
     assert API_VERSIONS[ApiKey.LEAVE_GROUP] == (0, 3)
     assert API_VERSIONS[ApiKey.OFFSET_COMMIT] == (2, 7)
-    assert API_VERSIONS[ApiKey.OFFSET_FETCH] == (1, 5)
+    assert API_VERSIONS[ApiKey.OFFSET_FETCH] == (1, 7)  # v6 flexible, v7 require_stable (KIP-447)
     assert API_VERSIONS[ApiKey.DESCRIBE_GROUPS] == (0, 4)
     assert API_VERSIONS[ApiKey.JOIN_GROUP][1] == 5 and API_VERSIONS[ApiKey.SYNC_GROUP][1] == 3
 
 
+# Versions past the ones served (OffsetFetch v8 batches groups, KIP-709).
 @pytest.mark.parametrize(("api_key", "version"), [(ApiKey.HEARTBEAT, 4), (ApiKey.LEAVE_GROUP, 4),
-                                                  (ApiKey.OFFSET_COMMIT, 8), (ApiKey.OFFSET_FETCH, 6)])
+                                                  (ApiKey.OFFSET_COMMIT, 8), (ApiKey.OFFSET_FETCH, 8)])
 def test_flexible_versions_are_refused(api_key, version):
     with pytest.raises(UnsupportedVersionError):
         lookup(api_key, version)

@@ -21,8 +21,9 @@ TABLE_R = {0: (0, 10), 1: (4, 11), 2: (1, 3), 3: (1, 5), 8: (2, 3), 9: (1, 3), 1
            22: (0, 1), 32: (0, 2), 33: (0, 1), 36: (0, 1), 37: (0, 1), 42: (0, 1)}
 EXTRAS = {23: (0, 3), 44: (0, 1), 47: (0, 0), 60: (0, 1)}
 # Static membership (KIP-345) raised the group APIs past table R to the versions carrying
-# group_instance_id (OffsetFetch v5 returns the leader epoch OffsetCommit v6 stores).
-STATIC_MEMBERSHIP = {8: (2, 7), 9: (1, 5), 12: (0, 3), 13: (0, 3), 15: (0, 4)}
+# group_instance_id (OffsetFetch v5 returns the leader epoch OffsetCommit v6 stores; v6 is flexible,
+# v7 asks for stable offsets only, KIP-447).
+STATIC_MEMBERSHIP = {8: (2, 7), 9: (1, 7), 12: (0, 3), 13: (0, 3), 15: (0, 4)}
 # Metadata v7 carries each partition's leader epoch: our client ignores metadata from a broker
 # whose view is older than one it has seen, and fences its Fetches with it (KIP-320).
 # v8-12: authorized operations (KIP-430), flexible versions, topic ids and lookups by id.
@@ -42,11 +43,13 @@ QUOTAS = {48: (0, 1), 49: (0, 1)}  # DescribeClientQuotas, AlterClientQuotas (KI
 # CreateTopics, DeleteTopics, CreatePartitions up to the versions strict about
 # controller_mutation_rate (THROTTLING_QUOTA_EXCEEDED, KIP-599)
 MUTATION_QUOTAS = {19: (0, 6), 20: (0, 5), 37: (0, 3)}
+DESCRIBE_TOPIC_PARTITIONS = {75: (0, 0)}  # KIP-966: paged, with eligible leader replicas
 
 
 def test_api_versions_is_table_r_plus_the_extras():
     assert API_VERSIONS == {**TABLE_R, **EXTRAS, **STATIC_MEMBERSHIP, **LEADER_EPOCHS, **ACLS, **SECURITY,
-                            **CLUSTER_OPERATIONS, **OPERATIONS, **TRANSACTIONS, **QUOTAS, **MUTATION_QUOTAS}
+                            **CLUSTER_OPERATIONS, **OPERATIONS, **TRANSACTIONS, **QUOTAS, **MUTATION_QUOTAS,
+                            **DESCRIBE_TOPIC_PARTITIONS}
     assert list(API_VERSIONS) == sorted(API_VERSIONS)
     req, resp = lookup(ApiKey.FETCH, 11)
     assert (req.__name__, resp.__name__) == ("FetchRequest", "FetchResponse")

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.tools.protocol_strategies import message_strategy
 from wire.errors import DecodeError, UnsupportedVersionError
 from wire.protocol import (
-    REQUESTS, RESPONSES, ApiVersionsRequest, ApiVersionsResponse, DescribeClusterResponse, FetchResponse,
+    REQUESTS, RESPONSES, AlterUserScramCredentialsRequest, ApiVersionsRequest, ApiVersionsResponse, DescribeClusterResponse, FetchResponse,
     FrameReader, IncrementalAlterConfigsRequest, MalformedRequestError, MetadataRequest, ProduceRequest,
     UnsupportedRequestError, decode_assignment, decode_request, decode_response, decode_subscription,
     encode_request,
@@ -59,6 +59,19 @@ def test_trailing_bytes_are_rejected():
     with pytest.raises(MalformedRequestError) as info:
         decode_request(frame + b"\x00")
     assert info.value.header.correlation_id == 7
+
+
+def test_librdkafkas_extra_tag_section_after_alter_user_scram_credentials_is_read_past():
+    """librdkafka (its test 0081) ends AlterUserScramCredentials with a second empty tag section;
+    Kafka never reads it. One such zero byte is accepted, anything more is still malformed."""
+    R = AlterUserScramCredentialsRequest
+    body = R(deletions=[], upsertions=[R.ScramCredentialUpsertion(
+        name="u", mechanism=1, iterations=4096, salt=b"s", salted_password=b"p")])
+    frame = encode_request(body, 0, 7, "c")[4:]
+    assert decode_request(frame + b"\x00")[1] == body
+    for extra in (b"\x00\x00", b"\x01"):
+        with pytest.raises(MalformedRequestError):
+            decode_request(frame + extra)
 
 
 @FUZZ

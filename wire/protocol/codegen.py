@@ -47,6 +47,7 @@ def _variant(flexible: bool, nullable: bool) -> str:
 
 
 _READERS = {STRING: "string", BYTES: "bytes", RECORDS: "records"}
+_PRESENCE = struct.Struct(">b")  # the byte before a nullable struct: -1 null, 1 present
 
 
 # --------------------------------------------------------------------------- #
@@ -76,7 +77,12 @@ def _decode_value(ns: _Namespace, ftype, nullable: bool, version: int, flexible:
         return [f"{ind}{target}, pos = {ns.bind('_r', reader)}(buf, pos)"]
     if isinstance(ftype, StructOf):
         sub = ns.bind("_d", compile_decoder(ftype.struct, version, flexible))
-        return [f"{ind}{target}, pos = {sub}(buf, pos)"]
+        if not nullable:
+            return [f"{ind}{target}, pos = {sub}(buf, pos)"]
+        # A nullable struct is preceded by one signed byte: negative for null.
+        return [f"{ind}present, = {ns.bind('_S', _PRESENCE)}.unpack_from(buf, pos)", f"{ind}pos += 1",
+                f"{ind}if present < 0:", f"{ind}    {target} = None", f"{ind}else:",
+                f"{ind}    {target}, pos = {sub}(buf, pos)"]
     assert isinstance(ftype, ArrayOf)
     lenreader = ns.bind("_r", getattr(P, f"read_{_variant(flexible, nullable)}array_len"))
     lines = [f"{ind}n, pos = {lenreader}(buf, pos)"]
@@ -162,7 +168,7 @@ def _default_expr(ns: _Namespace, f: FieldSpec) -> str:
     if isinstance(f.type, ArrayOf):
         return "None" if f.default is None else "[]"
     if isinstance(f.type, StructOf):
-        return f"{ns.bind('_C', f.type.struct.cls)}()"
+        return "None" if f.default is None else f"{ns.bind('_C', f.type.struct.cls)}()"
     return ns.bind("_D", f.default)
 
 
@@ -192,7 +198,11 @@ def _encode_value(ns: _Namespace, ftype, nullable: bool, version: int, flexible:
         return [f"{ind}{ns.bind('_w', writer)}({out}, {value})"]
     if isinstance(ftype, StructOf):
         sub = ns.bind("_e", compile_encoder(ftype.struct, version, flexible))
-        return [f"{ind}{sub}({value}, {out})"]
+        if not nullable:
+            return [f"{ind}{sub}({value}, {out})"]
+        presence = ns.bind("_S", _PRESENCE)
+        return [f"{ind}if {value} is None:", f"{ind}    {out}.append({presence}.pack(-1))", f"{ind}else:",
+                f"{ind}    {out}.append({presence}.pack(1))", f"{ind}    {sub}({value}, {out})"]
     assert isinstance(ftype, ArrayOf)
     writelen = ns.bind("_w", P.write_compact_array_len if flexible else P.write_array_len)
     lines = [f"{ind}lst = {value}"]

@@ -34,6 +34,7 @@ __all__ = [
 
 API_VERSIONS_KEY = 18
 _METADATA_KEY = 3
+_ALTER_USER_SCRAM_CREDENTIALS_KEY = 51
 DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id
@@ -190,17 +191,20 @@ def decode_request(frame, *, max_items: int | None = None) -> tuple[RequestHeade
         raise MalformedRequestError(str(exc), header) from None
     finally:
         P.ITEM_BUDGET.reset(math.inf)
-    if pos != len(buf) and not _tolerates_trailing_bytes(api_key, api_version):
+    if pos != len(buf) and not _tolerates_trailing_bytes(api_key, api_version, buf[pos:]):
         raise MalformedRequestError(f"{cls.__name__} v{api_version}: {len(buf) - pos} trailing bytes", header)
     return header, body
 
 
-def _tolerates_trailing_bytes(api_key: int, version: int) -> bool:
+def _tolerates_trailing_bytes(api_key: int, version: int, trailing: memoryview) -> bool:
     """Kafka ignores bytes after a whole request; we refuse them, except where a client in
     wide use sends them: librdkafka writes a null topic array in Metadata v9+ as a 4-byte
     placeholder holding a 1-byte varint (librdkafka issue #5049), so an all-topics request
-    carries 3 extra bytes that Kafka's parser never reads."""
-    return api_key == _METADATA_KEY and version >= 9
+    carries 3 extra bytes that Kafka's parser never reads; and it ends AlterUserScramCredentials
+    with a second empty tag section (one zero byte)."""
+    if api_key == _METADATA_KEY:
+        return version >= 9
+    return api_key == _ALTER_USER_SCRAM_CREDENTIALS_KEY and trailing == b"\x00"
 
 
 def encode_request(body: Message, version: int, correlation_id: int, client_id: str | None = None,

@@ -147,7 +147,7 @@ class FieldSpec:
         if isinstance(self.type, ArrayOf):
             return None if self.default is None else []
         if isinstance(self.type, StructOf):
-            return self.type.struct.cls()
+            return None if self.default is None else self.type.struct.cls()
         return self.default
 
 
@@ -162,8 +162,8 @@ def F(
 ) -> FieldSpec:
     if default is NO_DEFAULT:
         default = type.default if isinstance(type, Primitive) else []
-    if isinstance(type, StructOf) and nullable:
-        raise TypeError(f"{name}: nullable structs are not supported")
+    if isinstance(type, StructOf) and nullable and default is not None:
+        raise TypeError(f"{name}: a nullable struct defaults to None")
     return FieldSpec(name, type, parse_versions(versions), parse_versions(nullable), default, tag)
 
 

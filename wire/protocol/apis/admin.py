@@ -1,9 +1,9 @@
-"""Admin APIs: topics, partitions, configs, producer ids, cluster description, SCRAM users,
-leader elections and partition reassignments."""
+"""Admin APIs: topics, partitions (also described a page at a time), configs, producer ids,
+cluster description, SCRAM users, leader elections and partition reassignments."""
 from __future__ import annotations
 
 from wire.protocol.message import request, response
-from wire.protocol.schema import ArrayOf, F, BOOL, BYTES, INT16, INT32, INT64, INT8, STRING
+from wire.protocol.schema import ArrayOf, F, StructOf, BOOL, BYTES, INT16, INT32, INT64, INT8, STRING, UUID
 
 __all__ = [
     "CreateTopicsRequest", "CreateTopicsResponse", "DeleteTopicsRequest",
@@ -16,7 +16,7 @@ __all__ = [
     "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse",
     "ElectLeadersRequest", "ElectLeadersResponse", "AlterPartitionReassignmentsRequest",
     "AlterPartitionReassignmentsResponse", "ListPartitionReassignmentsRequest",
-    "ListPartitionReassignmentsResponse",
+    "ListPartitionReassignmentsResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse",
 ]
 
 # v6 (CreateTopics), v5 (DeleteTopics), v3 (CreatePartitions): strict controller_mutation_rate (KIP-599)
@@ -313,4 +313,40 @@ ListPartitionReassignmentsResponse = response(46, "ListPartitionReassignments", 
             F("removing_replicas", ArrayOf(INT32)),
         )),
     )),
+])
+
+
+# KIP-966: partitions a page at a time (a cursor names where the next page starts) with
+# each partition's eligible leader replicas; a null cursor is the first page.
+def _cursor(name: str) -> StructOf:
+    return StructOf(name, F("topic_name", STRING), F("partition_index", INT32))
+
+
+DescribeTopicPartitionsRequest = request(75, "DescribeTopicPartitions", "0", flexible="0+", fields=[
+    F("topics", ArrayOf("TopicRequest", F("name", STRING))),
+    F("response_partition_limit", INT32, default=2000),
+    F("cursor", _cursor("Cursor"), nullable="0+", default=None),
+])
+
+DescribeTopicPartitionsResponse = response(75, "DescribeTopicPartitions", "0", flexible="0+", fields=[
+    F("throttle_time_ms", INT32),
+    F("topics", ArrayOf("DescribeTopicPartitionsResponseTopic",
+        F("error_code", INT16),
+        F("name", STRING, nullable="0+"),
+        F("topic_id", UUID),
+        F("is_internal", BOOL, default=False),
+        F("partitions", ArrayOf("DescribeTopicPartitionsResponsePartition",
+            F("error_code", INT16),
+            F("partition_index", INT32),
+            F("leader_id", INT32),
+            F("leader_epoch", INT32, default=-1),
+            F("replica_nodes", ArrayOf(INT32)),
+            F("isr_nodes", ArrayOf(INT32)),
+            F("eligible_leader_replicas", ArrayOf(INT32), nullable="0+", default=None),
+            F("last_known_elr", ArrayOf(INT32), nullable="0+", default=None),
+            F("offline_replicas", ArrayOf(INT32)),
+        )),
+        F("topic_authorized_operations", INT32, default=-2147483648),
+    )),
+    F("next_cursor", _cursor("NextCursor"), nullable="0+", default=None),
 ])

@@ -41,15 +41,18 @@ OffsetCommitResponse = response(8, "OffsetCommit", "2-7", flexible="8+", fields=
     )),
 ])
 
-OffsetFetchRequest = request(9, "OffsetFetch", "1-5", flexible="6+", fields=[
+# v7 (KIP-447): require_stable asks for UNSTABLE_OFFSET_COMMIT while a transaction's offsets
+# for the partition are pending, so that a consumer starts after them, not before.
+OffsetFetchRequest = request(9, "OffsetFetch", "1-7", flexible="6+", fields=[
     F("group_id", STRING),
     F("topics", ArrayOf("OffsetFetchRequestTopic",
         F("name", STRING),
         F("partition_indexes", ArrayOf(INT32)),
     ), nullable="2+"),
+    F("require_stable", BOOL, "7+", default=False),
 ])
 
-OffsetFetchResponse = response(9, "OffsetFetch", "1-5", flexible="6+", fields=[
+OffsetFetchResponse = response(9, "OffsetFetch", "1-7", flexible="6+", fields=[
     F("throttle_time_ms", INT32, "3+"),
     F("topics", ArrayOf("OffsetFetchResponseTopic",
         F("name", STRING),
