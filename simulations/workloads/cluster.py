@@ -21,6 +21,7 @@ from raftkafka.client import Admin, Consumer, KafkaError, NewTopic, Producer
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.history import History
 from simulations.workloads.acls import AclChurnProcess
+from simulations.workloads.transactions import TransactionalWorkload
 from simulations.workloads.clients import (
     CLIENT, AdminChurnProcess, AssignConsumerProcess, ClientSettings, CommittedReaderProcess,
     GroupConsumerProcess, ProducerProcess, ReassignProcess, client_error,
@@ -49,6 +50,7 @@ class ClusterWorkload:
         self.broker_ids = list(broker_ids or ())  # with churn: data partitions are reassigned among them
         self.final: dict[tuple[str, int], dict[int, bytes]] = {}  # final reads, by partition
         self.final_end: dict[tuple[str, int], int] = {}
+        self.transactions = TransactionalWorkload(self)
 
     def env_for(self, process: str, session: int) -> SimEnv:
         return SimEnv(CLIENT_HOST, seed=derive_seed(self.seed, "client", process), incarnation=session,
@@ -75,6 +77,9 @@ class ClusterWorkload:
                                (results[t] is not None and "TOPIC_ALREADY_EXISTS" not in str(results[t]))]
                     if pending:
                         await trio.sleep(0.25)
+                while not await self.transactions.setup(admin):
+                    await trio.sleep(0.25)
+            await self.transactions.initialise()
             if await self._ack_every_partition("setup", deadline):
                 return None
         return "the data topics could not be created and written before any fault"
@@ -97,6 +102,7 @@ class ClusterWorkload:
         if self.churn and self.broker_ids:
             processes.append(ReassignProcess("reassign0", self.env_for, h, s, self._rng("reassign0"),
                                              brokers=self.broker_ids, min_replicas=self.min_isr))
+        processes += self.transactions.processes(s)
         async with trio.open_nursery() as nursery:
             for p in processes:
                 nursery.start_soon(p.run, until)
@@ -109,6 +115,7 @@ class ClusterWorkload:
         if not await self._final_reads(deadline):
             missing = [f"{t}-{p}" for t, p in self.settings.partitions() if (t, p) not in self.final]
             problems.append(f"final reads did not reach the end of {missing}")
+        problems += await self.transactions.converge(deadline)
         return problems
 
     async def _ack_every_partition(self, name: str, deadline: float) -> bool:
