@@ -23,6 +23,7 @@ import trio
 
 from raftkafka.client import Admin, Consumer, KafkaError, NewTopic, Producer
 from raftkafka.client.errors import ClientClosedError
+from raftkafka.client.transactions_admin import describe_transaction
 from simulations.workloads.clients import CLIENT, _Process, _admin_options, client_error
 
 __all__ = ["TXN_TOPIC", "TXN_INPUT", "TXN_GROUP", "TxnProducerProcess", "TxnReaderProcess", "TransactionalWorkload"]
@@ -214,6 +215,13 @@ class TransactionalWorkload:
 
     async def _read_offsets(self, env) -> None:
         async with Admin(env, self.bootstrap, **_admin_options()) as admin:
+            # The offsets apply when the COMMIT marker reaches __consumer_offsets, after EndTxn
+            # was answered: read them once every transaction is complete.
+            while True:
+                states = [(await describe_transaction(admin, f"txn-producer{i}")).state for i in range(PRODUCERS)]
+                if all(state in ("CompleteCommit", "CompleteAbort", "Empty") for state in states):
+                    break
+                await trio.sleep(0.1)
             offsets = await admin.list_consumer_group_offsets(TXN_GROUP, [(TXN_INPUT, i) for i in range(PRODUCERS)])
         op = self.history.invoke("txn-final", "txn_offsets", TXN_GROUP)
         self.history.ok(op, {tp[1]: o for tp, o in sorted(offsets.items()) if o is not None})
