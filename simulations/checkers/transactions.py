@@ -93,7 +93,7 @@ class TransactionChecker:
                                                           f"record of {txn.process} at offset {previous[2]}")
                 last[(p, txn.process)] = (*position, o)
         for op in self.history.of("txn"):
-            found = len(present.get(op.index, ()))
+            found = len(set(present.get(op.index, ())))
             expected = len(op.value["values"])
             if op.type == "ok" and found < expected:
                 self.violate("lost-committed-write", f"{op.process} transaction op {op.index}: {found} of "
