@@ -134,15 +134,17 @@ class TransactionManager:
             self.state = COMMITTING
         self._require(COMMITTING)
         await self._end(True)
+        self.state = READY
 
     async def abort(self) -> None:
         if self.state in (IN_TRANSACTION, ABORTABLE_ERROR):
             self.state = ABORTING
         self._require(ABORTING)
         await self._drop_unsent()
-        await self._end(False)
+        await self._end(False)  # a retried abort after a timeout resends it: the coordinator answers NONE
         if self._needs_epoch_bump:
             await self._init_producer_id()
+        self.state = READY
 
     # ------------------------------------------------------------------ the producer's hooks
 
@@ -210,7 +212,6 @@ class TransactionManager:
                 error = error_for(response.error_code, context=f"EndTxn {'commit' if commit else 'abort'}")
                 self._fail(error)
                 raise error
-        self.state = READY
 
     async def _txn_offset_commit(self, offsets: dict, group_id: str) -> None:
         topics: dict[str, list] = {}
