@@ -15,6 +15,8 @@ the error says leadership moved, until `delivery_timeout_ms` has passed since
 the record was appended. Idempotence (default with acks=all, as in Kafka 3+)
 gets a producer id with InitProducerId and numbers each partition's batches;
 a retried batch is resent byte for byte so the broker can drop duplicates.
+With a `transactional_id` the producer's transactions are run by its
+TransactionManager (transactional.py), which `send()` and every failed batch consult.
 """
 from __future__ import annotations
 
@@ -354,7 +356,8 @@ class Producer:
         for batch in batches:
             topics.setdefault(batch.topic, []).append(ProduceRequest.PartitionProduceData(
                 index=batch.partition, records=batch.encode(self.compression, self.compression_level)))
-        request = ProduceRequest(transactional_id=self.transactional_id, acks=self.acks, timeout_ms=int(self.request_timeout * 1000),
+        request = ProduceRequest(transactional_id=self.transactional_id, acks=self.acks,
+                                 timeout_ms=int(self.request_timeout * 1000),
                                  topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p)
                                              for t, p in sorted(topics.items())])
         try:
