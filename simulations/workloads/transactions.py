@@ -9,6 +9,8 @@ producer and read_committed consumer (issue 22).
   not committed (aborted, or never asked to commit), info = the commit's outcome is unknown.
   A session error starts a new producer of the same id, whose init_transactions fences the
   old one and aborts what it left open.
+  Now and then after an abort, a transactional batch of the producer is sent on its own (a
+  late write: KIP-890's hanging transaction), which the partition leader must refuse.
 - TxnReaderProcess: assign mode over TXN_TOPIC from offset 0 at read_committed or
   read_uncommitted; ops "txn_poll" with value = the isolation level.
 - `initialise` (before any fault): each transactional id gets its producer id once.
@@ -24,6 +26,9 @@ import trio
 from raftkafka.client import Admin, Consumer, KafkaError, NewTopic, Producer
 from raftkafka.client.errors import ClientClosedError
 from raftkafka.client.transactions_admin import describe_transaction
+from wire.error_codes import ErrorCode
+from wire.protocol import ProduceRequest
+from wire.records import SimpleRecord, build_batch
 from simulations.workloads.clients import CLIENT, _Process, _admin_options, client_error
 
 __all__ = ["TXN_TOPIC", "TXN_INPUT", "TXN_GROUP", "TxnProducerProcess", "TxnReaderProcess", "TransactionalWorkload"]
@@ -78,11 +83,41 @@ class TxnProducerProcess(_Process):
                 await producer.flush()  # aborted records in the log, not only dropped from the buffer
             await producer.abort_transaction()
             self.history.fail(op, "aborted")
+            if self.rng.random() < 0.3:
+                await self._late_write(producer, n)
         except (KafkaError, ClientClosedError) as e:
             (self.history.info if asked_to_commit else self.history.fail)(op, e)
             if asked_to_commit or producer.transactions.state != "ABORTABLE_ERROR":
                 raise  # a new session: its init_transactions settles the outcome
             await producer.abort_transaction()  # raises (ending the session) if that fails too
+
+
+    async def _late_write(self, producer: Producer, n: int) -> None:
+        """A transactional batch of this producer arriving after its transaction ended, as a retry
+        delayed in the network would (the hanging transaction of KIP-890): the leader must refuse
+        it, since no marker would ever close the transaction it opens. Recorded as an aborted
+        transaction of its own: a read_committed reader must never see it."""
+        await producer.env.sleep(self.rng.uniform(0, 1))  # mostly after the abort's markers
+        partition = self.rng.randrange(TXN_PARTITIONS)
+        sequence = producer._sequences.get((TXN_TOPIC, partition), 0)
+        value = f"{self.name}.{self.sessions}.{n}.late".encode()
+        op = self.history.invoke(self.name, "txn", {"n": n, "values": [(partition, value)], "commit": False,
+                                                    "late": True}, topic=TXN_TOPIC)
+        batch = build_batch([SimpleRecord(None, value, (), producer.env.wall_ms())],
+                            producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+                            base_sequence=sequence, transactional=True)
+        request = ProduceRequest(transactional_id=self.name, acks=-1, timeout_ms=3000, topic_data=[
+            ProduceRequest.TopicProduceData(name=TXN_TOPIC, partition_data=[
+                ProduceRequest.PartitionProduceData(index=partition, records=batch)])])
+        try:
+            response = await producer.cluster.send(producer.cluster.leader(TXN_TOPIC, partition), request)
+        except KafkaError as e:
+            self.history.fail(op, e)
+            raise  # it may sit in the log with our sequence: a new session starts a new epoch
+        code = ErrorCode.of(response.responses[0].partition_responses[0].error_code)
+        self.history.fail(op, f"late write answered {code.name}")
+        if code == ErrorCode.NONE:  # it joined a transaction whose abort marker had yet to come
+            producer._sequences[(TXN_TOPIC, partition)] = sequence + 1
 
 
 class TxnReaderProcess(_Process):
