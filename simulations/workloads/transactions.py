@@ -83,14 +83,14 @@ class TxnProducerProcess(_Process):
                 await producer.flush()  # aborted records in the log, not only dropped from the buffer
             await producer.abort_transaction()
             self.history.fail(op, "aborted")
-            if self.rng.random() < 0.3:
-                await self._late_write(producer, n)
         except (KafkaError, ClientClosedError) as e:
             (self.history.info if asked_to_commit else self.history.fail)(op, e)
             if asked_to_commit or producer.transactions.state != "ABORTABLE_ERROR":
                 raise  # a new session: its init_transactions settles the outcome
             await producer.abort_transaction()  # raises (ending the session) if that fails too
-
+            return
+        if self.rng.random() < 0.3:
+            await self._late_write(producer, n)
 
     async def _late_write(self, producer: Producer, n: int) -> None:
         """A transactional batch of this producer arriving after its transaction ended, as a retry
