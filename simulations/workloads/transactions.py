@@ -210,11 +210,15 @@ class TransactionalWorkload:
     async def _settle(self, transactional_id: str) -> None:
         """A new producer of the id aborts what its last session left open, then commits a
         transaction on every partition: the last stable offsets move to the log ends."""
+        attempts = 0
+
         async def settle(env) -> None:
+            nonlocal attempts
+            attempts += 1  # a value per attempt: a failed one may still have committed
             async with _producer(env, self.bootstrap, transactional_id) as producer:
                 await producer.init_transactions()
                 producer.begin_transaction()
-                values = [(p, f"{transactional_id}.settle.{p}".encode()) for p in range(TXN_PARTITIONS)]
+                values = [(p, f"{transactional_id}.settle{attempts}.{p}".encode()) for p in range(TXN_PARTITIONS)]
                 op = self.history.invoke(transactional_id, "txn", {"n": 0, "values": values, "commit": True},
                                          topic=TXN_TOPIC)
                 try:
