@@ -195,4 +195,9 @@ FIRST_SEEDS.update({
     "log_cleaning_deletes_latest_snapshot": None,
     "recovery_keeps_invalid_tail": 0,
     "high_watermark_not_bounded_by_log": None,
+    "lso_not_held_by_open_transaction": 0,
+    "fetch_omits_aborted_transactions": 0,
+    "abort_marker_written_as_commit": 0,
+    "restored_producer_state_drops_open_transactions": 0,
+    "transaction_verification_skipped": 0,
 })
