@@ -32,7 +32,9 @@ from dataclasses import dataclass
 
 import trio
 
-from raftkafka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
+from raftkafka.client.errors import (
+    KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for, raise_for_code,
+)
 from wire.error_codes import ErrorCode
 from wire.protocol import (
     AddOffsetsToTxnRequest,
@@ -119,7 +121,7 @@ class TransactionManager:
             response = await self._call(lambda: AddOffsetsToTxnRequest(
                 transactional_id=self.transactional_id, producer_id=self.producer.producer_id,
                 producer_epoch=self.producer.producer_epoch, group_id=group_id), "AddOffsetsToTxn")
-            self._raise(response.error_code, "AddOffsetsToTxn")
+            raise_for_code(response.error_code, context="AddOffsetsToTxn")
             self._offsets_added = True
             await self._txn_offset_commit(offsets, group_id)
         except KafkaError as exc:
@@ -201,7 +203,7 @@ class TransactionManager:
             error_of=lambda r: _worst(p.error_code for t in r.results for p in t.results))
         for t in response.results:
             for p in t.results:
-                self._raise(p.error_code, f"AddPartitionsToTxn {t.name}-{p.partition_index}")
+                raise_for_code(p.error_code, context=f"AddPartitionsToTxn {t.name}-{p.partition_index}")
 
     async def _end(self, commit: bool) -> None:
         if self.partitions or self._offsets_added:  # else the coordinator knows of no transaction
@@ -226,7 +228,7 @@ class TransactionManager:
             error_of=lambda r: _worst(p.error_code for t in r.topics for p in t.partitions))
         for t in response.topics:
             for p in t.partitions:
-                self._raise(p.error_code, f"TxnOffsetCommit {t.name}-{p.partition_index}")
+                raise_for_code(p.error_code, context=f"TxnOffsetCommit {t.name}-{p.partition_index}")
 
     async def _call(self, build, name: str, *, key: str | None = None, key_type: int = _TRANSACTION_KEY,
                     error_of=lambda r: r.error_code, version: int | None = None):
@@ -293,10 +295,6 @@ class TransactionManager:
         if self.state not in states:
             raise KafkaError(f"transactional producer {self.transactional_id} is {self.state}, "
                              f"not {' or '.join(states)}", ErrorCode.INVALID_TXN_STATE)
-
-    def _raise(self, code: int, context: str) -> None:
-        if code:
-            raise error_for(code, context=context)
 
     def _fail(self, error: KafkaError) -> None:
         """Move to the abortable or the fatal error state (a fatal error stays)."""
