@@ -1,7 +1,8 @@
 """The full-cluster workload: data topics written by acks=all producers (idempotent and
 not), read by assign-mode consumers and a consumer group that commits, plus metadata
-churn through Admin (topics, and ACLs: simulations.workloads.acls) — all through the real
-client library, recorded in a History.
+churn through Admin (topics, and ACLs: simulations.workloads.acls) and transactions
+(simulations.workloads.transactions) — all through the real client library, recorded in a
+History.
 
 Phases, driven by the runner:
 - `setup(deadline)`: before any fault, create the data topics (min.insync.replicas=2)
@@ -21,11 +22,11 @@ from raftkafka.client import Admin, Consumer, KafkaError, NewTopic, Producer
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.history import History
 from simulations.workloads.acls import AclChurnProcess
-from simulations.workloads.transactions import TransactionalWorkload
 from simulations.workloads.clients import (
     CLIENT, AdminChurnProcess, AssignConsumerProcess, ClientSettings, CommittedReaderProcess,
     GroupConsumerProcess, ProducerProcess, ReassignProcess, client_error,
 )
+from simulations.workloads.transactions import TransactionalWorkload
 from storage.memfs import MemFileSystem
 
 __all__ = ["ClusterWorkload", "CLIENT_HOST"]
