@@ -27,6 +27,7 @@ from simulations.checkers.data import DataChecker
 from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
 from simulations.checkers.leader_isr import LeaderIsrChecker
+from simulations.checkers.transactions import TransactionChecker
 from simulations.checkers.roles import RolePoller
 from simulations.checkers.sessions import SessionChecker
 from simulations.cluster import SimCluster
@@ -56,6 +57,10 @@ NODE_SETTINGS = {
     "replica.lag.time.max.ms": 3000,
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.num.partitions": 3,
+    "transaction.state.log.num.partitions": 3,
+    # As in production (and Kafka's default): without it the log takes min(3, live brokers),
+    # which is 1 when a replayed schedule kills brokers while the transactional ids start.
+    "transaction.state.log.replication.factor": 3,
     # Production practice and what the power-loss budget assumes (acks=all survives
     # min.insync.replicas - 1 lost page caches): also for __consumer_offsets, which takes the
     # broker default (Kafka: 1, under which one power loss may drop a committed offset).
@@ -147,6 +152,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
         data = DataChecker(checker, history, idempotent={"producer0", "setup", "final-producer"})
         data.check(workload.final)
         data.check_replicas(replica_logs(cluster, workload.settings.partitions()))
+        TransactionChecker(checker, history).check()
         coverage.committed_log(checker.committed)
         for answer in coverage.client_errors(history.ops):
             checker.violate("UnknownServerError", answer)

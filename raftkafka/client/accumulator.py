@@ -58,6 +58,7 @@ class ProducerBatch:
     producer_id: int = -1
     producer_epoch: int = -1
     base_sequence: int = -1
+    transactional: bool = False
     in_flight: bool = False  # drained and not yet answered
     _payload: bytes | None = None
 
@@ -75,7 +76,7 @@ class ProducerBatch:
                 base_timestamp=timestamps[0], max_timestamp=max(timestamps),
                 compression=compression, compression_level=level,
                 producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-                base_sequence=self.base_sequence)
+                base_sequence=self.base_sequence, transactional=self.transactional)
         return self._payload
 
     def reset_identity(self) -> None:

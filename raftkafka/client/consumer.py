@@ -25,6 +25,7 @@ from raftkafka.client.errors import ClientClosedError, KafkaConnectionError, Kaf
 from raftkafka.client.fetcher import ConsumerRecord, FetchState, TopicPartition
 from raftkafka.client.group import CommitFailedError, GroupMembership
 from raftkafka.client.offsets import list_offsets
+from raftkafka.client.transactional import ConsumerGroupMetadata
 from storage.deadline_reaper import Alarm, DeadlineReaper
 from storage.env import Env
 from wire.error_codes import ErrorCode
@@ -193,7 +194,10 @@ class Consumer:
         return {tp: o for tp, (o, _) in (await list_offsets(self.cluster, {tuple(tp): -2 for tp in partitions})).items()}
 
     async def end_offsets(self, partitions) -> dict[TopicPartition, int]:
-        return {tp: o for tp, (o, _) in (await list_offsets(self.cluster, {tuple(tp): -1 for tp in partitions})).items()}
+        """The log end, or with read_committed the last stable offset (as Kafka's consumer)."""
+        found = await list_offsets(self.cluster, {tuple(tp): -1 for tp in partitions},
+                                   isolation_level=self.fetch.isolation_level)
+        return {tp: o for tp, (o, _) in found.items()}
 
     async def offsets_for_times(self, timestamps: dict) -> dict[TopicPartition, tuple[int, int] | None]:
         """The first offset with timestamp >= the given ms per partition: (offset, timestamp) or None."""
@@ -219,7 +223,8 @@ class Consumer:
                                 f"{tp[0]}-{tp[1]}")
             targets[tp] = -2 if policy == "earliest" else -1
         if targets:
-            for tp, (offset, _) in (await list_offsets(self.cluster, targets)).items():
+            found = await list_offsets(self.cluster, targets, isolation_level=self.fetch.isolation_level)
+            for tp, (offset, _) in found.items():
                 if tp in self.fetch.partitions and self.fetch.partitions[tp].position is None and offset >= 0:
                     self.fetch.seek(tp, offset)
 
@@ -234,6 +239,13 @@ class Consumer:
         if offsets:
             await self.group.commit({tuple(tp): o for tp, o in offsets.items()},
                                     as_member=self._subscription is not None)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """For Producer.send_offsets_to_transaction."""
+        if self.group is None:
+            raise KafkaError("group_metadata() needs a group_id", ErrorCode.INVALID_GROUP_ID)
+        return ConsumerGroupMetadata(self.group_id, self.group.generation, self.group.member_id,
+                                     self.group.group_instance_id)
 
     async def committed(self, partitions) -> dict[TopicPartition, int | None]:
         if self.group is None:

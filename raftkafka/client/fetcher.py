@@ -4,7 +4,10 @@
 whether it is paused, and what was fetched but not yet handed out. It builds
 one Fetch request per leader and turns a Fetch response into buffered
 records, skipping control batches and records below the position (a batch
-may start before the offset asked for). A partition is fetched again, from the
+may start before the offset asked for). With isolation level read_committed it
+also drops the batches of the aborted transactions the broker lists, as Kafka's
+consumer: a producer's transactional batches are dropped from the first offset of
+its aborted transaction until its ABORT marker. A partition is fetched again, from the
 end of its buffer, once fewer than `prefetch_below` records wait there, so the
 next answer is on its way while the application works through the last ones.
 Errors come back as a per-partition verdict for the driver: reset the offset,
@@ -22,6 +25,7 @@ from wire.batch_header import HEADER_SIZE, iter_batches
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.protocol import FetchRequest
+from wire.records import ControlType, decode_records, parse_control_record
 from wire.records_fast import decode_columns
 
 __all__ = ["ConsumerRecord", "PartitionState", "FetchState", "TopicPartition"]
@@ -125,7 +129,8 @@ class FetchState:
                 if code == ErrorCode.NONE:
                     state.high_watermark, state.log_start_offset = p.high_watermark, p.log_start_offset
                     try:
-                        count += self._buffer(tp, state, p.records)
+                        aborted = p.aborted_transactions if self.isolation_level == 1 else None
+                        count += self._buffer(tp, state, p.records, aborted)
                     except DecodeError as exc:
                         errors.append(KafkaError(f"{tp[0]}-{tp[1]}: cannot decode the record batch at or after "
                                                  f"offset {state.position}: {exc}; seek past it to continue",
@@ -139,7 +144,7 @@ class FetchState:
                     errors.append(error_for(code, context=f"Fetch {tp[0]}-{tp[1]}"))
         return count, stale, errors
 
-    def _buffer(self, tp: TopicPartition, state: PartitionState, records) -> int:
+    def _buffer(self, tp: TopicPartition, state: PartitionState, records, aborted=None) -> int:
         if not records:
             return 0
         buf = memoryview(records)  # batches are sliced out of it without copies
@@ -147,9 +152,20 @@ class FetchState:
         position = state.fetch_position()
         end = position
         buffered = state.buffered
+        # (first offset, producer id) of aborted transactions not yet reached, and the producers
+        # whose aborted transaction the batches are in now.
+        upcoming = sorted((a.first_offset, a.producer_id) for a in aborted or ())
+        aborting: set[int] = set()
         try:
             for pos, header in iter_batches(buf):
                 next_offset = header.base_offset + header.last_offset_delta + 1
+                while upcoming and upcoming[0][0] <= next_offset - 1:
+                    aborting.add(upcoming.pop(0)[1])
+                if header.producer_id in aborting and header.is_transactional:
+                    if header.is_control and _is_abort_marker(header, buf[pos + HEADER_SIZE:pos + header.size]):
+                        aborting.discard(header.producer_id)
+                    end = max(end, next_offset)
+                    continue
                 if next_offset <= position:
                     continue
                 if not header.is_control:
@@ -195,3 +211,8 @@ class FetchState:
             if len(out) >= max_records:
                 break
         return out
+
+
+def _is_abort_marker(header, body: bytes) -> bool:
+    records = decode_records(header, body)
+    return bool(records) and parse_control_record(records[0]).type == ControlType.ABORT

@@ -18,6 +18,8 @@ a retried batch is resent byte for byte so the broker can drop duplicates. Up
 to 5 batches of a partition are in flight, as the broker remembers the last 5
 for deduplication; when one fails, those sent behind it come back
 OUT_OF_ORDER_SEQUENCE_NUMBER and are resent after it, in sequence order.
+With a `transactional_id` the producer's transactions are run by its
+TransactionManager (transactional.py), which `send()` and every failed batch consult.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from raftkafka.client.errors import (
 )
 from raftkafka.client.futures import RecordFuture, RecordMetadata
 from raftkafka.client.partitioner import Partitioner
+from raftkafka.client.transactional import TransactionManager
 from storage.env import Env
 from wire.error_codes import ErrorCode
 from wire.protocol import ApiKey, InitProducerIdRequest, ProduceRequest
@@ -61,13 +64,18 @@ class Producer:
                  buffer_memory: int = 32 * 1024 * 1024, max_block_ms: float = 60_000,
                  partitioner: str = "murmur2_random", metadata_max_age_ms: float = 300_000,
                  allow_auto_topic_creation: bool = True, max_in_flight_requests_per_connection: int = 5,
-                 security: ClientSecurity = PLAINTEXT_CLIENT):
+                 security: ClientSecurity = PLAINTEXT_CLIENT, transactional_id: str | None = None,
+                 transaction_timeout_ms: int = 60_000):
         if acks not in _ACKS:
             raise ValueError(f"acks must be all, -1, 0 or 1, not {acks!r}")
         if compression not in _COMPRESSION:
             raise ValueError(f"compression must be one of {sorted(_COMPRESSION)}, not {compression!r}")
         self.env = env
         self.acks = _ACKS[acks]
+        if transactional_id is not None:  # transactions build on idempotence, as in Kafka
+            if enable_idempotence is False:
+                raise ValueError("transactional_id requires enable_idempotence")
+            enable_idempotence = True
         explicit = enable_idempotence is not None
         if enable_idempotence is None:  # Kafka's default: on, unless the settings rule it out
             enable_idempotence = self.acks == -1 and max_in_flight_requests_per_connection <= _MAX_IDEMPOTENT_IN_FLIGHT
@@ -112,6 +120,9 @@ class Producer:
         self._nursery_manager = None
         self._nursery: trio.Nursery | None = None
         self._closed = False
+        self.transactional_id = transactional_id
+        self.transactions = (TransactionManager(self, transactional_id, transaction_timeout_ms)
+                             if transactional_id is not None else None)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -167,9 +178,12 @@ class Producer:
         if headers:
             headers = _headers(headers)
         size = self._size(topic, key, value, headers)
+        partition = self._partition(info, topic, partition, key)
+        if self.transactions is not None:
+            await self.transactions.before_send(topic, partition)
         if self.accumulator.buffered_bytes + size > self.buffer_memory and self.accumulator.buffered_bytes:
             now = await self._wait_for_buffer(size, now)
-        return self._append(info, topic, partition, key, value, headers, timestamp_ms, size, now)
+        return self._append(topic, partition, key, value, headers, timestamp_ms, size, now)
 
     async def send_many(self, topic: str, records, *, partition: int | None = None) -> list[RecordFuture]:
         """Queue many records, (key, value) or (key, value, headers) tuples, in order: what
@@ -183,10 +197,13 @@ class Producer:
             key, value = record[0], record[1]
             headers = _headers(record[2]) if len(record) > 2 and record[2] else ()
             size = self._size(topic, key, value, headers)
+            target = self._partition(info, topic, partition, key)
+            if self.transactions is not None:
+                await self.transactions.before_send(topic, target)
             if accumulator.buffered_bytes + size > self.buffer_memory and accumulator.buffered_bytes:
                 now = await self._wait_for_buffer(size, now)
                 wall_ms = self.env.wall_ms()
-            futures.append(self._append(info, topic, partition, key, value, headers, wall_ms, size, now))
+            futures.append(self._append(topic, target, key, value, headers, wall_ms, size, now))
         return futures
 
     def _known_topic(self, topic: str):
@@ -208,13 +225,17 @@ class Producer:
             raise error_for(ErrorCode.MESSAGE_TOO_LARGE, f"{size} bytes > max_request_size", topic)
         return size
 
-    def _append(self, info, topic: str, partition: int | None, key, value, headers, timestamp_ms: int | None,
+    def _partition(self, info, topic: str, partition: int | None, key) -> int:
+        """The partition a record goes to: the one asked for (if it exists) or the partitioner's."""
+        if partition is None:
+            return self.partitioner.partition(key, len(info.partitions), info.available())
+        if partition not in info.partitions:
+            raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, context=f"{topic}-{partition}")
+        return partition
+
+    def _append(self, topic: str, partition: int, key, value, headers, timestamp_ms: int | None,
                 size: int, now: float) -> RecordFuture:
         """Add one record (buffer space found) to its partition's batch and tell the sender."""
-        if partition is None:
-            partition = self.partitioner.partition(key, len(info.partitions), info.available())
-        elif partition not in info.partitions:
-            raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, context=f"{topic}-{partition}")
         future = RecordFuture(topic, partition)
         accumulator = self.accumulator
         if accumulator.append_fields(topic, partition, key, value, headers,
@@ -249,6 +270,29 @@ class Producer:
                 await progress.wait()
         finally:
             self._flushing -= 1
+
+    # ------------------------------------------------------------------ transactions (transactional.py)
+
+    async def init_transactions(self) -> None:
+        await self._transactions().init_transactions()
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: dict, group_metadata) -> None:
+        """{(topic, partition): next offset to read}; group_metadata: Consumer.group_metadata() or a group id."""
+        await self._transactions().send_offsets({tuple(tp): o for tp, o in offsets.items()}, group_metadata)
+
+    async def commit_transaction(self) -> None:
+        await self._transactions().commit()
+
+    async def abort_transaction(self) -> None:
+        await self._transactions().abort()
+
+    def _transactions(self) -> TransactionManager:
+        if self.transactions is None:
+            raise KafkaError("this producer has no transactional_id", ErrorCode.INVALID_TXN_STATE)
+        return self.transactions
 
     async def partitions_for(self, topic: str) -> list[int]:
         return sorted((await self.cluster.topic(topic, wait=self.max_block)).partitions)
@@ -333,6 +377,7 @@ class Producer:
             tp = (batch.topic, batch.partition)
             batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
             batch.base_sequence = self._sequences.get(tp, 0)
+            batch.transactional = self.transactions is not None
             self._sequences[tp] = (batch.base_sequence + batch.count) & 0x7FFFFFFF
 
     async def _init_producer_id(self) -> None:
@@ -377,7 +422,8 @@ class Producer:
         for batch in batches:
             topics.setdefault(batch.topic, []).append(ProduceRequest.PartitionProduceData(
                 index=batch.partition, records=batch.encode(self.compression, self.compression_level)))
-        request = ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=int(self.request_timeout * 1000),
+        request = ProduceRequest(transactional_id=self.transactional_id, acks=self.acks,
+                                 timeout_ms=int(self.request_timeout * 1000),
                                  topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p)
                                              for t, p in sorted(topics.items())])
         try:
@@ -451,7 +497,10 @@ class Producer:
         new id the broker could not recognise a resend as a duplicate and would write it twice.
         So such batches fail with an unknown outcome (those waiting for a retry now, those in
         flight when their answer comes) rather than being resent; batches never sent get the
-        new id and fresh sequences."""
+        new id and fresh sequences. A transactional producer keeps its id: the transaction
+        becomes abortable, and its abort bumps the epoch."""
+        if self.transactions is not None:
+            return
         abandoned, self.producer_id = self.producer_id, -1
         for batch in self.accumulator.remove_sent(abandoned):
             self.accumulator.finished(batch)
@@ -471,6 +520,8 @@ class Producer:
             offset += step
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        if self.transactions is not None:
+            self.transactions.batch_failed(batch, error)
         for future in batch.futures:
             future._set(None, error)
         self._notify()

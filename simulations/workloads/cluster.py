@@ -1,7 +1,8 @@
 """The full-cluster workload: data topics written by acks=all producers (idempotent and
 not), read by assign-mode consumers and a consumer group that commits, plus metadata
 churn through Admin (topics, ACLs: simulations.workloads.acls, and client quotas:
-simulations.workloads.quotas) — all through the real client library, recorded in a History.
+simulations.workloads.quotas) and transactions (simulations.workloads.transactions) — all
+through the real client library, recorded in a History.
 
 Phases, driven by the runner:
 - `setup(deadline)`: before any fault, create the data topics (min.insync.replicas=2)
@@ -26,6 +27,7 @@ from simulations.workloads.clients import (
     CLIENT, AdminChurnProcess, AssignConsumerProcess, ClientSettings, CommittedReaderProcess,
     GroupConsumerProcess, ProducerProcess, ReassignProcess, client_error,
 )
+from simulations.workloads.transactions import TransactionalWorkload
 from storage.memfs import MemFileSystem
 
 __all__ = ["ClusterWorkload", "CLIENT_HOST"]
@@ -50,6 +52,7 @@ class ClusterWorkload:
         self.broker_ids = list(broker_ids or ())  # with churn: data partitions are reassigned among them
         self.final: dict[tuple[str, int], dict[int, bytes]] = {}  # final reads, by partition
         self.final_end: dict[tuple[str, int], int] = {}
+        self.transactions = TransactionalWorkload(self)
 
     def env_for(self, process: str, session: int) -> SimEnv:
         return SimEnv(CLIENT_HOST, seed=derive_seed(self.seed, "client", process), incarnation=session,
@@ -76,6 +79,9 @@ class ClusterWorkload:
                                (results[t] is not None and "TOPIC_ALREADY_EXISTS" not in str(results[t]))]
                     if pending:
                         await trio.sleep(0.25)
+                while not await self.transactions.setup(admin):
+                    await trio.sleep(0.25)
+            await self.transactions.initialise()
             if await self._ack_every_partition("setup", deadline):
                 return None
         return "the data topics could not be created and written before any fault"
@@ -99,6 +105,7 @@ class ClusterWorkload:
         if self.churn and self.broker_ids:
             processes.append(ReassignProcess("reassign0", self.env_for, h, s, self._rng("reassign0"),
                                              brokers=self.broker_ids, min_replicas=self.min_isr))
+        processes += self.transactions.processes(s)
         async with trio.open_nursery() as nursery:
             for p in processes:
                 nursery.start_soon(p.run, until)
@@ -111,6 +118,7 @@ class ClusterWorkload:
         if not await self._final_reads(deadline):
             missing = [f"{t}-{p}" for t, p in self.settings.partitions() if (t, p) not in self.final]
             problems.append(f"final reads did not reach the end of {missing}")
+        problems += await self.transactions.converge(deadline)
         return problems
 
     async def _ack_every_partition(self, name: str, deadline: float) -> bool:

@@ -186,6 +186,75 @@ def test_kafka_python_and_aiokafka_transactions_commit_offsets_and_abort(cluster
     assert committed_offsets(cluster.bootstrap, "ap-group", "multi-in") == ends
 
 
+def test_our_transactional_producer_and_read_committed_consumer(cluster):
+    """raftkafka.client: a transaction over 3 partitions with a group's offsets commits, one
+    aborts after its records were acknowledged, and one is left open; our read_committed
+    consumer sees what confluent-kafka's does (the committed records only, its end offsets
+    held at the open transaction's first offset), read_uncommitted sees all. A second
+    producer of the same transactional id fences the first: its commit fails fatally."""
+    import trio
+
+    from raftkafka.client import Consumer, KafkaError, Producer
+    from storage.env import RealEnv
+    cluster.create("ours-out")
+    open_tail: dict = {}
+
+    async def scenario():
+        env = RealEnv()
+        async with Producer(env, cluster.bootstrap, transactional_id="ours") as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            for i in range(9):
+                await producer.send("ours-out", b"committed-%d" % i, partition=i % PARTITIONS)
+            await producer.send_offsets_to_transaction({("ours-out", 0): 7}, "ours-group")
+            await producer.commit_transaction()
+            producer.begin_transaction()
+            for i in range(3):
+                await producer.send_and_wait("ours-out", b"aborted-%d" % i, partition=i % PARTITIONS)
+            await producer.send_offsets_to_transaction({("ours-out", 0): 99}, "ours-group")
+            await producer.abort_transaction()
+            producer.begin_transaction()
+            for i in range(3):
+                await producer.send("ours-out", b"committed-late-%d" % i, partition=i % PARTITIONS)
+            await producer.commit_transaction()
+            producer.begin_transaction()
+            metadata = await producer.send_and_wait("ours-out", b"open", partition=2)
+            open_tail["offset"] = metadata.offset
+            ours = await read_ours(env, "read_committed", 12)
+            open_tail["end"] = (await _end_offsets(env, "read_committed"))[("ours-out", 2)]
+            theirs = read_all(cluster.bootstrap, "ours-out", "read_committed", 12)
+            assert sorted(ours) == sorted(theirs) == sorted(
+                [b"committed-%d" % i for i in range(9)] + [b"committed-late-%d" % i for i in range(3)])
+            uncommitted = await read_ours(env, "read_uncommitted", 16)
+            assert sorted(uncommitted) == sorted(theirs + [b"aborted-%d" % i for i in range(3)] + [b"open"])
+            async with Producer(env, cluster.bootstrap, transactional_id="ours") as zombie_killer:
+                await zombie_killer.init_transactions()  # aborts the open transaction
+            with pytest.raises(KafkaError) as fenced:
+                await producer.commit_transaction()
+            assert fenced.value.code.name in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
+            with pytest.raises(KafkaError):
+                producer.begin_transaction()  # fatal: stays failed
+
+    async def read_ours(env, isolation: str, expected: int) -> list[bytes]:
+        async with Consumer(env, cluster.bootstrap, isolation_level=isolation, auto_offset_reset="earliest",
+                            fetch_max_wait_ms=100) as consumer:
+            consumer.assign([("ours-out", p) for p in range(PARTITIONS)])
+            got: list[bytes] = []
+            with trio.move_on_after(30):
+                while len(got) < expected:
+                    got += [r.value for r in await consumer.poll(0.5)]
+                got += [r.value for r in await consumer.poll(1.0)]  # nothing more comes
+            return got
+
+    async def _end_offsets(env, isolation: str) -> dict:
+        async with Consumer(env, cluster.bootstrap, isolation_level=isolation) as consumer:
+            return await consumer.end_offsets([("ours-out", p) for p in range(PARTITIONS)])
+
+    trio.run(scenario)
+    assert open_tail["end"] == open_tail["offset"]  # the last stable offset stops at the open transaction
+    assert committed_offsets(cluster.bootstrap, "ours-group", "ours-out")[0] == 7
+
+
 def test_consume_transform_produce_survives_a_kill_of_the_coordinator(cluster):
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     cluster.create("eos-in")

@@ -15,6 +15,7 @@ from tests.simulations.failover_mutations import FAILOVER_MUTATIONS
 from tests.simulations.mutations import MUTATIONS as RAFT_MUTATIONS
 from tests.simulations.replication_mutations import REPLICATION_MUTATIONS
 from tests.simulations.state_mutations import STATE_MUTATIONS
+from tests.simulations.txn_mutations import TXN_MUTATIONS
 
 __all__ = ["Mutation", "CATALOGUE", "CLASSES", "FIRST_SEEDS", "by_name"]
 
@@ -29,7 +30,8 @@ PRODUCER = "producer state"
 GROUP = "group coordinator"
 RAFT = "Raft votes, commit, snapshots, cleaning"
 RECOVERY = "log recovery"
-CLASSES = (ISR, HW, MIN_ISR, FENCING, TRUNCATION, ELR, CONTROLLER, PRODUCER, GROUP, RAFT, RECOVERY)
+TXN = "transactions"
+CLASSES = (ISR, HW, MIN_ISR, FENCING, TRUNCATION, ELR, CONTROLLER, PRODUCER, GROUP, RAFT, RECOVERY, TXN)
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,8 @@ RAFT_RUN = {"workload": "raft", "duration": 20.0}
 CLUSTER_RUN = {"workload": "cluster", "duration": 10.0}
 MEMBERSHIP_RUN = {"workload": "membership", "duration": 20.0}
 
-_ALL = {**RAFT_MUTATIONS, **DATA_MUTATIONS, **REPLICATION_MUTATIONS, **STATE_MUTATIONS, **FAILOVER_MUTATIONS}
+_ALL = {**RAFT_MUTATIONS, **DATA_MUTATIONS, **REPLICATION_MUTATIONS, **STATE_MUTATIONS, **FAILOVER_MUTATIONS,
+        **TXN_MUTATIONS}
 
 # name: (class, patched function, options)
 _TABLE = {
@@ -132,6 +135,15 @@ _TABLE = {
                                     CLUSTER_RUN),
     "high_watermark_not_bounded_by_log": (RECOVERY, "storage.log.log.PartitionLog.update_high_watermark",
                                           CLUSTER_RUN),
+    # transactions
+    "lso_not_held_by_open_transaction": (TXN, "broker.partition.Partition.last_stable_offset", CLUSTER_RUN),
+    "fetch_omits_aborted_transactions": (TXN, "broker.producer_state_hooks.ProducerStates.aborted_transactions",
+                                         CLUSTER_RUN),
+    "abort_marker_written_as_commit": (TXN, "broker.txn_markers.write_markers (as txn_driver calls it)",
+                                       CLUSTER_RUN),
+    "restored_producer_state_drops_open_transactions": (
+        TXN, "broker.producer_state.manager.ProducerStateManager.rebuild", CLUSTER_RUN),
+    "transaction_verification_skipped": (TXN, "broker.handlers.produce._verify_in_transaction", CLUSTER_RUN),
 }
 
 assert set(_TABLE) == set(_ALL), sorted(set(_TABLE) ^ set(_ALL))
@@ -197,4 +209,9 @@ FIRST_SEEDS.update({
     "reconnect_keeps_close_fence": 13,
     "data_dir_lock_not_exclusive": 12,
     "close_shrink_skips_controller": 0,
+    "lso_not_held_by_open_transaction": 0,
+    "fetch_omits_aborted_transactions": 0,
+    "abort_marker_written_as_commit": 0,
+    "restored_producer_state_drops_open_transactions": 0,
+    "transaction_verification_skipped": 0,
 })
