@@ -15,13 +15,13 @@ unformatted, or formatted for another node or cluster: `check_data_dir` raises
 """
 from __future__ import annotations
 
-import base64
 import json
 import posixpath
 from dataclasses import dataclass
 
 from storage.env import FileSystem, write_file_atomic
 from storage.java_properties import parse_properties
+from wire.kafka_uuid import is_valid_uuid, uuid_to_str
 
 __all__ = [
     "META_PROPERTIES",
@@ -73,25 +73,6 @@ class VoterSpec:
 
     def to_dict(self) -> dict:
         return {"id": self.node_id, "host": self.host, "port": self.port, "directory_id": self.directory_id}
-
-
-def uuid_to_str(u) -> str:
-    """Kafka's textual Uuid: base64url of the 16 bytes, no padding (22 characters)."""
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
-def is_valid_uuid(text: str) -> bool:
-    if not isinstance(text, str) or len(text) != 22:
-        return False
-    try:
-        raw = base64.urlsafe_b64decode(text + "==")
-    except (ValueError, TypeError):
-        return False
-    return len(raw) == 16 and uuid_to_str_bytes(raw) == text
-
-
-def uuid_to_str_bytes(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def _read_text(fs: FileSystem, path: str) -> str:

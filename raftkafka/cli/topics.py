@@ -13,13 +13,12 @@ leader replicas, asked with DescribeTopicPartitions (`N/A` from a cluster withou
 """
 from __future__ import annotations
 
-import base64
 import re
-import uuid
 
 from raftkafka.cli.common import CommandError, add_bootstrap, add_command, open_admin, parse_key_values, run_client
 from raftkafka.client import RESOURCE_TOPIC, KafkaError, NewTopic
 from wire.error_codes import ErrorCode
+from wire.kafka_uuid import uuid_to_str
 
 __all__ = ["add_parser", "run", "format_describe"]
 
@@ -144,7 +143,7 @@ def format_describe(infos, overrides, *, under_replicated=False, unavailable=Fal
             if partitions and (name, partitions[0].partition) in reassignments:  # the RF it keeps
                 rf -= len(reassignments[(name, partitions[0].partition)][2])
             config_text = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
-            topic_id = "" if info.topic_id is None else f"TopicId: {kafka_uuid(info.topic_id)}\t"
+            topic_id = "" if info.topic_id is None else f"TopicId: {uuid_to_str(info.topic_id)}\t"
             lines.append(f"Topic: {name}\t{topic_id}PartitionCount: {len(partitions)}\tReplicationFactor: {rf}\t"
                          f"Configs: {config_text}")
         for p in partitions:
@@ -203,7 +202,3 @@ async def _delete(admin, args) -> int:
 
 _ACTIONS = {"create": _create, "list": _list, "describe": _describe, "alter": _alter, "delete": _delete}
 
-
-def kafka_uuid(value: uuid.UUID) -> str:
-    """A Uuid as Kafka prints it: URL-safe base64 of its 16 bytes, unpadded (22 characters)."""
-    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")

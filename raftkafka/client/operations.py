@@ -4,13 +4,12 @@ kafka-log-dirs and kafka-metadata-quorum send). Each takes the admin's `Cluster`
 """
 from __future__ import annotations
 
-import base64
-import uuid
 from dataclasses import dataclass
 
 from raftkafka.client.cluster import Cluster
 from raftkafka.client.errors import KafkaError, KafkaTimeoutError, error_for
 from wire.error_codes import ErrorCode
+from wire.kafka_uuid import uuid_from_str
 from wire.protocol import (
     AddRaftVoterRequest, DeleteRecordsRequest, DescribeLogDirsRequest, DescribeQuorumRequest, RemoveRaftVoterRequest,
     UnregisterBrokerRequest,
@@ -117,24 +116,13 @@ async def describe_quorum(cluster: Cluster):
     return partition, response.nodes
 
 
-def _directory_uuid(text: str) -> uuid.UUID:
-    """Kafka's textual Uuid (22 base64url characters) as a UUID; ValueError if it is not one."""
-    try:
-        raw = base64.urlsafe_b64decode(text + "==")
-    except (ValueError, TypeError):
-        raw = b""
-    if len(text) != 22 or len(raw) != 16:
-        raise ValueError(f"{text!r} is not a directory id (22 base64url characters)")
-    return uuid.UUID(bytes=raw)
-
-
 async def add_raft_voter(cluster: Cluster, voter_id: int, directory_id: str, listeners: list[tuple[str, str, int]],
                          *, timeout_ms: int = 30_000) -> None:
     """Add controller (voter_id, directory_id) reachable on listeners [(name, host, port)] to the
     metadata quorum (KIP-853); returns once the change is committed, raises the quorum's error."""
     R = AddRaftVoterRequest
     request = R(cluster_id=None, timeout_ms=timeout_ms, voter_id=voter_id,
-                voter_directory_id=_directory_uuid(directory_id),
+                voter_directory_id=uuid_from_str(directory_id),
                 listeners=[R.Listener(name=n, host=h, port=p) for n, h, p in listeners])
     response = await cluster.request_any(request, timeout=timeout_ms / 1000)
     if response.error_code:
@@ -144,7 +132,7 @@ async def add_raft_voter(cluster: Cluster, voter_id: int, directory_id: str, lis
 async def remove_raft_voter(cluster: Cluster, voter_id: int, directory_id: str) -> None:
     """Remove controller (voter_id, directory_id) from the metadata quorum, once committed."""
     request = RemoveRaftVoterRequest(cluster_id=None, voter_id=voter_id,
-                                     voter_directory_id=_directory_uuid(directory_id))
+                                     voter_directory_id=uuid_from_str(directory_id))
     response = await cluster.request_any(request, timeout=30.0)
     if response.error_code:
         raise error_for(response.error_code, response.error_message, f"RemoveRaftVoter {voter_id}")

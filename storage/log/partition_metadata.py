@@ -14,26 +14,16 @@ directories written before the file existed.
 """
 from __future__ import annotations
 
-import base64
 import posixpath
 import uuid
 
 from storage.env import FileSystem, write_file_atomic
+from wire.kafka_uuid import uuid_from_str, uuid_to_str
 
-__all__ = ["PARTITION_METADATA_FILE", "read_topic_id", "write_topic_id", "topic_id_text"]
+__all__ = ["PARTITION_METADATA_FILE", "read_topic_id", "write_topic_id"]
 
 PARTITION_METADATA_FILE = "partition.metadata"
 _VERSION = 0
-
-
-def topic_id_text(topic_id: uuid.UUID) -> str:
-    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-
-
-def _parse_topic_id(text: str) -> uuid.UUID:
-    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    return uuid.UUID(bytes=raw)  # ValueError unless 16 bytes
 
 
 def read_topic_id(fs: FileSystem, log_dir: str) -> uuid.UUID | None:
@@ -54,12 +44,12 @@ def read_topic_id(fs: FileSystem, log_dir: str) -> uuid.UUID | None:
     try:
         if int(fields.get("version", "-1")) != _VERSION:
             return None
-        return _parse_topic_id(fields["topic_id"])
+        return uuid_from_str(fields["topic_id"])
     except (KeyError, ValueError):
         return None
 
 
 async def write_topic_id(fs: FileSystem, log_dir: str, topic_id: uuid.UUID) -> None:
     """Durably record `topic_id` for `log_dir` (atomic: the old file or the new one)."""
-    body = f"version: {_VERSION}\ntopic_id: {topic_id_text(topic_id)}\n"
+    body = f"version: {_VERSION}\ntopic_id: {uuid_to_str(topic_id)}\n"
     await write_file_atomic(fs, posixpath.join(log_dir, PARTITION_METADATA_FILE), body.encode())
