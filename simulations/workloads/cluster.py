@@ -20,6 +20,7 @@ import trio
 from raftkafka.client import Admin, Consumer, KafkaError, NewTopic, Producer
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.history import History
+from simulations.workloads import retention
 from simulations.workloads.acls import AclChurnProcess
 from simulations.workloads.clients import (
     CLIENT, AdminChurnProcess, AssignConsumerProcess, ClientSettings, CommittedReaderProcess,
@@ -49,6 +50,7 @@ class ClusterWorkload:
         self.broker_ids = list(broker_ids or ())  # with churn: data partitions are reassigned among them
         self.final: dict[tuple[str, int], dict[int, bytes]] = {}  # final reads, by partition
         self.final_end: dict[tuple[str, int], int] = {}
+        self.log_final: dict[str, dict[int, bytes]] = {}  # the retention topics' final reads
 
     def env_for(self, process: str, session: int) -> SimEnv:
         return SimEnv(CLIENT_HOST, seed=derive_seed(self.seed, "client", process), incarnation=session,
@@ -62,11 +64,14 @@ class ClusterWorkload:
         """Create the data topics and get a first write acknowledged everywhere (no faults yet)."""
         env = self.env_for("setup", 1)
         with trio.move_on_at(deadline):
-            pending = sorted(self.settings.topics)
+            wanted = {t: NewTopic(t, n, self.replication_factor, {"min.insync.replicas": str(self.min_isr)})
+                      for t, n in self.settings.topics.items()}
+            if self.churn:
+                wanted.update({t.name: t for t in retention.new_topics(self.replication_factor, self.min_isr)})
+            pending = sorted(wanted)
             async with Admin(env, self.settings.bootstrap, request_timeout_ms=3000) as admin:
                 while pending:
-                    topics = [NewTopic(t, self.settings.topics[t], self.replication_factor,
-                                       {"min.insync.replicas": str(self.min_isr)}) for t in pending]
+                    topics = [wanted[t] for t in pending]
                     try:
                         results = await admin.create_topics(topics, timeout_ms=5000)
                     except KafkaError:
@@ -94,6 +99,8 @@ class ClusterWorkload:
             processes.append(AdminChurnProcess("admin0", self.env_for, h, s, self._rng("admin0"),
                                                replication_factor=self.replication_factor))
             processes.append(AclChurnProcess("acls0", self.env_for, h, s, self._rng("acls0")))
+            processes.append(retention.LogProducerProcess("keyed0", self.env_for, h, s, self._rng("keyed0")))
+            processes.append(retention.DeleteRecordsProcess("trim0", self.env_for, h, s, self._rng("trim0")))
         if self.churn and self.broker_ids:
             processes.append(ReassignProcess("reassign0", self.env_for, h, s, self._rng("reassign0"),
                                              brokers=self.broker_ids, min_replicas=self.min_isr))
@@ -109,6 +116,10 @@ class ClusterWorkload:
         if not await self._final_reads(deadline):
             missing = [f"{t}-{p}" for t, p in self.settings.partitions() if (t, p) not in self.final]
             problems.append(f"final reads did not reach the end of {missing}")
+        if self.churn:
+            self.log_final = await retention.final_read(self.env_for, self.history, self.settings.bootstrap, deadline)
+            if not self.log_final:
+                problems.append(f"final reads did not reach the end of {list(retention.LOG_TOPICS)}")
         return problems
 
     async def _ack_every_partition(self, name: str, deadline: float) -> bool:

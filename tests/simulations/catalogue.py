@@ -13,6 +13,7 @@ from typing import Callable
 from tests.simulations.data_mutations import DATA_MUTATIONS
 from tests.simulations.mutations import MUTATIONS as RAFT_MUTATIONS
 from tests.simulations.replication_mutations import REPLICATION_MUTATIONS
+from tests.simulations.retention_mutations import RETENTION_MUTATIONS
 from tests.simulations.state_mutations import STATE_MUTATIONS
 
 __all__ = ["Mutation", "CATALOGUE", "CLASSES", "FIRST_SEEDS", "by_name"]
@@ -28,7 +29,8 @@ PRODUCER = "producer state"
 GROUP = "group coordinator"
 RAFT = "Raft votes, commit, snapshots, cleaning"
 RECOVERY = "log recovery"
-CLASSES = (ISR, HW, MIN_ISR, FENCING, TRUNCATION, ELR, CONTROLLER, PRODUCER, GROUP, RAFT, RECOVERY)
+RETENTION = "retention and log cleaning"
+CLASSES = (ISR, HW, MIN_ISR, FENCING, TRUNCATION, ELR, CONTROLLER, PRODUCER, GROUP, RAFT, RECOVERY, RETENTION)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class Mutation:
 RAFT_RUN = {"workload": "raft", "duration": 20.0}
 CLUSTER_RUN = {"workload": "cluster", "duration": 10.0}
 
-_ALL = {**RAFT_MUTATIONS, **DATA_MUTATIONS, **REPLICATION_MUTATIONS, **STATE_MUTATIONS}
+_ALL = {**RAFT_MUTATIONS, **DATA_MUTATIONS, **REPLICATION_MUTATIONS, **STATE_MUTATIONS, **RETENTION_MUTATIONS}
 
 # name: (class, patched function, options)
 _TABLE = {
@@ -123,6 +125,12 @@ _TABLE = {
                                     CLUSTER_RUN),
     "high_watermark_not_bounded_by_log": (RECOVERY, "storage.log.log.PartitionLog.update_high_watermark",
                                           CLUSTER_RUN),
+    # retention and log cleaning
+    "retention_deletes_while_over_size": (RETENTION, "storage.log.retention.segments_to_delete (as log.py calls it)",
+                                          CLUSTER_RUN),
+    "retention_ignores_high_watermark": (RETENTION, "storage.log.retention.segments_to_delete (as log.py calls it)",
+                                         CLUSTER_RUN),
+    "cleaner_keeps_first_offset_of_key": (RETENTION, "storage.log.cleaner.OffsetMap.put", CLUSTER_RUN),
 }
 
 assert set(_TABLE) == set(_ALL), sorted(set(_TABLE) ^ set(_ALL))
