@@ -118,8 +118,11 @@ _TABLE = {
     "high_watermark_from_leader_alone": (RAFT, "raft.commit.next_high_watermark", RAFT_RUN),
     "commit_entries_of_earlier_epoch": (RAFT, "raft.commit.next_high_watermark", RAFT_RUN),
     "follower_skips_truncation": (RAFT, "raft.replication.Replication._truncate_to_leader", RAFT_RUN),
-    "snapshot_written_without_fsync": (RAFT, "storage.env.write_file_atomic (as raft_snapshots uses it)", RAFT_RUN),
-    "log_cleaning_deletes_latest_snapshot": (RAFT, "raft.node_storage.NodeStorage.delete_before", RAFT_RUN),
+    # The Raft runs' recording state machine writes no snapshots: the cluster runs' metadata
+    # quorum snapshots every 40 records and cleans its log after each.
+    "snapshot_written_without_fsync": (RAFT, "storage.env.write_file_atomic (as raft_snapshots uses it)",
+                                       CLUSTER_RUN),
+    "log_cleaning_deletes_latest_snapshot": (RAFT, "raft.node_storage.NodeStorage.delete_before", CLUSTER_RUN),
     # partition log recovery
     "recovery_keeps_invalid_tail": (RECOVERY, "storage.log.batch_scan.scan_valid_batches (in segment recovery)",
                                     CLUSTER_RUN),
