@@ -1,7 +1,8 @@
 """The full-cluster workload: data topics written by acks=all producers (idempotent and
 not), read by assign-mode consumers and a consumer group that commits, plus metadata
-churn through Admin (topics, and ACLs: simulations.workloads.acls) — all through the real
-client library, recorded in a History.
+churn through Admin (topics, and ACLs: simulations.workloads.acls) and, with the churn,
+retention, log cleaning and DeleteRecords on two topics of their own
+(simulations.workloads.retention) — all through the real client library, recorded in a History.
 
 Phases, driven by the runner:
 - `setup(deadline)`: before any fault, create the data topics (min.insync.replicas=2)

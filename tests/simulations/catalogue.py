@@ -133,7 +133,7 @@ _TABLE = {
                                           CLUSTER_RUN),
     "retention_ignores_high_watermark": (RETENTION, "storage.log.retention.segments_to_delete (as log.py calls it)",
                                          CLUSTER_RUN),
-    "cleaner_keeps_first_offset_of_key": (RETENTION, "storage.log.cleaner.OffsetMap.put", CLUSTER_RUN),
+    "cleaner_drops_latest_record_of_key": (RETENTION, "storage.log.cleaner.OffsetMap.get", CLUSTER_RUN),
 }
 
 assert set(_TABLE) == set(_ALL), sorted(set(_TABLE) ^ set(_ALL))

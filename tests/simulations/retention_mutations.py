@@ -7,7 +7,6 @@ retention workload (simulations/workloads/retention.py) and checker
 """
 from __future__ import annotations
 
-import storage.log.cleaner
 import storage.log.log
 import storage.log.retention
 from storage.log.cleaner import OffsetMap
@@ -45,15 +44,11 @@ def retention_ignores_high_watermark(monkeypatch) -> None:
     monkeypatch.setattr(storage.log.log, "segments_to_delete", segments_to_delete)
 
 
-def cleaner_keeps_first_offset_of_key(monkeypatch) -> None:
-    """The cleaner's offset map keeps a key's first offset in the dirty section, not its last."""
-
-    def put(self, key, offset):
-        self._map.setdefault(key, offset)
-
-    monkeypatch.setattr(OffsetMap, "put", put)
+def cleaner_drops_latest_record_of_key(monkeypatch) -> None:
+    """The cleaner removes a key's latest record along with the older ones (an off-by-one in its offset map)."""
+    monkeypatch.setattr(OffsetMap, "get", lambda self, key: self._map.get(key, -2) + 1)
 
 
 RETENTION_MUTATIONS = {f.__name__: f for f in (
-    retention_deletes_while_over_size, retention_ignores_high_watermark, cleaner_keeps_first_offset_of_key,
+    retention_deletes_while_over_size, retention_ignores_high_watermark, cleaner_drops_latest_record_of_key,
 )}
