@@ -79,6 +79,7 @@ _TABLE = {
     "acks_all_waits_for_one_less": (MIN_ISR, "broker.delayed_produce.status", CLUSTER_RUN),
     # leader-epoch fencing
     "acks_all_survives_leader_epoch_change": (FENCING, "broker.delayed_produce.status", CLUSTER_RUN),
+    "acks_all_answered_after_losing_leadership": (FENCING, "broker.delayed_produce.status", CLUSTER_RUN),
     "fetch_leader_epoch_not_checked": (FENCING, "broker.handlers.fetch.check_leader_epoch", CLUSTER_RUN),
     "follower_takes_answers_of_old_epoch": (FENCING, "broker.replica_fetcher.ReplicaFetcher._current", CLUSTER_RUN),
     # truncation
