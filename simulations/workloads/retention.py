@@ -81,8 +81,8 @@ class LogProducerProcess(_Process):
     async def _complete(self, op, future) -> None:
         try:
             metadata = await future
-        except Exception as e:  # noqa: BLE001 - a failed send may still be in the log
-            self.history.info(op, e)
+        except (KafkaError, ClientClosedError) as e:
+            self.history.info(op, e)  # a failed send may still be in the log
         else:
             self.history.ok(op, metadata.offset)
 
