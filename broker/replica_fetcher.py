@@ -300,6 +300,7 @@ class ReplicaFetcher:
                 elif pd.error_code != ErrorCode.NONE:
                     self._delay(state)
                 else:
+                    await _start_at_first_batch(p, pd.records)
                     self._append(key, state, p, pd)
         if skipped:
             # The leader believes it told us a HW we did not take; an incremental answer would
@@ -356,6 +357,24 @@ class ReplicaFetcher:
             elif p.log_end_offset < earliest:
                 log.info("%s-%d: behind the leader's log start %d; starting there", key[0], key[1], earliest)
                 await p.log.truncate_fully_and_start_at(earliest)
+
+
+async def _start_at_first_batch(p: Partition, records) -> None:
+    """A log that holds nothing yet (started at the leader's log start) whose first fetched
+    batch begins below that start (DeleteRecords moved the leader's log start into the batch)
+    starts again at the batch's base offset, so the batch appends (Kafka's Partition does this
+    on an UnexpectedAppendOffsetException)."""
+    plog = p.log
+    end = plog.log_end_offset
+    if records is None or len(records) < 27 or end != plog.log_start_offset:
+        return
+    head = bytes(records[:27])
+    base = int.from_bytes(head[:8], "big", signed=True)
+    last = base + int.from_bytes(head[23:27], "big", signed=True)
+    if base < end <= last:
+        log.info("%s-%d: the leader's first batch starts at %d, below our start %d; starting there",
+                 p.key[0], p.key[1], base, end)
+        await plog.truncate_fully_and_start_at(base)
 
 
 def _truncation_point(p: Partition, leader_epoch: int, leader_end: int) -> tuple[int, bool]:

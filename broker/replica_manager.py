@@ -176,8 +176,9 @@ class ReplicaManager:
         changes, image = p.changes, p.image
         for key in sorted(changes.deletes):
             await self._delete(key)
-        if p.config_topics is None:
-            topics = sorted({t for t, _ in self.partitions})
+        if p.first or p.config_topics is None:
+            # The first image after a start as well: the logs opened from disk took the broker defaults.
+            topics = sorted({t for t, _ in self.partitions} | {t for (t, _), _ in self.log_manager.all_logs()})
         else:
             topics = sorted(set(p.config_topics))
         for topic in topics:

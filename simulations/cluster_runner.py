@@ -28,6 +28,7 @@ from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
 from simulations.checkers.leader_isr import LeaderIsrChecker
 from simulations.checkers.transactions import TransactionChecker
+from simulations.checkers.retention import RetentionChecker
 from simulations.checkers.roles import RolePoller
 from simulations.checkers.sessions import SessionChecker
 from simulations.cluster import SimCluster
@@ -43,6 +44,7 @@ from simulations.trace import Trace
 from simulations.workloads.acls import QUESTIONS
 from simulations.workloads.quotas import QUOTA_QUESTIONS
 from simulations.workloads.cluster import CLIENT_HOST, ClusterWorkload
+from simulations.workloads.retention import LOG_TOPICS, RETAINED
 
 __all__ = ["simulate_cluster", "NODE_SETTINGS"]
 
@@ -66,6 +68,9 @@ NODE_SETTINGS = {
     # broker default (Kafka: 1, under which one power loss may drop a committed offset).
     "min.insync.replicas": 2,
     "metadata.log.max.records.between.snapshots": 40,
+    # Retention, checkpoints (HW, log start) and the cleaner every second: many passes per run.
+    "log.retention.check.interval.ms": 1000,
+    "log.cleaner.backoff.ms": 1000,
     # Deny by default, as a secured cluster: the nodes and the workload's clients (plaintext,
     # User:ANONYMOUS) are super users; the ACL churn's principals get only what its ACLs say.
     "authorizer.class.name": STANDARD_AUTHORIZER,
@@ -110,6 +115,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
     committed = CommittedRecordsChecker(checker)
     sessions = SessionChecker(checker, metadata)
     leader_isr = LeaderIsrChecker(checker, metadata)
+    retention = RetentionChecker(checker)
 
     def poll() -> None:
         roles.poll()
@@ -121,6 +127,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
             quotas.observe(node_id, incarnation, broker)
             committed.observe(node_id, incarnation, broker)
             leader_isr.observe(node_id, broker)
+            retention.observe(node_id, broker)
 
     async with trio.open_nursery() as nursery:
         cluster.bind(nursery)
@@ -153,6 +160,8 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
         data.check(workload.final)
         data.check_replicas(replica_logs(cluster, workload.settings.partitions()))
         TransactionChecker(checker, history).check()
+        if workload.log_final:
+            retention.check(history, workload.log_final, retained_replicas(cluster))
         coverage.committed_log(checker.committed)
         for answer in coverage.client_errors(history.ops):
             checker.violate("UnknownServerError", answer)
@@ -214,6 +223,17 @@ def replica_logs(cluster: SimCluster, partitions) -> dict:
     return out
 
 
+def retained_replicas(cluster: SimCluster) -> dict[int, tuple[int, int]]:
+    """broker -> (log start, bytes) of its replica of the retention workload's retained topic."""
+    out = {}
+    for node_id in cluster.broker_ids:
+        kafka = cluster.hosts[node_id].kafka()
+        partition = kafka.replicas.get(RETAINED, 0) if kafka is not None else None
+        if partition is not None and not partition.log.closed:
+            out[node_id] = (partition.log.log_start_offset, partition.log.size_in_bytes)
+    return out
+
+
 def _replicas_caught_up(cluster: SimCluster, partitions) -> list[str]:
     """Partitions whose replicas are not all live with the leader's log end and HW."""
     lagging = []
@@ -239,7 +259,7 @@ async def _liveness(cluster: SimCluster, workload: ClusterWorkload, metadata: Me
     problems = await workload.converge(deadline)
     if not problems:
         trace.record("sim", "liveness_data", after=round(trio.current_time() - start, 6))
-    partitions = workload.settings.partitions()
+    partitions = workload.settings.partitions() + ([(t, 0) for t in LOG_TOPICS] if workload.log_final else [])
     lagging: list[str] = []
     behind: list[int] = []
     raft_behind: list[int] = []

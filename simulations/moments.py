@@ -18,7 +18,11 @@ watches the nodes for those moments and strikes right after one:
 - snapshot: a node just wrote a Raft snapshot (and may be cleaning its log): it dies;
 - min_isr: a partition's ISR is down to min.insync.replicas: one of its members loses power;
 - pause_leader: a partition leader freezes for longer than its broker session timeout,
-  so it is fenced and comes back a zombie.
+  so it is fenced and comes back a zombie;
+- metadata_lag: a broker loses its links to the controllers (only those) for 0.5-5 s, so its
+  metadata lags while it still reaches the other brokers and the clients, and the leader of a
+  partition it follows is killed and restarted meanwhile: the partition's leader epoch moves
+  on (maybe back to the same broker) while the lagging follower still fetches in the old one.
 
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway,
 pause), applied through it, so they are counted and recorded in the fault schedule; a replay
@@ -38,7 +42,8 @@ from simulations.nemesis import BROKER_POWER_LOSS_BUDGET, Nemesis, fault_kinds
 
 __all__ = ["Moments", "MOMENT_KINDS", "moments_enabled"]
 
-MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "snapshot", "min_isr", "pause_leader")
+MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "snapshot", "min_isr", "pause_leader",
+                "metadata_lag")
 POLL = 0.01
 SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
 
@@ -63,6 +68,7 @@ class Moments:
         self._producer_ids: dict[int, int] = {}  # node -> its allocator's next id
         self._nursery: trio.Nursery | None = None
         self._next_pause = 0.0
+        self._next_lag = 0.0
 
     def describe(self) -> dict:
         return {"kinds": list(self.kinds), "strikes": dict(sorted(self.counts.items()))}
@@ -71,6 +77,7 @@ class Moments:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._next_pause = trio.current_time() + self.rng.uniform(0.5, 5.0)
+            self._next_lag = trio.current_time() + self.rng.uniform(0.5, 4.0)
             while trio.current_time() < until:
                 with trio.move_on_at(until):
                     await trio.sleep(POLL)
@@ -104,6 +111,9 @@ class Moments:
         if "pause_leader" in self.kinds and now >= self._next_pause:
             self._next_pause = now + self.rng.uniform(3.0, 10.0)
             self._pause_a_leader(now)
+        if "metadata_lag" in self.kinds and now >= self._next_lag and self.cluster.mode == "cluster":
+            self._next_lag = now + self.rng.uniform(2.0, 6.0)
+            self._lag_metadata(now)
 
     def _hook(self, node_id: int, kafka) -> None:
         settings = kafka.replicas.replication
@@ -121,13 +131,17 @@ class Moments:
             moment = "isr_expand" if kind == "expand" else "isr_shrink"
             if moment in self.kinds:
                 now = trio.current_time()
-                for key, p in sorted(replicas.partitions.items()):
-                    state = p.isr_state
-                    if p.is_leader and state.inflight and (state.adding is not None) == (kind == "expand"):
-                        if moment == "isr_expand" and now >= self._busy_until:
-                            self._cut_follower(node_id, state.adding)  # before the fetch answer leaves
-                        self._strike(moment, node_id, now, key=key, follower=state.adding)
-                        break
+                changing = [(key, p) for key, p in sorted(replicas.partitions.items())
+                            if p.is_leader and p.isr_state.inflight
+                            and (p.isr_state.adding is not None) == (kind == "expand")]
+                # A data partition's change first: __consumer_offsets' partitions change as often
+                # (they expand first when a broker comes back) but carry few writes to lose.
+                data = [c for c in changing if not c[1].log.config.compact]
+                if changing:
+                    key, p = self.rng.choice(data or changing)
+                    if moment == "isr_expand" and now >= self._busy_until:
+                        self._cut_follower(node_id, p.isr_state.adding)  # before the fetch answer leaves
+                    self._strike(moment, node_id, now, key=key, follower=p.isr_state.adding)
 
         on_isr_change.moments = self
         settings.on_isr_change = on_isr_change
@@ -247,3 +261,30 @@ class Moments:
         self.counts["pause_leader"] = self.counts.get("pause_leader", 0) + 1
         self.trace.record("moments", "pause_leader", node=self.cluster.hosts[node_id].name, seconds=round(seconds, 3))
         self.nemesis._apply({"kind": "pause", "node": node_id, "seconds": seconds}, now, self._nursery)
+
+    def _lag_metadata(self, now: float) -> None:
+        if now < self._busy_until:
+            return
+        hosts = self.cluster.hosts
+        followers = {}  # broker -> leaders of partitions it follows
+        for node_id in self.cluster.broker_ids:
+            kafka = hosts[node_id].kafka()
+            if kafka is None:
+                continue
+            for _, p in sorted(kafka.replicas.partitions.items()):
+                leader = p.registration.leader
+                if not p.is_leader and leader != node_id and leader in hosts and hosts[leader].up:
+                    followers.setdefault(node_id, set()).add(leader)
+        if not followers:
+            return
+        lagging = self.rng.choice(sorted(followers))
+        seconds = self.rng.uniform(0.5, 5.0)
+        self._busy_until = now + seconds + self.rng.uniform(1.0, 3.0)
+        self.counts["metadata_lag"] = self.counts.get("metadata_lag", 0) + 1
+        self.trace.record("moments", "metadata_lag", node=hosts[lagging].name, seconds=round(seconds, 3))
+        for controller in self.cluster.voters:
+            for src, dst in ((lagging, controller), (controller, lagging)):
+                self.nemesis._apply({"kind": "oneway", "src": hosts[src].name, "dst": hosts[dst].name,
+                                     "seconds": seconds}, now, self._nursery)
+        leader = self.rng.choice(sorted(followers[lagging]))
+        self._nursery.start_soon(self._kill_later, leader, self.rng.uniform(0.05, min(1.0, seconds)), False)

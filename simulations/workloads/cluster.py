@@ -1,8 +1,9 @@
 """The full-cluster workload: data topics written by acks=all producers (idempotent and
 not), read by assign-mode consumers and a consumer group that commits, plus metadata
 churn through Admin (topics, ACLs: simulations.workloads.acls, and client quotas:
-simulations.workloads.quotas) and transactions (simulations.workloads.transactions) — all
-through the real client library, recorded in a History.
+simulations.workloads.quotas), transactions (simulations.workloads.transactions) and, with
+the churn, retention, log cleaning and DeleteRecords on two topics of their own
+(simulations.workloads.retention) — all through the real client library, recorded in a History.
 
 Phases, driven by the runner:
 - `setup(deadline)`: before any fault, create the data topics (min.insync.replicas=2)
@@ -21,6 +22,7 @@ import trio
 from raftkafka.client import Admin, Consumer, KafkaError, NewTopic, Producer
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.history import History
+from simulations.workloads import retention
 from simulations.workloads.acls import AclChurnProcess
 from simulations.workloads.quotas import QuotaChurnProcess
 from simulations.workloads.clients import (
@@ -53,6 +55,7 @@ class ClusterWorkload:
         self.final: dict[tuple[str, int], dict[int, bytes]] = {}  # final reads, by partition
         self.final_end: dict[tuple[str, int], int] = {}
         self.transactions = TransactionalWorkload(self)
+        self.log_final: dict[str, dict[int, bytes]] = {}  # the retention topics' final reads
 
     def env_for(self, process: str, session: int) -> SimEnv:
         return SimEnv(CLIENT_HOST, seed=derive_seed(self.seed, "client", process), incarnation=session,
@@ -66,11 +69,14 @@ class ClusterWorkload:
         """Create the data topics and get a first write acknowledged everywhere (no faults yet)."""
         env = self.env_for("setup", 1)
         with trio.move_on_at(deadline):
-            pending = sorted(self.settings.topics)
+            wanted = {t: NewTopic(t, n, self.replication_factor, {"min.insync.replicas": str(self.min_isr)})
+                      for t, n in self.settings.topics.items()}
+            if self.churn:
+                wanted.update({t.name: t for t in retention.new_topics(self.replication_factor, self.min_isr)})
+            pending = sorted(wanted)
             async with Admin(env, self.settings.bootstrap, request_timeout_ms=3000) as admin:
                 while pending:
-                    topics = [NewTopic(t, self.settings.topics[t], self.replication_factor,
-                                       {"min.insync.replicas": str(self.min_isr)}) for t in pending]
+                    topics = [wanted[t] for t in pending]
                     try:
                         results = await admin.create_topics(topics, timeout_ms=5000)
                     except KafkaError:
@@ -102,6 +108,8 @@ class ClusterWorkload:
                                                replication_factor=self.replication_factor))
             processes.append(AclChurnProcess("acls0", self.env_for, h, s, self._rng("acls0")))
             processes.append(QuotaChurnProcess("quotas0", self.env_for, h, s, self._rng("quotas0")))
+            processes.append(retention.LogProducerProcess("keyed0", self.env_for, h, s, self._rng("keyed0")))
+            processes.append(retention.DeleteRecordsProcess("trim0", self.env_for, h, s, self._rng("trim0")))
         if self.churn and self.broker_ids:
             processes.append(ReassignProcess("reassign0", self.env_for, h, s, self._rng("reassign0"),
                                              brokers=self.broker_ids, min_replicas=self.min_isr))
@@ -119,6 +127,10 @@ class ClusterWorkload:
             missing = [f"{t}-{p}" for t, p in self.settings.partitions() if (t, p) not in self.final]
             problems.append(f"final reads did not reach the end of {missing}")
         problems += await self.transactions.converge(deadline)
+        if self.churn:
+            self.log_final = await retention.final_read(self.env_for, self.history, self.settings.bootstrap, deadline)
+            if not self.log_final:
+                problems.append(f"final reads did not reach the end of {list(retention.LOG_TOPICS)}")
         return problems
 
     async def _ack_every_partition(self, name: str, deadline: float) -> bool:

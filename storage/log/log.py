@@ -400,8 +400,9 @@ class PartitionLog:
         self.epoch_cache.truncate_from_end(end)
         self.producer_snapshots.truncate_after(end)
         self._recovery_point = min(self._recovery_point, end)
-        self._high_watermark = min(self._high_watermark, end)
         self._log_start_offset = min(self._log_start_offset, end)
+        # log start <= HW <= log end, also for a log started again at a later offset
+        self._high_watermark = max(self._log_start_offset, min(self._high_watermark, end))
         self._unflushed_messages = 0
 
     async def _announce_recovery_point(self) -> None:

@@ -126,3 +126,31 @@ async def test_logs_survive_a_broker_restart():
         part = B.one_partition(await client.call(B.fetch([("t", 0, 0)]), 11))
         assert part.high_watermark == 4 and len(list(iter_batches(bytes(part.records)))) == 1
         nursery.cancel_scope.cancel()
+
+
+async def test_logs_opened_at_a_restart_take_their_topic_configs():
+    """Found by the simulation (a compacted topic led after a restart as cleanup.policy=delete):
+    the logs opened from disk start with the broker defaults, and the first metadata after
+    the start must give them their topics' configs, though no config record changes."""
+    env = mem_env()
+    controller = InProcessController()
+    cfg = BrokerConfig(node_id=1, data_dirs=("/data",), port=0, cluster_id="c")
+    async with trio.open_nursery() as nursery:
+        broker = Broker(env, cfg, controller)
+        await nursery.start(broker.run)
+        controller.attach(broker)
+        controller.register(1, "127.0.0.1", broker.port)
+        client = await RawClient.connect(broker.port)
+        await client.call(B.create_topic("t", 1, configs={"cleanup.policy": "compact", "retention.bytes": "5000"}), 4)
+        await broker.replicas.wait_applied(controller.image.offset, trio.current_time() + 10)
+        assert broker.log_manager.get_log("t", 0).config.compact
+        nursery.cancel_scope.cancel()
+    controller.brokers.clear()
+    async with trio.open_nursery() as nursery:
+        again = Broker(env, cfg, controller)
+        await nursery.start(again.run)
+        controller.attach(again)
+        await again.replicas.wait_applied(controller.image.offset, trio.current_time() + 10)
+        config = again.log_manager.get_log("t", 0).config
+        assert config.compact and config.retention_bytes == 5000
+        nursery.cancel_scope.cancel()

@@ -139,6 +139,19 @@ def acks_all_survives_leader_epoch_change(monkeypatch) -> None:
     monkeypatch.setattr(broker.delayed_produce, "status", status)
 
 
+def acks_all_answered_after_losing_leadership(monkeypatch) -> None:
+    """A parked acks=all is answered once its partition's HW passes the batch, whether or not this broker still leads
+    it (as a follower it may have truncated the batch)."""
+
+    def status(pending, current):
+        p = pending.partition
+        if current is not p:
+            return True, broker.delayed_produce.ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return p.high_watermark > pending.last_offset, broker.delayed_produce.ErrorCode.NONE
+
+    monkeypatch.setattr(broker.delayed_produce, "status", status)
+
+
 def fetch_leader_epoch_not_checked(monkeypatch) -> None:
     """Fetch (consumer and follower) ignores current_leader_epoch: a follower of an older epoch is served."""
     monkeypatch.setattr(broker.handlers.fetch, "check_leader_epoch", lambda requested, current: 0)
@@ -228,7 +241,8 @@ REPLICATION_MUTATIONS = {f.__name__: f for f in (
     pending_expand_not_counted_for_hw, controller_accepts_stale_isr_change,
     new_leader_trusts_follower_ends, follower_hw_is_own_log_end,
     broker_reads_min_isr_as_one, acks_all_waits_for_one_less,
-    acks_all_survives_leader_epoch_change, fetch_leader_epoch_not_checked, follower_takes_answers_of_old_epoch,
+    acks_all_survives_leader_epoch_change, acks_all_answered_after_losing_leadership,
+    fetch_leader_epoch_not_checked, follower_takes_answers_of_old_epoch,
     epoch_end_is_log_end, truncation_ignores_leader_epoch_end, epoch_cache_kept_on_truncation,
     clean_election_falls_back_to_unclean, elr_keeps_uncleanly_restarted_broker, hw_advances_below_min_isr,
 )}

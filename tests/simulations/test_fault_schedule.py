@@ -16,13 +16,13 @@ def test_a_replay_applies_the_recorded_faults_at_their_times_and_is_deterministi
     # The first 10 s seed with a power loss, a wiped disk, replayed requests, a pause and a restart
     # (which seed that is moves whenever a fault kind or workload is added).
     wanted = {"power_loss", "wipe", "replay", "pause", "restart"}
-    for seed in range(60):
+    for seed in range(120):
         original = run_simulation(SimOptions(seed=seed, duration=10.0, faults="all"))
         schedule = FaultSchedule.from_dict(original["schedule"])
         if {e["kind"] for e in schedule.events} >= wanted:
             break
     else:
-        pytest.fail(f"no seed in 0-59 draws {sorted(wanted)}")
+        pytest.fail(f"no seed in 0-119 draws {sorted(wanted)}")
     path = tmp_path / f"seed-{seed}.json"
     schedule.save(path)
     replayed = run_simulation(SimOptions.replaying(FaultSchedule.load(path)))

@@ -174,6 +174,16 @@ async def test_truncate_below_first_segment_truncates_fully():
         log.read(0, 100)
 
 
+async def test_starting_again_at_a_later_offset_keeps_the_hw_at_or_above_the_log_start():
+    env = FakeEnv()
+    log = await open_log(env)
+    for _ in range(5):
+        log.append_as_leader(value_batch(1), leader_epoch=0)
+    log.update_high_watermark(3)
+    await log.truncate_fully_and_start_at(100)  # a follower far behind the leader's log start
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (100, 100, 100)
+
+
 async def test_retention_by_size_time_and_log_start():
     env = FakeEnv(wall_ms=100_000)
     config = LogConfig(segment_bytes=1000, retention_bytes=2500, retention_ms=50_000, file_delete_delay_ms=0)

@@ -1,0 +1,80 @@
+"""What a partition log may lose: retention, DeleteRecords and compaction, checked.
+
+Polled with the other checks (`observe`), on every partition log of every live broker, from
+the moment its log manager opened it (Kafka's UnifiedLog keeps the same order):
+- log-bounds: log start offset <= high watermark <= log end offset. A HW past the log end (a
+  checkpoint from before a power loss taken as is, say) lets a leader answer offsets it does
+  not hold; a log start past the HW means records nobody committed were deleted.
+
+At the end, over the History of the retention workload (simulations.workloads.retention), its
+final reads and the replicas at quiescence:
+- retention-beyond-config: when every replica of the retained topic has its log start past
+  every DeleteRecords target, one of them holds at least retention.bytes (Kafka deletes a
+  segment only while the log stays at least that large without it: smaller logs everywhere lost
+  records the config keeps);
+- lost-write / inconsistent-offsets: an acknowledged send at or above the final log start
+  is in the final read, at its offset, with its value;
+- compaction-lost-latest: an acknowledged send of the compacted topic missing from the final
+  read has a later record of its key there (compaction keeps the latest value of each key).
+"""
+from __future__ import annotations
+
+from simulations.checkers.raft import RaftChecker
+from simulations.history import History
+from simulations.workloads.retention import COMPACTED, RETAINED, RETENTION_BYTES, key_of
+
+__all__ = ["RetentionChecker"]
+
+
+class RetentionChecker:
+    def __init__(self, report: RaftChecker):
+        self.report = report
+        self._reported: set[tuple] = set()  # one log-bounds violation per replica log and kind
+
+    def observe(self, node_id: int, kafka) -> None:
+        for (topic, index), log in kafka.log_manager.all_logs():
+            if log.closed:
+                continue
+            start, hw, end = log.log_start_offset, log.high_watermark, log.log_end_offset
+            if hw > end:
+                self._bounds(node_id, topic, index, log, "hw", f"HW {hw} past the log end {end}")
+            if start > hw:
+                self._bounds(node_id, topic, index, log, "start", f"log start {start} past the HW {hw}")
+
+    def _bounds(self, node_id, topic, index, log, kind, what) -> None:
+        key = (node_id, id(log), kind)
+        if key not in self._reported:
+            self._reported.add(key)
+            self.report.violate("log-bounds", f"{topic}-{index} on n{node_id}: {what}")
+
+    def check(self, history: History, final: dict[str, dict[int, bytes]], replicas: dict[int, tuple]) -> None:
+        """replicas: broker -> (log start, size in bytes) of its replica of the retained topic."""
+        targets = [op.value for op in history.of("delete_records")]
+        floor = max(targets, default=0)
+        # Per partition, not per replica: a follower started again at its leader's log start holds
+        # only the bytes from there, while the leader keeps the whole segment holding that start.
+        trimmed = {b: (start, size) for b, (start, size) in replicas.items() if start > floor}
+        if trimmed and len(trimmed) == len(replicas) and max(size for _, size in trimmed.values()) < RETENTION_BYTES:
+            self.report.violate("retention-beyond-config",
+                                f"{RETAINED}-0: every replica's log start is past what DeleteRecords asked (at most "
+                                f"{floor}) and holds less than retention.bytes {RETENTION_BYTES}: "
+                                f"{dict(sorted(trimmed.items()))} (log start, bytes)")
+        starts = {op.topic: op.value for op in history.of("log_final_read", "ok")}
+        for op in history.of("log_send", "ok"):
+            records = final.get(op.topic)
+            if records is None or op.result < starts.get(op.topic, 0):
+                continue
+            found = records.get(op.result)
+            if found == op.value:
+                continue
+            if found is not None:
+                self.report.violate("inconsistent-offsets", f"{op.topic}-0@{op.result}: acknowledged "
+                                    f"{op.value!r}, final read {found!r}")
+            elif op.topic == COMPACTED:
+                key = key_of(op.value)
+                if not any(o > op.result and key_of(v) == key for o, v in records.items()):
+                    self.report.violate("compaction-lost-latest", f"{op.topic}-0@{op.result}: acknowledged "
+                                        f"{op.value!r} is gone and no later record of key {key!r} is left")
+            else:
+                self.report.violate("lost-write", f"{op.value!r} acknowledged at {op.topic}-0@{op.result}, at or "
+                                    f"above the final log start {starts.get(op.topic)}, is not in the final read")
