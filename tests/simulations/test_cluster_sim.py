@@ -38,7 +38,7 @@ EXPECTED = {
     # Read past the HW (and so past the last stable offset): open transactions' records too.
     "fetch_beyond_high_watermark": {"inconsistent-offsets", "nonmonotonic-poll", "poll-skip", "G1b"},
     # A new replica that never copied the log leads (reassignments of the data partitions).
-    "reassignment_trusts_new_replicas": {"lost-write", "inconsistent-offsets"},
+    "reassignment_trusts_new_replicas": {"lost-write", "inconsistent-offsets", "committed-record-lost"},
 }
 
 
