@@ -34,7 +34,7 @@ from metadata.controller.service import ControllerService
 from metadata.controller.state_machine import ControllerStateMachine, SnapshotSchedule
 from metadata.data_dir_lock import DataDirLocks
 from metadata.incarnation_record import (
-    forget_incarnation, pending_incarnation, previous_broker_epoch, record_incarnation,
+    claim_previous_epoch, forget_incarnation, pending_incarnation, record_incarnation,
 )
 from metadata.loader import MetadataLoader, MetadataPublisher
 from metadata.metadata_follower import LeaderHighWatermarkTap, MetadataFollower
@@ -192,8 +192,8 @@ class BrokerRole:
         # acknowledged (bit rot): unclean, whatever the boot id says. A torn last write (a crash
         # mid-append) loses nothing that was acknowledged and keeps the same-boot rule.
         cut = any(log.recovery_stats.whole_batches_lost for _, log in kafka.log_manager.all_logs())
-        claim = -1 if cut else previous_broker_epoch(
-            self.env.fs, dirs, clean_shutdown=bool(clean) and all(clean.values()))
+        claim = claim_previous_epoch(self.env.fs, dirs, clean_shutdown=bool(clean) and all(clean.values()),
+                                     lost_batches=cut)
         self.lifecycle.previous_broker_epoch = claim
         pending = pending_incarnation(self.env.fs, dirs) if claim >= 0 else None
         if pending is not None:

@@ -20,7 +20,7 @@ from metadata.controller.brokers import (
 )
 from metadata.controller.heartbeats import BrokerHeartbeatManager
 from metadata.incarnation_record import (
-    INCARNATION_FILE, forget_incarnation, previous_broker_epoch, record_incarnation,
+    INCARNATION_FILE, claim_previous_epoch, forget_incarnation, previous_broker_epoch, record_incarnation,
 )
 from metadata.loader import MetadataLoader
 from metadata.records import FeatureLevel, Partition, PartitionChange, RegisterBroker, Topic
@@ -195,4 +195,29 @@ async def test_a_forgotten_record_claims_nothing_at_the_next_start_on_the_same_b
     forget_incarnation(fs, DIRS)
     fs.process_exit()
     assert previous_broker_epoch(fs, DIRS, clean_shutdown=False) == -1
+    assert previous_broker_epoch(fs, DIRS, clean_shutdown=True) == -1
+
+
+async def test_an_unclean_start_leaves_no_claim_to_a_clean_shutdown_before_it_registered():
+    # Seed 517 (--faults all, 10 s): a power loss cost broker 4 the records it had not flushed;
+    # its next start (unclean) never reached a controller and was stopped cleanly; the start
+    # after that found the clean-shutdown markers and the record of the epoch before the power
+    # loss, claimed it, stayed in the ISRs and ELRs and was elected with an empty log.
+    fs = await disk_with_incarnation(17)
+    fs.crash()
+    assert claim_previous_epoch(fs, DIRS, clean_shutdown=False) == -1
+    for d in DIRS:
+        await fs.sync_dir(d)  # the clean shutdown: markers written, each dir fsynced
+    fs.process_exit()
+    assert claim_previous_epoch(fs, DIRS, clean_shutdown=True) == -1
+    fs.crash()  # the erasure is as durable as the markers that would make the claim
+    assert claim_previous_epoch(fs, DIRS, clean_shutdown=True) == -1
+
+
+async def test_a_clean_claim_keeps_the_record_and_lost_batches_withdraw_it():
+    fs = await disk_with_incarnation(17)
+    fs.process_exit()
+    assert claim_previous_epoch(fs, DIRS, clean_shutdown=False) == 17
+    assert claim_previous_epoch(fs, DIRS, clean_shutdown=False) == 17  # claiming keeps it
+    assert claim_previous_epoch(fs, DIRS, clean_shutdown=True, lost_batches=True) == -1
     assert previous_broker_epoch(fs, DIRS, clean_shutdown=True) == -1

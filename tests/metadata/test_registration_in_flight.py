@@ -28,7 +28,7 @@ from tests.metadata.helpers import apply, cluster, with_topic
 FIRST, SECOND, THIRD = uuid.UUID(int=71), uuid.UUID(int=72), uuid.UUID(int=73)
 
 
-def _broker_start(fs, incarnation_id: uuid.UUID, *, cut: bool = False):
+def _broker_start(fs, incarnation_id: uuid.UUID, *, cut: bool = False, clean: bool = False):
     """What BrokerRole decides at start, once its logs are recovered: (claim, incarnation)."""
     role = SimpleNamespace(env=SimpleNamespace(fs=fs), config=SimpleNamespace(node_id=5),
                            locks=lock_data_dirs(fs, DIRS),
@@ -36,7 +36,7 @@ def _broker_start(fs, incarnation_id: uuid.UUID, *, cut: bool = False):
                                                      incarnation_id=incarnation_id))
     log = SimpleNamespace(recovery_stats=SimpleNamespace(whole_batches_lost=cut))
     kafka = SimpleNamespace(log_manager=SimpleNamespace(
-        data_dirs=list(DIRS), had_clean_shutdown={d: False for d in DIRS},
+        data_dirs=list(DIRS), had_clean_shutdown={d: clean for d in DIRS},
         all_logs=lambda: [(("t", 0), log)]))
     BrokerRole._remember_incarnations(role, kafka)
     return role
@@ -70,9 +70,21 @@ async def test_an_unclean_start_never_takes_over_the_pending_incarnation():
     fs.process_exit()
     after_cut = _broker_start(fs, SECOND, cut=True)  # recovery cut acknowledged records
     assert (after_cut.lifecycle.previous_broker_epoch, after_cut.lifecycle.incarnation_id) == (-1, SECOND)
-    # And an unclean start writes no pending record that a later start could take over.
+    # And an unclean start leaves no record a later start could take over or claim: it erased
+    # the one it found (claim_previous_epoch) and writes no pending one.
     await BrokerRole._record_registering(after_cut, list(DIRS))
-    assert pending_incarnation(fs, DIRS) == FIRST
+    assert pending_incarnation(fs, DIRS) is None
+    assert previous_broker_epoch(fs, DIRS, clean_shutdown=True) == -1
+
+
+async def test_a_clean_stop_of_an_unregistered_unclean_start_is_no_clean_restart():
+    # Seed 517: after a power loss the unclean start never reached a controller and was stopped
+    # cleanly (clean-shutdown markers); the next start must not claim the epoch from before.
+    fs = await disk_with_incarnation(5)
+    fs.crash()
+    assert _broker_start(fs, SECOND).lifecycle.previous_broker_epoch == -1
+    fs.process_exit()
+    assert _broker_start(fs, THIRD, clean=True).lifecycle.previous_broker_epoch == -1
 
 
 async def test_a_damaged_pending_incarnation_claims_nothing():
