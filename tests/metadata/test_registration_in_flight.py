@@ -32,7 +32,7 @@ def _broker_start(fs, incarnation_id: uuid.UUID, *, cut: bool = False, clean: bo
     """What BrokerRole decides at start, once its logs are recovered: (claim, incarnation)."""
     role = SimpleNamespace(env=SimpleNamespace(fs=fs), config=SimpleNamespace(node_id=5),
                            locks=lock_data_dirs(fs, DIRS),
-                           lifecycle=BrokerLifecycle(None, None, broker_id=5, metadata_offset=lambda: 0,
+                           lifecycle=BrokerLifecycle(None, SimpleNamespace(), broker_id=5, metadata_offset=lambda: 0,
                                                      incarnation_id=incarnation_id))
     log = SimpleNamespace(recovery_stats=SimpleNamespace(whole_batches_lost=cut))
     kafka = SimpleNamespace(log_manager=SimpleNamespace(
