@@ -244,7 +244,7 @@ def test_clients_use_the_static_membership_versions(cluster):
     assert versions("rdkafka", ApiKey.SYNC_GROUP) == {3}
     assert versions("rdkafka", ApiKey.HEARTBEAT) == {3}
     assert versions("rdkafka", ApiKey.OFFSET_COMMIT) == {7}
-    assert versions("rdkafka", ApiKey.OFFSET_FETCH) == {5}
+    assert versions("rdkafka", ApiKey.OFFSET_FETCH) == {7}  # require_stable (KIP-447) since v7
     assert versions("rdkafka", ApiKey.LEAVE_GROUP) == set()  # static members never leave on close
     assert versions("kafka", ApiKey.LEAVE_GROUP) == {3}  # the admin's removal batch
     assert versions("kafka", ApiKey.HEARTBEAT) <= {3} and versions("kafka", ApiKey.JOIN_GROUP) == {5}
