@@ -62,7 +62,7 @@ async def test_controller_and_raft_gauges_of_running_nodes_follow_a_failover():
             f"raftkafka_raft_follower_lag{{voter={v}}}" for v in (1, 2, 3)]
 
         # Kill the active controller: another takes over, in a later epoch, and says so.
-        cluster.crash(active)
+        await cluster.crash(active)
         new_active = await cluster.wait_for(
             lambda: (a := cluster.active_controller()) not in (None, active) and a)
         survivors = [i for i in (1, 2, 3, 4) if i != active]

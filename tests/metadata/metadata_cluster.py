@@ -41,6 +41,7 @@ class MetadataCluster:
         self.fs = {i: MemFileSystem() for i in self.controller_ids + self.broker_ids}
         self.nodes: dict[int, ControllerNode] = {}
         self.scopes: dict[int, trio.CancelScope] = {}
+        self.stopped: dict[int, trio.Event] = {}
         self.env = RealEnv(seed=99)
 
     async def format(self):
@@ -63,10 +64,14 @@ class MetadataCluster:
         env.fs = self.fs[i]
         node = self.nodes[i] = ControllerNode(env, config, app=MetadataApp(env, config))
         scope = self.scopes[i] = trio.CancelScope()
+        stopped = self.stopped[i] = trio.Event()
 
         async def run(task_status=trio.TASK_STATUS_IGNORED):
-            with scope:
-                await node.run(task_status=task_status)
+            try:
+                with scope:
+                    await node.run(task_status=task_status)
+            finally:
+                stopped.set()
 
         await self.nursery.start(run)
 
@@ -75,9 +80,12 @@ class MetadataCluster:
         for i in sorted(self.fs):
             await self.start(i)
 
-    def crash(self, i):
-        """Stop node i at once; its disk keeps only what was fsynced."""
+    async def crash(self, i):
+        """Stop node i; its disk keeps only what was fsynced. The disk is cut once the node's tasks
+        have ended: a cancelled task already woken runs on to its next checkpoint (a process's last
+        writes end with it), and must not meet a disk that is already gone."""
         self.scopes.pop(i).cancel()
+        await self.stopped.pop(i).wait()
         self.fs[i].crash(self.env.rng)
 
     # ------------------------------------------------------------ observations

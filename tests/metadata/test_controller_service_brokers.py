@@ -45,7 +45,7 @@ async def test_dead_broker_is_fenced_and_its_partitions_move_within_the_isr(clus
     victim = 102
     led = [k for k, part in before.items() if part.leader == victim]
     assert led
-    cluster.crash(victim)
+    await cluster.crash(victim)
     await cluster.wait_for(lambda: image(cluster).brokers[victim].fenced, timeout=20)
     after = {(t.name, p): part for t, p, part in image(cluster).iter_partitions()}
     for key in led:
@@ -64,7 +64,7 @@ async def test_dead_broker_is_fenced_and_its_partitions_move_within_the_isr(clus
 
 async def test_restarted_broker_registers_anew_and_is_unfenced_once_caught_up(cluster):
     old_epoch = image(cluster).brokers[103].epoch
-    cluster.crash(103)
+    await cluster.crash(103)
     await cluster.start(103)
     lifecycle = cluster.nodes[103].app.broker.lifecycle
     await cluster.wait_for(lambda: lifecycle is not None and lifecycle.unfenced.is_set())
@@ -129,7 +129,7 @@ async def test_killing_the_active_controller_keeps_every_acknowledged_topic(clus
         inner.start_soon(creator)
         await cluster.wait_for(lambda: len(acked) >= 15)
         old = cluster.active_controller()
-        cluster.crash(old)
+        await cluster.crash(old)
     new = await cluster.wait_active()
     assert new != old and len(acked) >= 50
     final = cluster.committed_image(new)

@@ -139,7 +139,7 @@ async def test_restarted_broker_loads_a_snapshot_and_converges(cluster, nursery)
     await cluster.wait_for(lambda: follower.metadata_offset >= created, timeout=60.0)
     snapshot_id = cluster.nodes[101].driver.core.log.snapshot_id
     assert snapshot_id[0] > 0  # the broker snapshotted its own metadata
-    cluster.crash(101)
+    await cluster.crash(101)
     await cluster.start(101)
     follower = cluster.nodes[101].app.broker.follower
     assert follower.loaded_snapshot is not None and follower.loaded_snapshot[0] >= snapshot_id[0]
@@ -176,7 +176,7 @@ async def test_a_broker_whose_snapshot_is_damaged_fetches_the_metadata_again(nur
         names = fs.listdir(storage_dir)
         return any(n.endswith(".checkpoint") for n in names) and min(n for n in names if n.endswith(".log")) > "0" * 20
     await cluster.wait_for(trimmed)
-    cluster.crash(101)
+    await cluster.crash(101)
     newest = max(n for n in fs.listdir(storage_dir) if n.endswith(".checkpoint"))
     f = fs.open(f"{storage_dir}/{newest}")
     f.write_at(f.size() - 2, bytes([f.read(f.size() - 2, 1)[0] ^ 1]))
