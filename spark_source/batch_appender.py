@@ -21,23 +21,19 @@ producer does then: a lost answer may duplicate a batch.
 """
 from __future__ import annotations
 
-import struct
 from collections import deque
 
 import trio
-from crc32c import crc32c
 
 from raftkafka.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
-from wire.batch_header import HEADER_SIZE, MAGIC
-from wire.compression import Compression, compress
+from wire import records
+from wire.compression import Compression
 from wire.error_codes import ErrorCode
 from wire.protocol import InitProducerIdRequest, ProduceRequest
 
 __all__ = ["AmbiguousWriteError", "BatchAppender", "Section", "seal_batch"]
 
 Section = tuple[tuple[str, int], bytes, int]  # (topic partition, records section, record count)
-_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count
-_PREFIX = struct.Struct(">qiib")  # base offset, batch length, partition leader epoch, magic
 
 
 class AmbiguousWriteError(KafkaError):
@@ -174,10 +170,8 @@ def _retriable(error: KafkaError) -> bool:
 
 def seal_batch(section: bytes, count: int, *, timestamp_ms: int, producer_id: int = -1, producer_epoch: int = -1,
                base_sequence: int = -1, compression: Compression = Compression.NONE) -> bytes:
-    """A whole RecordBatch v2 (base offset 0, CreateTime, CRC-32C) around a records section
-    (`arrow_encode.encode_records`: timestamp deltas 0, offset deltas 0..count-1)."""
-    payload = compress(compression, section) if compression else section
-    after_crc = _AFTER_CRC.pack(int(compression), count - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
-                                base_sequence, count) + payload
-    prefix = _PREFIX.pack(0, HEADER_SIZE - 12 + len(payload), -1, MAGIC)
-    return b"".join((prefix, struct.pack(">I", crc32c(after_crc)), after_crc))
+    """A whole RecordBatch v2 (base offset 0, CreateTime) around a records section of the shape
+    `arrow_encode.encode_records` writes: every timestamp `timestamp_ms`, offset deltas 0..count-1."""
+    return records.seal_batch(section, count, last_offset_delta=count - 1, base_timestamp=timestamp_ms,
+                              max_timestamp=timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
+                              base_sequence=base_sequence, compression=compression)
