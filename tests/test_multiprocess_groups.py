@@ -135,13 +135,16 @@ def test_a_killed_consumer_s_partitions_move_to_the_others_and_nothing_is_skippe
     topic, group = "mp-kill-consumer", "mp-g1"
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     values = [f"v{i}" for i in range(1200)]
-    produce(cluster.bootstrap, topic, values, PARTITIONS)
     consumers = [ConsumerProcess(cluster.base, cluster.bootstrap, topic, group, f"c{i}") for i in range(3)]
     try:
         wait_until(lambda: sorted(len(c.assignment()) for c in consumers) == [2, 2, 2], 60, "a stable group")
+        # Records go in only once the group is stable (the first consumer up would otherwise read
+        # them all alone), and half after the kill, so the survivors must read the victim's partitions.
+        produce(cluster.bootstrap, topic, values[:600], PARTITIONS)
         victim, *survivors = consumers
         wait_until(lambda: len(victim.values()) >= 20, 30, "the victim to consume")
         victim.kill()  # SIGKILL: no LeaveGroup, the coordinator must notice the silence
+        produce(cluster.bootstrap, topic, values[600:], PARTITIONS)
         wait_until(lambda: sorted(p for c in survivors for p in c.assignment()) == list(range(PARTITIONS)),
                    60, "the survivors to take over")
         seen = lambda: set(victim.values()) | {v for c in survivors for v in c.values()}
