@@ -87,6 +87,8 @@ class RaftCore(Membership, Replication):
             Voter(v, directories.get(v) or "", *addresses.get(v, ("", 0))) for v in sorted(set(voters))
         )
         self.learned_endpoints: dict[int, tuple[str, int]] = {}  # leaders' endpoints from fetch answers
+        # The controller endpoint this node listens on, once bound (membership.endpoint_update).
+        self.own_endpoint: tuple[str, int] | None = None
         self.never_vote = observer  # a broker-only node: an observer whatever the voter set says
         self.cluster_id = cluster_id
         self.config = config
@@ -178,12 +180,13 @@ class RaftCore(Membership, Replication):
         voters: list[ReplicaStatus] = []
         observers: list[ReplicaStatus] = []
         if role is Role.LEADER:
+            directories = self.voter_directories_seen()
             voters = [
-                ReplicaStatus(v, st.progress[v].end_offset, st.progress[v].last_fetch)
+                ReplicaStatus(v, st.progress[v].end_offset, st.progress[v].last_fetch, directories[v])
                 for v in self.voters
             ]
             observers = [
-                ReplicaStatus(o, p.end_offset, p.last_fetch) for o, p in sorted(st.observers.items())
+                ReplicaStatus(o, p.end_offset, p.last_fetch, p.directory_id) for o, p in sorted(st.observers.items())
             ]
         return QuorumStatus(
             node_id=self.node_id,

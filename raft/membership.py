@@ -56,11 +56,32 @@ class Membership:
     def voter_directories(self) -> dict[int, str]:
         return {v.node_id: v.directory_id for v in self.voter_history.latest() if v.directory_id}
 
+    def voter_directories_seen(self) -> dict[int, str]:
+        """The leader's view of each voter's directory: as the set records it, else (a static
+        voter) as its fetches name it; "" when not known yet."""
+        recorded, st = self.voter_directories, self.quorum.role_state
+        return {v: self.directory_id if v == self.node_id else recorded.get(v) or st.directory_of(v)
+                for v in self.voters}
+
     @property
     def is_voter(self) -> bool:
         return not self.never_vote and any(
             v.key_matches(self.node_id, self.directory_id) for v in self.voter_history.latest()
         )
+
+    def endpoint_update(self) -> Voter | None:
+        """This voter as it listens now, when the latest voter set records another endpoint for
+        it: what it sends the leader as UpdateRaftVoter (Kafka's controllers do so after a
+        restart on a new listener). Only once the set is recorded in the log (kraft.version 1):
+        a static set lives in every node's controller.quorum.voters instead."""
+        if self.own_endpoint is None or not self.voter_history.dynamic or not self.is_voter:
+            return None
+        if self.quorum.role not in (Role.FOLLOWER, Role.LEADER):  # a leader to send it to
+            return None
+        me = next(v for v in self.voter_set if v.key_matches(self.node_id, self.directory_id))
+        if (me.host, me.port) == self.own_endpoint:
+            return None
+        return Voter(me.node_id, me.directory_id or self.directory_id, *self.own_endpoint)
 
     def peer_endpoints(self) -> dict[int, tuple[str, int]]:
         """Controller endpoints to reach peers on: leaders named in fetch answers, then the

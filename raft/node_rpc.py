@@ -36,6 +36,7 @@ log = logging.getLogger("raftkafka.raft.rpc")
 FORWARD_TIMEOUT = 10.0
 MAX_APPEND_PAYLOADS = 10_000
 VOTER_CHANGE_TIMEOUT = 5.0  # when the request names none (Kafka's AddRaftVoter carries TimeoutMs)
+UPDATE_VOTER_PERIOD = 1.0  # s between checks of this voter's recorded endpoint (and retries)
 
 
 def voter_change(request):
@@ -58,7 +59,7 @@ def describe_from_status(status, cluster_id: str, now: float) -> DescribeQuorumR
             age = 0  # the leader is always caught up with itself
         else:
             age = -1 if r.last_fetch_time is None else max(0, int((now - r.last_fetch_time) * 1000))
-        return ReplicaState(r.replica_id, r.log_end_offset, age)
+        return ReplicaState(r.replica_id, r.log_end_offset, age, r.directory_id)
 
     return DescribeQuorumResponse(
         cluster_id,
@@ -89,7 +90,21 @@ class QuorumService:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
-            await trio.sleep_forever()
+            await self._keep_own_endpoint_recorded()
+
+    async def _keep_own_endpoint_recorded(self) -> None:
+        """UpdateRaftVoter for this voter while the voter set records another controller endpoint
+        for it (RaftCore.endpoint_update decides): through the leader's core like an operator's."""
+        while True:
+            await self.env.sleep(UPDATE_VOTER_PERIOD)
+            voter = self.driver.core.endpoint_update()
+            if voter is None:
+                continue
+            request = codec.UpdateVoterRequest(self.cluster_id, self.driver.status().epoch, voter.node_id,
+                                               voter.directory_id, voter.host, voter.port)
+            reply = await self.handle(request)
+            log.info("node %d: asked the leader to record controller endpoint %s:%d for it: %s %s", self.node_id,
+                     voter.host, voter.port, ErrorCode.of(reply.error).name, getattr(reply, "message", ""))
 
     async def handle(self, request):
         status = self.driver.status()

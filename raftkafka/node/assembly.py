@@ -205,6 +205,9 @@ class ControllerNode:
                     raise ConfigError(
                         f"listeners: cannot listen on {listener.host}:{listener.port}: {getattr(e, 'strerror', e) or e}"
                     ) from None
+                if listener is not None:  # what a voter asks the voter set to record for it
+                    advertised = config.advertised(listener, self.bound_port)
+                    core.own_endpoint = (advertised.host, advertised.port)
                 log.info(
                     "node %d started: cluster %s, voters %s, log %s..%s, epoch %d",
                     config.node_id, meta.cluster_id, sorted(addresses),

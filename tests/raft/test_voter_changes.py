@@ -11,6 +11,7 @@ from raft.config import RaftConfig
 from raft.entry import Entry
 from raft.log import RaftLog
 from raft.messages import FetchRequest
+from raft.node_rpc import describe_from_status
 from raft.quorum_state import Role
 from raft.voter_set import Voter, VoterHistory, decode_voters, encode_voters, unwrap_snapshot, wrap_snapshot
 from tests.raft.cluster import Network, SimNode
@@ -272,3 +273,39 @@ def test_malformed_voters_records_are_ignored(payload):
     node.disk.entries = [Entry(0, 1, payload, control=True)]
     node.start(0.0, Network())
     assert node.core.voters == [1, 2, 3]
+
+
+def test_describe_quorum_names_each_replicas_directory():
+    q = Quorum([1, 2, 3], others=[4])
+    q.settle()
+    leader = q.leader().core
+    # Static voters' directories, learnt from their fetches; the observer's from its fetches. The
+    # controller port answers from status(), peers from describe_quorum(): the same.
+    for reply in (leader.describe_quorum(q.now), describe_from_status(leader.status(), leader.cluster_id, q.now)):
+        assert {r.replica_id: r.directory_id for r in reply.voters} == {n: directory(n) for n in (1, 2, 3)}
+        assert [(r.replica_id, r.directory_id) for r in reply.observers] == [(4, directory(4))]
+    q.add_committed(4)
+    reply = q.leader().core.describe_quorum(q.now)
+    assert {r.replica_id: r.directory_id for r in reply.voters} == {n: directory(n) for n in (1, 2, 3, 4)}
+    assert reply.observers == []
+
+
+def test_a_voter_on_a_new_endpoint_asks_to_have_it_recorded():
+    q = Quorum([1, 2, 3], others=[4])
+    q.settle()
+    follower = next(n.core for n in q.nodes.values() if n.core.role is Role.FOLLOWER)
+    follower.own_endpoint = ("127.0.0.1", 9999)
+    assert follower.endpoint_update() is None  # a static set: controller.quorum.voters names endpoints
+    q.add_committed(4)
+    node4 = q.nodes[4].core
+    assert node4.endpoint_update() is None  # its endpoint not known yet
+    node4.own_endpoint = ("127.0.0.1", 9004)
+    assert node4.endpoint_update() is None  # recorded as it listens
+    node4.own_endpoint = ("127.0.0.1", 9104)  # restarted on another port
+    voter = node4.endpoint_update()
+    assert voter == Voter(4, directory(4), "127.0.0.1", 9104)
+    change = q.call(q.leader(), "update_voter", voter)
+    assert change.error == ErrorCode.NONE
+    q.run_until(lambda: q.committed(change) and node4.endpoint_update() is None)
+    for node in q.nodes.values():
+        q.run_until(lambda: (9104, directory(4)) in [(v.port, v.directory_id) for v in node.core.voter_set])
