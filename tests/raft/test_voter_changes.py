@@ -309,3 +309,23 @@ def test_a_voter_on_a_new_endpoint_asks_to_have_it_recorded():
     q.run_until(lambda: q.committed(change) and node4.endpoint_update() is None)
     for node in q.nodes.values():
         q.run_until(lambda: (9104, directory(4)) in [(v.port, v.directory_id) for v in node.core.voter_set])
+
+
+def test_a_voter_holding_its_own_uncommitted_removal_still_elects():
+    """Only the removed voter holds its removal when the leader is lost for good (its disk
+    wiped): the two others need its vote, and it refuses their shorter logs. It campaigns in
+    the set it holds (Raft dissertation §4.1), is elected by the others without counting
+    itself, commits its removal and hands over."""
+    q = Quorum([1, 2, 3, 4])
+    leader = q.stable_leader()
+    gone, *others = [n for n in (1, 2, 3, 4) if n != leader.node_id]
+    q.down = set(others)
+    change = q.remove(gone)
+    assert change.error == ErrorCode.NONE
+    q.run_until(lambda: gone not in q.nodes[gone].core.voters)
+    q.down = {leader.node_id}  # never back with this disk
+    q.run_until(lambda: q.leader() is not None and q.leader().node_id in others
+                and q.leader().core.high_watermark > change.offset, limit=30.0)
+    assert q.leader().core.voters == sorted({1, 2, 3, 4} - {gone})
+    q.step(5.0)
+    assert not q.nodes[gone].core.is_voter and q.nodes[gone].core.role in (Role.UNATTACHED, Role.FOLLOWER)
