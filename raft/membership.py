@@ -71,16 +71,18 @@ class Membership:
 
     @property
     def may_campaign(self) -> bool:
-        """A voter of the latest set campaigns; so does one that set removes while the removal
-        is not known committed (its HW below it): until then the removed voter may be the only
-        one holding it, needed to elect the leader that commits it (Raft dissertation §4.1;
-        Kafka lets only voters of the latest set campaign, and stalls there). It counts votes
-        in the set it holds, without its own, and resigns once the removal commits."""
+        """A voter of the latest set campaigns; so does one that the latest change removed
+        while the change is not known committed (its HW not past it; after a restart the HW
+        starts low): until then the removed voter may be the only one holding it, needed to
+        elect the leader that commits it (Raft dissertation §4.1; Kafka lets only voters of the
+        latest set campaign, and stalls there). It counts votes in the set it holds, without
+        its own, and resigns once the removal commits."""
         if self.is_voter:
             return True
-        if self.never_vote or self.voter_history.last_change_offset() < self.high_watermark:
+        change = self.voter_history.last_change_offset()
+        if self.never_vote or change < self.high_watermark:
             return False
-        return any(v.key_matches(self.node_id, self.directory_id) for v in self.voter_history.at(self.high_watermark))
+        return any(v.key_matches(self.node_id, self.directory_id) for v in self.voter_history.at(change))
 
     def endpoint_update(self) -> Voter | None:
         """This voter as it listens now, when the latest voter set records another endpoint for
