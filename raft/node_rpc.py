@@ -36,7 +36,7 @@ log = logging.getLogger("raftkafka.raft.rpc")
 FORWARD_TIMEOUT = 10.0
 MAX_APPEND_PAYLOADS = 10_000
 VOTER_CHANGE_TIMEOUT = 5.0  # when the request names none (Kafka's AddRaftVoter carries TimeoutMs)
-UPDATE_VOTER_PERIOD = 1.0  # s between checks of this voter's recorded endpoint (and retries)
+UPDATE_VOTER_PERIOD = 1.0  # s between UpdateRaftVoter attempts while the set records another endpoint
 
 
 def voter_change(request):
