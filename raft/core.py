@@ -87,16 +87,18 @@ class RaftCore(Membership, Replication):
             Voter(v, directories.get(v) or "", *addresses.get(v, ("", 0))) for v in sorted(set(voters))
         )
         self.learned_endpoints: dict[int, tuple[str, int]] = {}  # leaders' endpoints from fetch answers
+        # The controller endpoint this node listens on, once bound (membership.endpoint_update).
+        self.own_endpoint: tuple[str, int] | None = None
         self.never_vote = observer  # a broker-only node: an observer whatever the voter set says
         self.cluster_id = cluster_id
         self.config = config
         self.log = log
         self.rng = rng
         self._load_voter_history()
-        self.quorum = QuorumState(node_id=node_id, observer=not self.is_voter)
         # The state machine starts from the snapshot: that much is known committed.
         self.high_watermark = log.snapshot_id[0]
         self._delivered = log.snapshot_id[0]
+        self.quorum = QuorumState(node_id=node_id, observer=not self.may_campaign)
         self._actions = Actions()
         self._restart(state, now)
 
@@ -178,12 +180,13 @@ class RaftCore(Membership, Replication):
         voters: list[ReplicaStatus] = []
         observers: list[ReplicaStatus] = []
         if role is Role.LEADER:
+            directories = self.voter_directories_seen()
             voters = [
-                ReplicaStatus(v, st.progress[v].end_offset, st.progress[v].last_fetch)
+                ReplicaStatus(v, st.progress[v].end_offset, st.progress[v].last_fetch, directories[v])
                 for v in self.voters
             ]
             observers = [
-                ReplicaStatus(o, p.end_offset, p.last_fetch) for o, p in sorted(st.observers.items())
+                ReplicaStatus(o, p.end_offset, p.last_fetch, p.directory_id) for o, p in sorted(st.observers.items())
             ]
         return QuorumStatus(
             node_id=self.node_id,
@@ -217,7 +220,7 @@ class RaftCore(Membership, Replication):
         if self.log.last_epoch > state.epoch:
             # quorum-state lagging the log (e.g. a lost write): trust the log's epoch.
             self._become_unattached(self.log.last_epoch, now)
-        elif state.leader_id == self.node_id and self.is_voter:
+        elif state.leader_id == self.node_id and self.may_campaign:
             # Ex-leaders never lead again in the same epoch: unflushed entries may be lost,
             # and (offset, epoch) must keep naming exactly one entry.
             self._become_resigned(now, [])
@@ -243,7 +246,7 @@ class RaftCore(Membership, Replication):
         retries = self._retries()
         timeout = random_election_timeout(self.config.election_timeout, self.rng)
         self._transition(
-            UnattachedState(self.is_voter, now + timeout, discover_at=now, retries=retries),
+            UnattachedState(self.may_campaign, now + timeout, discover_at=now, retries=retries),
             epoch=epoch,
             voted_id=voted_id,
         )
@@ -300,6 +303,7 @@ class RaftCore(Membership, Replication):
             config=self.config,
         )
         self._transition(st, epoch=self.quorum.epoch, leader_id=self.node_id)
+        self._note_leader_standing(st)
         # Raft §5.4.2: commit an entry of our own epoch before exposing older ones.
         record = LeaderChange(self.node_id, self.voters, granted)
         self._leader_append([Entry(0, 0, encode_leader_change(record), control=True)], now)
@@ -504,6 +508,7 @@ class RaftCore(Membership, Replication):
         self._actions.send.append((dst, msg))
 
     def _finish(self, now: float) -> Actions:
+        self._standing_changed(now)
         self._maybe_resign_removed_leader(now)
         if self.high_watermark > self._delivered:
             self._actions.committed.extend(self.log.entries_between(self._delivered, self.high_watermark))

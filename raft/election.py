@@ -21,11 +21,12 @@ __all__ = [
 
 
 class VoteTally:
-    """Granted/rejected votes of one (pre-)election; the local replica votes for itself."""
+    """Granted/rejected votes of one (pre-)election; the local replica votes for itself when it
+    is one of the voters (a voter removed by an uncommitted change campaigns without its own)."""
 
     def __init__(self, self_id: int, voters: Iterable[int]):
         self.voters = sorted(voters)
-        self.granted: set[int] = {self_id}
+        self.granted: set[int] = {self_id} & set(self.voters)
         self.rejected: set[int] = set()
 
     def record(self, voter: int, granted: bool) -> None:

@@ -56,11 +56,45 @@ class Membership:
     def voter_directories(self) -> dict[int, str]:
         return {v.node_id: v.directory_id for v in self.voter_history.latest() if v.directory_id}
 
+    def voter_directories_seen(self) -> dict[int, str]:
+        """The leader's view of each voter's directory: as the set records it, else (a static
+        voter) as its fetches name it; "" when not known yet."""
+        recorded, st = self.voter_directories, self.quorum.role_state
+        return {v: self.directory_id if v == self.node_id else recorded.get(v) or st.directory_of(v)
+                for v in self.voters}
+
     @property
     def is_voter(self) -> bool:
         return not self.never_vote and any(
             v.key_matches(self.node_id, self.directory_id) for v in self.voter_history.latest()
         )
+
+    @property
+    def may_campaign(self) -> bool:
+        """A voter of the latest set campaigns; so does one that the latest change removed
+        while the change is not known committed (its HW not past it; after a restart the HW
+        starts low): until then the removed voter may be the only one holding it, needed to
+        elect the leader that commits it (Raft dissertation §4.1; Kafka lets only voters of the
+        latest set campaign, and stalls there). It counts votes in the set it holds, without
+        its own, and resigns once the removal commits."""
+        if self.is_voter:
+            return True
+        change = self.voter_history.last_change_offset()
+        if self.never_vote or change < self.high_watermark:
+            return False
+        return any(v.key_matches(self.node_id, self.directory_id) for v in self.voter_history.at(change))
+
+    def endpoint_update(self) -> Voter | None:
+        """This voter as it listens now, when the latest voter set records another endpoint for
+        it: what it sends the leader as UpdateRaftVoter (Kafka's controllers do so after a
+        restart on a new listener). Only once the set is recorded in the log (kraft.version 1):
+        a static set lives in every node's controller.quorum.voters instead."""
+        if self.own_endpoint is None or not self.voter_history.dynamic or not self.is_voter:
+            return None
+        me = next(v for v in self.voter_set if v.key_matches(self.node_id, self.directory_id))
+        if (me.host, me.port) == self.own_endpoint:
+            return None
+        return Voter(me.node_id, me.directory_id or self.directory_id, *self.own_endpoint)
 
     def peer_endpoints(self) -> dict[int, tuple[str, int]]:
         """Controller endpoints to reach peers on: leaders named in fetch answers, then the
@@ -110,17 +144,26 @@ class Membership:
     def _membership_changed(self, now: float) -> None:
         """The latest set changed (appended, truncated or installed): roles follow it."""
         was_observer = self.quorum.observer
-        self.quorum.observer = not self.is_voter
+        self.quorum.observer = not self.may_campaign
         role = self.quorum.role
         if role is Role.LEADER:
             st: LeaderState = self.quorum.role_state
             st.set_voters(self.voters, now)
-            st.resign_after = None if self.node_id in self.voters else self.voter_history.last_change_offset()
+            self._note_leader_standing(st)
             self._advance_leader_hw(now)
         elif self.quorum.observer and role in (Role.PROSPECTIVE, Role.CANDIDATE):
             self._become_unattached(self.quorum.epoch, now)
         elif role is Role.UNATTACHED and was_observer != self.quorum.observer:
             self._become_unattached(self.quorum.epoch, now)  # re-armed as voter or observer
+
+    def _note_leader_standing(self, st: LeaderState) -> None:
+        """A leader outside its latest set leads only until that set's change commits."""
+        st.resign_after = None if self.node_id in self.voters else self.voter_history.last_change_offset()
+
+    def _standing_changed(self, now: float) -> None:
+        """The HW passed this node's own removal: it no longer campaigns."""
+        if self.quorum.observer == self.may_campaign:
+            self._membership_changed(now)
 
     def _maybe_resign_removed_leader(self, now: float) -> None:
         st = self.quorum.role_state

@@ -165,6 +165,7 @@ class ReplicaState:
     replica_id: int
     log_end_offset: int  # -1 when unknown
     last_fetch_age_ms: int  # ms since its last fetch reached the leader; -1 when never
+    directory_id: str = ""  # KIP-853: a voter's recorded directory, an observer's from its fetches
 
 
 @dataclass(slots=True)

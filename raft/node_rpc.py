@@ -36,6 +36,7 @@ log = logging.getLogger("raftkafka.raft.rpc")
 FORWARD_TIMEOUT = 10.0
 MAX_APPEND_PAYLOADS = 10_000
 VOTER_CHANGE_TIMEOUT = 5.0  # when the request names none (Kafka's AddRaftVoter carries TimeoutMs)
+UPDATE_VOTER_PERIOD = 1.0  # s between UpdateRaftVoter attempts while the set records another endpoint
 
 
 def voter_change(request):
@@ -58,7 +59,7 @@ def describe_from_status(status, cluster_id: str, now: float) -> DescribeQuorumR
             age = 0  # the leader is always caught up with itself
         else:
             age = -1 if r.last_fetch_time is None else max(0, int((now - r.last_fetch_time) * 1000))
-        return ReplicaState(r.replica_id, r.log_end_offset, age)
+        return ReplicaState(r.replica_id, r.log_end_offset, age, r.directory_id)
 
     return DescribeQuorumResponse(
         cluster_id,
@@ -84,12 +85,37 @@ class QuorumService:
         self.login = login  # SaslCredentials when the controller listener is SASL
         self._clients: dict[int, RpcClient] = {}
         self._nursery: trio.Nursery | None = None
+        self._updating_endpoint = False  # _record_own_endpoint is running
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
             await trio.sleep_forever()
+
+    def recheck_own_endpoint(self) -> None:
+        """The node's endpoint became known, or the voter set changed: if the set in our log
+        records another controller endpoint for this voter (RaftCore.endpoint_update), send
+        UpdateRaftVoter until it records this one. Nothing runs while they agree."""
+        if not self._updating_endpoint and self._nursery is not None \
+                and self.driver.core.endpoint_update() is not None:
+            self._updating_endpoint = True
+            self._nursery.start_soon(self._record_own_endpoint)
+
+    async def _record_own_endpoint(self) -> None:
+        """Through the leader's core like an operator's request; again every UPDATE_VOTER_PERIOD
+        while our log's set does not have it (no leader yet, the change not fetched yet)."""
+        try:
+            while (voter := self.driver.core.endpoint_update()) is not None:
+                request = codec.UpdateVoterRequest(self.cluster_id, self.driver.status().epoch, voter.node_id,
+                                                   voter.directory_id, voter.host, voter.port)
+                reply = await self.handle(request)
+                log.info("node %d: asked the leader to record controller endpoint %s:%d for it: %s %s",
+                         self.node_id, voter.host, voter.port, ErrorCode.of(reply.error).name,
+                         getattr(reply, "message", ""))
+                await self.env.sleep(UPDATE_VOTER_PERIOD)
+        finally:
+            self._updating_endpoint = False
 
     async def handle(self, request):
         status = self.driver.status()

@@ -303,14 +303,16 @@ class Replication:
             )
         st: LeaderState = self.quorum.role_state
 
-        def row(replica: int, progress) -> ReplicaState:
+        directories = self.voter_directories_seen()
+
+        def row(replica: int, progress, directory: str) -> ReplicaState:
             age = -1 if progress.last_fetch is None else int((now - progress.last_fetch) * 1000)
-            return ReplicaState(replica, progress.end_offset, age)
+            return ReplicaState(replica, progress.end_offset, age, directory)
 
         return DescribeQuorumResponse(
             self.cluster_id, ErrorCode.NONE, self.quorum.epoch, self.node_id, self.high_watermark,
-            [row(v, st.progress[v]) for v in self.voters],
-            [row(o, p) for o, p in sorted(st.observers.items())],
+            [row(v, st.progress[v], directories[v]) for v in self.voters],
+            [row(o, p, p.directory_id) for o, p in sorted(st.observers.items())],
         )
 
     def _on_describe_quorum(self, src: int, req: DescribeQuorumRequest, now: float) -> None:

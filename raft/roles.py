@@ -152,7 +152,7 @@ class FollowerState(RoleState):
 
     def tick(self, core: "RaftCore", now: float) -> None:
         if now >= self.fetch_deadline:
-            if core.is_voter:
+            if core.may_campaign:
                 core._become_prospective(now)
             else:
                 core._become_unattached(core.quorum.epoch, now)

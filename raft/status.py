@@ -25,6 +25,7 @@ class ReplicaStatus:
     replica_id: int
     log_end_offset: int  # -1 when unknown (only the leader knows the others')
     last_fetch_time: float | None  # monotonic seconds, as passed to the core
+    directory_id: str = ""  # KIP-853 (raft/membership.py voter_directories_seen); "" when unknown
 
 
 @dataclass(slots=True, frozen=True)

@@ -6,15 +6,19 @@ kafka-metadata-quorum's view. DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAI
 __cluster_metadata-0 exists (else the top-level UNKNOWN_TOPIC_OR_PARTITION, as Kafka's
 KafkaRaftClient); no reachable leader is NOT_LEADER_OR_FOLLOWER on the partition. Times are
 wall-clock ms: the leader reports each replica's last fetch as an age; a replica whose log
-end was at the leader's end at that fetch counts as caught up then. Replica directory ids
-(KIP-853) are not kept: they are the zero UUID.
+end was at the leader's end at that fetch counts as caught up then. Each replica's directory id
+(KIP-853, v2) is a voter's as the voter set records it and an observer's as its fetches name it
+(the zero UUID when unknown: a static voter that has not fetched yet).
 """
 from __future__ import annotations
+
+import uuid
 
 from broker.authorization import cluster_allowed
 from broker.controller_channel import ControllerUnavailableError
 from metadata.acls import AclOperation
 from wire.error_codes import ErrorCode
+from wire.kafka_uuid import is_valid_uuid, uuid_from_str
 from wire.protocol import DescribeQuorumResponse
 
 __all__ = ["handle", "error_response", "quorum_partition", "METADATA_TOPIC"]
@@ -57,7 +61,8 @@ def quorum_partition(reply, now_ms: int) -> DescribeQuorumResponse.PartitionData
             if r.replica_id == reply.leader_id:
                 fetched = now_ms  # the leader is always caught up with itself
             caught_up = fetched if 0 <= leader_end <= r.log_end_offset else -1
-            out.append(kind(replica_id=r.replica_id, log_end_offset=r.log_end_offset,
+            directory = uuid_from_str(r.directory_id) if is_valid_uuid(r.directory_id) else uuid.UUID(int=0)
+            out.append(kind(replica_id=r.replica_id, replica_directory_id=directory, log_end_offset=r.log_end_offset,
                             last_fetch_timestamp=fetched, last_caught_up_timestamp=caught_up))
         return out
 

@@ -14,7 +14,7 @@ directly: `--status` / `--replication` print the same (without the voters' endpo
 the controllers do not report), else the leader, its epoch, the high watermark and, for every
 voter and observer, its log end offset and lag (leader's end offset minus its own). With
 `--json`, one object:
-{"leader_id", "leader_epoch", "high_watermark", "voters": [{"id", "log_end_offset", "lag",
+{"leader_id", "leader_epoch", "high_watermark", "voters": [{"id", "directory_id", "log_end_offset", "lag",
 "last_fetch_age_ms"}], "observers": [...]}.
 """
 from __future__ import annotations
@@ -113,7 +113,7 @@ def summarize(reply: DescribeQuorumResponse) -> dict:
 
     def row(r) -> dict:
         lag = leader_end - r.log_end_offset if r.log_end_offset >= 0 and leader_end >= 0 else None
-        return {"id": r.replica_id, "log_end_offset": r.log_end_offset, "lag": lag,
+        return {"id": r.replica_id, "directory_id": r.directory_id, "log_end_offset": r.log_end_offset, "lag": lag,
                 "last_fetch_age_ms": r.last_fetch_age_ms}
 
     return {

@@ -1,8 +1,8 @@
 """`quorum --bootstrap-server H:P describe --status|--replication`: kafka-metadata-quorum's output
 from DescribeQuorum on the Kafka port (raftkafka.client.operations.describe_quorum).
 
-Directory ids (KIP-853) are not kept by this build: every replica shows the zero UUID's
-base64, as Kafka prints Uuid.ZERO_UUID ("AAAAAAAAAAAAAAAAAAAAAA").
+Each replica shows its directory id (KIP-853) as Kafka's base64; an unknown one is the zero
+UUID's ("AAAAAAAAAAAAAAAAAAAAAA"), as Kafka prints Uuid.ZERO_UUID.
 """
 from __future__ import annotations
 

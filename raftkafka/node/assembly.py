@@ -99,6 +99,7 @@ class ControllerNode:
         self.transport: Transport | None = None
         self.bound_port: int | None = None
         self.replaced_voter = False  # set by preflight (see replaced_voter)
+        self.service: QuorumService | None = None
         self.voter_directories: dict[int, str] = {}
 
     def preflight(self):
@@ -118,6 +119,8 @@ class ControllerNode:
         """The voter set in the log changed: peers, relays and controller clients follow it."""
         addresses.clear()
         addresses.update(endpoints)
+        if self.service is not None:
+            self.service.recheck_own_endpoint()
         if self.transport is not None:
             for node_id, (host, port) in sorted(endpoints.items()):
                 self.transport.set_peer(node_id, host, port)
@@ -168,8 +171,9 @@ class ControllerNode:
         login = controller_login(config)
         app = self.app
         # Opaque appends only where the log is not the cluster's metadata (Raft-only runs).
-        service = QuorumService(env, driver, cluster_id=meta.cluster_id, node_id=config.node_id, addresses=addresses,
-                                diagnostic_append=app is None, tls=controller_security.client_tls, login=login)
+        self.service = service = QuorumService(
+            env, driver, cluster_id=meta.cluster_id, node_id=config.node_id, addresses=addresses,
+            diagnostic_append=app is None, tls=controller_security.client_tls, login=login)
 
         async def client_handler(request, connection=None):
             reply = None if app is None else await app.handle(request, connection)
@@ -205,6 +209,10 @@ class ControllerNode:
                     raise ConfigError(
                         f"listeners: cannot listen on {listener.host}:{listener.port}: {getattr(e, 'strerror', e) or e}"
                     ) from None
+                if listener is not None:  # what a voter asks the voter set to record for it
+                    advertised = config.advertised(listener, self.bound_port)
+                    core.own_endpoint = (advertised.host, advertised.port)
+                    service.recheck_own_endpoint()
                 log.info(
                     "node %d started: cluster %s, voters %s, log %s..%s, epoch %d",
                     config.node_id, meta.cluster_id, sorted(addresses),

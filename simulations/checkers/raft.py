@@ -17,6 +17,9 @@ Modelled on Kafka's RaftEventSimulationTest (reference/simulation.md §3.5, §6.
   one any node may apply there; each node applies a gapless sequence; a
   snapshot's content matches the committed prefix it claims to cover.
 - OneVoterChangeAtATime: a leader never holds two uncommitted voter changes (KIP-853).
+- ElectedByMajority: every committed LeaderChange record names granting voters that are all
+  voters of the set the leader was elected in, and a majority of it (a candidate outside its
+  set, removed by an uncommitted change, does not count its own vote).
 - AckedAppendDurable: an acknowledged append sits at its offset in the committed
   log, and after the heal phase every node holds every acknowledged append.
 
@@ -30,6 +33,8 @@ from dataclasses import dataclass
 
 import msgpack
 
+from raft.commit import quorum_size
+from raft.entry import decode_leader_change
 from raft.quorum_state import Role
 from raft.voter_set import decode_voters
 from simulations.trace import Trace
@@ -113,6 +118,9 @@ class RaftChecker:
                 return
             self.committed[offset] = (epoch, payload, control)
             self.prefix.append(entry_digest(self.prefix[-1], offset, epoch, payload, control))
+            election = decode_leader_change(payload) if control else None
+            if election is not None:
+                self._check_election(offset, election)
             voters = decode_voters(payload) if control else None
             if voters is not None:
                 self.voter_changes.append((offset, [v.node_id for v in voters]))
@@ -122,6 +130,12 @@ class RaftChecker:
         elif first != (epoch, payload, control):
             self.violate("ConsistentCommittedData", f"node {node} applied a different entry at {offset} "
                          f"(epoch {epoch}, first committed in epoch {first[0]})")
+
+    def _check_election(self, offset: int, election) -> None:
+        voters, granted = set(election.voters), set(election.granting_voters)
+        if not granted <= voters or len(granted) < quorum_size(len(voters)):
+            self.violate("ElectedByMajority", f"the leader change committed at {offset}: leader "
+                         f"{election.leader_id} elected by {sorted(granted)} of voters {sorted(voters)}")
 
     # --------------------------------------------------------------- workload
     def on_ack(self, payload: bytes, offset: int) -> None:

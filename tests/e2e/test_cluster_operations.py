@@ -15,7 +15,9 @@ import sys
 
 import pytest
 
+from storage.java_properties import parse_properties
 from tests.e2e.procs import REPO, Processes, free_base_port, wait_until
+from wire.kafka_uuid import uuid_from_str
 
 pytestmark = pytest.mark.e2e
 
@@ -136,7 +138,9 @@ def test_describe_log_dirs_shows_sizes_per_broker(cluster):
 def test_describe_quorum_on_the_kafka_port(cluster):
     from kafka.admin import KafkaAdminClient
 
-    _, _, bootstrap, _ = cluster
+    _, _, bootstrap, data = cluster
+    directories = {n: parse_properties((data / f"node-{n}" / "meta.properties").read_text())["directory.id"]
+                   for n in (1, 2, 3)}
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         quorum = admin.describe_metadata_quorum()
@@ -145,7 +149,9 @@ def test_describe_quorum_on_the_kafka_port(cluster):
     (partition,) = quorum["topics"][0]["partitions"]
     assert quorum["topics"][0]["topic_name"] == "__cluster_metadata" and partition["error"] is None
     assert partition["leader_id"] in (1, 2, 3) and partition["high_watermark"] > 0
-    assert sorted(v["replica_id"] for v in partition["current_voters"]) == [1, 2, 3]
+    # Each voter's directory id (DescribeQuorum v2, KIP-853) is the one its meta.properties holds.
+    assert {v["replica_id"]: v["replica_directory_id"] for v in partition["current_voters"]} \
+        == {n: str(uuid_from_str(d)) for n, d in directories.items()}
     assert sorted(n["node_id"] for n in quorum["nodes"]) == [1, 2, 3]
 
     r = cli("quorum", "--bootstrap-server", bootstrap, "describe", "--status")
@@ -157,12 +163,13 @@ def test_describe_quorum_on_the_kafka_port(cluster):
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.splitlines()]
     assert rows[0][:3] == ["NodeId", "DirectoryId", "LogEndOffset"]
-    assert sorted(int(row[0]) for row in rows[1:] if row[-1] in ("Leader", "Follower")) == [1, 2, 3]
+    assert {int(row[0]): row[1] for row in rows[1:] if row[-1] in ("Leader", "Follower")} == directories
     controller = "127.0.0.1:%d" % (int(bootstrap.split(",")[0].rsplit(":", 1)[1]) + 1)
     r = cli("quorum", "--bootstrap-controller", controller, "describe", "--status")
     assert r.returncode == 0, r.stderr
     direct = dict(line.split(":", 1) for line in r.stdout.splitlines() if ":" in line)
     assert direct["ClusterId"] == status["ClusterId"] and int(direct["LeaderId"]) in (1, 2, 3)
+    assert {v["id"]: v["directoryId"] for v in json.loads(direct["CurrentVoters"])} == directories
 
 
 def test_unregister_a_broker_once_it_holds_no_replicas(cluster):

@@ -11,6 +11,7 @@ from raft.config import RaftConfig
 from raft.entry import Entry
 from raft.log import RaftLog
 from raft.messages import FetchRequest
+from raft.node_rpc import describe_from_status
 from raft.quorum_state import Role
 from raft.voter_set import Voter, VoterHistory, decode_voters, encode_voters, unwrap_snapshot, wrap_snapshot
 from tests.raft.cluster import Network, SimNode
@@ -272,3 +273,66 @@ def test_malformed_voters_records_are_ignored(payload):
     node.disk.entries = [Entry(0, 1, payload, control=True)]
     node.start(0.0, Network())
     assert node.core.voters == [1, 2, 3]
+
+
+def test_describe_quorum_names_each_replicas_directory():
+    q = Quorum([1, 2, 3], others=[4])
+    q.settle()
+    leader = q.leader().core
+    # Static voters' directories, learnt from their fetches; the observer's from its fetches. The
+    # controller port answers from status(), peers from describe_quorum(): the same.
+    for reply in (leader.describe_quorum(q.now), describe_from_status(leader.status(), leader.cluster_id, q.now)):
+        assert {r.replica_id: r.directory_id for r in reply.voters} == {n: directory(n) for n in (1, 2, 3)}
+        assert [(r.replica_id, r.directory_id) for r in reply.observers] == [(4, directory(4))]
+    q.add_committed(4)
+    reply = q.leader().core.describe_quorum(q.now)
+    assert {r.replica_id: r.directory_id for r in reply.voters} == {n: directory(n) for n in (1, 2, 3, 4)}
+    assert reply.observers == []
+
+
+def test_a_voter_on_a_new_endpoint_asks_to_have_it_recorded():
+    q = Quorum([1, 2, 3], others=[4])
+    q.settle()
+    follower = next(n.core for n in q.nodes.values() if n.core.role is Role.FOLLOWER)
+    follower.own_endpoint = ("127.0.0.1", 9999)
+    assert follower.endpoint_update() is None  # a static set: controller.quorum.voters names endpoints
+    q.add_committed(4)
+    node4 = q.nodes[4].core
+    assert node4.endpoint_update() is None  # its endpoint not known yet
+    node4.own_endpoint = ("127.0.0.1", 9004)
+    assert node4.endpoint_update() is None  # recorded as it listens
+    node4.own_endpoint = ("127.0.0.1", 9104)  # restarted on another port
+    voter = node4.endpoint_update()
+    assert voter == Voter(4, directory(4), "127.0.0.1", 9104)
+    change = q.call(q.leader(), "update_voter", voter)
+    assert change.error == ErrorCode.NONE
+    q.run_until(lambda: q.committed(change) and node4.endpoint_update() is None)
+    for node in q.nodes.values():
+        q.run_until(lambda: (9104, directory(4)) in [(v.port, v.directory_id) for v in node.core.voter_set])
+
+
+def test_a_voter_holding_its_own_uncommitted_removal_still_elects():
+    """Only the removed voter holds its removal when the leader is lost for good (its disk
+    wiped): the two others need its vote, and it refuses their shorter logs. It campaigns in
+    the set it holds (Raft dissertation §4.1), is elected by the others without counting
+    itself, commits its removal and hands over."""
+    q = Quorum([1, 2, 3], others=[4])
+    q.settle()
+    q.add_committed(4)  # not in the static set: only the log says it was a voter
+    leader = q.stable_leader()
+    gone = 4
+    others = [n for n in (1, 2, 3) if n != leader.node_id]
+    assert leader.node_id != gone
+    q.down = set(others)
+    change = q.remove(gone)
+    assert change.error == ErrorCode.NONE
+    q.run_until(lambda: gone not in q.nodes[gone].core.voters)
+    q.nodes[gone].crash()  # restarted, it knows less of what is committed (its HW starts low)
+    q.nodes[gone].start(q.now, q.net)
+    assert gone not in q.nodes[gone].core.voters and q.nodes[gone].core.high_watermark <= change.offset
+    q.down = {leader.node_id}  # never back with this disk
+    q.run_until(lambda: q.leader() is not None and q.leader().node_id in others
+                and q.leader().core.high_watermark > change.offset, limit=30.0)
+    assert q.leader().core.voters == sorted({1, 2, 3, 4} - {gone})
+    q.step(5.0)
+    assert not q.nodes[gone].core.is_voter and q.nodes[gone].core.role in (Role.UNATTACHED, Role.FOLLOWER)

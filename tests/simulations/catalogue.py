@@ -137,6 +137,7 @@ _TABLE = {
                                        CLUSTER_RUN),
     "log_cleaning_deletes_latest_snapshot": (RAFT, "raft.node_storage.NodeStorage.delete_before", CLUSTER_RUN),
     "voter_change_while_one_is_pending": (RAFT, "raft.membership.Membership._change_refused", MEMBERSHIP_RUN),
+    "removed_candidate_counts_its_own_vote": (RAFT, "raft.election.VoteTally.__init__", MEMBERSHIP_RUN),
     # partition log recovery
     "recovery_keeps_invalid_tail": (RECOVERY, "storage.log.batch_scan.scan_valid_batches (in segment recovery)",
                                     CLUSTER_RUN),
@@ -224,6 +225,7 @@ FIRST_SEEDS.update({
     "retention_ignores_high_watermark": None,
     "cleaner_drops_latest_record_of_key": 0,
     "voter_change_while_one_is_pending": 0,
+    "removed_candidate_counts_its_own_vote": 12,
     "reconnect_keeps_close_fence": 13,
     "data_dir_lock_not_exclusive": 12,
     "close_shrink_skips_controller": 0,

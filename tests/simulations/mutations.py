@@ -91,6 +91,17 @@ def voter_change_while_one_is_pending(monkeypatch) -> None:
     monkeypatch.setattr(raft.membership.Membership, "_change_refused", buggy)
 
 
+def removed_candidate_counts_its_own_vote(monkeypatch) -> None:
+    """A voter removed by an uncommitted change counts its own vote when it campaigns in the set that removes it."""
+    original = raft.election.VoteTally.__init__
+
+    def buggy(self, self_id, voters):
+        original(self, self_id, voters)
+        self.granted.add(self_id)
+
+    monkeypatch.setattr(raft.election.VoteTally, "__init__", buggy)
+
+
 MUTATIONS = {
     "log_append_not_fsynced": log_append_not_fsynced,
     "election_state_not_durable": election_state_not_durable,
@@ -98,5 +109,6 @@ MUTATIONS = {
     "high_watermark_from_leader_alone": high_watermark_from_leader_alone,
     "follower_skips_truncation": follower_skips_truncation,
     "voter_change_while_one_is_pending": voter_change_while_one_is_pending,
+    "removed_candidate_counts_its_own_vote": removed_candidate_counts_its_own_vote,
 }
 
