@@ -32,6 +32,7 @@ from broker.log_dir_failure_handler import HALT_GRACE_S, LogDirHalt, halt_on_log
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.quotas.enforcement import ClientQuotas
+from broker.quotas.sampled_stats import QuotaWindow
 from broker.partition import Partition, ReplicationSettings
 from broker.producer_state_hooks import ProducerStates
 from broker.replication_throttle import ReplicationThrottles
@@ -81,7 +82,10 @@ class Broker:
             env, list(config.data_dirs), default_config=log_config_for(EMPTY_IMAGE, "", self.static))
         self.metadata = MetadataCache(env, config.node_id, config.listener_name)
         self.acl_index = None  # broker.authorization's index of the image's ACLs, built on first use
-        self.client_quotas = ClientQuotas(env, lambda: self.metadata.image, self.metrics.registry)
+        # quota.window.num / quota.window.size.seconds (validated by the node at start-up)
+        quota_window = QuotaWindow(samples=max(self._static_int("quota.window.num", 11), 2),
+                                   window_ms=1000.0 * max(self._static_int("quota.window.size.seconds", 1), 1))
+        self.client_quotas = ClientQuotas(env, lambda: self.metadata.image, self.metrics.registry, quota_window)
         self.purgatory = FetchPurgatory(env)
         self.fetch_sessions = FetchSessionCache(  # KIP-227: incremental fetches
             env.rng, max_slots=self._static_int("max.incremental.fetch.session.cache.slots", 1000))

@@ -1,6 +1,6 @@
 """Client quotas measured: a throttled and an unthrottled librdkafka client on one broker.
 
-    python -m raftkafka.bench.quota [--seconds 30] [--quota-mb 5] [--record-size 10000]
+    python -m raftkafka.bench.quota [--seconds 30] [--quota-mb 5] [--record-size 10000] [--quota-window-num 11]
 
 Starts one combined node (a child process) and sets, with AlterClientQuotas,
 producer_byte_rate and consumer_byte_rate = `--quota-mb` MB/s (10^6 bytes) on the client-ids
@@ -8,8 +8,9 @@ producer_byte_rate and consumer_byte_rate = `--quota-mb` MB/s (10^6 bytes) on th
 
 1. the unthrottled client (another client-id) alone, for `--baseline` seconds: its rate
    (and again after step 2: the change is against the mean of both);
-2. both side by side on the same broker for 11 s (quota.window.num x 1 s: the burst Kafka's
-   windowed rate lets a new entity take before it is throttled) and then `--seconds` s,
+2. both side by side on the same broker for `--quota-window-num` s (quota.window.num x 1 s:
+   the burst Kafka's windowed rate lets a new entity take before it is throttled, which the node
+   measures with `quota.window.num` = `--quota-window-num`) and then `--seconds` s,
    measured over those last `--seconds` s only: the throttled client's rate against its quota
    (the deviation in %), the lowest and highest over every 30 s span of the window (1 s
    apart), and per 10 s of it, the throttles librdkafka reported
@@ -41,18 +42,18 @@ from raftkafka.client import Admin, NewTopic
 from storage.env import RealEnv
 
 HOST = "127.0.0.1"
-WARMUP_S = 11.0  # quota.window.num x quota.window.size.seconds
 SLICE_S = 10.0  # the throttled client's rate is also shown per slice of this length,
 SPAN_S = 30.0  # and as the range over every span of this length (1 s apart) in the window
 # the unthrottled producer's topic keeps only its latest bytes: the run writes gigabytes
 BOUNDED = {"retention.bytes": str(256 << 20), "segment.bytes": str(64 << 20), "retention.ms": "60000"}
 
 
-def start_node(folder: str) -> tuple[subprocess.Popen, int]:
+def start_node(folder: str, quota_window_num: int) -> tuple[subprocess.Popen, int]:
     client, controller = free_ports(2)
     layout = node_layout(1, 1, client, os.path.join(folder, "node-1"), {
         "listeners": f"PLAINTEXT://{HOST}:{client},CONTROLLER://{HOST}:{controller}",
-        "controller.quorum.voters": f"1@{HOST}:{controller}", "log.retention.check.interval.ms": "5000"})
+        "controller.quorum.voters": f"1@{HOST}:{controller}", "log.retention.check.interval.ms": "5000",
+        "quota.window.num": str(quota_window_num)})
     layout = replace(layout, controller_port=controller)
     prepare_node(layout, voters_of([layout]), random_cluster_id(RealEnv()))
     log_path = os.path.join(folder, "node.log")
@@ -179,9 +180,10 @@ def alone(run, seconds: float) -> float:
 
 def measure(kind: str, throttled_run, unthrottled_run, quota_mb: float, args) -> list[list]:
     before = alone(unthrottled_run, args.baseline)
+    warmup = float(args.quota_window_num)  # quota.window.num x quota.window.size.seconds (1 s)
     start = time.monotonic()
-    throttled, unthrottled = side_by_side([throttled_run, unthrottled_run], WARMUP_S + args.seconds)
-    window = (start + WARMUP_S, start + WARMUP_S + args.seconds)
+    throttled, unthrottled = side_by_side([throttled_run, unthrottled_run], warmup + args.seconds)
+    window = (start + warmup, start + warmup + args.seconds)
     rate = throttled.rate(*window)
     slices = [throttled.rate(t, t + SLICE_S) for t in _steps(window[0], window[1], SLICE_S)]
     spans = [throttled.rate(t, t + SPAN_S) for t in _steps(window[0], window[1] - SPAN_S + 1, 1.0)] or [rate]
@@ -197,13 +199,15 @@ def measure(kind: str, throttled_run, unthrottled_run, quota_mb: float, args) ->
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m raftkafka.bench.quota", description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=30.0, help="the measuring window, after the 11 s burst")
+    parser.add_argument("--seconds", type=float, default=30.0, help="the measuring window, after the first burst")
     parser.add_argument("--quota-mb", type=float, default=5.0, help="the quota, MB/s (10^6 bytes)")
     parser.add_argument("--record-size", type=int, default=10_000)
+    parser.add_argument("--quota-window-num", type=int, default=11,
+                        help="the node's quota.window.num (windows of 1 s the quotas are measured over)")
     parser.add_argument("--baseline", type=float, default=10.0, help="seconds the unthrottled client runs alone")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="quota-bench-") as folder:
-        node, port = start_node(folder)
+        node, port = start_node(folder, args.quota_window_num)
         try:
             bootstrap = f"{HOST}:{port}"
             trio.run(_setup, bootstrap, args.quota_mb * 1e6)
@@ -212,7 +216,7 @@ def main(argv=None) -> int:
                            (run_producer, (bootstrap, "quota-unthrottled", "unthrottled-producer",
                                            args.record_size)), args.quota_mb, args)
             # enough for the throttled consumer's burst and window, with room to spare
-            fill(bootstrap, "quota-read", int(args.quota_mb * 1e6 * (WARMUP_S + args.seconds) * 1.3),
+            fill(bootstrap, "quota-read", int(args.quota_mb * 1e6 * (args.quota_window_num + args.seconds) * 1.3),
                  args.record_size)
             rows += measure("consumer", (run_consumer, (bootstrap, "quota-read", "throttled-consumer")),
                             (run_consumer, (bootstrap, "quota-read", "unthrottled-consumer")), args.quota_mb, args)
@@ -220,8 +224,9 @@ def main(argv=None) -> int:
             node.kill()
             node.wait()
     print(format_table(["client", "MB/s over window", "vs quota", f"{SPAN_S:g} s spans vs quota", f"per {SLICE_S:g} s",
-                        "MB/s in first 11 s", "throttles reported", "unthrottled MB/s beside it", "unthrottled MB/s alone before / after", "change"], rows))
-    print(f"(window: {args.seconds:g} s after the first {WARMUP_S:g} s; {args.record_size} B records, one node)")
+                        "MB/s in first windows", "throttles reported", "unthrottled MB/s beside it", "unthrottled MB/s alone before / after", "change"], rows))
+    print(f"(window: {args.seconds:g} s after the first {args.quota_window_num} s; quota.window.num="
+          f"{args.quota_window_num}; {args.record_size} B records, one node)")
     return 0
 
 
