@@ -32,7 +32,7 @@ from broker.log_dir_failure_handler import HALT_GRACE_S, LogDirHalt, halt_on_log
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.quotas.enforcement import ClientQuotas
-from broker.quotas.sampled_stats import QuotaWindow
+from metrics.sampled_stats import QuotaWindow
 from broker.partition import Partition, ReplicationSettings
 from broker.producer_state_hooks import ProducerStates
 from broker.replication_throttle import ReplicationThrottles

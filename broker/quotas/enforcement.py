@@ -28,7 +28,7 @@ from typing import Callable, Mapping
 from broker.connection_context import current_security
 from broker.quotas.handling_time import parked_s
 from broker.quotas.quota_manager import QuotaManager
-from broker.quotas.sampled_stats import QuotaWindow
+from metrics.sampled_stats import QuotaWindow
 from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, Entity, Resolved
 from metrics.registry import MetricsRegistry
 from wire.protocol import ApiKey

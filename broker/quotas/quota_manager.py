@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Mapping, NamedTuple
 
-from broker.quotas.sampled_stats import QuotaWindow, SampledAvg, SampledRate
+from metrics.sampled_stats import QuotaWindow, SampledAvg, SampledRate
 from metadata.client_quotas import Entity, Resolved, resolve
 
 __all__ = ["QuotaManager", "EntityStats"]

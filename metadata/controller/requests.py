@@ -207,7 +207,7 @@ class ControllerRequests:
             quota = self._mutation_quota(image, req, now)
             records, results = create_topics(image, topics, rng=rng, validate_only=req.validate_only,
                                              static=svc.static, quota=quota)
-            return [records], (results, quota.throttle_ms)
+            return [records], (results, quota.finish())
 
         (results, throttle_ms), offset = await self._submit("CreateTopics", op, req)
         return rpc.CreateTopicsResponse(0, self._me(), offset, [
@@ -226,7 +226,7 @@ class ControllerRequests:
             quota = self._mutation_quota(image, req, now)
             records, results = delete_topics(image, names=req.names, topic_ids=req.topic_ids,
                                              static=static, quota=quota)
-            return [records], (results, quota.throttle_ms)
+            return [records], (results, quota.finish())
 
         (results, throttle_ms), offset = await self._submit("DeleteTopics", op, req)
         return rpc.DeleteTopicsResponse(0, self._me(), offset, [
@@ -239,7 +239,7 @@ class ControllerRequests:
         def op(image, next_offset, now):
             quota = self._mutation_quota(image, req, now)
             records, results = create_partitions(image, wanted, validate_only=req.validate_only, quota=quota)
-            return [records], (results, quota.throttle_ms)
+            return [records], (results, quota.finish())
 
         (results, throttle_ms), offset = await self._submit("CreatePartitions", op, req)
         return rpc.CreatePartitionsResponse(0, self._me(), offset, [

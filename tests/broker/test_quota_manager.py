@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.quotas.quota_manager import QuotaManager
-from broker.quotas.sampled_stats import QuotaWindow, SampledRate
+from metrics.sampled_stats import QuotaWindow, SampledRate
 from metadata.client_quotas import resolve
 from metadata.records import EntityPart as P
 

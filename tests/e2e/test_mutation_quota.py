@@ -11,6 +11,7 @@ Java AdminClient does, until the call's timeout.
 from __future__ import annotations
 
 import time
+import urllib.request
 
 import pytest
 import trio
@@ -20,6 +21,7 @@ from raftkafka.client import NewTopic as OurNewTopic
 from storage.env import RealEnv
 from tests.e2e.procs import HOST, free_base_port, write_single_node
 from tests.e2e.test_quotas import run_cli
+from tests.test_metrics import parse_exposition
 
 pytestmark = pytest.mark.e2e
 
@@ -31,9 +33,10 @@ def test_strict_versions_refuse_over_the_quota_and_older_ones_only_throttle(proc
     from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
     from kafka import KafkaAdminClient
 
-    base = free_base_port(2)
+    base = free_base_port(3)
     bootstrap = f"{HOST}:{base}"
-    processes.node(write_single_node(str(tmp_path / "data"), base)).wait_line(r"serving Kafka clients", 60)
+    config = write_single_node(str(tmp_path / "data"), base, ("metrics.port", base + 2))
+    processes.node(config).wait_line(r"serving Kafka clients", 60)
     for client, rate in (("strict-admin", RATE), ("librdkafka-admin", RATE), ("retrying-admin", 1)):
         run_cli(processes, "configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "clients",
                 "--entity-name", client, "--add-config", f"controller_mutation_rate={rate}")
@@ -90,3 +93,17 @@ def test_strict_versions_refuse_over_the_quota_and_older_ones_only_throttle(proc
     assert [e.code for e in timed_out.values()] == [THROTTLING_QUOTA_EXCEEDED], timed_out
     topics = admin.list_topics(timeout=10).topics
     assert {"f", "g", "h"} <= set(topics) and len(topics["f"].partitions) == 8
+
+    # the active controller's metrics per quota entity (here: client-ids)
+    with urllib.request.urlopen(f"http://{HOST}:{base + 2}/metrics", timeout=10) as answer:
+        families = parse_exposition(answer.read().decode())
+
+    def value(family: str, client: str) -> float:
+        [v] = [v for _, labels, v in families[f"raftkafka_controller_mutation_{family}"]["samples"]
+               if labels == {"user": "", "client_id": client}]
+        return v
+
+    assert value("quota", "strict-admin") == RATE and value("quota", "retrying-admin") == 1
+    assert value("rate", "strict-admin") > 0 and value("throttle_time_ms", "strict-admin") > 0
+    assert value("rate", "retrying-admin") > 0 and value("throttle_time_ms", "retrying-admin") > 0
+    assert value("tokens", "retrying-admin") < 10  # in debt, or refilling: a full bucket holds 10
