@@ -1,6 +1,7 @@
 """Client quotas measured: a throttled and an unthrottled librdkafka client on one broker.
 
     python -m raftkafka.bench.quota [--seconds 30] [--quota-mb 5] [--record-size 10000] [--quota-window-num 11]
+                                [--partition-fetch-kb 1024]
 
 Starts one combined node (a child process) and sets, with AlterClientQuotas,
 producer_byte_rate and consumer_byte_rate = `--quota-mb` MB/s (10^6 bytes) on the client-ids
@@ -18,8 +19,10 @@ producer_byte_rate and consumer_byte_rate = `--quota-mb` MB/s (10^6 bytes) on th
 
 Producer rates count acknowledged record values (the broker also counts batch and request
 headers against the quota: a few tens of bytes per 10 kB record); consumer rates count the
-record values received. The unthrottled consumer re-reads its topic from the start whenever
-it reaches the end. Prints one table.
+record values received. The consumers read a topic written in batches of at most
+`--partition-fetch-kb`, their max.partition.fetch.bytes (a fetch answers whole batches). The
+unthrottled consumer re-reads its topic from the start whenever it reaches the end. Prints
+one table.
 """
 from __future__ import annotations
 
@@ -119,12 +122,14 @@ def run_producer(bootstrap: str, topic: str, client_id: str, record_size: int, s
     producer.flush(10)
 
 
-def run_consumer(bootstrap: str, topic: str, client_id: str, stop: threading.Event, meter: Meter) -> None:
+def run_consumer(bootstrap: str, topic: str, client_id: str, partition_fetch_kb: int, stop: threading.Event,
+                 meter: Meter) -> None:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": client_id,
                          "enable.auto.commit": False, "enable.partition.eof": True,
-                         "fetch.max.bytes": 8 << 20, "throttle_cb": lambda e: meter.throttles.append(e.throttle_time)})
+                         "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": partition_fetch_kb << 10,
+                         "throttle_cb": lambda e: meter.throttles.append(e.throttle_time)})
     consumer.assign([TopicPartition(topic, 0, 0)])
     while not stop.is_set():
         for message in consumer.consume(500, 0.1):
@@ -151,10 +156,12 @@ def side_by_side(runs: list, seconds: float) -> list[Meter]:
     return meters
 
 
-def fill(bootstrap: str, topic: str, nbytes: int, record_size: int) -> None:
+def fill(bootstrap: str, topic: str, nbytes: int, record_size: int, batch_kb: int) -> None:
+    """Write the consumers' topic in batches of at most `batch_kb` (a fetch answers whole batches)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.kbytes": 65536})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.kbytes": 65536,
+                         "batch.size": batch_kb << 10})
     payload = b"r" * record_size
     for _ in range(nbytes // record_size):
         while True:
@@ -204,6 +211,9 @@ def main(argv=None) -> int:
     parser.add_argument("--record-size", type=int, default=10_000)
     parser.add_argument("--quota-window-num", type=int, default=11,
                         help="the node's quota.window.num (windows of 1 s the quotas are measured over)")
+    parser.add_argument("--partition-fetch-kb", type=int, default=1024,
+                        help="the consumers' max.partition.fetch.bytes in kB (librdkafka's default: 1024), and "
+                             "the batch.size their topic is written with (a fetch answers whole batches)")
     parser.add_argument("--baseline", type=float, default=10.0, help="seconds the unthrottled client runs alone")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="quota-bench-") as folder:
@@ -217,16 +227,18 @@ def main(argv=None) -> int:
                                            args.record_size)), args.quota_mb, args)
             # enough for the throttled consumer's burst and window, with room to spare
             fill(bootstrap, "quota-read", int(args.quota_mb * 1e6 * (args.quota_window_num + args.seconds) * 1.3),
-                 args.record_size)
-            rows += measure("consumer", (run_consumer, (bootstrap, "quota-read", "throttled-consumer")),
-                            (run_consumer, (bootstrap, "quota-read", "unthrottled-consumer")), args.quota_mb, args)
+                 args.record_size, args.partition_fetch_kb)
+            rows += measure("consumer", (run_consumer, (bootstrap, "quota-read", "throttled-consumer", args.partition_fetch_kb)),
+                            (run_consumer, (bootstrap, "quota-read", "unthrottled-consumer",
+                                            args.partition_fetch_kb)), args.quota_mb, args)
         finally:
             node.kill()
             node.wait()
     print(format_table(["client", "MB/s over window", "vs quota", f"{SPAN_S:g} s spans vs quota", f"per {SLICE_S:g} s",
                         "MB/s in first windows", "throttles reported", "unthrottled MB/s beside it", "unthrottled MB/s alone before / after", "change"], rows))
     print(f"(window: {args.seconds:g} s after the first {args.quota_window_num} s; quota.window.num="
-          f"{args.quota_window_num}; {args.record_size} B records, one node)")
+          f"{args.quota_window_num}; {args.record_size} B records; consumers' batches and fetches of at most "
+          f"{args.partition_fetch_kb} kB; one node)")
     return 0
 
 
