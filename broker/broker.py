@@ -82,10 +82,8 @@ class Broker:
             env, list(config.data_dirs), default_config=log_config_for(EMPTY_IMAGE, "", self.static))
         self.metadata = MetadataCache(env, config.node_id, config.listener_name)
         self.acl_index = None  # broker.authorization's index of the image's ACLs, built on first use
-        # quota.window.num / quota.window.size.seconds (validated by the node at start-up)
-        quota_window = QuotaWindow(samples=max(self._static_int("quota.window.num", 11), 2),
-                                   window_ms=1000.0 * max(self._static_int("quota.window.size.seconds", 1), 1))
-        self.client_quotas = ClientQuotas(env, lambda: self.metadata.image, self.metrics.registry, quota_window)
+        self.client_quotas = ClientQuotas(env, lambda: self.metadata.image, self.metrics.registry,
+                                          QuotaWindow.of_settings(self.static))
         self.purgatory = FetchPurgatory(env)
         self.fetch_sessions = FetchSessionCache(  # KIP-227: incremental fetches
             env.rng, max_slots=self._static_int("max.incremental.fetch.session.cache.slots", 1000))

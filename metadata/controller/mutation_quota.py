@@ -4,8 +4,8 @@ removed by DeleteTopics, counted against the quota of the client that asked (the
 client-id the forwarding broker carries in the request), with Kafka's precedence
 (metadata.client_quotas.resolve).
 
-Each entity has a token bucket holding `(samples - 1) * window` seconds' worth of the quota
-(10 s by default), refilled at the quota rate; a mutation takes one token per partition and
+Each entity has a token bucket holding `(quota.window.num - 1) * quota.window.size.seconds`
+seconds' worth of the quota (10 s by default), refilled at the quota rate; a mutation takes one token per partition and
 may take the bucket below zero. A request's `RequestQuota` records its topics one by one:
 
 - strict (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+): a topic whose turn
@@ -29,10 +29,9 @@ from metadata.client_quotas import CONTROLLER_MUTATION_RATE, Entity, resolve
 from metrics.sampled_stats import QuotaWindow, SampledAvg, SampledRate
 from wire.error_codes import ErrorCode
 
-__all__ = ["MutationRequester", "MutationQuotas", "MutationStats", "RequestQuota", "TokenBucket", "BURST_S",
+__all__ = ["MutationRequester", "MutationQuotas", "MutationStats", "RequestQuota", "TokenBucket",
            "THROTTLING_MESSAGE"]
 
-BURST_S = 10.0  # (quota.window.num - 1) x quota.window.size.seconds
 IDLE_EXPIRY_S = 3600.0  # an entity idle this long is forgotten (Kafka's inactive-sensor expiry)
 THROTTLING_MESSAGE = "The throttling quota has been exceeded."
 
@@ -47,9 +46,10 @@ class MutationRequester:
 
 class TokenBucket:
     """KIP-599's bucket; starts full. `take` may leave it below zero (the debt is the throttle)."""
-    __slots__ = ("tokens", "last_s")
+    __slots__ = ("burst_s", "tokens", "last_s")
 
-    def __init__(self):
+    def __init__(self, burst_s: float = QuotaWindow().burst_s):
+        self.burst_s = burst_s  # it holds this many seconds of the quota
         self.tokens: float | None = None  # full at the first use, whatever the quota then
         self.last_s = 0.0
 
@@ -60,13 +60,13 @@ class TokenBucket:
 
     def tokens_at(self, quota: float, now_s: float) -> float:
         """The tokens at `now_s`, without using the bucket (a metrics scrape)."""
-        burst = BURST_S * quota
+        burst = self.burst_s * quota
         if self.tokens is None:
             return burst
         return min(burst, self.tokens + quota * max(now_s - self.last_s, 0.0))
 
     def take(self, quota: float, permits: float, now_s: float) -> float:
-        self.tokens = min(BURST_S * quota, self.measure(quota, now_s) - permits)
+        self.tokens = min(self.burst_s * quota, self.measure(quota, now_s) - permits)
         return self.tokens
 
 
@@ -84,9 +84,8 @@ class MutationStats(NamedTuple):
 class _Entity:
     __slots__ = ("bucket", "rate", "throttle", "bound")
 
-    def __init__(self, bound: float):
-        window = QuotaWindow()  # Kafka's defaults: 11 windows of 1 s (BURST_S is theirs too)
-        self.bucket = TokenBucket()
+    def __init__(self, bound: float, window: QuotaWindow):
+        self.bucket = TokenBucket(window.burst_s)
         self.rate = SampledRate(window)
         self.throttle = SampledAvg(window)
         self.bound = bound
@@ -124,12 +123,13 @@ class RequestQuota:
     def _debt_ms(self, tokens: float) -> int:
         bound = self._entity.bound
         if bound <= 0:  # a zero quota: every mutation waits a whole burst
-            return int(BURST_S * 1000)
+            return int(self._entity.bucket.burst_s * 1000)
         return int(round(-tokens / bound * 1000.0))
 
 
 class MutationQuotas:
-    def __init__(self):
+    def __init__(self, window: QuotaWindow = QuotaWindow()):
+        self.window = window  # quota.window.num / quota.window.size.seconds
         self._entities: dict[tuple[str, str], _Entity] = {}
 
     def for_request(self, quotas: Mapping[Entity, Mapping[str, float]], who: MutationRequester | None,
@@ -141,7 +141,9 @@ class MutationQuotas:
             return RequestQuota(None, who.strict, now_s)
         for idle in [t for t, e in self._entities.items() if now_s - e.bucket.last_s >= IDLE_EXPIRY_S]:
             del self._entities[idle]
-        entity = self._entities.setdefault(resolved.tags, _Entity(resolved.bound))
+        entity = self._entities.get(resolved.tags)
+        if entity is None:
+            entity = self._entities[resolved.tags] = _Entity(resolved.bound, self.window)
         entity.bound = resolved.bound
         return RequestQuota(entity, who.strict, now_s)
 

@@ -29,6 +29,7 @@ from metadata.controller.dynamic_configs import (
 from metadata.controller.elect_leaders import ElectionType, elect_leaders
 from metadata.controller.gate import admit, check_forwarder
 from metadata.controller.mutation_quota import MutationQuotas, MutationRequester
+from metrics.sampled_stats import QuotaWindow
 from metadata.controller.producer_ids import allocate_producer_ids
 from metadata.controller.reassignment import (
     alter_partition_reassignments, list_partition_reassignments,
@@ -61,7 +62,8 @@ class ControllerRequests:
         self.service = service
         self.cluster_id = cluster_id
         self.rng = rng
-        self.mutation_quotas = MutationQuotas()  # this controller's only (as Kafka's): not replicated
+        # this controller's only (as Kafka's): not replicated
+        self.mutation_quotas = MutationQuotas(QuotaWindow.of_settings(service.static))
         self._handlers = {
             rpc.BrokerRegistrationRequest: self._register,
             rpc.BrokerHeartbeatRequest: self._heartbeat,

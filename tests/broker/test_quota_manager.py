@@ -47,6 +47,12 @@ def test_rate_is_measured_over_at_least_samples_minus_one_windows():
     assert rate.measure(30_500) == pytest.approx(11_000 / 10.5)  # the current window is half old
 
 
+def test_the_window_comes_from_the_node_settings():
+    assert QuotaWindow.of_settings({}) == QuotaWindow(samples=11, window_ms=1000)
+    window = QuotaWindow.of_settings({"quota.window.num": "3", "quota.window.size.seconds": "2"})
+    assert (window, window.burst_s) == (QuotaWindow(samples=3, window_ms=2000), 4.0)
+
+
 def test_windows_older_than_the_whole_span_are_forgotten():
     rate = SampledRate(QuotaWindow(samples=3, window_ms=1000))
     rate.record(9000, 0)
