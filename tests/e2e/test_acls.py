@@ -57,6 +57,19 @@ def _secured_node(processes, tmp_path, base: int):
     return admin, str(admin_config)
 
 
+def _secured_node_with_topics(processes, tmp_path, host: str, topics: dict[str, int]):
+    """A `_secured_node` with `topics` (name: partitions) created by its admin: the PLAINTEXT
+    and SSL bootstraps on `host`, the admin's properties and their file, the admin's AdminClient."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    base = free_base_port(2)
+    admin_conf, admin_config = _secured_node(processes, tmp_path, base)
+    admin = AdminClient({"bootstrap.servers": f"{host}:{base + 2}", **admin_conf})
+    for f in admin.create_topics([NewTopic(name, partitions) for name, partitions in topics.items()]).values():
+        f.result(30)
+    return f"{host}:{base}", f"{host}:{base + 2}", admin_conf, admin_config, admin
+
+
 def _produce(bootstrap: str, topic: str, conf: dict | None = None) -> list:
     from confluent_kafka import Producer
 
@@ -97,12 +110,8 @@ def test_deny_by_default_then_the_acls_cli_grants_producer_and_consumer(processe
     from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic
     from confluent_kafka.admin import ResourcePatternType, ResourceType
 
-    base = free_base_port(2)
-    bootstrap, ssl_bootstrap = f"localhost:{base}", f"localhost:{base + 2}"
-    admin_conf, admin_config = _secured_node(processes, tmp_path, base)
-    admin = AdminClient({"bootstrap.servers": ssl_bootstrap, **admin_conf})
-    for f in admin.create_topics([NewTopic("events", 1), NewTopic("secret", 1)]).values():
-        f.result(30)
+    bootstrap, ssl_bootstrap, admin_conf, admin_config, admin = _secured_node_with_topics(
+        processes, tmp_path, "localhost", {"events": 1, "secret": 1})
     assert _produce(ssl_bootstrap, "events", admin_conf) == [None] * 3
 
     # Deny by default: ANONYMOUS is no super user and has no ACL.
@@ -158,16 +167,12 @@ def test_deny_by_default_then_the_acls_cli_grants_producer_and_consumer(processe
 def test_describe_topics_reports_authorized_operations_to_real_admin_clients(processes, tmp_path):
     """Metadata v8+ (KIP-430) and v12 (lookups by topic id) through librdkafka and kafka-python."""
     from confluent_kafka import KafkaError, KafkaException, TopicCollection
-    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient
     from confluent_kafka.admin import ResourcePatternType, ResourceType
     from kafka import KafkaAdminClient
 
-    base = free_base_port(2)
-    bootstrap, ssl_bootstrap = f"127.0.0.1:{base}", f"127.0.0.1:{base + 2}"
-    admin_conf, _ = _secured_node(processes, tmp_path, base)
-    admin = AdminClient({"bootstrap.servers": ssl_bootstrap, **admin_conf})
-    for f in admin.create_topics([NewTopic("visible", 2), NewTopic("hidden", 1)]).values():
-        f.result(30)
+    bootstrap, _, _, _, admin = _secured_node_with_topics(processes, tmp_path, "127.0.0.1",
+                                                          {"visible": 2, "hidden": 1})
     for f in admin.create_acls([AclBinding(ResourceType.TOPIC, "visible", ResourcePatternType.LITERAL,
                                            "User:ANONYMOUS", "*", op, AclPermissionType.ALLOW)
                                 for op in (AclOperation.READ, AclOperation.ALTER_CONFIGS)]).values():
@@ -222,13 +227,8 @@ def test_admin_api_rows_refused_then_allowed_by_the_acl_each_names(processes, tm
         ConfigEntry, ConfigResource, NewPartitions, NewTopic, ResourcePatternType, ResourceType,
     )
 
-    base = free_base_port(2)
-    bootstrap, ssl_bootstrap = f"127.0.0.1:{base}", f"127.0.0.1:{base + 2}"
-    admin_conf, _ = _secured_node(processes, tmp_path, base)
-    admin = AdminClient({"bootstrap.servers": ssl_bootstrap, **admin_conf})
-    names = ("described", "altered", "grown", "trimmed", "deleted")
-    for f in admin.create_topics([NewTopic(n, 1) for n in names]).values():
-        f.result(30)
+    bootstrap, ssl_bootstrap, admin_conf, _, admin = _secured_node_with_topics(
+        processes, tmp_path, "127.0.0.1", dict.fromkeys(("described", "altered", "grown", "trimmed", "deleted"), 1))
     assert _produce(ssl_bootstrap, "trimmed", admin_conf) == [None] * 3
     anonymous = AdminClient({"bootstrap.servers": bootstrap})
     topic_denied, cluster_denied = KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED
@@ -302,16 +302,11 @@ def test_group_and_transaction_rows_refused_then_allowed_for_librdkafka(processe
     offsets and commit; GROUP Read for the offsets)."""
     from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import (
-        AclBinding, AclBindingFilter, AclOperation as Op, AclPermissionType, AdminClient, NewTopic,
-        ResourcePatternType, ResourceType,
+        AclBinding, AclBindingFilter, AclOperation as Op, AclPermissionType, ResourcePatternType, ResourceType,
     )
 
-    base = free_base_port(2)
-    bootstrap, ssl_bootstrap = f"127.0.0.1:{base}", f"127.0.0.1:{base + 2}"
-    admin_conf, _ = _secured_node(processes, tmp_path, base)
-    admin = AdminClient({"bootstrap.servers": ssl_bootstrap, **admin_conf})
-    for f in admin.create_topics([NewTopic("grouped", 1), NewTopic("ledger", 1)]).values():
-        f.result(30)
+    bootstrap, ssl_bootstrap, admin_conf, _, admin = _secured_node_with_topics(
+        processes, tmp_path, "127.0.0.1", {"grouped": 1, "ledger": 1})
     assert _produce(ssl_bootstrap, "grouped", admin_conf) == [None] * 3
 
     def grant(rtype, name, op) -> None:
