@@ -32,7 +32,6 @@ from broker.log_dir_failure_handler import HALT_GRACE_S, LogDirHalt, halt_on_log
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.quotas.enforcement import ClientQuotas
-from metrics.sampled_stats import QuotaWindow
 from broker.partition import Partition, ReplicationSettings
 from broker.producer_state_hooks import ProducerStates
 from broker.replication_throttle import ReplicationThrottles
@@ -45,6 +44,7 @@ from metadata.controller.dynamic_configs import effective_broker_value
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metrics.registry import MetricsRegistry
+from metrics.sampled_stats import QuotaWindow
 from storage.env import Env
 from storage.log import LogManager
 from storage.log.log_dir_failure import KafkaStorageError

@@ -26,9 +26,9 @@ from typing import Callable, Mapping
 
 from broker.connection_context import current_security
 from broker.quotas.quota_manager import QuotaManager
-from metrics.sampled_stats import QuotaWindow
 from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, Entity, Resolved
 from metrics.registry import MetricsRegistry
+from metrics.sampled_stats import QuotaWindow
 from wire.protocol import ApiKey
 
 __all__ = ["ClientQuotas", "quota_user"]

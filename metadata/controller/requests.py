@@ -29,7 +29,6 @@ from metadata.controller.dynamic_configs import (
 from metadata.controller.elect_leaders import ElectionType, elect_leaders
 from metadata.controller.gate import admit, check_forwarder
 from metadata.controller.mutation_quota import MutationQuotas, MutationRequester
-from metrics.sampled_stats import QuotaWindow
 from metadata.controller.producer_ids import allocate_producer_ids
 from metadata.controller.reassignment import (
     alter_partition_reassignments, list_partition_reassignments,
@@ -42,6 +41,7 @@ from metadata.controller.topics import (
 )
 from metadata.errors import ApiError
 from metadata.records import Endpoint
+from metrics.sampled_stats import QuotaWindow
 from wire.error_codes import ErrorCode
 
 __all__ = ["ControllerRequests"]
