@@ -19,7 +19,9 @@ producer_byte_rate and consumer_byte_rate = `--quota-mb` MB/s (10^6 bytes) on th
 
 Producer rates count acknowledged record values (the broker also counts batch and request
 headers against the quota: a few tens of bytes per 10 kB record); consumer rates count the
-record values received. The consumers read a topic written in batches of at most
+bytes librdkafka fetched (its `rxbytes` statistic: record batches with their framing), not
+what the application has taken from librdkafka's queue yet (with the unthrottled client
+beside it in one Python process, that lags behind). The consumers read a topic written in batches of at most
 `--partition-fetch-kb`, their max.partition.fetch.bytes (a fetch answers whole batches). The
 unthrottled consumer re-reads its topic from the start whenever it reaches the end. Prints
 one table.
@@ -27,6 +29,7 @@ one table.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -89,9 +92,9 @@ class Meter:
         self.throttles: list[float] = []
         self.lock = threading.Lock()
 
-    def add(self, nbytes: int) -> None:
+    def add(self, nbytes: int, at: float | None = None) -> None:
         with self.lock:
-            self.events.append((time.monotonic(), nbytes))
+            self.events.append((time.monotonic() if at is None else at, nbytes))
 
     def rate(self, start: float, end: float) -> float:
         with self.lock:
@@ -126,17 +129,27 @@ def run_consumer(bootstrap: str, topic: str, client_id: str, partition_fetch_kb:
                  meter: Meter) -> None:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+    fetched = [0]
+
+    def on_stats(text: str) -> None:
+        """librdkafka's bytes fetched for the partition (`rxbytes`), at the time it counted them
+        (`ts`: the monotonic clock in microseconds, as time.monotonic)."""
+        stats = json.loads(text)
+        partition = stats["topics"].get(topic, {}).get("partitions", {}).get("0")
+        if partition is not None and partition["rxbytes"] > fetched[0]:
+            meter.add(partition["rxbytes"] - fetched[0], at=stats["ts"] / 1e6)
+            fetched[0] = partition["rxbytes"]
+
     consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": client_id,
                          "enable.auto.commit": False, "enable.partition.eof": True,
                          "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": partition_fetch_kb << 10,
+                         "statistics.interval.ms": 250, "stats_cb": on_stats,
                          "throttle_cb": lambda e: meter.throttles.append(e.throttle_time)})
     consumer.assign([TopicPartition(topic, 0, 0)])
     while not stop.is_set():
         for message in consumer.consume(500, 0.1):
             error = message.error()
-            if error is None:
-                meter.add(len(message.value()))
-            elif error.code() == KafkaError._PARTITION_EOF:
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
                 consumer.seek(TopicPartition(topic, 0, 0))
     consumer.close()
 
