@@ -21,10 +21,10 @@ Producer rates count acknowledged record values (the broker also counts batch an
 headers against the quota: a few tens of bytes per 10 kB record); consumer rates count the
 bytes librdkafka fetched (its `rxbytes` statistic: record batches with their framing), not
 what the application has taken from librdkafka's queue yet (with the unthrottled client
-beside it in one Python process, that lags behind). The consumers read a topic written in batches of at most
-`--partition-fetch-kb`, their max.partition.fetch.bytes (a fetch answers whole batches). The
-unthrottled consumer re-reads its topic from the start whenever it reaches the end. Prints
-one table.
+beside it in one Python process, that lags behind). The consumers read a topic written in
+batches of at most `--partition-fetch-kb`, their max.partition.fetch.bytes (a fetch answers
+whole batches). The unthrottled consumer re-reads its topic from the start whenever it
+reaches the end. Prints one table.
 """
 from __future__ import annotations
 
