@@ -44,6 +44,7 @@ from metadata.controller.dynamic_configs import effective_broker_value
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metrics.registry import MetricsRegistry
+from metrics.sampled_stats import QuotaWindow
 from storage.env import Env
 from storage.log import LogManager
 from storage.log.log_dir_failure import KafkaStorageError
@@ -81,7 +82,8 @@ class Broker:
             env, list(config.data_dirs), default_config=log_config_for(EMPTY_IMAGE, "", self.static))
         self.metadata = MetadataCache(env, config.node_id, config.listener_name)
         self.acl_index = None  # broker.authorization's index of the image's ACLs, built on first use
-        self.client_quotas = ClientQuotas(env, lambda: self.metadata.image, self.metrics.registry)
+        self.client_quotas = ClientQuotas(env, lambda: self.metadata.image, self.metrics.registry,
+                                          QuotaWindow.of_settings(self.static))
         self.purgatory = FetchPurgatory(env)
         self.fetch_sessions = FetchSessionCache(  # KIP-227: incremental fetches
             env.rng, max_slots=self._static_int("max.incremental.fetch.session.cache.slots", 1000))

@@ -27,7 +27,6 @@ from typing import Callable, Iterable
 import trio
 from trio.lowlevel import Abort, checkpoint, current_task, reschedule, wait_task_rescheduled
 
-from broker.quotas.handling_time import add_parked
 from storage.deadline_reaper import DeadlineReaper
 from storage.env import Env
 
@@ -93,17 +92,11 @@ class Watch:
         self._task = current_task()
         if deadline != math.inf:
             if not purgatory._reaper.running:
-                parked_at = purgatory.env.now()
                 with purgatory.env.move_on_at(deadline):
                     await wait_task_rescheduled(self._abort)
-                add_parked(purgatory.env.now() - parked_at)
                 return self._due
             self._park = purgatory._reaper.add(deadline, self)
-        parked_at = purgatory.env.now()
-        try:
-            await wait_task_rescheduled(self._abort)  # _fire, the reaper, or a cancellation
-        finally:
-            add_parked(purgatory.env.now() - parked_at)  # waiting is not handling (request quotas)
+        await wait_task_rescheduled(self._abort)  # _fire, the reaper, or a cancellation
         return self._due
 
     def _live(self, park: int) -> bool:

@@ -45,7 +45,7 @@ from broker.broker_config import BrokerListener
 from broker.connection_context import current_security, set_current_security
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import fallback_response
-from broker.quotas.handling_time import start_request
+from broker.quotas.run_time import RunTime
 from broker.records_slice import RecordsSlice
 from broker.request_caps import MAX_DECODED_ITEMS, over_item_cap
 from broker.request_errors import CLOSE, CloseAfter, CloseConnection
@@ -208,19 +208,18 @@ class KafkaServer:
         if too_many is not None:
             log.info("refusing %s v%d: %s", ApiKey(header.api_key).name, header.api_version, too_many)
             return _error_answer(handler, self.broker, header, request, ErrorCode.INVALID_REQUEST)
-        start_request()
-        started = self.broker.env.now()
+        handling = RunTime(self.broker.env.now)
         try:
-            response = await handler.handle(self.broker, header, request)
+            response = await handling.run(handler.handle(self.broker, header, request))
             if response is None:
-                self._throttle(conn, header, request, None, len(frame), None, started)
+                self._throttle(conn, header, request, None, len(frame), None, handling.seconds)
                 return None
             if (conn is not None and header.api_key == ApiKey.FETCH and request.replica_id >= 0
                     and response.error_code == ErrorCode.NONE):
                 conn.replica = request.replica_id
                 self._fetch_connections[request.replica_id] = conn
             parts = encode_response_parts(header, response)
-            if self._throttle(conn, header, request, response, len(frame), parts, started):
+            if self._throttle(conn, header, request, response, len(frame), parts, handling.seconds):
                 parts = encode_response_parts(header, response)  # now with its throttle_time_ms
             return parts
         except CloseConnection as exc:
@@ -237,14 +236,13 @@ class KafkaServer:
             code = ErrorCode.UNKNOWN_SERVER_ERROR
         return _error_answer(handler, self.broker, header, request, code)
 
-    def _throttle(self, conn, header, request, response, request_bytes, parts, started) -> bool:
+    def _throttle(self, conn, header, request, response, request_bytes, parts, handled_s: float) -> bool:
         """Client quotas (broker.quotas): record the request; when its entity is over a quota,
         put the throttle time in the response and mute the connection for it (KIP-219).
         True when the response changed."""
         env = self.broker.env
         throttle_ms = self.broker.client_quotas.throttle_ms(
-            header, request, response, request_bytes, 0 if parts is None else sum(map(len, parts)),
-            env.now() - started)
+            header, request, response, request_bytes, 0 if parts is None else sum(map(len, parts)), handled_s)
         if throttle_ms <= 0:
             return False
         if conn is not None:

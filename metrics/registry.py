@@ -116,12 +116,21 @@ CATALOGUE: list[MetricDef] = [
     # client quotas (kafka.server:type=Produce/Fetch/Request/ControllerMutation, per user and client-id);
     # an empty user or client_id label: the rate is shared by all of them (the quota's precedence level)
     _g("raftkafka_client_quota_rate", "Measured rate per quota entity over the quota windows: bytes/s for "
-       "producer_byte_rate and consumer_byte_rate, percent of one thread for request_percentage, "
-       "partitions/s for controller_mutation_rate.", "quota", "user", "client_id"),
+       "producer_byte_rate and consumer_byte_rate, percent of one thread for request_percentage.",
+       "quota", "user", "client_id"),
     _g("raftkafka_client_quota_throttle_time_ms", "Average throttle time given to a quota entity's throttled "
        "requests over the quota windows.", "quota", "user", "client_id"),
     _g("raftkafka_client_quota_bound", "The quota that applies to a measured quota entity.",
        "quota", "user", "client_id"),
+    # controller_mutation_rate on the active controller (kafka.controller ControllerMutation group)
+    _g("raftkafka_controller_mutation_rate", "Partitions created or deleted per second per quota entity over "
+       "the quota windows (active controller).", "user", "client_id"),
+    _g("raftkafka_controller_mutation_tokens", "Partitions left in a quota entity's token bucket (negative: "
+       "its debt; active controller).", "user", "client_id"),
+    _g("raftkafka_controller_mutation_throttle_time_ms", "Average throttle time given to a quota entity's "
+       "throttled topic mutations over the quota windows (active controller).", "user", "client_id"),
+    _g("raftkafka_controller_mutation_quota", "The controller_mutation_rate quota that applies to a measured "
+       "quota entity (active controller).", "user", "client_id"),
 ]
 
 Number = Union[int, float]

@@ -9,28 +9,26 @@ the throttle time in ms: the larger of
   throttled Fetch is answered without its records, whose bytes are then not counted (Kafka
   answers it empty and "unrecords" it; here its partitions stay, with their watermarks, so a
   fetch session's view of them stays as the handler left it);
-- request_percentage: the time the request was handled, as a percentage of one second
-  (waiting parked in the fetch purgatory, for data or for acks, is not handling); not for
-  acks=0 produces, nor follower fetches, as Kafka;
+- request_percentage: the time the request's handler ran on the event loop, as a percentage
+  of one second (broker.quotas.run_time: waiting, for data, acks or anything else, is not
+  handling); not for acks=0 produces, nor follower fetches, as Kafka;
 - controller_mutation_rate: counted by the active controller (metadata.controller
   .mutation_quota), whose throttle the handler put in the CreateTopics / DeleteTopics /
   CreatePartitions response: it is taken from there, as Kafka's broker takes a forwarded
   response's.
 
 The server then puts the time in the response's throttle_time_ms and stops reading that
-connection for it. Time comes from the Env; broker.quotas.handling_time keeps the current
-request's waits in the purgatory.
+connection for it. Time comes from the Env.
 """
 from __future__ import annotations
 
 from typing import Callable, Mapping
 
 from broker.connection_context import current_security
-from broker.quotas.handling_time import parked_s
 from broker.quotas.quota_manager import QuotaManager
-from broker.quotas.sampled_stats import QuotaWindow
 from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, Entity, Resolved
 from metrics.registry import MetricsRegistry
+from metrics.sampled_stats import QuotaWindow
 from wire.protocol import ApiKey
 
 __all__ = ["ClientQuotas", "quota_user"]
@@ -93,7 +91,7 @@ class ClientQuotas:
         elif api in _MUTATIONS and response is not None:
             throttle = response.throttle_time_ms  # the controller's (controller_mutation_rate)
         if not (api == ApiKey.PRODUCE and request.acks == 0):
-            handled_percent = max(handled_s - parked_s(), 0.0) * 100.0
+            handled_percent = handled_s * 100.0
             throttle = max(throttle, self.request.record(quotas, user, client_id, handled_percent, now_ms))
         return throttle
 

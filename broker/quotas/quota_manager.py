@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Mapping, NamedTuple
 
-from broker.quotas.sampled_stats import QuotaWindow, SampledAvg, SampledRate
 from metadata.client_quotas import Entity, Resolved, resolve
+from metrics.sampled_stats import QuotaWindow, SampledAvg, SampledRate
 
 __all__ = ["QuotaManager", "EntityStats"]
 

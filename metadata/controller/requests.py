@@ -41,6 +41,7 @@ from metadata.controller.topics import (
 )
 from metadata.errors import ApiError
 from metadata.records import Endpoint
+from metrics.sampled_stats import QuotaWindow
 from wire.error_codes import ErrorCode
 
 __all__ = ["ControllerRequests"]
@@ -61,7 +62,8 @@ class ControllerRequests:
         self.service = service
         self.cluster_id = cluster_id
         self.rng = rng
-        self.mutation_quotas = MutationQuotas()  # this controller's only (as Kafka's): not replicated
+        # this controller's only (as Kafka's): not replicated
+        self.mutation_quotas = MutationQuotas(QuotaWindow.of_settings(service.static))
         self._handlers = {
             rpc.BrokerRegistrationRequest: self._register,
             rpc.BrokerHeartbeatRequest: self._heartbeat,
@@ -207,7 +209,7 @@ class ControllerRequests:
             quota = self._mutation_quota(image, req, now)
             records, results = create_topics(image, topics, rng=rng, validate_only=req.validate_only,
                                              static=svc.static, quota=quota)
-            return [records], (results, quota.throttle_ms)
+            return [records], (results, quota.finish())
 
         (results, throttle_ms), offset = await self._submit("CreateTopics", op, req)
         return rpc.CreateTopicsResponse(0, self._me(), offset, [
@@ -226,7 +228,7 @@ class ControllerRequests:
             quota = self._mutation_quota(image, req, now)
             records, results = delete_topics(image, names=req.names, topic_ids=req.topic_ids,
                                              static=static, quota=quota)
-            return [records], (results, quota.throttle_ms)
+            return [records], (results, quota.finish())
 
         (results, throttle_ms), offset = await self._submit("DeleteTopics", op, req)
         return rpc.DeleteTopicsResponse(0, self._me(), offset, [
@@ -239,7 +241,7 @@ class ControllerRequests:
         def op(image, next_offset, now):
             quota = self._mutation_quota(image, req, now)
             records, results = create_partitions(image, wanted, validate_only=req.validate_only, quota=quota)
-            return [records], (results, quota.throttle_ms)
+            return [records], (results, quota.finish())
 
         (results, throttle_ms), offset = await self._submit("CreatePartitions", op, req)
         return rpc.CreatePartitionsResponse(0, self._me(), offset, [

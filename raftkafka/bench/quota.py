@@ -1,6 +1,7 @@
 """Client quotas measured: a throttled and an unthrottled librdkafka client on one broker.
 
-    python -m raftkafka.bench.quota [--seconds 30] [--quota-mb 5] [--record-size 10000]
+    python -m raftkafka.bench.quota [--seconds 30] [--quota-mb 5] [--record-size 10000] [--quota-window-num 11]
+                                [--partition-fetch-kb 1024]
 
 Starts one combined node (a child process) and sets, with AlterClientQuotas,
 producer_byte_rate and consumer_byte_rate = `--quota-mb` MB/s (10^6 bytes) on the client-ids
@@ -8,8 +9,9 @@ producer_byte_rate and consumer_byte_rate = `--quota-mb` MB/s (10^6 bytes) on th
 
 1. the unthrottled client (another client-id) alone, for `--baseline` seconds: its rate
    (and again after step 2: the change is against the mean of both);
-2. both side by side on the same broker for 11 s (quota.window.num x 1 s: the burst Kafka's
-   windowed rate lets a new entity take before it is throttled) and then `--seconds` s,
+2. both side by side on the same broker for `--quota-window-num` s (quota.window.num x 1 s:
+   the burst Kafka's windowed rate lets a new entity take before it is throttled, which the node
+   measures with `quota.window.num` = `--quota-window-num`) and then `--seconds` s,
    measured over those last `--seconds` s only: the throttled client's rate against its quota
    (the deviation in %), the lowest and highest over every 30 s span of the window (1 s
    apart), and per 10 s of it, the throttles librdkafka reported
@@ -17,12 +19,17 @@ producer_byte_rate and consumer_byte_rate = `--quota-mb` MB/s (10^6 bytes) on th
 
 Producer rates count acknowledged record values (the broker also counts batch and request
 headers against the quota: a few tens of bytes per 10 kB record); consumer rates count the
-record values received. The unthrottled consumer re-reads its topic from the start whenever
-it reaches the end. Prints one table.
+bytes librdkafka fetched (its `rxbytes` statistic: record batches with their framing), not
+what the application has taken from librdkafka's queue yet (with the unthrottled client
+beside it in one Python process, that lags behind). The consumers read a topic written in
+batches of at most `--partition-fetch-kb`, their max.partition.fetch.bytes (a fetch answers
+whole batches). The unthrottled consumer re-reads its topic from the start whenever it
+reaches the end. Prints one table.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -41,18 +48,18 @@ from raftkafka.client import Admin, NewTopic
 from storage.env import RealEnv
 
 HOST = "127.0.0.1"
-WARMUP_S = 11.0  # quota.window.num x quota.window.size.seconds
 SLICE_S = 10.0  # the throttled client's rate is also shown per slice of this length,
 SPAN_S = 30.0  # and as the range over every span of this length (1 s apart) in the window
 # the unthrottled producer's topic keeps only its latest bytes: the run writes gigabytes
 BOUNDED = {"retention.bytes": str(256 << 20), "segment.bytes": str(64 << 20), "retention.ms": "60000"}
 
 
-def start_node(folder: str) -> tuple[subprocess.Popen, int]:
+def start_node(folder: str, quota_window_num: int) -> tuple[subprocess.Popen, int]:
     client, controller = free_ports(2)
     layout = node_layout(1, 1, client, os.path.join(folder, "node-1"), {
         "listeners": f"PLAINTEXT://{HOST}:{client},CONTROLLER://{HOST}:{controller}",
-        "controller.quorum.voters": f"1@{HOST}:{controller}", "log.retention.check.interval.ms": "5000"})
+        "controller.quorum.voters": f"1@{HOST}:{controller}", "log.retention.check.interval.ms": "5000",
+        "quota.window.num": str(quota_window_num)})
     layout = replace(layout, controller_port=controller)
     prepare_node(layout, voters_of([layout]), random_cluster_id(RealEnv()))
     log_path = os.path.join(folder, "node.log")
@@ -85,9 +92,9 @@ class Meter:
         self.throttles: list[float] = []
         self.lock = threading.Lock()
 
-    def add(self, nbytes: int) -> None:
+    def add(self, nbytes: int, at: float | None = None) -> None:
         with self.lock:
-            self.events.append((time.monotonic(), nbytes))
+            self.events.append((time.monotonic() if at is None else at, nbytes))
 
     def rate(self, start: float, end: float) -> float:
         with self.lock:
@@ -118,19 +125,31 @@ def run_producer(bootstrap: str, topic: str, client_id: str, record_size: int, s
     producer.flush(10)
 
 
-def run_consumer(bootstrap: str, topic: str, client_id: str, stop: threading.Event, meter: Meter) -> None:
+def run_consumer(bootstrap: str, topic: str, client_id: str, partition_fetch_kb: int, stop: threading.Event,
+                 meter: Meter) -> None:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    fetched = [0]
+
+    def on_stats(text: str) -> None:
+        """librdkafka's bytes fetched for the partition (`rxbytes`), at the time it counted them
+        (`ts`: the monotonic clock in microseconds, as time.monotonic)."""
+        stats = json.loads(text)
+        partition = stats["topics"].get(topic, {}).get("partitions", {}).get("0")
+        if partition is not None and partition["rxbytes"] > fetched[0]:
+            meter.add(partition["rxbytes"] - fetched[0], at=stats["ts"] / 1e6)
+            fetched[0] = partition["rxbytes"]
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": client_id,
                          "enable.auto.commit": False, "enable.partition.eof": True,
-                         "fetch.max.bytes": 8 << 20, "throttle_cb": lambda e: meter.throttles.append(e.throttle_time)})
+                         "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": partition_fetch_kb << 10,
+                         "statistics.interval.ms": 250, "stats_cb": on_stats,
+                         "throttle_cb": lambda e: meter.throttles.append(e.throttle_time)})
     consumer.assign([TopicPartition(topic, 0, 0)])
     while not stop.is_set():
         for message in consumer.consume(500, 0.1):
             error = message.error()
-            if error is None:
-                meter.add(len(message.value()))
-            elif error.code() == KafkaError._PARTITION_EOF:
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
                 consumer.seek(TopicPartition(topic, 0, 0))
     consumer.close()
 
@@ -150,10 +169,12 @@ def side_by_side(runs: list, seconds: float) -> list[Meter]:
     return meters
 
 
-def fill(bootstrap: str, topic: str, nbytes: int, record_size: int) -> None:
+def fill(bootstrap: str, topic: str, nbytes: int, record_size: int, batch_kb: int) -> None:
+    """Write the consumers' topic in batches of at most `batch_kb` (a fetch answers whole batches)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.kbytes": 65536})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.kbytes": 65536,
+                         "batch.size": batch_kb << 10})
     payload = b"r" * record_size
     for _ in range(nbytes // record_size):
         while True:
@@ -179,9 +200,10 @@ def alone(run, seconds: float) -> float:
 
 def measure(kind: str, throttled_run, unthrottled_run, quota_mb: float, args) -> list[list]:
     before = alone(unthrottled_run, args.baseline)
+    warmup = float(args.quota_window_num)  # quota.window.num x quota.window.size.seconds (1 s)
     start = time.monotonic()
-    throttled, unthrottled = side_by_side([throttled_run, unthrottled_run], WARMUP_S + args.seconds)
-    window = (start + WARMUP_S, start + WARMUP_S + args.seconds)
+    throttled, unthrottled = side_by_side([throttled_run, unthrottled_run], warmup + args.seconds)
+    window = (start + warmup, start + warmup + args.seconds)
     rate = throttled.rate(*window)
     slices = [throttled.rate(t, t + SLICE_S) for t in _steps(window[0], window[1], SLICE_S)]
     spans = [throttled.rate(t, t + SPAN_S) for t in _steps(window[0], window[1] - SPAN_S + 1, 1.0)] or [rate]
@@ -197,13 +219,18 @@ def measure(kind: str, throttled_run, unthrottled_run, quota_mb: float, args) ->
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m raftkafka.bench.quota", description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=30.0, help="the measuring window, after the 11 s burst")
+    parser.add_argument("--seconds", type=float, default=30.0, help="the measuring window, after the first burst")
     parser.add_argument("--quota-mb", type=float, default=5.0, help="the quota, MB/s (10^6 bytes)")
     parser.add_argument("--record-size", type=int, default=10_000)
+    parser.add_argument("--quota-window-num", type=int, default=11,
+                        help="the node's quota.window.num (windows of 1 s the quotas are measured over)")
+    parser.add_argument("--partition-fetch-kb", type=int, default=1024,
+                        help="the consumers' max.partition.fetch.bytes in kB (librdkafka's default: 1024), and "
+                             "the batch.size their topic is written with (a fetch answers whole batches)")
     parser.add_argument("--baseline", type=float, default=10.0, help="seconds the unthrottled client runs alone")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="quota-bench-") as folder:
-        node, port = start_node(folder)
+        node, port = start_node(folder, args.quota_window_num)
         try:
             bootstrap = f"{HOST}:{port}"
             trio.run(_setup, bootstrap, args.quota_mb * 1e6)
@@ -212,16 +239,19 @@ def main(argv=None) -> int:
                            (run_producer, (bootstrap, "quota-unthrottled", "unthrottled-producer",
                                            args.record_size)), args.quota_mb, args)
             # enough for the throttled consumer's burst and window, with room to spare
-            fill(bootstrap, "quota-read", int(args.quota_mb * 1e6 * (WARMUP_S + args.seconds) * 1.3),
-                 args.record_size)
-            rows += measure("consumer", (run_consumer, (bootstrap, "quota-read", "throttled-consumer")),
-                            (run_consumer, (bootstrap, "quota-read", "unthrottled-consumer")), args.quota_mb, args)
+            fill(bootstrap, "quota-read", int(args.quota_mb * 1e6 * (args.quota_window_num + args.seconds) * 1.3),
+                 args.record_size, args.partition_fetch_kb)
+            rows += measure("consumer", (run_consumer, (bootstrap, "quota-read", "throttled-consumer", args.partition_fetch_kb)),
+                            (run_consumer, (bootstrap, "quota-read", "unthrottled-consumer",
+                                            args.partition_fetch_kb)), args.quota_mb, args)
         finally:
             node.kill()
             node.wait()
     print(format_table(["client", "MB/s over window", "vs quota", f"{SPAN_S:g} s spans vs quota", f"per {SLICE_S:g} s",
-                        "MB/s in first 11 s", "throttles reported", "unthrottled MB/s beside it", "unthrottled MB/s alone before / after", "change"], rows))
-    print(f"(window: {args.seconds:g} s after the first {WARMUP_S:g} s; {args.record_size} B records, one node)")
+                        "MB/s in first windows", "throttles reported", "unthrottled MB/s beside it", "unthrottled MB/s alone before / after", "change"], rows))
+    print(f"(window: {args.seconds:g} s after the first {args.quota_window_num} s; quota.window.num="
+          f"{args.quota_window_num}; {args.record_size} B records; consumers' batches and fetches of at most "
+          f"{args.partition_fetch_kb} kB; one node)")
     return 0
 
 

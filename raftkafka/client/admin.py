@@ -8,7 +8,10 @@ Batch calls (`create_topics`, `delete_topics`, ...) return `{name: None or the
 KafkaError for that name}`; the single-item helpers raise instead. Topic
 changes go to the controller named in the metadata (any broker forwards them
 in KRaft mode, so any broker works when that one is unknown) and retry
-NOT_CONTROLLER after refreshing the metadata.
+NOT_CONTROLLER after refreshing the metadata. As the Java AdminClient (KIP-599), the names
+refused with THROTTLING_QUOTA_EXCEEDED (the controller_mutation_rate quota) are sent again
+after the response's throttle time until the call's `timeout_ms` has passed, unless
+`retry_on_quota_violation=False`; those still refused then keep that error.
 """
 from __future__ import annotations
 
@@ -123,8 +126,9 @@ class Admin:
 
     # ------------------------------------------------------------------ routing
 
-    async def _to_controller(self, build, results_of) -> dict[str, KafkaError | None]:
-        """Send to the controller, retrying names that got NOT_CONTROLLER or a retriable error."""
+    async def _to_controller(self, build, results_of) -> tuple[dict[str, KafkaError | None], float]:
+        """Send to the controller, retrying names that got NOT_CONTROLLER or a retriable error;
+        the results by name and the response's throttle time in seconds."""
         deadline = self.env.now() + self.cluster.request_timeout
         if self.cluster.last_refresh == float("-inf"):
             await self.cluster.refresh()
@@ -138,7 +142,7 @@ class Admin:
                 results = {name: (error_for(code, message, name) if code else None)
                            for name, code, message in results_of(response)}
                 if not any(e is not None and e.code == ErrorCode.NOT_CONTROLLER for e in results.values()):
-                    return results
+                    return results, (getattr(response, "throttle_time_ms", 0) or 0) / 1000
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
@@ -147,18 +151,41 @@ class Admin:
             await self.env.sleep(self.cluster.retry_backoff)
             await self.cluster.refresh()
 
+    async def _mutate(self, names: list[str], build, results_of, timeout_ms: int,
+                      retry_on_quota_violation: bool) -> dict[str, KafkaError | None]:
+        """A topic mutation (`build(names)` is its request for those names), sending the names
+        refused with THROTTLING_QUOTA_EXCEEDED again once the throttle time has passed, while
+        that is before `timeout_ms` from now (as the Java AdminClient's calls do)."""
+        deadline = self.env.now() + timeout_ms / 1000
+        results: dict[str, KafkaError | None] = {}
+        pending = list(names)
+        while True:
+            answered, throttle_s = await self._to_controller(lambda: build(pending), results_of)
+            results.update(answered)
+            pending = [name for name, error in answered.items()
+                       if error is not None and error.code == ErrorCode.THROTTLING_QUOTA_EXCEEDED]
+            if not pending or not retry_on_quota_violation or self.env.now() + throttle_s >= deadline:
+                return results
+            # the connection also holds back its next request for the throttle time (KIP-219)
+            await self.env.sleep(throttle_s)
+
     # ------------------------------------------------------------------ topics
 
     async def create_topics(self, topics: list[NewTopic], *, timeout_ms: int = 60_000,
-                            validate_only: bool = False) -> dict[str, KafkaError | None]:
-        def build():
+                            validate_only: bool = False,
+                            retry_on_quota_violation: bool = True) -> dict[str, KafkaError | None]:
+        by_name = {t.name: t for t in topics}
+
+        def build(names):
             return CreateTopicsRequest(timeout_ms=timeout_ms, validate_only=validate_only, topics=[
                 CreateTopicsRequest.CreatableTopic(
                     name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
                     assignments=[], configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
                                              for k, v in sorted(t.configs.items())])
-                for t in topics])
-        return await self._to_controller(build, lambda r: [(t.name, t.error_code, t.error_message) for t in r.topics])
+                for t in (by_name[n] for n in names)])
+        return await self._mutate(list(by_name), build,
+                                  lambda r: [(t.name, t.error_code, t.error_message) for t in r.topics],
+                                  timeout_ms, retry_on_quota_violation)
 
     async def create_topic(self, name: str, partitions: int = 1, replication_factor: int = -1,
                            configs: dict[str, str] | None = None) -> None:
@@ -166,18 +193,22 @@ class Admin:
         if error is not None:
             raise error
 
-    async def delete_topics(self, names: list[str], *, timeout_ms: int = 60_000) -> dict[str, KafkaError | None]:
-        return await self._to_controller(
-            lambda: DeleteTopicsRequest(topic_names=list(names), timeout_ms=timeout_ms),
-            lambda r: [(t.name, t.error_code, None) for t in r.responses])
+    async def delete_topics(self, names: list[str], *, timeout_ms: int = 60_000,
+                            retry_on_quota_violation: bool = True) -> dict[str, KafkaError | None]:
+        return await self._mutate(
+            list(dict.fromkeys(names)), lambda pending: DeleteTopicsRequest(topic_names=pending, timeout_ms=timeout_ms),
+            lambda r: [(t.name, t.error_code, None) for t in r.responses], timeout_ms, retry_on_quota_violation)
 
     async def create_partitions(self, new_totals: dict[str, int], *, timeout_ms: int = 60_000,
-                                validate_only: bool = False) -> dict[str, KafkaError | None]:
-        return await self._to_controller(
-            lambda: CreatePartitionsRequest(timeout_ms=timeout_ms, validate_only=validate_only, topics=[
-                CreatePartitionsRequest.CreatePartitionsTopic(name=n, count=c, assignments=None)
-                for n, c in sorted(new_totals.items())]),
-            lambda r: [(t.name, t.error_code, t.error_message) for t in r.results])
+                                validate_only: bool = False,
+                                retry_on_quota_violation: bool = True) -> dict[str, KafkaError | None]:
+        return await self._mutate(
+            sorted(new_totals), lambda pending: CreatePartitionsRequest(
+                timeout_ms=timeout_ms, validate_only=validate_only, topics=[
+                    CreatePartitionsRequest.CreatePartitionsTopic(name=n, count=new_totals[n], assignments=None)
+                    for n in pending]),
+            lambda r: [(t.name, t.error_code, t.error_message) for t in r.results], timeout_ms,
+            retry_on_quota_violation)
 
     async def list_topics(self, *, include_internal: bool = False) -> dict[str, TopicInfo]:
         self.cluster.want_all_topics = True

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from metadata.controller.mutation_quota import MutationStats
 from metadata.image import MetadataImage
 from metrics.registry import MetricsRegistry
 from raft.quorum_state import Role
@@ -34,6 +35,7 @@ __all__ = [
     "register_raft_gauges",
     "register_controller_gauges",
     "register_node_gauges",
+    "register_mutation_quota_gauges",
     "register_broker_gauges",
     "register_group_lag",
     "RAFT_ROLES",
@@ -115,8 +117,30 @@ def register_node_gauges(registry: MetricsRegistry, node) -> None:
     register_raft_gauges(registry, lambda: node.driver.status())
     controller = getattr(node.app, "controller", None)
     if controller is not None:
-        register_controller_gauges(registry, lambda: bool(controller.service and controller.service.active),
-                                   lambda: controller.state_machine.image)
+        def is_active() -> bool:
+            return bool(controller.service and controller.service.active)
+
+        register_controller_gauges(registry, is_active, lambda: controller.state_machine.image)
+
+        def mutation_stats() -> list[MutationStats]:
+            if not is_active() or controller.requests is None:
+                return []
+            return controller.requests.mutation_quotas.stats(controller.env.now())
+
+        register_mutation_quota_gauges(registry, mutation_stats)
+
+
+_MUTATION_GAUGES = (("raftkafka_controller_mutation_rate", "rate"), ("raftkafka_controller_mutation_tokens", "tokens"),
+                    ("raftkafka_controller_mutation_throttle_time_ms", "throttle_ms"),
+                    ("raftkafka_controller_mutation_quota", "bound"))
+
+
+def register_mutation_quota_gauges(registry: MetricsRegistry, stats: Callable[[], list[MutationStats]]) -> None:
+    """controller_mutation_rate per quota entity (user, client_id labels; "" for a part shared at
+    its precedence level), from `stats()`: the active controller's MutationQuotas.stats."""
+    for name, field in _MUTATION_GAUGES:
+        registry.gauge(name).set_function(
+            lambda field=field: {(s.user, s.client_id): getattr(s, field) for s in stats()})
 
 
 # ---------------------------------------------------------------------------- broker

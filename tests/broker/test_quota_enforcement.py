@@ -54,6 +54,21 @@ async def test_an_entity_over_its_quota_is_throttled_and_its_connection_muted():
             nursery.cancel_scope.cancel()
 
 
+async def test_quota_window_num_bounds_the_burst_a_new_entity_may_send():
+    """quota.window.num=3: the rate of a new entity is measured over at least 2 windows, not 10,
+    so the same produce is measured 5 times higher and throttled for its excess over 2 s."""
+    async with running_cluster(static={"quota.window.num": "3"}) as c:
+        await c.controller.create_topics([CreatableTopic("t", 1, 1)])
+        await c.controller.alter_client_quotas([
+            QuotaAlteration((("client-id", "raw-client"),), (QuotaOp("producer_byte_rate", QUOTA),))])
+        await c.settle()
+        raw = await RawClient.connect(c.brokers[0].port)
+        await raw.send(B.produce("t", 0, BIG), 7)
+        _, produced = decode_response(await raw.read_frame(), ProduceResponse.API_KEY, 7)
+        # ~530 kB over 2 s against 50 kB/s: (265 - 50) / 50 x 2 s (with 11 windows: ~0.6 s)
+        assert 8_000 < produced.throttle_time_ms < 9_500, produced.throttle_time_ms
+
+
 async def test_alter_and_describe_client_quotas_over_the_wire():
     async with running_cluster() as c:
         raw = await RawClient.connect(c.brokers[0].port)

@@ -57,6 +57,19 @@ def _secured_node(processes, tmp_path, base: int):
     return admin, str(admin_config)
 
 
+def _secured_node_with_topics(processes, tmp_path, host: str, topics: dict[str, int]):
+    """A `_secured_node` with `topics` (name: partitions) created by its admin: the PLAINTEXT
+    and SSL bootstraps on `host`, the admin's properties and their file, the admin's AdminClient."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    base = free_base_port(2)
+    admin_conf, admin_config = _secured_node(processes, tmp_path, base)
+    admin = AdminClient({"bootstrap.servers": f"{host}:{base + 2}", **admin_conf})
+    for f in admin.create_topics([NewTopic(name, partitions) for name, partitions in topics.items()]).values():
+        f.result(30)
+    return f"{host}:{base}", f"{host}:{base + 2}", admin_conf, admin_config, admin
+
+
 def _produce(bootstrap: str, topic: str, conf: dict | None = None) -> list:
     from confluent_kafka import Producer
 
@@ -97,12 +110,8 @@ def test_deny_by_default_then_the_acls_cli_grants_producer_and_consumer(processe
     from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic
     from confluent_kafka.admin import ResourcePatternType, ResourceType
 
-    base = free_base_port(2)
-    bootstrap, ssl_bootstrap = f"localhost:{base}", f"localhost:{base + 2}"
-    admin_conf, admin_config = _secured_node(processes, tmp_path, base)
-    admin = AdminClient({"bootstrap.servers": ssl_bootstrap, **admin_conf})
-    for f in admin.create_topics([NewTopic("events", 1), NewTopic("secret", 1)]).values():
-        f.result(30)
+    bootstrap, ssl_bootstrap, admin_conf, admin_config, admin = _secured_node_with_topics(
+        processes, tmp_path, "localhost", {"events": 1, "secret": 1})
     assert _produce(ssl_bootstrap, "events", admin_conf) == [None] * 3
 
     # Deny by default: ANONYMOUS is no super user and has no ACL.
@@ -158,16 +167,12 @@ def test_deny_by_default_then_the_acls_cli_grants_producer_and_consumer(processe
 def test_describe_topics_reports_authorized_operations_to_real_admin_clients(processes, tmp_path):
     """Metadata v8+ (KIP-430) and v12 (lookups by topic id) through librdkafka and kafka-python."""
     from confluent_kafka import KafkaError, KafkaException, TopicCollection
-    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient
     from confluent_kafka.admin import ResourcePatternType, ResourceType
     from kafka import KafkaAdminClient
 
-    base = free_base_port(2)
-    bootstrap, ssl_bootstrap = f"127.0.0.1:{base}", f"127.0.0.1:{base + 2}"
-    admin_conf, _ = _secured_node(processes, tmp_path, base)
-    admin = AdminClient({"bootstrap.servers": ssl_bootstrap, **admin_conf})
-    for f in admin.create_topics([NewTopic("visible", 2), NewTopic("hidden", 1)]).values():
-        f.result(30)
+    bootstrap, _, _, _, admin = _secured_node_with_topics(processes, tmp_path, "127.0.0.1",
+                                                          {"visible": 2, "hidden": 1})
     for f in admin.create_acls([AclBinding(ResourceType.TOPIC, "visible", ResourcePatternType.LITERAL,
                                            "User:ANONYMOUS", "*", op, AclPermissionType.ALLOW)
                                 for op in (AclOperation.READ, AclOperation.ALTER_CONFIGS)]).values():
@@ -222,13 +227,8 @@ def test_admin_api_rows_refused_then_allowed_by_the_acl_each_names(processes, tm
         ConfigEntry, ConfigResource, NewPartitions, NewTopic, ResourcePatternType, ResourceType,
     )
 
-    base = free_base_port(2)
-    bootstrap, ssl_bootstrap = f"127.0.0.1:{base}", f"127.0.0.1:{base + 2}"
-    admin_conf, _ = _secured_node(processes, tmp_path, base)
-    admin = AdminClient({"bootstrap.servers": ssl_bootstrap, **admin_conf})
-    names = ("described", "altered", "grown", "trimmed", "deleted")
-    for f in admin.create_topics([NewTopic(n, 1) for n in names]).values():
-        f.result(30)
+    bootstrap, ssl_bootstrap, admin_conf, _, admin = _secured_node_with_topics(
+        processes, tmp_path, "127.0.0.1", dict.fromkeys(("described", "altered", "grown", "trimmed", "deleted"), 1))
     assert _produce(ssl_bootstrap, "trimmed", admin_conf) == [None] * 3
     anonymous = AdminClient({"bootstrap.servers": bootstrap})
     topic_denied, cluster_denied = KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED
@@ -291,3 +291,131 @@ def test_admin_api_rows_refused_then_allowed_by_the_acl_each_names(processes, tm
         assert outcome(call, api, {refused}) is None, api
     topics = set(admin.list_topics(timeout=10).topics)
     assert "made" in topics and "deleted" not in topics
+
+
+def test_group_and_transaction_rows_refused_then_allowed_for_librdkafka(processes, tmp_path):
+    """The group and transaction rows of docs/authorization.md's table through librdkafka as
+    User:ANONYMOUS, each refused with its error, then allowed by the ACL the row names: a
+    consumer group (FindCoordinator, OffsetFetch: GROUP Describe; JoinGroup and OffsetCommit:
+    GROUP Read), an idempotent producer (CLUSTER IdempotentWrite) and a transactional one
+    (TRANSACTIONAL_ID Describe to find its coordinator, Write to initialise, produce, send
+    offsets and commit; GROUP Read for the offsets)."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import (
+        AclBinding, AclBindingFilter, AclOperation as Op, AclPermissionType, ResourcePatternType, ResourceType,
+    )
+
+    bootstrap, ssl_bootstrap, admin_conf, _, admin = _secured_node_with_topics(
+        processes, tmp_path, "127.0.0.1", {"grouped": 1, "ledger": 1})
+    assert _produce(ssl_bootstrap, "grouped", admin_conf) == [None] * 3
+
+    def grant(rtype, name, op) -> None:
+        binding = AclBinding(rtype, name, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*", op,
+                             AclPermissionType.ALLOW)
+        for f in admin.create_acls([binding]).values():
+            f.result(30)
+        # the ACL reaches the broker's image (which DescribeAcls reads) a moment after CreateAcls answers
+        deadline = time.monotonic() + 15
+        while binding not in admin.describe_acls(AclBindingFilter(
+                rtype, name, ResourcePatternType.LITERAL, None, None, op, AclPermissionType.ANY)).result(10):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+    grant(ResourceType.TOPIC, "grouped", Op.READ)  # the topic is allowed: what is refused is the group
+    grouped = TopicPartition("grouped", 0)
+
+    def consumer() -> Consumer:
+        return Consumer({"bootstrap.servers": bootstrap, "group.id": "team", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+
+    def group_error(call) -> int | None:
+        try:
+            call()
+            return None
+        except KafkaException as e:
+            return e.args[0].code()
+
+    def joined(c: Consumer) -> tuple[list, list]:
+        c.subscribe(["grouped"])
+        got, errors = [], []
+        deadline = time.monotonic() + 15
+        while len(got) < 3 and not errors and time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is not None:
+                (errors if msg.error() else got).append(msg.error().code() if msg.error() else msg.value())
+        return got, errors
+
+    denied = KafkaError.GROUP_AUTHORIZATION_FAILED
+    c = consumer()
+    try:  # no ACL on the group: its coordinator is not even found (FindCoordinator: Describe)
+        assert joined(c) == ([], [denied])
+    finally:
+        c.close()
+    grant(ResourceType.GROUP, "team", Op.DESCRIBE)
+    c = consumer()
+    try:  # Describe: OffsetFetch answers, JoinGroup and OffsetCommit are refused (Read)
+        [fetched] = c.committed([grouped], timeout=10)
+        assert fetched.error is None and fetched.offset < 0  # nothing committed yet
+        c.assign([grouped])
+        assert group_error(lambda: c.commit(offsets=[TopicPartition("grouped", 0, 1)], asynchronous=False)) == denied
+        c.unassign()
+        assert joined(c) == ([], [denied])
+    finally:
+        c.close()
+    grant(ResourceType.GROUP, "team", Op.READ)
+    c = consumer()
+    try:  # Read: the group joins, consumes and commits
+        assert joined(c) == ([b"v0", b"v1", b"v2"], [])
+        c.commit(asynchronous=False)
+        assert [tp.offset for tp in c.committed([grouped], timeout=10)] == [3]
+    finally:
+        c.close()
+
+    # an idempotent producer needs CLUSTER IdempotentWrite (or Write on some topic) to get its id
+    def idempotent_codes() -> set:
+        """The error codes an idempotent producer meets (deliveries', error_cb's, a fatal error's)."""
+        errors = []
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "message.timeout.ms": 5000,
+                             "error_cb": errors.append})
+        try:
+            for i in range(3):
+                producer.produce("ledger", b"v%d" % i, on_delivery=lambda err, msg: errors.append(err))
+            producer.flush(10)
+        except SystemError as e:  # confluent-kafka raises the fatal error on a callback's return
+            errors.append(e.__cause__.args[0])
+        return {e and e.code() for e in errors}
+
+    grant(ResourceType.TOPIC, "ledger", Op.DESCRIBE)  # librdkafka asks for its id once it knows the topic
+    # no CLUSTER IdempotentWrite nor Write on any topic: InitProducerId is refused, a fatal error
+    assert KafkaError.CLUSTER_AUTHORIZATION_FAILED in idempotent_codes()
+    grant(ResourceType.BROKER, "kafka-cluster", Op.IDEMPOTENT_WRITE)  # (librdkafka's name for CLUSTER)
+    # its id granted, its records are refused by the topic's ACL
+    assert idempotent_codes() == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    grant(ResourceType.TOPIC, "ledger", Op.WRITE)
+    assert idempotent_codes() == {None}
+
+    def transaction(offsets_group: str) -> int | None:
+        """init, one record, offsets sent to the transaction for `offsets_group`, commit: the
+        first error's code (None: committed)."""
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "payments",
+                             "transaction.timeout.ms": 10_000})
+        try:
+            producer.init_transactions(10)
+            producer.begin_transaction()
+            producer.produce("ledger", b"paid")
+            reader = Consumer({"bootstrap.servers": bootstrap, "group.id": offsets_group})
+            group = reader.consumer_group_metadata()
+            reader.close()
+            producer.send_offsets_to_transaction([TopicPartition("grouped", 0, 3)], group, 10)
+            producer.commit_transaction(10)
+            return None
+        except KafkaException as e:
+            return e.args[0].code()
+
+    refused = KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert transaction("team") == refused  # FindCoordinator (Describe)
+    grant(ResourceType.TRANSACTIONAL_ID, "payments", Op.DESCRIBE)
+    assert transaction("team") == refused  # InitProducerId (Write)
+    grant(ResourceType.TRANSACTIONAL_ID, "payments", Op.WRITE)
+    assert transaction("auditors") == denied  # AddOffsetsToTxn: GROUP Read on the offsets' group
+    assert transaction("team") is None

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from metadata.client_quotas import CONTROLLER_MUTATION_RATE, USER
 from metadata.controller.mutation_quota import MutationQuotas, MutationRequester, TokenBucket
 from metadata.controller.topics import CreatableTopic, NewPartitions, create_partitions, create_topics, delete_topics
 from metadata.records import EntityPart
+from metrics.sampled_stats import QuotaWindow
 from tests.metadata.helpers import apply, cluster
 from wire.error_codes import ErrorCode
 
@@ -38,6 +41,29 @@ def test_strict_refuses_while_in_debt_and_permissive_records_and_throttles():
     assert bob.admit(20) is None and bob.throttle_ms == 0  # another user, another bucket
     unlimited = quotas.for_request({}, MutationRequester("alice", "admin", strict=True), 2.5)
     assert unlimited.admit(10_000) is None
+
+
+def test_the_bucket_holds_quota_window_num_minus_one_windows_of_the_quota():
+    quotas = MutationQuotas(QuotaWindow.of_settings({"quota.window.num": "3", "quota.window.size.seconds": "2"}))
+    first = quotas.for_request(QUOTAS, MutationRequester("alice", "admin", strict=True), 0.0)
+    assert first.admit(9) is None  # a bucket of 2 windows of 2 s at 2/s: 8, so 1 into debt
+    assert first.admit(1) == ErrorCode.THROTTLING_QUOTA_EXCEEDED and first.throttle_ms == 500
+
+
+def test_stats_show_each_entitys_admitted_rate_tokens_and_throttles():
+    quotas = MutationQuotas()
+    who = MutationRequester("alice", "admin", strict=True)
+    first = quotas.for_request(QUOTAS, who, 0.0)
+    assert first.admit(25) is None and first.admit(1) == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    assert first.finish() == 2500
+    second = quotas.for_request(QUOTAS, who, 3.0)
+    assert second.admit(3) is None and second.finish() == 0  # the debt was refilled by then
+    [stats] = quotas.stats(4.0)
+    assert (stats.user, stats.client_id, stats.bound) == ("alice", "", 2.0)  # the user's shared bucket
+    assert stats.rate == pytest.approx(28 / 10.0)  # 28 admitted (not the refused 1), over 10 windows at least
+    assert stats.tokens == pytest.approx(0.0)  # -5 at 0 s, +6 (refill), -3, +2 (refill)
+    assert stats.throttle_ms == 2500.0  # only throttled requests are averaged
+    assert quotas.stats(4.0) == [stats]  # a scrape uses nothing
 
 
 def test_topic_operations_refuse_what_a_strict_quota_does_not_admit():

@@ -19,6 +19,7 @@ of the rate at once (a spike down, which lets it send a burst).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 __all__ = ["QuotaWindow", "SampledRate", "SampledAvg"]
 
@@ -27,6 +28,24 @@ __all__ = ["QuotaWindow", "SampledRate", "SampledAvg"]
 class QuotaWindow:
     samples: int = 11  # quota.window.num
     window_ms: float = 1000.0  # quota.window.size.seconds
+
+    @classmethod
+    def of_settings(cls, settings: Mapping[str, object]) -> "QuotaWindow":
+        """`quota.window.num` and `quota.window.size.seconds` of a node's settings (which the
+        node validates when it starts: at least 2, and 1)."""
+        def setting(name: str, default: int, least: int) -> int:
+            try:
+                return max(int(str(settings.get(name, default)).strip()), least)
+            except ValueError:
+                return default
+
+        return cls(samples=setting("quota.window.num", 11, 2),
+                   window_ms=1000.0 * setting("quota.window.size.seconds", 1, 1))
+
+    @property
+    def burst_s(self) -> float:
+        """The most of its quota a new entity may use at once: samples - 1 windows, in seconds."""
+        return (self.samples - 1) * self.window_ms / 1000.0
 
 
 class _Sample:
