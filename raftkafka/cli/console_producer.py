@@ -156,15 +156,7 @@ async def stdin_chunks(size: int = 1 << 20):
 
 async def _main(args, reader: LineReader, options: dict) -> int:
     bootstrap = bootstrap_of(args)
-    failures: list[str] = []
-
-    def on_delivery(future) -> None:
-        error = future.exception()
-        if error is not None:
-            if not failures:
-                print(f"error: sending to {args.topic} failed: {error}", file=sys.stderr)
-            failures.append(str(error))
-
+    failures = _Failures(args.topic)
     stopped: CommandError | None = None
     number = 0
     async with Producer(RealEnv(), bootstrap, **options) as producer:
@@ -174,15 +166,39 @@ async def _main(args, reader: LineReader, options: dict) -> int:
         try:
             async with aclosing(_line_blocks()) as blocks:
                 async for lines in blocks:
-                    number = await _send_lines(producer, args, reader, lines, number, on_delivery)
+                    number = await _send_lines(producer, args, reader, lines, number, failures)
         except CommandError as e:
             stopped = e  # a bad line or a refused send: what came before is still delivered
         await producer.flush()
     if stopped is not None:
         raise stopped
-    if failures:
-        raise CommandError(f"{len(failures)} of {number} records were not delivered ({failures[0]})")
+    if failures.count:
+        raise CommandError(f"{failures.count} of {number} records were not delivered ({failures.first})")
     return 0
+
+
+class _Failures:
+    """Delivery errors: the first is reported at once, all are counted."""
+
+    def __init__(self, topic: str):
+        self.topic = topic
+        self.count = 0
+        self.first: str | None = None
+
+    def add(self, error: BaseException, records: int = 1) -> None:
+        if self.first is None:
+            self.first = str(error)
+            print(f"error: sending to {self.topic} failed: {error}", file=sys.stderr)
+        self.count += records
+
+    def of_record(self, future) -> None:
+        error = future.exception()
+        if error is not None:
+            self.add(error)
+
+    def of_block(self, block) -> None:
+        if block.failed:
+            self.add(block.exception(), block.failed)
 
 
 async def _line_blocks():
@@ -199,31 +215,32 @@ async def _line_blocks():
 
 
 async def _send_lines(producer: Producer, args, reader: LineReader, lines: list[bytes], number: int,
-                      on_delivery) -> int:
+                      failures: _Failures) -> int:
     """Send one record per line; returns the number of the last line sent."""
     if args.sync:
         for line in lines:
             number += 1
             key, value, headers = reader.record(line, number)
             future = await _send(producer.send(args.topic, value, key, headers=headers), args.topic)
-            future.add_callback(on_delivery)
+            future.add_callback(failures.of_record)
             try:
                 await future
             except KafkaError:
-                pass  # on_delivery reports it
+                pass  # failures reports it
         return number
+    if reader.plain:  # each line is a value: the block goes as it is, a batch at a time
+        block = await _send(producer.send_values(args.topic, lines), args.topic)
+        block.add_callback(failures.of_block)
+        return number + len(lines)
     records, stopped = [], None
-    if reader.plain:
-        records = [(None, line) for line in lines]
-    else:
-        try:
-            for line in lines:
-                key, value, headers = reader.record(line, number + len(records) + 1)
-                records.append((key, value, headers))
-        except CommandError as e:
-            stopped = e  # the lines before it are still sent
+    try:
+        for line in lines:
+            key, value, headers = reader.record(line, number + len(records) + 1)
+            records.append((key, value, headers))
+    except CommandError as e:
+        stopped = e  # the lines before it are still sent
     for future in await _send(producer.send_many(args.topic, records), args.topic):
-        future.add_callback(on_delivery)
+        future.add_callback(failures.of_record)
     if stopped is not None:
         raise stopped
     return number + len(records)
