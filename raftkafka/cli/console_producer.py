@@ -9,8 +9,10 @@ given). With `parse.key=true` the text before the first `key.separator`
 headers, up to `headers.delimiter` (default a tab): `k1:v1,k2:v2` (separators
 `headers.separator`, `headers.key.separator`; a header without the key separator
 has a null value). `null.marker=X` sends a null key, value or header value where
-the text equals X (a tombstone, for compacted topics); Kafka's LineMessageReader rules. A delivery error is
-reported per record; the command then exits 1 after sending the rest.
+the text equals X (a tombstone, for compacted topics); Kafka's LineMessageReader rules. The first delivery error is
+reported and every failed record counted; the command then exits 1 after sending the rest. Plain lines
+(no key, headers or null marker) go to the producer a block of stdin at a time
+(`Producer.send_values`), in batches of up to 1 MB unless batch.size says otherwise.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from storage.env import RealEnv
 
 __all__ = ["add_parser", "run", "LineReader", "stdin_chunks"]
 
+CONSOLE_BATCH_SIZE = "1000000"
 _READER_PROPERTIES = {"parse.key": "false", "key.separator": "\t", "ignore.error": "false", "null.marker": None,
                       "parse.headers": "false", "headers.delimiter": "\t", "headers.separator": ",",
                       "headers.key.separator": ":"}
@@ -131,6 +134,10 @@ def producer_options(args) -> dict:
     if args.compression_codec is not None:
         properties["compression.type"] = args.compression_codec
     properties.setdefault("client.id", "console-producer")
+    # Batches of up to 1 MB, librdkafka's default and so kcat's: a file of lines goes in ~60x
+    # fewer Produce requests than with Kafka's 16 KiB, each round trip carrying more (a typed
+    # line still goes at once: linger.ms is 5). --producer-property batch.size=N overrides it.
+    properties.setdefault("batch.size", CONSOLE_BATCH_SIZE)
     return client_kwargs(Producer, properties, "producer")  # the Producer itself checks the values
 
 
