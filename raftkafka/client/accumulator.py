@@ -110,16 +110,11 @@ class RecordAccumulator:
         the partition's open batch and return that batch. Without `now` only an open batch with
         room takes it (None: there is none; call again with the time, which opens one)."""
         queue = self._queues.get(tp)
-        if queue:
-            batch = queue[-1]
-            if batch._payload is None and not batch.attempts and batch.size + size <= self.batch_size:
-                batch.records.append(record)
-                batch.size += size
-                self.buffered_bytes += size
-                return batch
-        if now is None:
-            return None
-        batch = self._open(tp, now)
+        batch = queue[-1] if queue else None
+        if batch is None or not self._takes(batch, size):
+            if now is None:
+                return None
+            batch = self._open(tp, now)
         batch.records.append(record)
         batch.size += size
         self.buffered_bytes += size
@@ -133,7 +128,7 @@ class RecordAccumulator:
         base = sizes[start - 1] if start else 0
         queue = self._queues.get(tp)
         batch = queue[-1] if queue else None
-        if batch is None or batch._payload is not None or batch.attempts or batch.size + sizes[start] - base > self.batch_size:
+        if batch is None or not self._takes(batch, sizes[start] - base):
             batch = self._open(tp, now)
         stop = max(start + 1, bisect_right(sizes, base + self.batch_size - batch.size, start, limit))
         batch.records.extend(zip(repeat(None), values[start:stop], repeat(()), repeat(timestamp)))
@@ -141,6 +136,10 @@ class RecordAccumulator:
         batch.size += size
         self.buffered_bytes += size
         return batch, stop
+
+    def _takes(self, batch: ProducerBatch, size: int) -> bool:
+        """Whether a partition's last batch takes another record of `size`: not sent yet, and room."""
+        return batch._payload is None and not batch.attempts and batch.size + size <= self.batch_size
 
     def _open(self, tp: TopicPartition, now: float) -> ProducerBatch:
         queue = self._queues.get(tp)

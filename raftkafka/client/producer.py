@@ -222,11 +222,7 @@ class Producer:
         block = BlockFuture(len(values))
         if not values:
             return block
-        if self._closed:
-            raise ClientClosedError("producer is closed")
-        route = self._routes.get(topic)
-        if route is None or route.topics is not self.cluster.topics:
-            route = await self._route(topic)
+        route = await self._route(topic)
         sizes = value_sizes(values)
         largest = max(map(len, values)) + RECORD_OVERHEAD
         if largest > self._max_record_size:
@@ -245,15 +241,20 @@ class Producer:
             now = self.env.now()
             batch, stop = accumulator.append_values(tp, values, start, limit, sizes, wall_ms, now)
             block._add_part(batch.outcome, stop - start)
-            self._check_metadata_age(now)
-            self._wake_sender(now if self._flushing or accumulator.send_now(batch) else now + accumulator.linger)
+            self._batch_grew(batch, now)
             start = stop
         return block
 
     async def _route(self, topic: str) -> "_Route":
-        """Where records of `topic` go, from fresh metadata (waiting up to max_block for it)."""
-        now = self.env.now()
-        info = self.cluster.cached_topic(topic, now)
+        """Where records of `topic` go while the cluster's metadata is the one the route came
+        from, else from fresh metadata (waiting up to max_block for it). `send` inlines the first
+        half; raises once the producer is closed."""
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+        route = self._routes.get(topic)
+        if route is not None and route.topics is self.cluster.topics:
+            return route
+        info = self.cluster.cached_topic(topic, self.env.now())
         if info is None:
             info = await self.cluster.topic(topic, wait=self.max_block)
         route = self._routes[topic] = _Route(self.cluster.topics, info)
@@ -263,13 +264,15 @@ class Producer:
         """Add a record that opens a new batch: the one place `send` reads the clock."""
         now = self.env.now()
         batch = self.accumulator.append(tp, record, size, now)
-        self._check_metadata_age(now)
-        self._wake_sender(now if self._flushing or self.accumulator.send_now(batch) else now + self.accumulator.linger)
+        self._batch_grew(batch, now)
         return batch
 
-    def _check_metadata_age(self, now: float) -> None:
-        """Metadata older than metadata_max_age is looked up afresh by the next send (checked
-        when a batch opens, not per record: Kafka refreshes it in the background too)."""
+    def _batch_grew(self, batch: ProducerBatch, now: float) -> None:
+        """Records went into `batch` (opened now, or filled a slice at a time): wake the sender by
+        when it is due. Metadata older than metadata_max_age is looked up afresh by the next
+        send (checked here, not per record: Kafka refreshes it in the background too)."""
+        accumulator = self.accumulator
+        self._wake_sender(now if self._flushing or accumulator.send_now(batch) else now + accumulator.linger)
         if now - self.cluster.last_refresh >= self.cluster.metadata_max_age:
             self._routes.clear()
 
