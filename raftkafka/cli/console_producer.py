@@ -9,10 +9,11 @@ given). With `parse.key=true` the text before the first `key.separator`
 headers, up to `headers.delimiter` (default a tab): `k1:v1,k2:v2` (separators
 `headers.separator`, `headers.key.separator`; a header without the key separator
 has a null value). `null.marker=X` sends a null key, value or header value where
-the text equals X (a tombstone, for compacted topics); Kafka's LineMessageReader rules. The first delivery error is
-reported and every failed record counted; the command then exits 1 after sending the rest. Plain lines
-(no key, headers or null marker) go to the producer a block of stdin at a time
-(`Producer.send_values`), in batches of up to 1 MB unless batch.size says otherwise.
+the text equals X (a tombstone, for compacted topics); Kafka's LineMessageReader
+rules. The first delivery error is reported and every failed record counted; the
+command then exits 1 after sending the rest. Plain lines (no key, headers or null
+marker) go to the producer a block of stdin at a time (`Producer.send_values`), in
+batches of up to 1 MB (within the topic's max.message.bytes) unless batch.size is given.
 """
 from __future__ import annotations
 
