@@ -4,19 +4,23 @@ The sink encodes its rows into record sections itself (`arrow_encode`), so it ne
 per-record producer, only what makes a re-sent batch harmless: one producer id
 (InitProducerId, no transactional id) and, per partition, consecutive sequence numbers.
 
-Appends go in rounds: each round sends every partition's next batch, one Produce request
-per leader holding all of that leader's partitions (a broker answers a connection's
-requests one at a time, so one request per leader is what runs in parallel). Per
-partition one batch is in flight at a time, in order. After a retriable error or a lost
-answer the same bytes (same producer id and sequence) go again in the next round, to the
-leader of the moment, until `delivery_timeout_s` has passed: a copy that had landed is
+Appends go in rounds: each round sends every partition's next batches, up to 5 of each
+(the last 5 are what the broker deduplicates, Kafka's limit for an idempotent producer),
+in up to 5 Produce requests per leader: request i holds the i-th batch of each of that
+leader's partitions, and they go on the leader's connection in that order, each sent
+before the next is written (the broker answers a connection's requests in order). After a
+retriable error or a lost answer the same bytes (same producer id and sequence) go again in
+the next round, to the leader of the moment, until `delivery_timeout_s` has passed, with
+the partition's batches behind it (the broker refuses those with
+OUT_OF_ORDER_SEQUENCE_NUMBER while the earlier one is missing): a copy that had landed is
 dropped by the broker, which answers DUPLICATE_SEQUENCE_NUMBER (success here). A batch
 that cannot be delivered ends that partition's appends and the call raises
 AmbiguousWriteError (its outcome is unknown); the producer id is given up, as a later
 batch under it would follow a gap in the sequence.
 
 With idempotence off (the sink's `kafka.enable.idempotence=false`, or acks other than
-all) batches carry no producer id and are still re-sent on retriable errors, as Kafka's
+all) batches carry no producer id, one batch of a partition is in flight at a time (so a
+retry keeps their order) and they are still re-sent on retriable errors, as Kafka's
 producer does then: a lost answer may duplicate a batch.
 """
 from __future__ import annotations
@@ -34,6 +38,8 @@ from wire.protocol import InitProducerIdRequest, ProduceRequest
 __all__ = ["AmbiguousWriteError", "BatchAppender", "Section", "seal_batch"]
 
 Section = tuple[tuple[str, int], bytes, int]  # (topic partition, records section, record count)
+# Batches of a partition in flight at once (idempotent): the last 5 are what the broker deduplicates.
+_PIPELINE = 5
 
 
 class AmbiguousWriteError(KafkaError):
@@ -55,29 +61,40 @@ class BatchAppender:
         queued: dict[tuple[str, int], deque[tuple[bytes, int]]] = {}
         for tp, section, count in sections:
             queued.setdefault(tp, deque()).append((section, count))
-        sending: dict[tuple[str, int], _Batch] = {}
+        depth = _PIPELINE if self.idempotent else 1
+        sending: dict[tuple[str, int], list[_Batch]] = {}  # per partition, in sequence order
         failures: list[str] = []
         while queued or sending:
             for tp in sorted(queued):
-                if tp not in sending:
+                window = sending.setdefault(tp, [])
+                while len(window) < depth and tp in queued:
                     section, count = queued[tp].popleft()
                     if not queued[tp]:
                         del queued[tp]
-                    sending[tp] = await self._seal(cluster, tp, section, count, timestamp_ms)
+                    window.append(await self._seal(cluster, tp, section, count, timestamp_ms))
             errors = await self._send_round(cluster, sending)
             retry = False
-            for tp, error in sorted(errors.items()):
-                batch = sending[tp]
-                if error is None:
-                    del sending[tp]
-                elif _retriable(error) and trio.current_time() < batch.deadline:
-                    retry = True
-                else:
-                    del sending[tp]
-                    queued.pop(tp, None)  # later batches would follow a gap: not sent
+            for tp in sorted(sending):
+                kept: list[_Batch] = []
+                for i, batch in enumerate(sending[tp]):
+                    error = errors[(tp, i)]
+                    if error is None:
+                        continue  # acknowledged (or a duplicate of a copy that had landed)
+                    behind = bool(kept) and error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+                    if (_retriable(error) or behind) and trio.current_time() < batch.deadline:
+                        kept.append(batch)  # again next round, in sequence order
+                        continue
+                    kept = []  # the rest would follow a gap: not sent again
+                    queued.pop(tp, None)
                     if self._identity is not None and self._identity[0] == batch.producer_id:
                         self._identity = None
                     failures.append(f"{tp[0]}-{tp[1]}: {error}")
+                    break
+                if kept:
+                    sending[tp] = kept
+                    retry = True
+                else:
+                    del sending[tp]
             if retry:
                 await trio.sleep(self.retry_backoff_s)
                 try:
@@ -93,25 +110,37 @@ class BatchAppender:
                           base_sequence=sequence, compression=self.compression)
         return _Batch(data, producer_id, trio.current_time() + self.delivery_timeout_s)
 
-    async def _send_round(self, cluster, sending: dict) -> dict[tuple[str, int], KafkaError | None]:
-        """Each partition's batch to its leader, one request per leader, all leaders at once."""
-        errors: dict[tuple[str, int], KafkaError | None] = {}
+    async def _send_round(self, cluster, sending: dict) -> dict[tuple[tuple[str, int], int], KafkaError | None]:
+        """Each partition's batches to its leader, all leaders at once: the outcome of the i-th
+        batch of partition tp under (tp, i)."""
+        errors: dict[tuple[tuple[str, int], int], KafkaError | None] = {}
         by_leader: dict[int, list[tuple[str, int]]] = {}
         for tp in sorted(sending):
             try:
                 await cluster.topic(tp[0])
             except KafkaError as exc:
-                errors[tp] = exc
+                errors.update(((tp, i), exc) for i in range(len(sending[tp])))
                 continue
             leader = cluster.leader(*tp)
             if leader < 0:
-                errors[tp] = KafkaConnectionError(f"{tp[0]}-{tp[1]} has no leader now")
+                error = KafkaConnectionError(f"{tp[0]}-{tp[1]} has no leader now")
+                errors.update(((tp, i), error) for i in range(len(sending[tp])))
             else:
                 by_leader.setdefault(leader, []).append(tp)
         async with trio.open_nursery() as nursery:
             for leader, tps in sorted(by_leader.items()):
-                nursery.start_soon(self._send_to, cluster, leader, {tp: sending[tp].data for tp in tps}, errors)
+                requests = [{tp: sending[tp][i].data for tp in tps if i < len(sending[tp])}
+                            for i in range(max(len(sending[tp]) for tp in tps))]
+                nursery.start_soon(self._send_in_order, cluster, leader, requests, errors)
         return errors
+
+    async def _send_in_order(self, cluster, leader: int, requests: list[dict], errors: dict) -> None:
+        """The leader's requests on its connection in order: each one written before the next starts."""
+        async with trio.open_nursery() as nursery:
+            for i, batches in enumerate(requests):
+                sent = trio.Event()
+                nursery.start_soon(self._send_to, cluster, leader, i, batches, errors, sent)
+                await sent.wait()
 
     async def _next_sequence(self, cluster, tp, count: int) -> tuple[int, int, int]:
         if not self.idempotent:
@@ -130,7 +159,8 @@ class BatchAppender:
         self._sequences[tp] = (sequence + count) & 0x7FFFFFFF
         return (*self._identity, sequence)
 
-    async def _send_to(self, cluster, leader: int, batches: dict, errors: dict) -> None:
+    async def _send_to(self, cluster, leader: int, index: int, batches: dict, errors: dict,
+                       sent: trio.Event) -> None:
         topics: dict[str, list] = {}
         for (topic, partition), data in sorted(batches.items()):
             topics.setdefault(topic, []).append(ProduceRequest.PartitionProduceData(index=partition, records=data))
@@ -138,23 +168,27 @@ class BatchAppender:
                                  topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p)
                                              for t, p in topics.items()])
         try:
+            connection = await cluster.connection(leader)
             if self.acks == 0:
-                await (await cluster.connection(leader)).request(request, expect_response=False)
-                errors.update((tp, None) for tp in batches)
+                await connection.request(request, expect_response=False, sent=sent)
+                errors.update(((tp, index), None) for tp in batches)
                 return
-            response = await cluster.send(leader, request)
+            response = await connection.request(request, sent=sent)
         except KafkaError as exc:
-            errors.update((tp, exc) for tp in batches)
+            errors.update(((tp, index), exc) for tp in batches)
             return
+        finally:
+            sent.set()  # also when it failed before the request went out
         answers = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
         for tp in batches:
             answer = answers.get(tp)
             if answer is None:
-                errors[tp] = error_for(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for the partition", f"{tp[0]}-{tp[1]}")
+                errors[(tp, index)] = error_for(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for the partition",
+                                                f"{tp[0]}-{tp[1]}")
             elif answer.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-                errors[tp] = None
+                errors[(tp, index)] = None
             else:
-                errors[tp] = error_for(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]}")
+                errors[(tp, index)] = error_for(answer.error_code, answer.error_message, f"{tp[0]}-{tp[1]}")
 
 
 class _Batch:

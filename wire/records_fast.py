@@ -28,11 +28,14 @@ from wire.varint import encode_varlong
 
 __all__ = ["encode_records", "decode_columns", "RecordColumns"]
 
-_TABLE_SIZE = 4096
+_TABLE_SIZE = 16384  # every offset delta of a 1 MB batch of records of 64 bytes or more
 _MAX_BACKOFF = 1024  # records read one by one at most before looking for a run again
 
 
-_ZIGZAG = [encode_varlong(i) for i in range(_TABLE_SIZE)]  # non-negative values only
+# zigzag(i) = 2i for i >= 0: one varint byte below 64, two below 8192, three below 2**20.
+_ZIGZAG = ([bytes((2 * i,)) for i in range(64)]
+           + [bytes((2 * i & 0x7F | 0x80, 2 * i >> 7)) for i in range(64, 8192)]
+           + [bytes((2 * i & 0x7F | 0x80, 2 * i >> 7 & 0x7F | 0x80, 2 * i >> 14)) for i in range(8192, _TABLE_SIZE)])
 _NULL = b"\x01"  # zigzag(-1): a null key or value
 
 

@@ -9,8 +9,11 @@ given). With `parse.key=true` the text before the first `key.separator`
 headers, up to `headers.delimiter` (default a tab): `k1:v1,k2:v2` (separators
 `headers.separator`, `headers.key.separator`; a header without the key separator
 has a null value). `null.marker=X` sends a null key, value or header value where
-the text equals X (a tombstone, for compacted topics); Kafka's LineMessageReader rules. A delivery error is
-reported per record; the command then exits 1 after sending the rest.
+the text equals X (a tombstone, for compacted topics); Kafka's LineMessageReader
+rules. The first delivery error is reported and every failed record counted; the
+command then exits 1 after sending the rest. Plain lines (no key, headers or null
+marker) go to the producer a block of stdin at a time (`Producer.send_values`), in
+batches of up to 1 MB (within the topic's max.message.bytes) unless batch.size is given.
 """
 from __future__ import annotations
 
@@ -34,10 +37,14 @@ from raftkafka.cli.common import (
     wait_reachable,
 )
 from raftkafka.client import KafkaError, Producer
+from raftkafka.client.admin import RESOURCE_TOPIC
 from storage.env import RealEnv
+from wire.protocol import DescribeConfigsRequest
 
 __all__ = ["add_parser", "run", "LineReader", "stdin_chunks"]
 
+CONSOLE_BATCH_SIZE = 1_000_000
+_KAFKA_BATCH_SIZE = 16_384
 _READER_PROPERTIES = {"parse.key": "false", "key.separator": "\t", "ignore.error": "false", "null.marker": None,
                       "parse.headers": "false", "headers.delimiter": "\t", "headers.separator": ",",
                       "headers.key.separator": ":"}
@@ -137,7 +144,13 @@ def producer_options(args) -> dict:
 def run(args) -> int:
     reader = LineReader(parse_key_values(args.property, "--property"))
     options = producer_options(args)
-    return run_client(_main, args, reader, options)
+    # Batches of up to 1 MB, librdkafka's default and so kcat's: a file of lines goes in ~60x
+    # fewer Produce requests than with Kafka's 16 KiB, each round trip carrying more (a typed
+    # line still goes at once: linger.ms is 5). Held within the topic's max.message.bytes
+    # (`_fit_batches`); --producer-property batch.size=N is taken as given.
+    fit = "batch_size" not in options
+    options.setdefault("batch_size", CONSOLE_BATCH_SIZE)
+    return run_client(_main, args, reader, options, fit)
 
 
 async def stdin_chunks(size: int = 1 << 20):
@@ -154,35 +167,70 @@ async def stdin_chunks(size: int = 1 << 20):
         yield chunk
 
 
-async def _main(args, reader: LineReader, options: dict) -> int:
+async def _fit_batches(producer: Producer, topic: str) -> None:
+    """Keep the console's default batches within the topic's max.message.bytes (the broker
+    refuses a larger batch); Kafka's 16 KiB when the topic's configuration cannot be read."""
+    limit = _KAFKA_BATCH_SIZE
+    try:
+        response = await producer.cluster.request_any(DescribeConfigsRequest(include_synonyms=False, resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(resource_type=RESOURCE_TOPIC, resource_name=topic,
+                                                           configuration_keys=["max.message.bytes"])]))
+        result = response.results[0]
+        if not result.error_code:
+            limit = next(int(c.value) for c in result.configs if c.name == "max.message.bytes")
+    except (KafkaError, StopIteration, ValueError, TypeError, IndexError):
+        pass  # not authorized to describe it, an old broker, ...: Kafka's default
+    # Nothing is queued yet: the accumulator takes the size for every batch it opens.
+    producer.accumulator.batch_size = max(1, min(producer.accumulator.batch_size, limit))
+
+
+async def _main(args, reader: LineReader, options: dict, fit: bool) -> int:
     bootstrap = bootstrap_of(args)
-    failures: list[str] = []
-
-    def on_delivery(future) -> None:
-        error = future.exception()
-        if error is not None:
-            if not failures:
-                print(f"error: sending to {args.topic} failed: {error}", file=sys.stderr)
-            failures.append(str(error))
-
+    failures = _Failures(args.topic)
     stopped: CommandError | None = None
     number = 0
     async with Producer(RealEnv(), bootstrap, **options) as producer:
         await wait_reachable(producer.cluster, bootstrap)
         # An unknown topic: one clear error before any input is read.
         await producer.cluster.topic(args.topic, wait=TOPIC_WAIT_S)
+        if fit:
+            await _fit_batches(producer, args.topic)
         try:
             async with aclosing(_line_blocks()) as blocks:
                 async for lines in blocks:
-                    number = await _send_lines(producer, args, reader, lines, number, on_delivery)
+                    number = await _send_lines(producer, args, reader, lines, number, failures)
         except CommandError as e:
             stopped = e  # a bad line or a refused send: what came before is still delivered
         await producer.flush()
     if stopped is not None:
         raise stopped
-    if failures:
-        raise CommandError(f"{len(failures)} of {number} records were not delivered ({failures[0]})")
+    if failures.count:
+        raise CommandError(f"{failures.count} of {number} records were not delivered ({failures.first})")
     return 0
+
+
+class _Failures:
+    """Delivery errors: the first is reported at once, all are counted."""
+
+    def __init__(self, topic: str):
+        self.topic = topic
+        self.count = 0
+        self.first: str | None = None
+
+    def add(self, error: BaseException, records: int = 1) -> None:
+        if self.first is None:
+            self.first = str(error)
+            print(f"error: sending to {self.topic} failed: {error}", file=sys.stderr)
+        self.count += records
+
+    def of_record(self, future) -> None:
+        error = future.exception()
+        if error is not None:
+            self.add(error)
+
+    def of_block(self, block) -> None:
+        if block.failed:
+            self.add(block.exception(), block.failed)
 
 
 async def _line_blocks():
@@ -199,31 +247,32 @@ async def _line_blocks():
 
 
 async def _send_lines(producer: Producer, args, reader: LineReader, lines: list[bytes], number: int,
-                      on_delivery) -> int:
+                      failures: _Failures) -> int:
     """Send one record per line; returns the number of the last line sent."""
     if args.sync:
         for line in lines:
             number += 1
             key, value, headers = reader.record(line, number)
             future = await _send(producer.send(args.topic, value, key, headers=headers), args.topic)
-            future.add_callback(on_delivery)
+            future.add_callback(failures.of_record)
             try:
                 await future
             except KafkaError:
-                pass  # on_delivery reports it
+                pass  # failures reports it
         return number
+    if reader.plain:  # each line is a value: the block goes as it is, a batch at a time
+        block = await _send(producer.send_values(args.topic, lines), args.topic)
+        block.add_callback(failures.of_block)
+        return number + len(lines)
     records, stopped = [], None
-    if reader.plain:
-        records = [(None, line) for line in lines]
-    else:
-        try:
-            for line in lines:
-                key, value, headers = reader.record(line, number + len(records) + 1)
-                records.append((key, value, headers))
-        except CommandError as e:
-            stopped = e  # the lines before it are still sent
+    try:
+        for line in lines:
+            key, value, headers = reader.record(line, number + len(records) + 1)
+            records.append((key, value, headers))
+    except CommandError as e:
+        stopped = e  # the lines before it are still sent
     for future in await _send(producer.send_many(args.topic, records), args.topic):
-        future.add_callback(on_delivery)
+        future.add_callback(failures.of_record)
     if stopped is not None:
         raise stopped
     return number + len(records)

@@ -13,36 +13,41 @@ Without idempotence a retry may reorder records, as Kafka documents for
 max.in.flight > 1.
 
 A batch keeps its records as (key, value, headers, timestamp) tuples (no
-object of our own per record) and `encode` builds the batch in one pass once
-the producer id and sequence are known.
+object of our own per record), its answer in one `BatchOutcome` that the
+records' futures look at, and `encode` builds the batch in one pass once the
+producer id and sequence are known. `append` reads no clock unless it opens a
+batch, and `append_values` adds a block of values a batch at a time.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import accumulate, repeat
 
-from raftkafka.client.futures import RecordFuture
-from wire.records import Compression, SimpleRecord, seal_batch
+from raftkafka.client.futures import BatchOutcome
+from wire.records import Compression, seal_batch
 from wire.records_fast import encode_records
 
-__all__ = ["ProducerBatch", "RecordAccumulator", "record_size"]
+__all__ = ["ProducerBatch", "RecordAccumulator", "RECORD_OVERHEAD", "estimated_size", "value_sizes"]
 
 TopicPartition = tuple[str, int]
-_RECORD_OVERHEAD = 21  # length, attributes, deltas and lengths as varints: a generous bound
+RECORD_OVERHEAD = 21  # length, attributes, deltas and lengths as varints: a generous bound
 _BATCH_OVERHEAD = 61
-
-
-def record_size(record: SimpleRecord) -> int:
-    return estimated_size(record.key, record.value, record.headers)
 
 
 def estimated_size(key: bytes | None, value: bytes | None, headers=()) -> int:
     """What a record counts against batch_size and buffer_memory (an upper bound of its encoding)."""
-    size = _RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+    size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
     if headers:  # most records have none: no iterator made for them
         for header_key, header_value in headers:
             size += 10 + len(header_key) + len(header_value or b"")
     return size
+
+
+def value_sizes(values: list[bytes]) -> list[int]:
+    """The running sum of `estimated_size` over records with these values and no key or headers."""
+    return list(accumulate(map(RECORD_OVERHEAD.__add__, map(len, values))))  # in C
 
 
 @dataclass(eq=False)
@@ -51,7 +56,7 @@ class ProducerBatch:
     partition: int
     created: float
     records: list[tuple] = field(default_factory=list)  # (key, value, headers, timestamp ms)
-    futures: list[RecordFuture] = field(default_factory=list)
+    outcome: BatchOutcome = None
     size: int = _BATCH_OVERHEAD
     attempts: int = 0
     retry_at: float = 0.0
@@ -61,6 +66,10 @@ class ProducerBatch:
     transactional: bool = False
     in_flight: bool = False  # drained and not yet answered
     _payload: bytes | None = None
+
+    def __post_init__(self):
+        if self.outcome is None:
+            self.outcome = BatchOutcome(self.topic, self.partition)
 
     @property
     def count(self) -> int:
@@ -96,28 +105,54 @@ class RecordAccumulator:
         self._in_flight: dict[TopicPartition, int] = {}  # drained, not yet answered (absent = 0)
         self.buffered_bytes = 0
 
-    def append(self, topic: str, partition: int, record: SimpleRecord, future: RecordFuture, now: float) -> bool:
-        """Add a record; True when its batch is now full (the sender should not wait for linger)."""
-        return self.append_fields(topic, partition, record.key, record.value, record.headers, record.timestamp,
-                                  future, now, record_size(record))
+    def append(self, tp: TopicPartition, record: tuple, size: int, now: float | None = None) -> ProducerBatch | None:
+        """Add `record`, a (key, value, headers, timestamp ms) tuple of `estimated_size` `size`, to
+        the partition's open batch and return that batch. Without `now` only an open batch with
+        room takes it (None: there is none; call again with the time, which opens one)."""
+        queue = self._queues.get(tp)
+        batch = queue[-1] if queue else None
+        if batch is None or not self._takes(batch, size):
+            if now is None:
+                return None
+            batch = self._open(tp, now)
+        batch.records.append(record)
+        batch.size += size
+        self.buffered_bytes += size
+        return batch
 
-    def append_fields(self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers,
-                      timestamp: int, future: RecordFuture, now: float, size: int) -> bool:
-        """`append` of a record given by its fields and `estimated_size` (the producer's path)."""
-        tp = (topic, partition)
+    def append_values(self, tp: TopicPartition, values: list, start: int, limit: int, sizes: list[int],
+                      timestamp: int, now: float) -> tuple[ProducerBatch, int]:
+        """Add records with the values from values[start:limit] (no key, no headers) to the
+        partition's open batch, or a new one, as far as they fit; `sizes[i]` sums the
+        `estimated_size`s of values[:i + 1]. (That batch, the index after the last value it took.)"""
+        base = sizes[start - 1] if start else 0
+        queue = self._queues.get(tp)
+        batch = queue[-1] if queue else None
+        if batch is None or not self._takes(batch, sizes[start] - base):
+            batch = self._open(tp, now)
+        stop = max(start + 1, bisect_right(sizes, base + self.batch_size - batch.size, start, limit))
+        batch.records.extend(zip(repeat(None), values[start:stop], repeat(()), repeat(timestamp)))
+        size = sizes[stop - 1] - base
+        batch.size += size
+        self.buffered_bytes += size
+        return batch, stop
+
+    def _takes(self, batch: ProducerBatch, size: int) -> bool:
+        """Whether a partition's last batch takes another record of `size`: not sent yet, and room."""
+        return batch._payload is None and not batch.attempts and batch.size + size <= self.batch_size
+
+    def _open(self, tp: TopicPartition, now: float) -> ProducerBatch:
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
-        batch = queue[-1] if queue else None
-        if batch is None or batch._payload is not None or batch.attempts or (
-                batch.records and batch.size + size > self.batch_size):
-            batch = ProducerBatch(topic, partition, now)
-            queue.append(batch)
-        batch.records.append((key, value, headers, timestamp))
-        batch.futures.append(future)
-        batch.size += size
-        self.buffered_bytes += size
-        return batch.size >= self.batch_size or len(queue) > 1
+        batch = ProducerBatch(tp[0], tp[1], now)
+        queue.append(batch)
+        return batch
+
+    def send_now(self, batch: ProducerBatch) -> bool:
+        """Whether the partition of `batch`, just opened or filled, is ready without lingering:
+        the batch is full, or an earlier one waits."""
+        return batch.size >= self.batch_size or len(self._queues[(batch.topic, batch.partition)]) > 1
 
     def ready(self, now: float, flushing: bool) -> tuple[list[TopicPartition], float]:
         """Partitions with a batch to send now (sorted), and the earliest time another may become ready."""

@@ -24,12 +24,19 @@ TransactionManager (transactional.py), which `send()` and every failed batch con
 from __future__ import annotations
 
 import functools
+from bisect import bisect_right
 from collections import deque
 
 import trio
 
 from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
-from raftkafka.client.accumulator import ProducerBatch, RecordAccumulator, estimated_size
+from raftkafka.client.accumulator import (
+    RECORD_OVERHEAD,
+    ProducerBatch,
+    RecordAccumulator,
+    estimated_size,
+    value_sizes,
+)
 from raftkafka.client.cluster import Cluster
 from raftkafka.client.errors import (
     ClientClosedError,
@@ -37,7 +44,7 @@ from raftkafka.client.errors import (
     KafkaTimeoutError,
     error_for,
 )
-from raftkafka.client.futures import RecordFuture, RecordMetadata
+from raftkafka.client.futures import BlockFuture, RecordFuture, RecordMetadata
 from raftkafka.client.partitioner import Partitioner
 from raftkafka.client.transactional import TransactionManager
 from storage.env import Env
@@ -45,7 +52,7 @@ from wire.error_codes import ErrorCode
 from wire.protocol import ApiKey, InitProducerIdRequest, ProduceRequest
 from wire.records import Compression
 
-__all__ = ["Producer", "RecordMetadata", "RecordFuture"]
+__all__ = ["Producer", "RecordMetadata", "RecordFuture", "BlockFuture"]
 
 _COMPRESSION = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
                 "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
@@ -94,6 +101,7 @@ class Producer:
         self.request_timeout = request_timeout_ms / 1000
         self.retry_backoff = retry_backoff_ms / 1000
         self.max_request_size = max_request_size
+        self._max_record_size = max_request_size - 61  # what fits beside a batch header
         self.buffer_memory = buffer_memory
         self.max_block = max_block_ms / 1000
         self.partitioner = Partitioner(partitioner, env.rng)
@@ -105,6 +113,8 @@ class Producer:
             raise ValueError("max_in_flight_requests_per_connection must be at least 1")
         self.accumulator = RecordAccumulator(batch_size, linger_ms / 1000, max_in_flight_requests_per_connection)
         self.cluster: Cluster | None = None
+        self._routes: dict[str, _Route] = {}  # per topic: where its records go, while its metadata holds
+        self._wall_ms = env.wall_ms
         self.producer_id = -1
         self.producer_epoch = -1
         self._sequences: dict[tuple[str, int], int] = {}  # the next batch's base sequence
@@ -172,79 +182,110 @@ class Producer:
 
         Waits (up to max_block_ms) for topic metadata and for buffer space.
         """
-        info, now = self._known_topic(topic)
-        if info is None:
-            info, now = await self._wait_for_topic(topic)
+        # The path of every record: no clock read unless it opens a batch, no call that can be saved.
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+        route = self._routes.get(topic)
+        if route is None or route.topics is not self.cluster.topics:
+            route = await self._route(topic)
         if headers:
             headers = _headers(headers)
-        size = self._size(topic, key, value, headers)
-        partition = self._partition(info, topic, partition, key)
+            size = self._size(topic, key, value, headers)
+        else:
+            size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            if size > self._max_record_size:
+                raise _too_large(topic, size)
+        tp = route.partition(self, partition, key)
         if self.transactions is not None:
-            await self.transactions.before_send(topic, partition)
-        if self.accumulator.buffered_bytes + size > self.buffer_memory and self.accumulator.buffered_bytes:
-            now = await self._wait_for_buffer(size, now)
-        return self._append(topic, partition, key, value, headers, timestamp_ms, size, now)
+            await self.transactions.before_send(*tp)
+        accumulator = self.accumulator
+        if accumulator.buffered_bytes + size > self.buffer_memory and accumulator.buffered_bytes:
+            await self._wait_for_buffer(size, self.env.now())
+        record = (key, value, headers, self._wall_ms() if timestamp_ms is None else timestamp_ms)
+        batch = accumulator.append(tp, record, size)
+        if batch is None:
+            batch = self._open_batch(tp, record, size)
+        elif self._flushing or batch.size >= accumulator.batch_size:
+            self._wake_sender_now()
+        return RecordFuture(batch.outcome, len(batch.records) - 1)
 
     async def send_many(self, topic: str, records, *, partition: int | None = None) -> list[RecordFuture]:
         """Queue many records, (key, value) or (key, value, headers) tuples, in order: what
-        `send` of each would do, with one metadata look-up and, unless buffer space runs out,
-        no wait (for callers with records in hand, like the console producer reading blocks)."""
-        info, now = self._known_topic(topic)
-        if info is None:
-            info, now = await self._wait_for_topic(topic)
-        accumulator, futures, wall_ms = self.accumulator, [], self.env.wall_ms()
-        for record in records:
-            key, value = record[0], record[1]
-            headers = _headers(record[2]) if len(record) > 2 and record[2] else ()
-            size = self._size(topic, key, value, headers)
-            target = self._partition(info, topic, partition, key)
-            if self.transactions is not None:
-                await self.transactions.before_send(topic, target)
-            if accumulator.buffered_bytes + size > self.buffer_memory and accumulator.buffered_bytes:
-                now = await self._wait_for_buffer(size, now)
-                wall_ms = self.env.wall_ms()
-            futures.append(self._append(topic, target, key, value, headers, wall_ms, size, now))
-        return futures
+        `send` of each does."""
+        return [await self.send(topic, record[1], record[0], partition=partition,
+                                headers=record[2] if len(record) > 2 else ()) for record in records]
 
-    def _known_topic(self, topic: str):
-        """(metadata of `topic` if fresh else None, the time now); raises once the producer is closed."""
+    async def send_values(self, topic: str, values: list[bytes], *, partition: int | None = None) -> BlockFuture:
+        """Queue records with these values (bytes; no key, no headers), in order, a batch at a
+        time; returns one future for the block. Null-key records go to one partition per batch
+        (chosen as `send` chooses one for a null key), as Kafka's sticky partitioning does."""
+        block = BlockFuture(len(values))
+        if not values:
+            return block
+        route = await self._route(topic)
+        sizes = value_sizes(values)
+        largest = max(map(len, values)) + RECORD_OVERHEAD
+        if largest > self._max_record_size:
+            raise _too_large(topic, largest)
+        accumulator, start, wall_ms = self.accumulator, 0, self._wall_ms()
+        while start < len(values):
+            tp = route.partition(self, partition, None)
+            if self.transactions is not None:
+                await self.transactions.before_send(*tp)
+            wanted = sizes[start] - (sizes[start - 1] if start else 0)
+            if accumulator.buffered_bytes + wanted > self.buffer_memory and accumulator.buffered_bytes:
+                await self._wait_for_buffer(wanted, self.env.now())
+                wall_ms = self._wall_ms()
+            room = self.buffer_memory - accumulator.buffered_bytes  # never more than buffer_memory queued
+            limit = max(start + 1, bisect_right(sizes, room + (sizes[start - 1] if start else 0), start))
+            now = self.env.now()
+            batch, stop = accumulator.append_values(tp, values, start, limit, sizes, wall_ms, now)
+            block._add_part(batch.outcome, stop - start)
+            self._batch_grew(batch, now)
+            start = stop
+        return block
+
+    async def _route(self, topic: str) -> "_Route":
+        """Where records of `topic` go while the cluster's metadata is the one the route came
+        from, else from fresh metadata (waiting up to max_block for it). `send` inlines the first
+        half; raises once the producer is closed."""
         if self._closed:
             raise ClientClosedError("producer is closed")
-        now = self.env.now()
-        return self.cluster.cached_topic(topic, now), now
+        route = self._routes.get(topic)
+        if route is not None and route.topics is self.cluster.topics:
+            return route
+        info = self.cluster.cached_topic(topic, self.env.now())
+        if info is None:
+            info = await self.cluster.topic(topic, wait=self.max_block)
+        route = self._routes[topic] = _Route(self.cluster.topics, info)
+        return route
 
-    async def _wait_for_topic(self, topic: str):
-        """(metadata of `topic`, refreshed as needed for up to max_block, the time then)."""
-        info = await self.cluster.topic(topic, wait=self.max_block)
-        return info, self.env.now()
+    def _open_batch(self, tp, record: tuple, size: int):
+        """Add a record that opens a new batch: the one place `send` reads the clock."""
+        now = self.env.now()
+        batch = self.accumulator.append(tp, record, size, now)
+        self._batch_grew(batch, now)
+        return batch
+
+    def _batch_grew(self, batch: ProducerBatch, now: float) -> None:
+        """Records went into `batch` (opened now, or filled a slice at a time): wake the sender by
+        when it is due. Metadata older than metadata_max_age is looked up afresh by the next
+        send (checked here, not per record: Kafka refreshes it in the background too)."""
+        accumulator = self.accumulator
+        self._wake_sender(now if self._flushing or accumulator.send_now(batch) else now + accumulator.linger)
+        if now - self.cluster.last_refresh >= self.cluster.metadata_max_age:
+            self._routes.clear()
+
+    def _wake_sender_now(self) -> None:
+        if self._sender_asleep_until is not None:
+            self._wake_sender(self.env.now())
 
     def _size(self, topic: str, key, value, headers) -> int:
         """A record's `estimated_size`, within max_request_size."""
         size = estimated_size(key, value, headers)
-        if size + 61 > self.max_request_size:
-            raise error_for(ErrorCode.MESSAGE_TOO_LARGE, f"{size} bytes > max_request_size", topic)
+        if size > self._max_record_size:
+            raise _too_large(topic, size)
         return size
-
-    def _partition(self, info, topic: str, partition: int | None, key) -> int:
-        """The partition a record goes to: the one asked for (if it exists) or the partitioner's."""
-        if partition is None:
-            return self.partitioner.partition(key, len(info.partitions), info.available())
-        if partition not in info.partitions:
-            raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, context=f"{topic}-{partition}")
-        return partition
-
-    def _append(self, topic: str, partition: int, key, value, headers, timestamp_ms: int | None,
-                size: int, now: float) -> RecordFuture:
-        """Add one record (buffer space found) to its partition's batch and tell the sender."""
-        future = RecordFuture(topic, partition)
-        accumulator = self.accumulator
-        if accumulator.append_fields(topic, partition, key, value, headers,
-                                     self.env.wall_ms() if timestamp_ms is None else timestamp_ms,
-                                     future, now, size) or self._flushing:
-            self._wake_sender(now)
-        else:
-            self._wake_sender(now + accumulator.linger)  # ready after linger at the latest
-        return future
 
     async def _wait_for_buffer(self, size: int, now: float) -> float:
         """Wait (up to max_block) until `size` more bytes fit in buffer_memory; the time then."""
@@ -510,20 +551,13 @@ class Producer:
         self.accumulator.finished(batch)
         if batch.producer_id >= 0 and batch.producer_id == self.producer_id:
             self._acknowledged[(batch.topic, batch.partition)] = (batch.base_sequence + batch.count) & 0x7FFFFFFF
-        topic, partition = batch.topic, batch.partition
-        offset = base_offset if base_offset >= 0 else -1
-        step = 1 if base_offset >= 0 else 0
-        new = tuple.__new__  # RecordMetadata without its Python-level __new__: one per record
-        for future, record in zip(batch.futures, batch.records):
-            future._set(new(RecordMetadata, (topic, partition, offset,
-                                             log_append_time if log_append_time >= 0 else record[3])), None)
-            offset += step
+        timestamps = [record[3] for record in batch.records] if log_append_time < 0 else None
+        batch.outcome.complete(base_offset if base_offset >= 0 else -1, log_append_time, timestamps)
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         if self.transactions is not None:
             self.transactions.batch_failed(batch, error)
-        for future in batch.futures:
-            future._set(None, error)
+        batch.outcome.fail(error)
         self._notify()
 
     def _notify(self) -> None:
@@ -531,6 +565,28 @@ class Producer:
             self._wake_sender(self.env.now())
         self._progress.set()
         self._progress = trio.Event()
+
+
+class _Route:
+    """A topic's metadata as `send` uses it, good while the cluster's topics are the ones it came from."""
+
+    __slots__ = ("topics", "name", "count", "available", "partitions")
+
+    def __init__(self, topics: dict, info):
+        self.topics = topics
+        self.name = info.name
+        self.count = len(info.partitions)
+        self.available = info.available()
+        self.partitions = {p: (info.name, p) for p in info.partitions}  # made once, not per record
+
+    def partition(self, producer: Producer, partition: int | None, key) -> tuple[str, int]:
+        """(topic, partition) of a record: the partition asked for (if it exists) or the partitioner's."""
+        if partition is None:
+            partition = producer.partitioner.partition(key, self.count, self.available)
+        tp = self.partitions.get(partition)
+        if tp is None:
+            raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, context=f"{self.name}-{partition}")
+        return tp
 
 
 class _Outbox:
@@ -553,6 +609,10 @@ class _Outbox:
             await self._wake.wait()
         self._wake = None
         return self.requests.popleft()
+
+
+def _too_large(topic: str, size: int) -> KafkaError:
+    return error_for(ErrorCode.MESSAGE_TOO_LARGE, f"{size} bytes > max_request_size", topic)
 
 
 def _abandoned(batch: ProducerBatch, error: KafkaError | None) -> KafkaError:

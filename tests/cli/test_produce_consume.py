@@ -1,6 +1,7 @@
 """`produce` and `consume` against real brokers."""
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -146,6 +147,25 @@ def test_many_plain_lines_round_trip_in_order(cli, brokers, topic_name):
             "--max-messages", len(lines))
     assert r.code == 0 and r.err == f"Processed a total of {len(lines)} messages\n"
     assert r.out.encode().split(b"\n")[:-1] == lines
+
+
+def test_default_batches_fit_the_topic_and_refused_records_are_counted(cli, brokers, topic_name):
+    # The console's 1 MB batches are held within the topic's max.message.bytes ...
+    r = cli("topics", "--bootstrap-server", brokers, "--create", "--topic", topic_name,
+            "--config", "max.message.bytes=4000")
+    assert r.code == 0, r
+    lines = [b"%05d " % i + b"y" * 90 for i in range(2_000)]
+    r = cli("produce", "--bootstrap-server", brokers, "--topic", topic_name, stdin=b"\n".join(lines))
+    assert (r.code, r.err) == (0, "")
+    # ... and a record the broker refuses is reported once and counted. (The batch behind it,
+    # if already in flight, fails with it: the idempotent producer then gives up its producer id.)
+    r = cli("produce", "--bootstrap-server", brokers, "--topic", topic_name,
+            stdin=b"before\n" + b"z" * 5_000 + b"\nafter\n")
+    assert r.code == 1 and r.err.count("error: sending to") == 1, r.err
+    assert re.search(r"error: [12] of 3 records were not delivered \(.*MESSAGE_TOO_LARGE", r.err), r.err
+    r = cli("consume", "--bootstrap-server", brokers, "--topic", topic_name, "--from-beginning",
+            "--max-messages", len(lines) + 1)
+    assert r.code == 0 and r.out.encode().split(b"\n")[:-1] == lines + [b"before"]
 
 
 def test_ctrl_c_ends_the_consumer_cleanly(cli, brokers, topic_name):

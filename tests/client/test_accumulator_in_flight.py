@@ -2,20 +2,18 @@
 import pytest
 
 from raftkafka.client.accumulator import RecordAccumulator
-from raftkafka.client.futures import RecordFuture
 from raftkafka.client.producer import Producer
 from tests.client.memnet import MemEnv
 from tests.client.mini_broker import MiniCluster
 from wire.error_codes import ErrorCode
 from wire.protocol import ApiKey
-from wire.records import SimpleRecord
 
 TP = ("t", 0)
 
 
 def _fill(acc: RecordAccumulator, batches: int) -> None:
     for i in range(batches):
-        acc.append("t", 0, SimpleRecord(None, b"x" * 100, (), 0), RecordFuture("t", 0), now=0.0)
+        acc.append(TP, (None, b"x" * 100, (), 0), 121, now=0.0)
 
 
 def test_a_partition_is_muted_at_max_in_flight_and_unmuted_by_an_answer():

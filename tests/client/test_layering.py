@@ -14,7 +14,7 @@ from tests.test_import_direction import layer_of_module
 CLIENT = pathlib.Path(__file__).resolve().parents[2] / "raftkafka" / "client"
 SOURCES = sorted(p for p in CLIENT.glob("*.py") if p.name != "blocking.py")
 ALLOWED_PREFIXES = ("trio", "__future__")
-STDLIB = {"collections", "dataclasses", "enum", "functools", "inspect", "itertools", "math", "random", "ssl", "struct",
+STDLIB = {"bisect", "collections", "dataclasses", "enum", "functools", "inspect", "itertools", "math", "random", "ssl", "struct",
           "typing", "zlib"}
 
 

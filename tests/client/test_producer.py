@@ -294,3 +294,44 @@ async def test_send_many_queues_records_as_sends_of_each_would(nursery, autojump
         record = stored[result.partition][result.offset]
         assert (record.key, record.value) == (key, value)
         assert record.headers == ((("a", b"1"),) if headers else ())
+
+
+async def test_send_values_fills_batches_in_order_and_answers_for_the_block(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 3)
+    values = [b"v%03d" % i for i in range(200)]
+    async with Producer(env, "b1:9092", batch_size=500, linger_ms=1000) as producer:
+        first = await producer.send("t", b"before", partition=1)
+        block = await producer.send_values("t", values[:120], partition=1)
+        rest = await producer.send_values("t", values[120:], partition=1)
+        assert not block.done()  # lingering: nothing answered before the flush
+        await producer.flush()
+        assert (await block, await rest, block.failed) == (120, 80, 0)
+        assert (await first).offset == 0
+        spread = await producer.send_values("t", values)  # null keys: a partition per batch
+        assert await spread == 200
+        with pytest.raises(BrokerResponseError):  # too large: refused as send() refuses it
+            await producer.send_values("t", [b"x" * 2_000_000])
+    assert [r.value for r in mini.records("t", 1)][:201] == [b"before"] + values
+    assert all(len(data) <= 500 + 100 for _, _, _, data in mini.topics["t"][1].batches)
+    assert len(mini.topics["t"][1].batches) > 5
+    spread_out = [r.value for p in (0, 2) for r in mini.records("t", p)] + [r.value for r in mini.records("t", 1)[201:]]
+    assert sorted(spread_out) == values
+
+
+async def test_a_failed_batch_fails_its_part_of_a_block_and_callbacks_run_in_record_order(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    mini.fail_next(ApiKey.PRODUCE, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    seen = []
+    async with Producer(env, "b1:9092", linger_ms=1000) as producer:
+        futures = [await producer.send("t", b"r%d" % i) for i in range(3)]  # the same batch as the block
+        for future in reversed(futures):  # added out of order: still run in record order
+            future.add_callback(lambda f: seen.append(f._index))
+        block = await producer.send_values("t", [b"a", b"b"])
+        with pytest.raises(BrokerResponseError):
+            await block
+        assert (block.failed, block.exception().code) == (2, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        assert await (await producer.send_values("t", [b"c"])) == 1
+    assert seen == [0, 1, 2]
+    assert [r.value for r in mini.records("t", 0)] == [b"c"]

@@ -63,6 +63,22 @@ async def test_lost_write_and_inconsistent_offsets():
     assert {"inconsistent-offsets", "phantom-write"} <= invariants(raft)
 
 
+async def test_a_send_acknowledged_without_an_offset_only_has_to_be_there():
+    # DUPLICATE_SEQUENCE_NUMBER: a resend of a batch written earlier, its offset no longer known.
+    raft, h, checker = make()
+    send(h, b"a", 0)
+    send(h, b"b", -1)
+    send(h, b"c", -1)
+    send(h, b"d", 3)
+    checker.check({TP: {0: b"a", 1: b"b", 2: b"c", 3: b"d"}})
+    assert raft.violations == []
+    raft, h, checker = make()
+    send(h, b"a", 0)
+    send(h, b"b", -1)
+    checker.check({TP: {0: b"a"}})
+    assert invariants(raft) == {"lost-write"}
+
+
 async def test_duplicates_only_count_for_idempotent_producers():
     raft, h, checker = make()
     send(h, b"a", 0)
