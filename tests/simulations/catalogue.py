@@ -75,6 +75,7 @@ _TABLE = {
                                          CLUSTER_RUN),
     "close_shrink_skips_controller": (ISR, "broker.partition.Partition.on_follower_connection_closed",
                                       CLUSTER_RUN),
+    "hw_skips_closed_isr_member": (HW, "broker.isr.high_watermark (as partition.py imports it)", CLUSTER_RUN),
     # high watermark
     "hw_without_isr": (HW, "broker.isr.high_watermark", CLUSTER_RUN),
     "fetch_beyond_high_watermark": (HW, "broker.partition.Partition.read", CLUSTER_RUN),
@@ -110,6 +111,9 @@ _TABLE = {
                                     CLUSTER_RUN),
     "data_dir_lock_not_exclusive": (CONTROLLER, "metadata.data_dir_lock.lock_data_dirs (as assembly.py calls it)",
                                     CLUSTER_RUN),
+    "activation_fences_without_proof_of_death": (
+        CONTROLLER, "metadata.controller.service.ControllerService._expect_after_death", CLUSTER_RUN),
+    "departed_leader_outlives_its_answer": (CONTROLLER, "raft.core.RaftCore.handle", CLUSTER_RUN),
     # producer state
     "producer_state_kept_across_truncation": (PRODUCER, "broker.producer_state_hooks.ProducerStates.state_for",
                                               CLUSTER_RUN),
