@@ -75,8 +75,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             module.add_parser(subparsers)
     version = f"raftkafka {package_version()}"
     parser.add_argument("--version", action="version", version=version)
-    for command in subparsers.choices.values():  # as Kafka's tools: --version on every command
-        command.add_argument("--version", action="version", version=version)
+    for sub in subparsers.choices.values():  # as Kafka's tools: --version on every command
+        sub.add_argument("--version", action="version", version=version)
     return parser
 
 
