@@ -6,7 +6,8 @@ follower Fetch; from those it derives:
 
 - the high watermark: the minimum log end offset over the *maximal* ISR (the
   committed ISR plus a replica whose addition is pending) and over caught-up
-  replicas about to join — never lower than the current HW;
+  replicas about to join (not one whose fetch connection closed) — never lower
+  than the current HW;
 - the replicas to drop from the ISR: members that have not caught up to the
   leader's log end within `replica.lag.time.max.ms`, or whose fetch connection closed
   with no fetch since (a dead follower process: broker.server tells);
@@ -101,14 +102,18 @@ def high_watermark(current_hw: int, leader_end: int, followers: Mapping[int, Fol
                    maximal_isr: Iterable[int], now: float, lag_time_s: float,
                    eligible: Iterable[int] = ()) -> int:
     """min LEO over the maximal ISR and over caught-up eligible replicas waiting to join
-    (Kafka's maybeIncrementLeaderHW); the HW never moves backward."""
+    (Kafka's maybeIncrementLeaderHW) whose fetch connection is open; the HW never moves
+    backward."""
     members = set(maximal_isr)
     joining = set(eligible)
     hw = leader_end
     for broker_id in sorted(followers):
         state = followers[broker_id]
+        # A replica whose fetch connection closed (its process is likely gone) is not about to
+        # join: waiting for it would hold the HW until its broker is fenced or it fetches again.
         counts = broker_id in members or (
-            broker_id in joining and state.is_caught_up(leader_end, now, lag_time_s))
+            broker_id in joining and not state.connection_closed
+            and state.is_caught_up(leader_end, now, lag_time_s))
         if counts and state.log_end_offset < hw:
             hw = state.log_end_offset
     return max(current_hw, hw)

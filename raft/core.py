@@ -100,11 +100,17 @@ class RaftCore(Membership, Replication):
         self._delivered = log.snapshot_id[0]
         self.quorum = QuorumState(node_id=node_id, observer=not self.may_campaign)
         self._actions = Actions()
+        # The leader we followed until our link to it broke, while nothing has come from it
+        # since: a dead process closes its connections and sends nothing more. The metadata
+        # controller takes it as the previous controller's death (metadata.controller.service).
+        self.departed_leader: int | None = None
         self._restart(state, now)
 
     # ================================================================ public API
 
     def handle(self, src: int, msg: object, now: float) -> Actions:
+        if src == self.departed_leader:
+            self.departed_leader = None  # it lives
         handler = self._HANDLERS.get(type(msg))
         if handler is not None and well_formed(msg):
             if msg.cluster_id != self.cluster_id:
@@ -125,6 +131,7 @@ class RaftCore(Membership, Replication):
         and a fetch answered meanwhile puts the deadline back."""
         st = self.quorum.role_state
         if self.quorum.role is Role.FOLLOWER and st.leader_id == peer:
+            self.departed_leader = peer
             st.has_fetched = False
             delay = self.rng.uniform(0.0, self.config.election_timeout / 2)
             st.fetch_deadline = min(st.fetch_deadline, now + delay)
@@ -202,6 +209,7 @@ class RaftCore(Membership, Replication):
             observer=not self.is_voter,
             voters=voters,
             observers=observers,
+            departed_leader=self.departed_leader,
         )
 
     @property

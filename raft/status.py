@@ -43,3 +43,6 @@ class QuorumStatus:
     observer: bool
     voters: list[ReplicaStatus] = field(default_factory=list)
     observers: list[ReplicaStatus] = field(default_factory=list)
+    # The leader this replica followed until its link to it broke, if nothing has come from
+    # it since (RaftCore.departed_leader): a sign its process is gone.
+    departed_leader: int | None = None

@@ -16,11 +16,14 @@ on, so a broker never relies on a lease whose connection the controller may act 
 
 Only this controller's own connections count: a newly active controller knows none, and a
 silent broker whose connection stays open (SIGSTOP, a partition) still takes the session
-timeout (metadata.controller.heartbeats).
+timeout (metadata.controller.heartbeats). One exception: a controller activated after its
+predecessor's process died (`expect`, decided by metadata.controller.service) gives every
+unfenced broker the grace from its activation. Each live broker's connection closed with the
+predecessor (ending its lease), and it heartbeats again at once.
 """
 from __future__ import annotations
 
-from typing import Hashable
+from typing import Hashable, Mapping
 
 __all__ = ["ConnectionGrace", "DEFAULT_CLOSE_GRACE"]
 
@@ -33,16 +36,34 @@ class ConnectionGrace:
         self._carried: dict[Hashable, tuple[int, int]] = {}  # connection -> (broker, epoch)
         self._latest: dict[int, Hashable] = {}  # broker -> the last connection it spoke on
         self._deadlines: dict[int, tuple[int, float]] = {}  # broker -> (epoch, fence at)
+        self._expected: set[int] = set()  # deadlines set by `expect`, not by a closed connection
 
     def reset(self) -> None:
         """Forget everything (on becoming the active controller)."""
         self._carried.clear()
         self._latest.clear()
         self._deadlines.clear()
+        self._expected.clear()
+
+    def expect(self, brokers: Mapping[int, int], now: float) -> None:
+        """Each broker (id -> epoch) must heartbeat within the grace from `now`."""
+        for broker_id, epoch in brokers.items():
+            if broker_id not in self._deadlines:
+                self._deadlines[broker_id] = (epoch, now + self.grace)
+                self._expected.add(broker_id)
+
+    def withdraw_expected(self) -> list[int]:
+        """Drop the deadlines `expect` set and not yet met or due; the brokers they were for."""
+        withdrawn = sorted(self._expected)
+        for broker_id in withdrawn:
+            del self._deadlines[broker_id]
+        self._expected.clear()
+        return withdrawn
 
     def heard(self, connection: Hashable | None, broker_id: int, broker_epoch: int) -> None:
         """An accepted registration or heartbeat of `broker_epoch` (on `connection`, if known)."""
         self._deadlines.pop(broker_id, None)
+        self._expected.discard(broker_id)
         if connection is None:
             return
         old = self._latest.get(broker_id)
@@ -70,6 +91,7 @@ class ConnectionGrace:
             return None
         bid = min(due)[1]
         epoch, _ = self._deadlines.pop(bid)
+        self._expected.discard(bid)
         return bid, epoch
 
     def pending(self) -> dict[int, tuple[int, float]]:

@@ -150,7 +150,11 @@ class ControllerService:
         self.tick_interval = tick
         self._send, self._events = trio.open_memory_channel[object](math.inf)
         self._queued_ops = 0  # submitted, not yet taken by the controller's task
-        state_machine.on_leader_change = lambda epoch, leader: self._wake()
+        state_machine.on_leader_change = self._leader_changed
+        # The last controllers in turn (a LeaderChange naming another leader applied here):
+        # (node, when this node applied it).
+        self._controllers: collections.deque[tuple[int, float]] = collections.deque(maxlen=2)
+        self._departed: int | None = None  # the dead predecessor `_expect_after_death` acted on
         self.active = False
         self.activations = 0  # how many terms this node has been the active controller
         self._term = 0
@@ -237,6 +241,11 @@ class ControllerService:
     def _wake(self) -> None:
         self._send.send_nowait(_WAKE)
 
+    def _leader_changed(self, epoch: int, leader: int | None) -> None:
+        if leader is not None and (not self._controllers or self._controllers[-1][0] != leader):
+            self._controllers.append((leader, self.env.now()))
+        self._wake()
+
     def _check_leadership(self) -> None:
         st = self.driver.status()
         if self.active and (st.role is not Role.LEADER or st.epoch != self._epoch):
@@ -257,6 +266,7 @@ class ControllerService:
         self._written = self._committed = st.log_end_offset - 1
         self.heartbeats.activate(self._spec, self.env.now())
         self.grace.reset()
+        self._expect_after_death(st.departed_leader)
         self.leader_balance.activated(self.env.now())
         self._appender_send, receive = trio.open_memory_channel[_Batch](math.inf)
         self._appender_scope = trio.CancelScope()
@@ -271,6 +281,31 @@ class ControllerService:
             # Then what format seeded (SCRAM users), in the same batch.
             self._write([[FeatureLevel(METADATA_VERSION, 1), FeatureLevel(ELR_FEATURE, 1),
                           *self.bootstrap_records]])
+
+    def _expect_after_death(self, departed: int | None) -> None:
+        """If the previous controller's process is gone, fence every broker that does not
+        heartbeat within the close grace, instead of restarting full sessions.
+
+        Gone: Raft's departed leader (our link to the leader we followed broke and nothing
+        came from it since). Then every connection it had closed with it, so no broker holds
+        a session lease from it, and a live broker heartbeats again at once (its lease ends
+        with that connection: metadata.broker_lifecycle). A lease from a controller before it
+        ends within a session of that controller being deposed; so this holds only once the
+        departed leader has been the controller for a session as seen here. Otherwise
+        (a stopped or cut-off predecessor closes nothing) every broker gets a full session.
+        If the departed leader is heard from before the grace ends, the deadlines go (`_tick`)."""
+        self._departed = None
+        if departed is None or len(self._controllers) < 2:
+            return
+        (predecessor, since), (me, _) = self._controllers
+        now = self.env.now()
+        if me != self.node_id or predecessor != departed or now - since < self.heartbeats.session_timeout:
+            return
+        self._departed = departed
+        self.grace.expect({bid: reg.epoch for bid, reg in sorted(self._spec.brokers.items())
+                           if not reg.fenced}, now)
+        log.info("controller %d is gone (its Raft link closed, nothing since): fencing brokers "
+                 "that do not heartbeat within %.2fs", departed, self.grace.grace)
 
     def _deactivate(self, why: str) -> None:
         log.info("no longer the active controller: %s", why)
@@ -432,11 +467,18 @@ class ControllerService:
         if not self.active:
             return
         now = self.env.now()
+        if self._departed is not None and self.driver.status().departed_leader != self._departed:
+            withdrawn = self.grace.withdraw_expected()
+            if withdrawn:
+                log.info("controller %d answered after all: brokers %s get their full sessions",
+                         self._departed, withdrawn)
+            self._departed = None
         batches, fenced = fence_stale_broker(self._spec, self.heartbeats, now, self.static)
         why = f"no heartbeat for {self.heartbeats.session_timeout:.1f}s"
         if fenced is None:
             batches, fenced = fence_closed_broker(self._spec, self.grace, self.heartbeats, now, self.static)
-            why = f"its controller connection closed and it did not heartbeat within {self.grace.grace:.2f}s"
+            why = (f"no heartbeat within {self.grace.grace:.2f}s of its controller connection closing "
+                   f"(or of this controller's activation after its predecessor's death)")
         if fenced is not None:
             self.fenced_log.append((now, fenced))
             log.info("fencing broker %d: %s", fenced, why)

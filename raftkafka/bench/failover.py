@@ -1,8 +1,8 @@
 """Failover benchmark: how long acks=all writes stall when broker processes die (kill -9).
 
     python -m raftkafka.bench.failover [--rounds 10] [--restart-after 1.0] [--observe 25]
-                                       [--faults one,leader,two,pause] [--pause 12]
-                                       [--set NAME=VALUE ...]
+                                       [--faults one,leader,controller,two,pause] [--pause 12]
+                                       [--set NAME=VALUE ...] [--keep-logs DIR]
 
 3 combined nodes as OS processes (raftkafka.bench.replication.ReplicationProcesses) with the
 production defaults for sessions and Raft timeouts; one topic of 6 partitions, RF=3,
@@ -11,6 +11,7 @@ partition continuously. Fault kinds, each `--rounds` times:
 
 - one:    kill -9 one broker (rotating over the nodes);
 - leader: kill -9 the broker leading the most partitions;
+- controller: kill -9 the node that is the active controller (a broker too: nodes are combined);
 - two:    kill -9 two brokers at once;
 - pause:  SIGSTOP the broker leading the most partitions for `--pause` seconds (longer than
           the session), then SIGCONT: it comes back as a zombie leader; the end check shows
@@ -29,6 +30,8 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -170,8 +173,10 @@ def _active_controller(procs: ReplicationProcesses) -> int | None:
         return None
 
 
-def _victims(kind: str, round_no: int, procs: ReplicationProcesses) -> tuple[int, ...]:
+def _victims(kind: str, round_no: int, procs: ReplicationProcesses, controller: int | None) -> tuple[int, ...]:
     ids = procs.ids
+    if kind == "controller" and controller is not None:
+        return (controller,)
     if kind == "one":
         return (ids[round_no % len(ids)],)
     if kind == "two":
@@ -184,9 +189,9 @@ def _victims(kind: str, round_no: int, procs: ReplicationProcesses) -> tuple[int
 def _run_round(procs, writer: Writer, kind: str, round_no: int, args) -> dict:
     _wait_full_isr(procs.bootstrap)
     time.sleep(1.0)  # let the writer run steadily before the fault
-    victims = _victims(kind, round_no, procs)
     controller = _active_controller(procs)
-    t_kill = time.monotonic()
+    victims = _victims(kind, round_no, procs, controller)
+    t_kill, wall_kill = time.monotonic(), time.time()
     if kind == "pause":
         for v in victims:
             procs.signal(v, signal.SIGSTOP)
@@ -203,7 +208,8 @@ def _run_round(procs, writer: Writer, kind: str, round_no: int, args) -> dict:
     time.sleep(max(0.0, end - time.monotonic()))
     per_partition = [longest_gap(writer.times(p), t_kill, end) for p in range(PARTITIONS)]
     overall = longest_gap(sorted(t for p in range(PARTITIONS) for t in writer.times(p)), t_kill, end)
-    return {"kind": kind, "killed": list(victims), "active_controller": controller,
+    return {"kind": kind, "at": time.strftime("%H:%M:%S", time.localtime(wall_kill)) + f".{int(wall_kill % 1 * 1000):03d}",
+            "killed": list(victims), "active_controller": controller,
             "controller_killed": controller in victims,
             "max_partition_gap_s": round(max(per_partition), 3), "overall_gap_s": round(overall, 3),
             "partition_gaps_s": [round(g, 3) for g in per_partition]}
@@ -250,6 +256,7 @@ def main(argv=None) -> None:
     ap.add_argument("--faults", default="one,leader,two,pause")
     ap.add_argument("--pause", type=float, default=12.0, help="seconds a paused leader stays stopped")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a node setting")
+    ap.add_argument("--keep-logs", metavar="DIR", help="copy the nodes' logs (node<i>.log) here at the end")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     overrides = dict(s.partition("=")[::2] for s in args.set)
     settings = {**DEFAULT_SETTINGS, **overrides}
@@ -278,6 +285,10 @@ def main(argv=None) -> None:
             check["send_errors"] = dict(writer.errors)
         finally:
             procs.stop_all()
+            if args.keep_logs:
+                os.makedirs(args.keep_logs, exist_ok=True)
+                for i in procs.ids:
+                    shutil.copy(os.path.join(base, f"node{i}.log"), args.keep_logs)
     print(json.dumps({"settings": procs.settings | procs.static, "summary": _summary(rounds),
                       "check": check, "rounds": rounds}, indent=2))
 

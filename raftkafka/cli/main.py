@@ -17,15 +17,19 @@ python -m raftkafka [COMMAND] [OPTIONS]
 """
 
 
-def _expected_errors() -> tuple[type[BaseException], ...]:
+def _expected_errors(command: str | None = None) -> tuple[type[BaseException], ...]:
     from process.halt import DirectoryHalt  # a disk error halted the node (like Kafka)
-    from raftkafka.cli.common import CommandError
-    from raftkafka.cli.quorum import QuorumCommandError
     from raftkafka.node.config import ConfigError
     from storage.meta_properties import DataDirError
     from storage.quorum_state_file import CorruptQuorumStateError
 
-    return (ConfigError, DataDirError, CorruptQuorumStateError, QuorumCommandError, CommandError, DirectoryHalt)
+    node_errors = (ConfigError, DataDirError, CorruptQuorumStateError, DirectoryHalt)
+    if command == NODE_ONLY:
+        return node_errors
+    from raftkafka.cli.common import CommandError
+    from raftkafka.cli.quorum import QuorumCommandError
+
+    return (*node_errors, QuorumCommandError, CommandError)
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
@@ -45,23 +49,34 @@ def _client_commands():
             mirror)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from raftkafka.cli import default, dev, format_storage, node, quorum, simulate
+# `node` alone gets a parser of its own: a (re)started node then imports none of the client
+# tools, about 0.4 s of CPU, which is seconds of wall time on a loaded host (docs/failover.md).
+NODE_ONLY = "node"
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser, or only `node`'s when `command` is NODE_ONLY."""
+    from raftkafka.cli import node
 
     parser = argparse.ArgumentParser(
         prog="python -m raftkafka", usage=USAGE,
     )
-    default.add_arguments(parser)  # the bare command: one node on 9092/9093
+    if command != NODE_ONLY:
+        from raftkafka.cli import default
+
+        default.add_arguments(parser)  # the bare command: one node on 9092/9093
     # An explicit prog keeps the custom usage text out of every subcommand's usage line.
     subparsers = parser.add_subparsers(dest="command", prog="python -m raftkafka", metavar="COMMAND")
-    for module in (node, format_storage, quorum, dev, simulate):
-        module.add_parser(subparsers)
-    for module in _client_commands():
-        module.add_parser(subparsers)
+    node.add_parser(subparsers)
+    if command != NODE_ONLY:
+        from raftkafka.cli import dev, format_storage, quorum, simulate
+
+        for module in (format_storage, quorum, dev, simulate, *_client_commands()):
+            module.add_parser(subparsers)
     version = f"raftkafka {package_version()}"
     parser.add_argument("--version", action="version", version=version)
-    for command in subparsers.choices.values():  # as Kafka's tools: --version on every command
-        command.add_argument("--version", action="version", version=version)
+    for sub in subparsers.choices.values():  # as Kafka's tools: --version on every command
+        sub.add_argument("--version", action="version", version=version)
     return parser
 
 
@@ -76,13 +91,14 @@ def package_version() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
+    command = NODE_ONLY if argv[:1] == [NODE_ONLY] else None
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     if args.command is None:
         from raftkafka.cli import default
 
         args.run = default.run
-    expected = _expected_errors()
+    expected = _expected_errors(command)
     try:
         code = args.run(args)
     except expected as e:

@@ -35,6 +35,18 @@ def test_a_caught_up_replica_about_to_join_counts_for_the_hw_but_a_lagging_one_d
     assert high_watermark(0, 10, followers, (1, 2), now=100, lag_time_s=LAG, eligible=(3,)) == 9
 
 
+def test_a_replica_whose_fetch_connection_closed_is_not_waited_for_unless_it_is_in_the_isr():
+    # Its ISR shrink committed, its broker not fenced yet (a new controller that never saw it
+    # go): still caught up by the lag time, but its process is gone.
+    followers = {2: follower(2, 9), 3: follower(3, 6, caught_up_at=5.0)}
+    followers[3].connection_closed = True
+    assert high_watermark(0, 10, followers, (1, 2), now=6, lag_time_s=LAG, eligible=(3,)) == 9
+    # An ISR member counts whatever its connection does (until the controller commits its removal).
+    assert high_watermark(0, 10, followers, (1, 2, 3), now=6, lag_time_s=LAG, eligible=()) == 6
+    followers[3].on_fetch(7, leader_end=10, now=7)  # a fetch proves it back: waited for again
+    assert high_watermark(0, 10, followers, (1, 2), now=7, lag_time_s=LAG, eligible=(3,)) == 7
+
+
 def test_caught_up_time_follows_kafkas_rule():
     s = FollowerState(2)
     s.on_fetch(5, leader_end=5, now=1.0)  # at the leader's end: caught up now

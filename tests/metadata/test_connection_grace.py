@@ -63,3 +63,20 @@ def test_reset_forgets_the_connections_of_an_earlier_term():
     grace.heard("c2", 2, img.brokers[2].epoch)
     grace.reset()
     assert grace.closed("c2", 10.0) is None
+
+
+def test_expected_brokers_are_fenced_unless_they_heartbeat_and_withdrawing_keeps_closed_ones():
+    img, hb, grace = setup()
+    epochs = {b: img.brokers[b].epoch for b in (1, 2, 3)}
+    grace.expect(epochs, 1.0)  # a controller activated after its predecessor's death
+    grace.heard("c2", 2, epochs[2])  # 2 heartbeated in time
+    grace.heard("c3", 3, epochs[3])
+    grace.closed("c3", 1.2)  # and 3 too, but its connection closed since: a close deadline
+    assert fence_closed_broker(img, grace, hb, 1.4) == ([], None)
+    assert fence_closed_broker(img, grace, hb, 1.5)[1] == 1
+    assert fence_closed_broker(img, grace, hb, 1.6) == ([], None)
+    assert grace.withdraw_expected() == []  # 1's deadline was used, 2's and 3's met
+    grace.expect({1: epochs[1]}, 2.0)
+    assert grace.withdraw_expected() == [1]  # the predecessor answered after all
+    assert fence_closed_broker(img, grace, hb, 9.0)[1] == 3  # the closed connection still counts
+    assert fence_closed_broker(img, grace, hb, 9.0) == ([], None)

@@ -14,7 +14,7 @@ from metadata.controller.service import ControllerService, NotControllerError
 from metadata.controller.state_machine import ControllerStateMachine
 from metadata.controller.topics import CreatableTopic, create_topics
 from metadata.image import METADATA_VERSION
-from metadata.log_format import BatchAssembler
+from metadata.log_format import BatchAssembler, encode_batch
 from raft.driver import ProposalFailed
 from raft.entry import Entry, LeaderChange, encode_leader_change
 from raft.quorum_state import Role
@@ -29,6 +29,7 @@ class Status:
     epoch: int
     leader_id: int | None
     log_end_offset: int
+    departed_leader: int | None = None
 
 
 class ScriptedDriver:
@@ -41,9 +42,10 @@ class ScriptedDriver:
         self.committed = 0
         self.waiting: list[tuple[int, int, trio.Event, list]] = []
         self.snapshot_interval_bytes = 1 << 30
+        self.departed: int | None = None
 
     def status(self):
-        return Status(self.role, self.epoch, self.leader, len(self.log))
+        return Status(self.role, self.epoch, self.leader, len(self.log), self.departed)
 
     def elect(self, epoch: int, me: bool = True) -> None:
         self.role, self.epoch, self.leader = (Role.LEADER if me else Role.FOLLOWER), epoch, (ME if me else 2)
@@ -193,3 +195,55 @@ def test_abandoned_batch_prefix_is_dropped_everywhere():
     batches = [i for i in items if isinstance(i, CommittedBatch)]
     assert [[r.name for r in b.records] for b in batches] == [["d"]]
     assert asm.dropped_batches == 1
+
+
+async def _activate_after(driver, sm, service, predecessor_for: float, departed: bool):
+    """Node 2 leads for `predecessor_for` seconds (a broker registered meanwhile, unfenced), then
+    this node is elected: with 2 departed (its link closed, nothing since) or not."""
+    from metadata.records import RegisterBroker
+    driver.elect(1, me=False)
+    driver.log.append(Entry(len(driver.log), 1, encode_leader_change(LeaderChange(2, [1, 2, 3], [1, 2])),
+                            control=True))
+    driver.log.append(Entry(len(driver.log), 1, encode_batch([RegisterBroker(2, uuid.UUID(int=2), 1,
+                                                                             fenced=False)])[0]))
+    driver.commit_all()
+    await trio.sleep(predecessor_for)
+    driver.departed = 2 if departed else None
+    driver.elect(2)
+    driver.commit_all()
+    await wait_until(lambda: service.active)
+    await wait_until(lambda: driver.waiting)
+    driver.commit_all()  # the bootstrap records
+
+
+@pytest.mark.parametrize("departed, predecessor_for, fenced", [
+    (True, 0.6, True),  # the dead controller's broker never heartbeats: fenced after the grace
+    (False, 0.6, False),  # no sign of death: a full session
+    (True, 0.05, False),  # it had not been controller for a session: earlier leases may run
+])
+async def test_after_the_previous_controllers_death_silent_brokers_are_fenced_within_the_grace(
+        nursery, departed, predecessor_for, fenced):
+    sm = ControllerStateMachine()
+    driver = ScriptedDriver(sm)
+    service = ControllerService(RealEnv(seed=1), node_id=ME, driver=driver, state_machine=sm, tick=0.01,
+                                session_timeout=0.5, close_grace=0.1)
+    await nursery.start(service.run)
+    await _activate_after(driver, sm, service, predecessor_for, departed)
+    start = trio.current_time()
+    with trio.move_on_after(0.3):  # within the session
+        await wait_until(lambda: service.fenced_log)
+    assert bool(service.fenced_log) == fenced
+    if fenced:
+        assert service.fenced_log[0][1] == 2 and trio.current_time() - start < 0.3
+
+
+async def test_a_departed_controller_heard_from_again_leaves_the_brokers_their_sessions(nursery):
+    sm = ControllerStateMachine()
+    driver = ScriptedDriver(sm)
+    service = ControllerService(RealEnv(seed=1), node_id=ME, driver=driver, state_machine=sm, tick=0.01,
+                                session_timeout=0.5, close_grace=0.1)
+    await nursery.start(service.run)
+    await _activate_after(driver, sm, service, 0.6, departed=True)
+    driver.departed = None  # something came from node 2: it lives
+    await trio.sleep(0.3)
+    assert service.fenced_log == []

@@ -45,3 +45,16 @@ def test_after_losing_its_leader_a_follower_grants_pre_votes():
     assert not granted(0.2)  # its leader is alive as far as it knows
     core.link_lost(2, 0.3)
     assert granted(0.3)
+
+
+def test_the_departed_leader_is_reported_until_anything_comes_from_it():
+    core = _follower_of_2()
+    assert core.status().departed_leader is None
+    core.link_lost(3, 0.1)  # not our leader
+    assert core.status().departed_leader is None
+    core.link_lost(2, 0.1)
+    assert core.status().departed_leader == 2
+    core.tick(5.0)  # campaigning meanwhile changes nothing: nothing came from 2
+    assert core.status().departed_leader == 2
+    core.handle(2, VoteRequest(CLUSTER, epoch=1, candidate_id=2, last_offset=0, last_epoch=0, pre_vote=True), 5.1)
+    assert core.status().departed_leader is None  # it lives

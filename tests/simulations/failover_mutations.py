@@ -1,17 +1,23 @@
 """Deliberate bugs in fast failover (docs/failover.md), patched into the real node code:
 fencing on a closed controller connection, replacing the registration of a dead
-incarnation, and shrinking the ISR when a follower's fetch connection closes.
+incarnation, shrinking the ISR when a follower's fetch connection closes, the high
+watermark passing over a follower whose fetch connection closed, and fencing silent brokers
+after the previous controller's death.
 
 Each is a function taking a monkeypatch; tests/simulations/catalogue.py lists them with
 the rule each breaks.
 """
 from __future__ import annotations
 
+import broker.isr
+import broker.partition
 import metadata.data_dir_lock
 import raftkafka.node.assembly
 from broker.isr import IsrState
 from broker.partition import Partition
 from metadata.controller.connection_grace import ConnectionGrace
+from metadata.controller.service import ControllerService
+from raft.core import RaftCore
 
 
 def reconnect_keeps_close_fence(monkeypatch) -> None:
@@ -65,5 +71,46 @@ def close_shrink_skips_controller(monkeypatch) -> None:
     monkeypatch.setattr(Partition, "on_follower_connection_closed", on_follower_connection_closed)
 
 
+def hw_skips_closed_isr_member(monkeypatch) -> None:
+    """The high watermark passes over every follower whose fetch connection closed, ISR
+    members included, before the controller has committed their removal."""
+    original = broker.isr.high_watermark
+
+    def high_watermark(current_hw, leader_end, followers, maximal_isr, now, lag_time_s, eligible=()):
+        open_isr = [r for r in maximal_isr if r not in followers or not followers[r].connection_closed]
+        return original(current_hw, leader_end, followers, open_isr, now, lag_time_s, eligible)
+
+    monkeypatch.setattr(broker.partition, "high_watermark", high_watermark)
+
+
+def activation_fences_without_proof_of_death(monkeypatch) -> None:
+    """A newly active controller gives every broker only the close grace to heartbeat even
+    when nothing says its predecessor died (it may be stopped or cut off, its brokers still
+    holding leases from it)."""
+
+    def expect_after_death(self, departed):
+        self._departed = None
+        self.grace.expect({bid: reg.epoch for bid, reg in sorted(self._spec.brokers.items())
+                           if not reg.fenced}, self.env.now())
+
+    monkeypatch.setattr(ControllerService, "_expect_after_death", expect_after_death)
+
+
+def departed_leader_outlives_its_answer(monkeypatch) -> None:
+    """A Raft replica keeps reporting its old leader as departed after hearing from it again."""
+    original = RaftCore.handle
+
+    def handle(self, src, msg, now):
+        departed = self.departed_leader
+        actions = original(self, src, msg, now)
+        if departed == src and self.departed_leader is None:
+            self.departed_leader = departed
+        return actions
+
+    monkeypatch.setattr(RaftCore, "handle", handle)
+
+
 FAILOVER_MUTATIONS = {f.__name__: f for f in (
-    reconnect_keeps_close_fence, data_dir_lock_not_exclusive, close_shrink_skips_controller)}
+    reconnect_keeps_close_fence, data_dir_lock_not_exclusive, close_shrink_skips_controller,
+    hw_skips_closed_isr_member, activation_fences_without_proof_of_death,
+    departed_leader_outlives_its_answer)}
