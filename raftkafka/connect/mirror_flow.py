@@ -9,6 +9,7 @@ committed) and a new set of tasks starts with the new split, as Connect reconfig
 """
 from __future__ import annotations
 
+import re
 from contextlib import AsyncExitStack
 
 import trio
@@ -149,8 +150,9 @@ class MirrorFlow:
                 if first:
                     await self._load_progress()
                     first = False
-                self.log(f"{flow.name}: replicating {len(self.wanted)} topics ({len(self.progress)} partitions "
-                         f"resume from their progress) in {count} task{'s' if count > 1 else ''}, "
+                topics = len({t for t, _ in partitions})
+                self.log(f"{flow.name}: replicating {topics} topics ({len(self.progress)} partitions resume from "
+                         f"their progress) in {count} task{'s' if count > 1 else ''}, "
                          f"{'exactly-once' if flow.exactly_once else 'at-least-once'}")
                 async with trio.open_nursery() as nursery:
                     for i in range(count):
@@ -163,10 +165,10 @@ class MirrorFlow:
         run does not use; it would hold back the progress read_committed until it timed out.
         Fence those ids (InitProducerId aborts their transactions), as Connect fences the
         tasks of a connector's earlier generation."""
-        prefix = self.flow.transactional_id(0)[:-1]
+        ours = {self.flow.transactional_id(task) for task in range(count)}
+        pattern = re.compile(re.escape(self.flow.transactional_id(0)[:-1]) + r"\d+")
         stale = sorted(t.transactional_id for t in await list_transactions(target, states=["Ongoing"])
-                       if t.transactional_id.startswith(prefix)
-                       and t.transactional_id[len(prefix):].isdigit() and int(t.transactional_id[len(prefix):]) >= count)
+                       if pattern.fullmatch(t.transactional_id) and t.transactional_id not in ours)
         for transactional_id in stale:
             async with self._target_producer(transactional_id=transactional_id) as fencer:
                 await fencer.init_transactions()

@@ -164,7 +164,8 @@ class MirrorTask:
         state = self._states.get(tp)
         if state is None:
             state = self._states[tp] = PartitionSyncState(self.flow.offset_lag_max)
-        self._acked.append((OffsetSync(tp[0], tp[1], upstream, metadata.offset), state.update(upstream, metadata.offset)))
+        sync = OffsetSync(tp[0], tp[1], upstream, metadata.offset)
+        self._acked.append((sync, state.update(upstream, metadata.offset)))
 
     def _accept_acked(self) -> None:
         """The acknowledged records are on the target for good (acknowledged, or their transaction committed)."""

@@ -165,8 +165,11 @@ def test_mirror_both_ways_survives_two_kill_9s_exactly_once_into_b_and_a_group_m
     for _ in range(2):
         # Kill once this run has committed a few transactions: mid-stream, with transactions open.
         written = _end_offset(target, "mm2-offsets.A.internal")
-        wait_until(lambda: _end_offset(target, "mm2-offsets.A.internal") >= written + 40, 90,
-                   "the mirror's progress moving", interval=0.2)
+        try:
+            wait_until(lambda: _end_offset(target, "mm2-offsets.A.internal") >= written + 40, 90,
+                       "the mirror's progress moving", interval=0.2)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; mirror:\n{mirror.output()[-3000:]}") from None
         mirror.popen.kill()  # kill -9 under load
         mirror.wait(30)
         mirror = processes.start("mirror", "mm2.properties", cwd=str(tmp_path))
