@@ -9,9 +9,10 @@
 2. FileStreamSink: that topic into a file; records/s until the file holds all N lines.
 3. mirror: N records of 100 bytes produced beforehand into 4 topics of 4 partitions on cluster A,
    copied to cluster B (DefaultReplicationPolicy, RF as the clusters'); records/s from the
-   mirror's start until B's remote topics hold all N. Run twice, side by side: at-least-once
-   (the default) and exactly-once (`B.exactly.once.source.support = enabled`, one transaction
-   per batch polled), each on its own topics. B's end offsets count transaction markers too
+   mirror's start until B's remote topics hold all N. Run three times, side by side, each on
+   its own topics: at-least-once (the default); exactly-once (`B.exactly.once.source.support =
+   enabled`, one transaction per batch polled); exactly-once-1s (`transaction.boundary =
+   interval`, one transaction a second). B's end offsets count transaction markers too
    (one per partition a transaction wrote), so the exactly-once clock may stop by that many
    offsets early; the markers' share is printed after the run.
 Each clock starts when the process is launched, so start-up (connecting, joining the group,
@@ -110,7 +111,9 @@ def bench_mirror(source: str, target: str, records: int, nodes: int, work: str, 
                 f"checkpoints.topic.replication.factor = {nodes}\noffset.storage.replication.factor = {nodes}\n"
                 f"heartbeats.topic.replication.factor = {nodes}\n"
                 "offset.flush.interval.ms = 10000\n"
-                f"B.exactly.once.source.support = {'enabled' if mode == 'exactly-once' else 'disabled'}\n")
+                f"B.exactly.once.source.support = {'disabled' if mode == 'at-least-once' else 'enabled'}\n"
+                + ("transaction.boundary = interval\ntransaction.boundary.interval.ms = 1000\n"
+                   if mode == "exactly-once-1s" else ""))
     remote = {f"A.{t}": n for t, n in topics.items()}
     from raftkafka.client.blocking import BlockingAdmin
 
@@ -118,7 +121,7 @@ def bench_mirror(source: str, target: str, records: int, nodes: int, work: str, 
         copied = records // len(topics) * len(topics)
         _timed(["mirror", f"mm2-{mode}.properties"], work, lambda: _end_offsets(admin, remote),
                f"mirror A -> B, {mode}", copied)
-        if mode == "exactly-once":
+        if mode != "at-least-once":
             markers = _end_offsets(admin, remote) - copied
             print(f"  transaction markers: {markers:,} offsets ({markers / copied:.1%} of the records)", flush=True)
 
@@ -138,7 +141,7 @@ def main(argv=None) -> None:
                 print(f"two clusters of {args.dev_nodes} node(s); {args.records:,} records of 100 bytes", flush=True)
                 if not args.mirror_only:
                     bench_connect(a.bootstrap, args.records, work)
-                for mode in ("at-least-once", "exactly-once"):
+                for mode in ("at-least-once", "exactly-once", "exactly-once-1s"):
                     bench_mirror(a.bootstrap, b.bootstrap, args.records, args.dev_nodes, work, mode)
         finally:
             b.stop()

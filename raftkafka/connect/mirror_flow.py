@@ -139,8 +139,11 @@ class MirrorFlow:
                     Consumer, flow.source, "consumer", enable_auto_commit=False, auto_offset_reset="earliest"))
                     for _ in range(count)]
                 if flow.exactly_once:
+                    # A transaction's first AddPartitionsToTxn meets CONCURRENT_TRANSACTIONS while the
+                    # previous one's markers are written; Kafka's producer retries that after 20 ms,
+                    # not retry.backoff.ms (B.producer.retry.backoff.ms still overrides this).
                     producers = [await stack.enter_async_context(self._target_producer(
-                        transactional_id=flow.transactional_id(i))) for i in range(count)]
+                        transactional_id=flow.transactional_id(i), retry_backoff_ms=20)) for i in range(count)]
                     for task_producer in producers:
                         await task_producer.init_transactions()  # fences this task of an earlier run
                     if first:
