@@ -170,7 +170,12 @@ class MirrorFlow:
         tasks of a connector's earlier generation."""
         ours = {self.flow.transactional_id(task) for task in range(count)}
         pattern = re.compile(re.escape(self.flow.transactional_id(0)[:-1]) + r"\d+")
-        stale = sorted(t.transactional_id for t in await list_transactions(target, states=["Ongoing"])
+        try:
+            ongoing = await list_transactions(target, states=["Ongoing"])
+        except KafkaError as e:  # e.g. not allowed to describe them: those ids time out on their own
+            self.log(f"{self.flow.name}: cannot list transactions to fence an earlier run's other tasks: {e}")
+            return
+        stale = sorted(t.transactional_id for t in ongoing
                        if pattern.fullmatch(t.transactional_id) and t.transactional_id not in ours)
         for transactional_id in stale:
             async with self._target_producer(transactional_id=transactional_id) as fencer:
