@@ -24,8 +24,8 @@ import functools
 
 import trio
 
-from raftkafka.client import Consumer, KafkaError, Producer
-from raftkafka.client.transactional import FATAL_ERROR
+from raftkafka.client import Consumer, KafkaError, KafkaTimeoutError, Producer
+from raftkafka.client.transactional import COMMITTING, FATAL_ERROR
 from raftkafka.connect.delivery import Deliveries
 from raftkafka.connect.mirror_checkpoints import OffsetSyncStore, PartitionSyncState
 from raftkafka.connect.mirror_config import FlowConfig
@@ -149,7 +149,13 @@ class MirrorTask:
 
     async def _commit(self, producer: Producer, copied: dict) -> None:
         await self._send_progress(producer, copied)
-        await producer.commit_transaction()
+        try:
+            await producer.commit_transaction()
+        except KafkaTimeoutError:
+            if producer.transactions.state != COMMITTING:
+                raise
+            self.log(f"{self.flow.name}: a transaction's commit timed out; finishing it")
+            await producer.commit_transaction()  # a timed-out commit can only be called again
         self.progress.update(copied)
         self._accept_acked()
 
