@@ -117,16 +117,17 @@ class FileSink:
                     await self._commit(consumer, task)
 
     def _write(self, records) -> None:
-        lines = []
+        lines, moved = [], {}
         for r in records:
             tp = (r.topic, r.partition)
-            if r.offset < self.positions.get(tp, -1):
+            if r.offset < moved.get(tp, self.positions.get(tp, -1)):
                 continue  # written already, by this task or by the one that held the partition before
-            lines.append(self._line(r))
-            self.positions[tp] = r.offset + 1
+            lines.append(self._line(r))  # may refuse the record: then nothing of the batch is written
+            moved[tp] = r.offset + 1
         if lines:
             self._out.write(b"".join(lines))
             self._out.flush()  # visible to readers now; durable at the next flush
+            self.positions.update(moved)
             self._dirty = True
 
     def _line(self, r) -> bytes:
