@@ -2,13 +2,19 @@
 
     python -m raftkafka.bench.connect --dev-nodes 1 [--records 200000]
     python -m raftkafka.bench.connect --dev-nodes 3     # two 3-node clusters (RF=3), six node processes
+    python -m raftkafka.bench.connect --dev-nodes 3 --mirror-only    # the mirror, both modes only
 
 1. FileStreamSource: a file of N lines of 100 bytes (StringConverter) into a 1-partition topic;
    records/s until the topic holds all N.
 2. FileStreamSink: that topic into a file; records/s until the file holds all N lines.
 3. mirror: N records of 100 bytes produced beforehand into 4 topics of 4 partitions on cluster A,
    copied to cluster B (DefaultReplicationPolicy, RF as the clusters'); records/s from the
-   mirror's start until B's remote topics hold all N.
+   mirror's start until B's remote topics hold all N. Run three times, side by side, each on
+   its own topics: at-least-once (the default); exactly-once (`B.exactly.once.source.support =
+   enabled`, one transaction per batch polled); exactly-once-1s (`transaction.boundary =
+   interval`, one transaction a second). B's end offsets count transaction markers too
+   (one per partition a transaction wrote), so the exactly-once clock may stop by that many
+   offsets early; the markers' share is printed after the run.
 Each clock starts when the process is launched, so start-up (connecting, joining the group,
 creating topics) is included.
 """
@@ -94,23 +100,30 @@ def bench_connect(bootstrap: str, records: int, work: str) -> None:
            lambda: _lines(os.path.join(work, "out.txt")), "FileStreamSink topic -> file", records)
 
 
-def bench_mirror(source: str, target: str, records: int, nodes: int, work: str) -> None:
-    topics = {f"bench-mirror-{i}": 4 for i in range(4)}
+def bench_mirror(source: str, target: str, records: int, nodes: int, work: str, mode: str) -> None:
+    topics = {f"bench-mirror-{mode}-{i}": 4 for i in range(4)}
     for topic in topics:
         produce(source, topic, records // len(topics), 4)
-    with open(os.path.join(work, "mm2.properties"), "w") as f:
+    with open(os.path.join(work, f"mm2-{mode}.properties"), "w") as f:
         f.write(f"clusters = A, B\nA.bootstrap.servers = {source}\nB.bootstrap.servers = {target}\n"
-                "A->B.enabled = true\nA->B.topics = bench-mirror-.*\n"
+                f"A->B.enabled = true\nA->B.topics = bench-mirror-{mode}-.*\n"
                 f"replication.factor = {nodes}\noffset-syncs.topic.replication.factor = {nodes}\n"
                 f"checkpoints.topic.replication.factor = {nodes}\noffset.storage.replication.factor = {nodes}\n"
                 f"heartbeats.topic.replication.factor = {nodes}\n"
-                "offset.flush.interval.ms = 10000\n")
+                "offset.flush.interval.ms = 10000\n"
+                f"B.exactly.once.source.support = {'disabled' if mode == 'at-least-once' else 'enabled'}\n"
+                + ("transaction.boundary = interval\ntransaction.boundary.interval.ms = 1000\n"
+                   if mode == "exactly-once-1s" else ""))
     remote = {f"A.{t}": n for t, n in topics.items()}
     from raftkafka.client.blocking import BlockingAdmin
 
     with BlockingAdmin(target) as admin:
-        _timed(["mirror", "mm2.properties"], work, lambda: _end_offsets(admin, remote), "mirror A -> B",
-               records // len(topics) * len(topics))
+        copied = records // len(topics) * len(topics)
+        _timed(["mirror", f"mm2-{mode}.properties"], work, lambda: _end_offsets(admin, remote),
+               f"mirror A -> B, {mode}", copied)
+        if mode != "at-least-once":
+            markers = _end_offsets(admin, remote) - copied
+            print(f"  transaction markers: {markers:,} offsets ({markers / copied:.1%} of the records)", flush=True)
 
 
 def main(argv=None) -> None:
@@ -118,6 +131,7 @@ def main(argv=None) -> None:
     parser.add_argument("--dev-nodes", type=int, default=1, help="nodes of each of the two dev clusters")
     parser.add_argument("--base-port", type=int, default=29092, help="cluster A's; cluster B's is 20 above")
     parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--mirror-only", action="store_true", help="skip the FileStream connectors")
     args = parser.parse_args(argv)
     a = DevCluster(args.dev_nodes, args.base_port)
     try:
@@ -125,8 +139,10 @@ def main(argv=None) -> None:
         try:
             with tempfile.TemporaryDirectory(prefix="raftkafka-bench-connect-") as work:
                 print(f"two clusters of {args.dev_nodes} node(s); {args.records:,} records of 100 bytes", flush=True)
-                bench_connect(a.bootstrap, args.records, work)
-                bench_mirror(a.bootstrap, b.bootstrap, args.records, args.dev_nodes, work)
+                if not args.mirror_only:
+                    bench_connect(a.bootstrap, args.records, work)
+                for mode in ("at-least-once", "exactly-once", "exactly-once-1s"):
+                    bench_mirror(a.bootstrap, b.bootstrap, args.records, args.dev_nodes, work, mode)
         finally:
             b.stop()
     finally:

@@ -12,6 +12,12 @@ written after the last flush, which it is about to consume again) and continues 
 recorded offsets (for partitions it has none for, the group's committed offsets, else the
 earliest). The group's offsets therefore never run ahead of the file, and the file never
 holds a record twice. This holds while this connector is the file's only writer.
+
+`tasks.max` tasks run, as Kafka's FileStreamSinkConnector runs them: each is a member of the
+group with its own consumer (static member `connect-<name>-<task>`), all append to the one
+file. They share the written positions: a partition that moves to another task in a
+rebalance is read on from where the file ends for it, and a record below that position is
+never written again.
 """
 from __future__ import annotations
 
@@ -26,10 +32,10 @@ from raftkafka.connect.records import ConnectRecord
 from raftkafka.connect.transforms import apply_chain
 from raftkafka.connect.worker_config import ConnectorConfig, WorkerConfig
 
-__all__ = ["FileSinkTask"]
+__all__ = ["FileSink"]
 
 
-class FileSinkTask:
+class FileSink:
     def __init__(self, env, connector: ConnectorConfig, worker: WorkerConfig, offsets: OffsetFile,
                  consumer_kwargs: dict, log):
         self.env = env
@@ -40,7 +46,13 @@ class FileSinkTask:
         self.consumer_kwargs = consumer_kwargs
         self.log = log
         self.partition_key = {"file": self.file}
-        self.positions: dict[tuple[str, int], int] = {}
+        self.positions: dict[tuple[str, int], int] = {}  # next offset to write, per partition
+        self.flushed: dict[tuple[str, int], int] = {}  # the positions of the last flush
+        self.flushes = 0
+        self._dirty = False  # written since the last flush
+        self._flush_lock = trio.Lock()
+        self._next_flush = 0.0
+        self._out = None
 
     async def _restore(self, out) -> None:
         """Cut the file back to its last flushed size; take the offsets recorded with it. The first
@@ -63,43 +75,60 @@ class FileSinkTask:
             self.log(f"{self.connector.name}: {self.file} is shorter than when it was last flushed "
                      f"({size} < {flushed} bytes); appending to it as it is")
         self.positions = positions
+        self.flushed = dict(positions)
 
     async def run(self) -> None:
         with open(self.file, "ab") as out:
             await self._restore(out)
             out.seek(0, os.SEEK_END)
-            # A static member (KIP-345): the one task of this connector, restarted after a crash,
-            # takes its place in the group at once instead of waiting out the dead one's session.
-            settings = {"group_instance_id": f"connect-{self.connector.name}-0", "enable_auto_commit": False,
-                        "auto_offset_reset": "earliest", **self.consumer_kwargs}
-            async with Consumer(self.env, self.worker.bootstrap_servers, group_id=f"connect-{self.connector.name}",
-                                **settings) as consumer:
-                def on_assign(partitions):
-                    for tp in partitions:
-                        if tp in self.positions:
-                            consumer.seek(tp, self.positions[tp])
+            self._out = out
+            self._next_flush = self.env.now() + self.worker.flush_interval
+            async with trio.open_nursery() as nursery:
+                for task in range(self.connector.tasks_max):
+                    nursery.start_soon(self._task, task)
 
-                consumer.subscribe(self.connector.topics(), on_assign=on_assign)
-                next_flush = self.env.now() + self.worker.flush_interval
-                dirty = False
-                while True:
-                    try:
-                        records = await consumer.poll(0.5)
-                    except KafkaError as e:
-                        if not e.retriable:
-                            raise
-                        self.log(f"{self.connector.name}: {e}; polling again")
-                        continue
-                    if records:
-                        out.write(b"".join(self._line(r) for r in records))
-                        out.flush()  # visible to readers now; durable at the next flush
-                        for r in records:
-                            self.positions[(r.topic, r.partition)] = r.offset + 1
-                        dirty = True
-                    if dirty and self.env.now() >= next_flush:
-                        await self._flush(out, consumer)
-                        dirty = False
-                        next_flush = self.env.now() + self.worker.flush_interval
+    async def _task(self, task: int) -> None:
+        # A static member (KIP-345): a task restarted after a crash takes its place in the
+        # group at once instead of waiting out the dead one's session.
+        settings = {"group_instance_id": f"connect-{self.connector.name}-{task}", "enable_auto_commit": False,
+                    "auto_offset_reset": "earliest", **self.consumer_kwargs}
+        async with Consumer(self.env, self.worker.bootstrap_servers, group_id=f"connect-{self.connector.name}",
+                            **settings) as consumer:
+            def on_assign(partitions):
+                for tp in partitions:
+                    if tp in self.positions:
+                        consumer.seek(tp, self.positions[tp])
+
+            consumer.subscribe(self.connector.topics(), on_assign=on_assign)
+            committed = self.flushes
+            while True:
+                try:
+                    records = await consumer.poll(0.5)
+                except KafkaError as e:
+                    if not e.retriable:
+                        raise
+                    self.log(f"{self.connector.name}-{task}: {e}; polling again")
+                    continue
+                self._write(records)
+                if self.env.now() >= self._next_flush and not self._flush_lock.locked():
+                    await self._flush()
+                if committed != self.flushes:
+                    committed = self.flushes
+                    await self._commit(consumer, task)
+
+    def _write(self, records) -> None:
+        lines, moved = [], {}
+        for r in records:
+            tp = (r.topic, r.partition)
+            if r.offset < moved.get(tp, self.positions.get(tp, -1)):
+                continue  # written already, by this task or by the one that held the partition before
+            lines.append(self._line(r))  # may refuse the record: then nothing of the batch is written
+            moved[tp] = r.offset + 1
+        if lines:
+            self._out.write(b"".join(lines))
+            self._out.flush()  # visible to readers now; durable at the next flush
+            self.positions.update(moved)
+            self._dirty = True
 
     def _line(self, r) -> bytes:
         key_schema, key = self.connector.key_converter.to_connect(r.topic, r.key)
@@ -108,15 +137,28 @@ class FileSinkTask:
             r.topic, r.partition, key_schema, key, value_schema, value, r.timestamp, r.offset, r.headers))
         return (java_text(record.value) + "\n").encode()
 
-    async def _flush(self, out, consumer: Consumer) -> None:
-        out.flush()
-        await trio.to_thread.run_sync(os.fsync, out.fileno())
-        offsets: dict[str, dict[str, int]] = {}
-        for (topic, partition), offset in sorted(self.positions.items()):
-            offsets.setdefault(topic, {})[str(partition)] = offset
-        await self.offsets.put(self.connector.name, self.partition_key, {"size": out.tell(), "offsets": offsets})
+    async def _flush(self) -> None:
+        """fsync the file, then record its size with the positions it holds; the tasks then commit
+        those positions to the group."""
+        async with self._flush_lock:
+            self._next_flush = self.env.now() + self.worker.flush_interval
+            if not self._dirty:
+                return
+            out = self._out
+            out.flush()
+            size, positions = out.tell(), dict(self.positions)  # what the fsync below makes durable
+            self._dirty = False
+            await trio.to_thread.run_sync(os.fsync, out.fileno())
+            offsets: dict[str, dict[str, int]] = {}
+            for (topic, partition), offset in sorted(positions.items()):
+                offsets.setdefault(topic, {})[str(partition)] = offset
+            await self.offsets.put(self.connector.name, self.partition_key, {"size": size, "offsets": offsets})
+            self.flushed = positions
+            self.flushes += 1
+
+    async def _commit(self, consumer: Consumer, task: int) -> None:
         assigned = consumer.assignment()
         try:
-            await consumer.commit({tp: o for tp, o in self.positions.items() if tp in assigned})
+            await consumer.commit({tp: o for tp, o in self.flushed.items() if tp in assigned})
         except (CommitFailedError, KafkaError) as e:  # the offsets file is ahead; the next flush commits
-            self.log(f"{self.connector.name}: offset commit failed ({e}); retried at the next flush")
+            self.log(f"{self.connector.name}-{task}: offset commit failed ({e}); retried at the next flush")

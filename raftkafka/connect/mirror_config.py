@@ -10,8 +10,15 @@
 A setting is looked up as `A->B.<name>` first, then `<name>`. Client settings of a cluster are
 `A.<kafka client property>` (`A.security.protocol`, `A.ssl.*`, `A.sasl.*`; `A.producer.*`,
 `A.consumer.*`, `A.admin.*` for one kind of client); top-level security settings apply to every
-cluster. Settings of Connect's own machinery (`tasks.max` above 1, REST, `exactly.once.support`
-other than disabled) are named in the log when they change nothing here.
+cluster.
+
+`tasks.max` (per flow or top-level) splits a flow's partitions round-robin across that many
+tasks, each with its own consumer and producer. `B.exactly.once.source.support = enabled` (or
+top-level `exactly.once.source.support`, for every target) makes the flows into B copy records
+and their progress in one transaction per task (KIP-618), `transaction.boundary` = `poll`
+(Kafka's default: one transaction per batch polled) or `interval` (every
+`transaction.boundary.interval.ms`, default `offset.flush.interval.ms`); `disabled` (the
+default) and `preparing` copy at-least-once.
 """
 from __future__ import annotations
 
@@ -52,7 +59,11 @@ _DEFAULTS = {
     "checkpoints.topic.replication.factor": "3",
     "offset.storage.replication.factor": "3",
     "offset.flush.interval.ms": "60000",
+    "tasks.max": "1",
+    "transaction.boundary": "poll",
 }
+_EXACTLY_ONCE_VALUES = ("disabled", "preparing", "enabled")
+_BOUNDARIES = ("poll", "interval")
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,9 @@ class FlowConfig:
     checkpoints_rf: int
     progress_rf: int
     flush_interval: float  # seconds
+    tasks_max: int = 1
+    exactly_once: bool = False  # the target's exactly.once.source.support is enabled
+    transaction_interval: float | None = None  # seconds (transaction.boundary=interval); None: one per poll
 
     @property
     def name(self) -> str:
@@ -95,6 +109,11 @@ class FlowConfig:
     @property
     def offset_syncs_topic(self) -> str:  # on the source cluster (offset-syncs.topic.location=source)
         return f"mm2-offset-syncs.{self.target.alias}.internal"
+
+    def transactional_id(self, task: int) -> str:
+        """Connect's per-task id, `<group.id>-<connector>-<task>`, with MM2's group.id `<source>-mm2`:
+        the same task of a restarted mirror fences the one it replaces."""
+        return f"{self.source.alias}-mm2-MirrorSourceConnector-{task}"
 
     @property
     def checkpoints_topic(self) -> str:  # on the target cluster
@@ -163,7 +182,9 @@ def _flow(properties: dict, flow: str, source: ClusterConfig, target: ClusterCon
         return (value if value is not None else _DEFAULTS[name]).strip()
 
     def number(name: str, minimum: int = 1) -> int:
-        text = get(name)
+        return number_of(name, get(name), minimum)
+
+    def number_of(name: str, text: str, minimum: int = 1) -> int:
         try:
             value = int(text)
         except ValueError:
@@ -181,12 +202,22 @@ def _flow(properties: dict, flow: str, source: ClusterConfig, target: ClusterCon
     def every(enabled: str, interval: str) -> float | None:
         return number(interval) * 1.0 if flag(enabled) else None
 
-    tasks = properties.get(f"{flow}.tasks.max", properties.get("tasks.max", "1")).strip()
-    if tasks != "1":
-        notes.append(f"{flow}: tasks.max={tasks}: each flow is copied by one task in this process")
-    eos = properties.get("exactly.once.support", "disabled").strip().lower()
-    if eos not in ("disabled", ""):
-        notes.append(f"exactly.once.support={eos}: not available (needs transactions); copying is at-least-once")
+    support = properties.get(f"{target.alias}.exactly.once.source.support",
+                             properties.get("exactly.once.source.support", "disabled")).strip().lower()
+    if support not in _EXACTLY_ONCE_VALUES:
+        raise ValueError(f"exactly.once.source.support={support!r}: must be one of {', '.join(_EXACTLY_ONCE_VALUES)}")
+    if support == "preparing":
+        notes.append(f"{flow}: {target.alias}.exactly.once.source.support=preparing: copying at-least-once "
+                     "until it is enabled")
+    boundary = get("transaction.boundary").lower()
+    if boundary not in _BOUNDARIES:
+        raise ValueError(f"transaction.boundary={boundary!r}: must be poll or interval "
+                         "(MirrorSourceConnector defines no transaction boundaries of its own)")
+    interval = None
+    if boundary == "interval":
+        text = properties.get(f"{flow}.transaction.boundary.interval.ms", properties.get(
+            "transaction.boundary.interval.ms", get("offset.flush.interval.ms")))
+        interval = number_of("transaction.boundary.interval.ms", text.strip()) / 1000
     return FlowConfig(
         source=source, target=target,
         topics=_pattern_list(get("topics"), "topics"),
@@ -206,4 +237,7 @@ def _flow(properties: dict, flow: str, source: ClusterConfig, target: ClusterCon
         heartbeats_rf=number("heartbeats.topic.replication.factor"),
         checkpoints_rf=number("checkpoints.topic.replication.factor"),
         progress_rf=number("offset.storage.replication.factor"),
-        flush_interval=number("offset.flush.interval.ms") / 1000)
+        flush_interval=number("offset.flush.interval.ms") / 1000,
+        tasks_max=number("tasks.max"),
+        exactly_once=support == "enabled",
+        transaction_interval=interval)

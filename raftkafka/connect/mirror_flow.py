@@ -1,26 +1,25 @@
-"""One replication flow (A->B): copy records, keep topics in step, write offset syncs, progress
-and checkpoints, each on its own cadence, in one trio nursery.
+"""One replication flow (A->B): keep topics in step, copy records with `tasks.max` tasks
+(mirror_task.py: at-least-once, or exactly-once with transactions), write checkpoints and
+heartbeats, each on its own cadence, in one trio nursery.
 
-Records keep their partition, key, value, headers and timestamp; they are sent with our
-idempotent producer (acks=all), so retries inside a run never duplicate. Progress (the last
-upstream offset copied, per partition) is written to `mm2-offsets.<source>.internal` on the
-target every `offset.flush.interval.ms`, after the producer acknowledged every record up to it;
-a restart (after kill -9 too) resumes after it. Records copied after the last progress write
-are copied again: at-least-once. Exactly-once (MM2's `exactly.once.support`) needs
-transactions, which raftkafka does not have yet.
+The flow's source partitions are split round-robin over min(tasks.max, partitions) tasks, as
+MirrorSourceConnector splits them. When the replicated partitions change (a new topic, added
+partitions) every task ends at a clean point (its progress written, its transaction
+committed) and a new set of tasks starts with the new split, as Connect reconfigures tasks.
 """
 from __future__ import annotations
 
-import functools
+import re
+from contextlib import AsyncExitStack
 
 import trio
 
 from raftkafka.client import Admin, Consumer, KafkaError, Producer
-from raftkafka.connect.delivery import Deliveries
-from raftkafka.connect.mirror_checkpoints import Checkpointer, OffsetSyncStore, PartitionSyncState
+from raftkafka.client.transactions_admin import list_transactions
+from raftkafka.connect.mirror_checkpoints import Checkpointer, OffsetSyncStore
 from raftkafka.connect.mirror_config import FlowConfig
-from raftkafka.connect.mirror_records import (Heartbeat, OffsetSync, RecordFormatError, decode_progress,
-                                              encode_progress)
+from raftkafka.connect.mirror_records import Heartbeat, OffsetSync, RecordFormatError, decode_progress
+from raftkafka.connect.mirror_task import MirrorTask
 from raftkafka.connect.mirror_topics import (ensure_internal_topic, ensure_remote_topics, source_topics,
                                              sync_topic_configs)
 
@@ -55,9 +54,14 @@ class MirrorFlow:
         self.store = OffsetSyncStore()
         self.progress: dict[tuple[str, int], int] = {}  # source partition -> last upstream offset copied
         self.wanted: dict[str, int] = {}  # replicated source topics -> partition count
+        self.partitions: list[tuple[str, int]] = []  # their partitions, split over the tasks
+        self.generation = 0  # moves when `partitions` change: the tasks restart with a new split
 
     def _client(self, cls, cluster, kind: str, **extra):
         return cls(self.env, cluster.bootstrap_servers, **{**extra, **self.kwargs[(cluster.alias, kind)]})
+
+    def _target_producer(self, **extra) -> Producer:
+        return self._client(Producer, self.flow.target, "producer", linger_ms=5, batch_size=262_144, **extra)
 
     async def run(self, wait_reachable) -> None:
         flow = self.flow
@@ -71,17 +75,13 @@ class MirrorFlow:
                 await ensure_internal_topic(target, flow.checkpoints_topic, flow.checkpoints_rf)
             if flow.emit_heartbeats:
                 await ensure_internal_topic(target, "heartbeats", flow.heartbeats_rf)
-            await self._load_state()
+            await self._load_offset_syncs()
             await self._refresh_topics(source, target)
             if flow.sync_topic_configs:
                 await sync_topic_configs(flow, source, target, self.wanted)
-            async with self._client(Producer, flow.target, "producer", linger_ms=5, batch_size=262_144) as producer, \
+            async with self._target_producer() as producer, \
                     self._client(Producer, flow.source, "producer") as sync_producer, \
-                    self._client(Consumer, flow.source, "consumer", enable_auto_commit=False,
-                                 auto_offset_reset="earliest") as consumer, \
                     trio.open_nursery() as nursery:
-                self.log(f"{flow.name}: replicating {len(self.wanted)} topics "
-                         f"({len(self.progress)} partitions resume from their progress)")
                 if flow.refresh_topics:
                     nursery.start_soon(self._every, flow.refresh_topics, self._refresh_topics, source, target)
                 if flow.sync_topic_configs:
@@ -94,7 +94,7 @@ class MirrorFlow:
                     nursery.start_soon(self._every, flow.emit_checkpoints, checkpointer.emit_checkpoints)
                 if flow.sync_group_offsets:
                     nursery.start_soon(self._every, flow.sync_group_offsets, checkpointer.sync_group_offsets)
-                await self._copy(consumer, producer, sync_producer)
+                await self._run_tasks(target, producer, sync_producer)
 
     async def _every(self, interval: float, fn, *args) -> None:
         """A periodic chore; a retriable error (a coordinator loading, a leader moving) waits for
@@ -113,19 +113,79 @@ class MirrorFlow:
         beat = Heartbeat(self.flow.source.alias, self.flow.target.alias, self.env.wall_ms())
         await producer.send("heartbeats", beat.value(), beat.key(), partition=0)
 
+    async def _refresh_topics(self, source: Admin, target: Admin) -> None:
+        topics = await source_topics(self.flow, source)
+        await ensure_remote_topics(self.flow, source, target, topics, self.log)
+        self.wanted = topics
+        partitions = sorted((t, p) for t, n in topics.items() for p in range(n))
+        if partitions != self.partitions:
+            self.partitions = partitions
+            self.generation += 1
+
+    # ------------------------------------------------------------------ tasks
+
+    async def _run_tasks(self, target: Admin, producer: Producer, sync_producer: Producer) -> None:
+        """Run the tasks of each generation of the partition split, one generation after another."""
+        flow = self.flow
+        first = True
+        while True:
+            generation, partitions = self.generation, self.partitions
+            if not partitions:
+                await self.env.sleep(0.5)
+                continue
+            count = min(flow.tasks_max, len(partitions))
+            async with AsyncExitStack() as stack:
+                consumers = [await stack.enter_async_context(self._client(
+                    Consumer, flow.source, "consumer", enable_auto_commit=False, auto_offset_reset="earliest"))
+                    for _ in range(count)]
+                if flow.exactly_once:
+                    # A transaction's first AddPartitionsToTxn meets CONCURRENT_TRANSACTIONS while the
+                    # previous one's markers are written; Kafka's producer retries that after 20 ms,
+                    # not retry.backoff.ms (B.producer.retry.backoff.ms still overrides this).
+                    producers = [await stack.enter_async_context(self._target_producer(
+                        transactional_id=flow.transactional_id(i), retry_backoff_ms=20)) for i in range(count)]
+                    for task_producer in producers:
+                        await task_producer.init_transactions()  # fences this task of an earlier run
+                    if first:
+                        await self._fence_other_tasks(target, count)
+                else:
+                    producers = [producer] * count
+                if first:
+                    await self._load_progress()
+                    first = False
+                topics = len({t for t, _ in partitions})
+                self.log(f"{flow.name}: replicating {topics} topics ({len(self.progress)} partitions resume from "
+                         f"their progress) in {count} task{'s' if count > 1 else ''}, "
+                         f"{'exactly-once' if flow.exactly_once else 'at-least-once'}")
+                async with trio.open_nursery() as nursery:
+                    for i in range(count):
+                        task = MirrorTask(self.env, flow, partitions[i::count], self.progress, self.store, self.log)
+                        nursery.start_soon(task.run, consumers[i], producers[i], sync_producer,
+                                           lambda: self.generation == generation)
+
+    async def _fence_other_tasks(self, target: Admin, count: int) -> None:
+        """An earlier run with more tasks may have left a transaction open under a task id this
+        run does not use; it would hold back the progress read_committed until it timed out.
+        Fence those ids (InitProducerId aborts their transactions), as Connect fences the
+        tasks of a connector's earlier generation."""
+        ours = {self.flow.transactional_id(task) for task in range(count)}
+        pattern = re.compile(re.escape(self.flow.transactional_id(0)[:-1]) + r"\d+")
+        try:
+            ongoing = await list_transactions(target, states=["Ongoing"])
+        except KafkaError as e:  # e.g. not allowed to describe them: those ids time out on their own
+            self.log(f"{self.flow.name}: cannot list transactions to fence an earlier run's other tasks: {e}")
+            return
+        stale = sorted(t.transactional_id for t in ongoing
+                       if pattern.fullmatch(t.transactional_id) and t.transactional_id not in ours)
+        for transactional_id in stale:
+            async with self._target_producer(transactional_id=transactional_id) as fencer:
+                await fencer.init_transactions()
+            self.log(f"{self.flow.name}: fenced {transactional_id}, a task of an earlier run")
+
     # ------------------------------------------------------------------ state from earlier runs
 
-    async def _load_state(self) -> None:
+    async def _load_offset_syncs(self) -> None:
         flow = self.flow
-        for r in await read_topic(self.env, flow.target.bootstrap_servers,
-                                  self.kwargs[(flow.target.alias, "consumer")], flow.progress_topic):
-            decoded = decode_progress(flow.source.alias, r.key or b"", r.value)
-            if decoded is not None:
-                tp, offset = decoded
-                if offset is None:
-                    self.progress.pop(tp, None)
-                else:
-                    self.progress[tp] = offset
         for r in await read_topic(self.env, flow.source.bootstrap_servers,
                                   self.kwargs[(flow.source.alias, "consumer")], flow.offset_syncs_topic):
             try:
@@ -133,79 +193,15 @@ class MirrorFlow:
             except RecordFormatError:
                 self.log(f"{flow.name}: skipping an unreadable record at {r.topic}-{r.partition}@{r.offset}")
 
-    async def _refresh_topics(self, source: Admin, target: Admin) -> None:
-        topics = await source_topics(self.flow, source)
-        await ensure_remote_topics(self.flow, source, target, topics, self.log)
-        self.wanted = topics
-
-    # ------------------------------------------------------------------ copying
-
-    def _reassign(self, consumer: Consumer) -> None:
-        wanted = {(t, p) for t, n in self.wanted.items() for p in range(n)}
-        assigned = consumer.assignment()
-        if wanted == assigned:
-            return
-        consumer.assign(sorted(wanted))
-        for tp in sorted(wanted - assigned):
-            if tp in self.progress:
-                consumer.seek(tp, self.progress[tp] + 1)
-            else:
-                consumer.seek_to_beginning(tp)
-
-    async def _copy(self, consumer: Consumer, producer: Producer, sync_producer: Producer) -> None:
+    async def _load_progress(self) -> None:
+        """The committed progress only: a transaction a killed task left open was aborted by now."""
         flow = self.flow
-        states: dict[tuple[str, int], PartitionSyncState] = {}
-        latest: dict[tuple[str, int], OffsetSync] = {}  # per partition: the last record acknowledged
-        due: list[OffsetSync] = []  # offset syncs to write
-
-        def acked(tp, upstream, metadata) -> None:
-            state = states.get(tp)
-            if state is None:
-                state = states[tp] = PartitionSyncState(flow.offset_lag_max)
-            sync = latest[tp] = OffsetSync(tp[0], tp[1], upstream, metadata.offset)
-            if state.update(upstream, metadata.offset):
-                due.append(sync)
-
-        deliveries = Deliveries()
-        copied: dict[tuple[str, int], int] = {}  # since the last progress write
-        next_flush = self.env.now() + flow.flush_interval
-        while True:
-            self._reassign(consumer)
-            if not consumer.assignment():
-                await self.env.sleep(0.5)
-                continue
-            for r in await consumer.poll(0.5):
-                tp = (r.topic, r.partition)
-                future = await producer.send(flow.policy.remote_topic(flow.source.alias, r.topic), r.value, r.key,
-                                             partition=r.partition, headers=r.headers, timestamp_ms=r.timestamp)
-                deliveries.track(future, functools.partial(acked, tp, r.offset))
-                copied[tp] = r.offset
-            deliveries.raise_error()
-            if self.env.now() >= next_flush:
-                await self._write_progress(producer, deliveries, copied)
-                # As MirrorMaker's delayed syncs: each partition's last record gets a sync at a
-                # flush, so a group that has read everything translates exactly.
-                for tp, sync in latest.items():
-                    if states[tp].last_sync_downstream != sync.downstream:
-                        states[tp].last_sync_downstream = sync.downstream
-                        due.append(sync)
-                latest.clear()
-                deliveries = Deliveries()
-                copied = {}
-                next_flush = self.env.now() + flow.flush_interval
-            if due:
-                for sync in due:
-                    await sync_producer.send(flow.offset_syncs_topic, sync.value(), sync.key(), partition=0)
-                    self.store.add(sync)
-                due.clear()
-
-    async def _write_progress(self, producer: Producer, deliveries: Deliveries, copied: dict) -> None:
-        await producer.flush()
-        deliveries.raise_error()
-        if not copied:
-            return
-        for (topic, partition), offset in sorted(copied.items()):
-            key, value = encode_progress(self.flow.source.alias, topic, partition, offset)
-            await producer.send(self.flow.progress_topic, value, key, partition=0)
-            self.progress[(topic, partition)] = offset
-        await producer.flush()
+        kwargs = {**self.kwargs[(flow.target.alias, "consumer")], "isolation_level": "read_committed"}
+        for r in await read_topic(self.env, flow.target.bootstrap_servers, kwargs, flow.progress_topic):
+            decoded = decode_progress(flow.source.alias, r.key or b"", r.value)
+            if decoded is not None:
+                tp, offset = decoded
+                if offset is None:
+                    self.progress.pop(tp, None)
+                else:
+                    self.progress[tp] = offset

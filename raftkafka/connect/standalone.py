@@ -13,7 +13,7 @@ import trio
 
 from raftkafka.client import KafkaError, Producer
 from raftkafka.connect.converters import ConverterError
-from raftkafka.connect.file_sink import FileSinkTask
+from raftkafka.connect.file_sink import FileSink
 from raftkafka.connect.file_source import FileSourceTask
 from raftkafka.connect.offset_file import OffsetFile
 from raftkafka.connect.transforms import TransformError
@@ -41,18 +41,18 @@ async def run_worker(worker: WorkerConfig, connectors: list[ConnectorConfig], pr
 
         async def run_task(connector: ConnectorConfig) -> None:
             nonlocal failed
-            if connector.tasks_max > 1:
-                log(f"{connector.name}: runs one task (tasks.max={connector.tasks_max}): one file has one reader "
-                    "or writer")
+            if connector.kind == SOURCE and connector.tasks_max > 1:
+                log(f"{connector.name}: FileStreamSource runs one task (tasks.max={connector.tasks_max}), "
+                    "as Kafka's: one file has one reader")
             try:
                 if connector.kind == SOURCE:
                     task = FileSourceTask(env, connector, worker, offsets, producer, consumer_kwargs, log)
                 else:
-                    task = FileSinkTask(env, connector, worker, offsets, consumer_kwargs, log)
+                    task = FileSink(env, connector, worker, offsets, consumer_kwargs, log)
                 await task.run()
             except _TASK_ERRORS as e:
                 failed += 1
-                log(f"{connector.name}-0: task failed and stopped: {type(e).__name__}: {e}")
+                log(f"{connector.name}: task failed and stopped: {type(e).__name__}: {e}")
 
         async with trio.open_nursery() as nursery:
             for connector in connectors:

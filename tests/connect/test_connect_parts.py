@@ -140,8 +140,9 @@ def test_mm2_properties_flows_filters_and_naming():
         "clusters": "A, B", "A.bootstrap.servers": "a:9092", "B.bootstrap.servers": "b:9092",
         "A.security.protocol": "PLAINTEXT", "A->B.enabled": "true", "A->B.topics": "orders, pay-.*",
         "B->A.enabled": "false", "tasks.max": "4", "sync.group.offsets.enabled": "true"})
-    assert len(flows) == 1 and notes and "tasks.max=4" in notes[0]
+    assert len(flows) == 1 and notes == []
     flow = flows[0]
+    assert (flow.tasks_max, flow.exactly_once, flow.transaction_interval) == (4, False, None)
     assert (flow.name, flow.replication_factor, flow.emit_checkpoints, flow.sync_group_offsets) == ("A->B", 2, 60.0, 60.0)
     assert flow.offset_syncs_topic == "mm2-offset-syncs.B.internal"
     assert flow.checkpoints_topic == "A.checkpoints.internal"
@@ -159,6 +160,24 @@ def test_mm2_properties_flows_filters_and_naming():
         parse_mirror_config({"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1"})
     with pytest.raises(ValueError, match="B.bootstrap.servers is required"):
         parse_mirror_config({"clusters": "A, B", "A.bootstrap.servers": "a:1", "A->B.enabled": "true"})
+
+
+def test_mm2_exactly_once_is_the_target_clusters_setting_with_a_transactional_id_per_task():
+    base = {"clusters": "A, B", "A.bootstrap.servers": "a:1", "B.bootstrap.servers": "b:1",
+            "A->B.enabled": "true", "B->A.enabled": "true", "offset.flush.interval.ms": "5000"}
+    flows, notes = parse_mirror_config({**base, "B.exactly.once.source.support": "enabled",
+                                        "A->B.transaction.boundary": "interval"})
+    by_name = {f.name: f for f in flows}
+    assert (by_name["A->B"].exactly_once, by_name["B->A"].exactly_once) == (True, False)
+    assert (by_name["A->B"].transaction_interval, by_name["B->A"].transaction_interval) == (5.0, None)
+    assert by_name["A->B"].transactional_id(1) == "A-mm2-MirrorSourceConnector-1"
+    flows, notes = parse_mirror_config({**base, "exactly.once.source.support": "preparing"})
+    assert not any(f.exactly_once for f in flows) and len(notes) == 2 and "preparing" in notes[0]
+    for bad, message in [({"exactly.once.source.support": "yes"}, "exactly.once.source.support='yes'"),
+                         ({"transaction.boundary": "connector"}, "transaction.boundary='connector'"),
+                         ({"tasks.max": "0"}, "tasks.max='0'")]:
+        with pytest.raises(ValueError, match=message):
+            parse_mirror_config({**base, **bad})
 
 
 def test_offset_sync_and_checkpoint_bytes_are_kafkas_struct_encoding():

@@ -109,3 +109,55 @@ def test_connect_quickstart_then_kill_9_mid_file_leaves_identical_files(processe
     wait_until(lambda: sink.read_text() == expected, 90, "test.sink.txt identical to test.txt")
     assert "were already in connect-test" in worker.output() or "dropping" in "\n".join(
         p.output() for p in processes.procs)
+
+
+def test_file_sink_with_two_tasks_shares_the_partitions_and_writes_each_record_once(processes, tmp_path):
+    """FileStreamSink with tasks.max=2, as Kafka runs it: two members of the connector's group,
+    each with its own consumer and half the partitions, appending to one file; killed with
+    kill -9 and restarted, the file holds every record once."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    base = free_base_port()
+    node = processes.start("--base-port", str(base), "--data-dir", str(tmp_path / "data"))
+    node.wait_line(r"serving Kafka clients", 60)
+    bootstrap = f"localhost:{base}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic("lines", 4, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+
+    def produce(start: int, count: int) -> None:
+        for n in range(start, start + count):
+            producer.produce("lines", value=b"record %d" % n, key=b"%d" % n)
+        assert producer.flush(30) == 0
+
+    (tmp_path / "worker.properties").write_text(
+        f"bootstrap.servers={bootstrap}\nkey.converter=org.apache.kafka.connect.storage.StringConverter\n"
+        "value.converter=org.apache.kafka.connect.storage.StringConverter\n"
+        f"offset.storage.file.filename={tmp_path / 'connect.offsets'}\noffset.flush.interval.ms=500\n")
+    (tmp_path / "sink.properties").write_text(
+        "name=two-task-sink\nconnector.class=FileStreamSink\ntasks.max=2\nfile=out.txt\ntopics=lines\n")
+    out = tmp_path / "out.txt"
+    args = ("connect-standalone", "worker.properties", "sink.properties")
+    produce(0, 3000)
+    worker = processes.start(*args, cwd=str(tmp_path))
+    wait_until(lambda: len(_lines(out)) >= 3000, 60, "3000 lines in out.txt")
+
+    def members() -> list[int] | None:
+        group = admin.describe_consumer_groups(["connect-two-task-sink"])["connect-two-task-sink"].result(20)
+        counts = sorted(len(m.assignment.topic_partitions) for m in group.members)
+        return counts if counts == [2, 2] else None
+
+    wait_until(members, 30, "two members with two partitions each", interval=0.5)
+    produce(3000, 3000)
+    wait_until(lambda: len(_lines(out)) >= 4000, 60, "more lines in out.txt")
+    worker.popen.kill()  # kill -9 mid-stream
+    worker.wait(30)
+    worker = processes.start(*args, cwd=str(tmp_path))
+    expected = sorted(f"record {n}" for n in range(6000))
+    try:
+        wait_until(lambda: sorted(_lines(out)) == expected, 60, "every record once in out.txt", interval=0.5)
+    except AssertionError:
+        lines = _lines(out)
+        raise AssertionError(f"{len(lines)} lines, {len(set(lines))} distinct; worker:\n{worker.output()[-2000:]}")
