@@ -47,7 +47,9 @@ def cluster(tmp_path_factory):
     processes = Processes()
     try:
         base = free_base_port(3)
-        dev, pids = processes.dev(3, base, str(tmp_path_factory.mktemp("txn") / "data"))
+        # The cleaner looks for work every 0.5 s (Kafka's log.cleaner.backoff.ms is 15 s).
+        dev, pids = processes.dev(3, base, str(tmp_path_factory.mktemp("txn") / "data"),
+                                  "log.cleaner.backoff.ms=500")
         yield Cluster(processes, dev, base, pids)
     finally:
         processes.kill_all()
@@ -253,6 +255,61 @@ def test_our_transactional_producer_and_read_committed_consumer(cluster):
     trio.run(scenario)
     assert open_tail["end"] == open_tail["offset"]  # the last stable offset stops at the open transaction
     assert committed_offsets(cluster.bootstrap, "ours-group", "ours-out")[0] == 7
+
+
+def test_the_cleaner_removes_aborted_records_and_never_lets_them_displace_committed_ones(cluster):
+    """A compacted topic: a committed transaction writes k1, k2; an aborted one writes them
+    again (records acknowledged, then aborted); plain writes roll segments. The cleaner removes
+    the aborted records (read_uncommitted no longer sees them) while read_committed still
+    reads the committed values, which the aborted ones never displaced."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+    topic = "txn-compacted"
+    config = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+              "delete.retention.ms": "1000"}
+    cluster.admin.create_topics([NewTopic(topic, 1, 3, config=config)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "compacted"})
+    producer.init_transactions(30)
+    for values, commit in (((b"committed-1", b"committed-2"), True), ((b"aborted-1", b"aborted-2"), False)):
+        producer.begin_transaction()
+        for key, value in zip((b"k1", b"k2"), values):
+            producer.produce(topic, key=key, value=value, partition=0)
+        assert producer.flush(30) == 0
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    plain = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    uncommitted = []
+    deadline = time.monotonic() + 60
+    for i in range(1000):  # each write may roll the active segment (segment.ms), so the cleaner can take it
+        plain.produce(topic, key=b"plain-%d" % i, value=b"plain", partition=0)
+        assert plain.flush(30) == 0
+        time.sleep(0.2)
+        if i % 10 == 9:
+            uncommitted = [v for v in read_one(cluster.bootstrap, topic, "read_uncommitted") if v != b"plain"]
+            if not any(v.startswith(b"aborted") for v in uncommitted) or time.monotonic() > deadline:
+                break
+    assert sorted(uncommitted) == [b"committed-1", b"committed-2"], "the cleaner did not remove the aborted records"
+    committed = [v for v in read_one(cluster.bootstrap, topic, "read_committed") if v != b"plain"]
+    assert sorted(committed) == [b"committed-1", b"committed-2"]
+
+
+def read_one(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
+    """Partition 0 of `topic` from the beginning to its end."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"one-{isolation}-{time.monotonic()}",
+                         "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error() is None:
+            got.append(msg.value())
+        elif msg.error().code() == msg.error()._PARTITION_EOF:
+            break
+    consumer.close()
+    return got
 
 
 def test_consume_transform_produce_survives_a_kill_of_the_coordinator(cluster):
