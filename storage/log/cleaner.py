@@ -165,8 +165,8 @@ async def clean_log(
     # 3-5. Rewrite everything below `end`, group by group.
     groups = _group_segments([s for s in log.segments if s.next_offset <= end and s is not log.active_segment],
                              log.config.segment_bytes)
-    walk = _Walk(offset_map, CleanedTransactions(log.collect_aborted_txns(log.log_start_offset, end)),
-                 _last_data_batches(log), now_ms, log.config.delete_retention_ms)
+    walk = _Walk(log, offset_map, CleanedTransactions(log.collect_aborted_txns(log.log_start_offset, end)),
+                 now_ms, log.config.delete_retention_ms)
     for group in groups:
         ok = await _clean_group(env, log, group, walk, result)
         if not ok:
@@ -192,21 +192,25 @@ def _group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[Log
 @dataclass
 class _Walk:
     """What the rewrite of a pass carries from batch to batch."""
+    log: PartitionLog
     offset_map: OffsetMap
     txns: CleanedTransactions
-    last_data_batches: dict[int, int]  # producer id -> last offset of its last data batch
     now_ms: int
     delete_retention_ms: int
+    _last_data_batches: dict[int, int] | None = None
 
-
-def _last_data_batches(log: PartitionLog) -> dict[int, int]:
-    """Kafka keeps each producer's last data batch, even emptied: one header walk of the log."""
-    last: dict[int, int] = {}
-    for segment in log.segments:
-        for _, header in segment.batches():
-            if header.producer_id >= 0 and not header.is_control:
-                last[header.producer_id] = header.last_offset
-    return last
+    def is_last_batch_of_its_producer(self, header: BatchHeader) -> bool:
+        """Kafka keeps each producer's last data batch, even emptied (the producer state rebuilds
+        its sequence from it); found by one header walk of the log, the first time it is asked."""
+        if header.producer_id < 0:
+            return False
+        if self._last_data_batches is None:
+            self._last_data_batches = {}
+            for segment in self.log.segments:
+                for _, h in segment.batches():
+                    if h.producer_id >= 0 and not h.is_control:
+                        self._last_data_batches[h.producer_id] = h.last_offset
+        return self._last_data_batches.get(header.producer_id) == header.last_offset
 
 
 def _marker_commit(header: BatchHeader, data) -> bool | None:
@@ -298,7 +302,7 @@ def _clean_batch(header: BatchHeader, data: memoryview, walk: _Walk, keep_empty:
         _note_horizon(result, horizon)
     if len(kept) == len(records) and (horizon is None or header.attributes & ATTR_DELETE_HORIZON):
         return data  # unchanged: copy byte for byte
-    if not kept and not keep_empty and walk.last_data_batches.get(header.producer_id) != header.last_offset:
+    if not kept and not keep_empty and not walk.is_last_batch_of_its_producer(header):
         return None
     return _rebuild(header, kept, horizon if has_tombstones else None)
 

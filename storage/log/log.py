@@ -331,8 +331,8 @@ class PartitionLog:
         snapshot on will not write the earlier ones again."""
         await self._flush_rolled()
         for segment in self.segments:
-            if segment.txn_index.file.size() and not segment.closed:
-                await segment.txn_index.file.sync()
+            if not segment.closed:
+                await segment.txn_index.sync()
         await self.producer_snapshots.save(offset, blob)
 
     def latest_producer_snapshot(self, up_to: int | None = None) -> tuple[int, bytes] | None:
@@ -345,7 +345,11 @@ class PartitionLog:
         index = self._segments.bisect_right(txn.last_offset) - 1
         if index < 0 or txn.last_offset >= self._log_end_offset:
             return False
-        return self._segments.peekitem(index)[1].txn_index.append(txn)
+        segment = self._segments.peekitem(index)[1]
+        if not segment.txn_index.append(txn):
+            return False
+        segment.dirty = True  # its next flush (or the next producer snapshot) makes it durable
+        return True
 
     def collect_aborted_txns(self, start: int, upper: int) -> list[AbortedTxn]:
         """Aborted transactions a read of [start, upper) may meet (Kafka's collectAbortedTransactions)."""

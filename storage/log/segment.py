@@ -316,7 +316,7 @@ class LogSegment:
             await self.log.sync()
             await self.offset_index.file.sync()
             await self.time_index.file.sync()
-            await self.txn_index.file.sync()
+            await self.txn_index.sync()
 
     # -- reads --------------------------------------------------------------
     def _headers(self, start: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:

@@ -82,6 +82,7 @@ class TxnIndex:
     def __init__(self, fs: FileSystem, path: str, entries: list[AbortedTxn] | None = None, *, create: bool = True):
         self.file = IndexFile(fs, path, create=create)
         self.entries: list[AbortedTxn] = entries or []
+        self.unsynced = False  # changed since the last fsync
 
     @classmethod
     def load(cls, fs: FileSystem, path: str) -> tuple["TxnIndex", bool]:
@@ -106,6 +107,7 @@ class TxnIndex:
             return False
         self.entries.append(txn)
         self.file.append(encode_entry(txn))
+        self.unsynced = True
         return True
 
     def collect(self, start: int, upper: int) -> tuple[list[AbortedTxn], bool]:
@@ -117,7 +119,14 @@ class TxnIndex:
         if keep < len(self.entries):
             del self.entries[keep:]
             self.file.truncate(keep * ENTRY_SIZE)
+            self.unsynced = True
 
     def reset(self) -> None:
         self.entries = []
         self.file.truncate(0)
+        self.unsynced = True
+
+    async def sync(self) -> None:
+        if self.unsynced:
+            self.unsynced = False
+            await self.file.sync()
