@@ -197,17 +197,17 @@ class Broker:
                 await self.env.sleep(interval)
 
     # -- replication plumbing ------------------------------------------------------
-    def _stable_offset_for_cleaning(self, tp, log) -> int:
+    def _stable_offset_for_cleaning(self, tp, plog) -> int:
         """The cleaner works below a replica's last stable offset, once its aborted transactions
         are indexed; a log no partition of ours holds is left alone."""
         partition = self.replicas.partitions.get(tp)
-        if partition is None or partition.log is not log:
-            return log.log_start_offset
+        if partition is None or partition.log is not plog:
+            return plog.log_start_offset
         try:
             return self.producer_states.stable_offset(partition)
         except (LogError, CorruptRecordError, OSError) as exc:  # the cleaner skips it this time
-            log.warning("no last stable offset for cleaning %s: %s", log, exc)
-            return log.log_start_offset
+            log.warning("no last stable offset for cleaning %s: %s", plog, exc)
+            return plog.log_start_offset
 
     def _static_int(self, name: str, default: int) -> int:
         try:

@@ -123,4 +123,3 @@ def _txn_commit_error(group: ClassicGroup, generation_id: int, member_id: str, i
     if generation_id != group.generation:
         return E.ILLEGAL_GENERATION
     return E.NONE
-

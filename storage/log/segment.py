@@ -145,7 +145,7 @@ class LogSegment:
             offset_index = OffsetIndex(index_file, base_offset, index_bytes)
             time_index = TimeIndex(time_file, base_offset, index_bytes)
             ok = False
-        txn_index, txn_ok = TxnIndex.load(fs, _path(log_dir, base_offset, TXN_INDEX_SUFFIX + suffix))
+        txn_index, txn_ok = TxnIndex.load(fs, _path(log_dir, base_offset, TXN_INDEX_SUFFIX + suffix), log.size())
         segment = cls(fs, log_dir, base_offset, log, offset_index, time_index,
                       index_interval_bytes=index_interval_bytes, created_ms=now_ms, suffix=suffix, txn_index=txn_index)
         segment.txn_index_ok = txn_ok

@@ -85,12 +85,16 @@ class TxnIndex:
         self.unsynced = False  # changed since the last fsync
 
     @classmethod
-    def load(cls, fs: FileSystem, path: str) -> tuple["TxnIndex", bool]:
-        """(index, ok): a missing or undecodable file comes back empty (and emptied) with ok=False."""
+    def load(cls, fs: FileSystem, path: str, max_bytes: int) -> tuple["TxnIndex", bool]:
+        """(index, ok): a missing or undecodable file, or one over `max_bytes` (each entry
+        stands for a marker of the segment, so it is never larger than the segment's data),
+        comes back empty (and emptied) with ok=False."""
         if not fs.exists(path):
             return cls(fs, path), False
         index = cls(fs, path)
         try:
+            if index.file.size() > max_bytes:
+                raise CorruptTxnIndexError(f"{path}: {index.file.size()} bytes for a segment of {max_bytes}")
             index.entries = decode_entries(index.file.read(0, index.file.size()))
             return index, True
         except CorruptTxnIndexError:

@@ -59,7 +59,7 @@ async def test_a_log_indexes_each_abort_in_the_segment_of_its_marker_and_searche
     assert reopened.txn_index_stale_from is None
 
 
-@pytest.mark.parametrize("damage", ["missing", "torn", "garbage"])
+@pytest.mark.parametrize("damage", ["missing", "torn", "garbage", "oversized"])
 async def test_a_missing_or_damaged_index_file_is_reported_for_rebuild_and_never_trusted(damage):
     env = FakeEnv()
     log = await PartitionLog.open(env, "/data/t-0", CONFIG)
@@ -75,7 +75,12 @@ async def test_a_missing_or_damaged_index_file_is_reported_for_rebuild_and_never
         env.fs.remove(path)
     else:
         f = env.fs.open(path)
-        f.truncate(ENTRY_SIZE - 3) if damage == "torn" else f.write_at(0, b"\xff" * ENTRY_SIZE)
+        if damage == "torn":
+            f.truncate(ENTRY_SIZE - 3)
+        elif damage == "garbage":
+            f.write_at(0, b"\xff" * ENTRY_SIZE)
+        else:  # well-formed entries, more than the segment's data could account for
+            f.write_at(0, b"".join(encode_entry(AbortedTxn(5, i, i, i + 1)) for i in range(100)))
         f.close()
     reopened = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=True, recovery_point=end)
     assert reopened.txn_index_stale_from == second.base_offset
