@@ -46,8 +46,9 @@ from metadata.image import EMPTY_IMAGE, MetadataImage
 from metrics.registry import MetricsRegistry
 from metrics.sampled_stats import QuotaWindow
 from storage.env import Env
-from storage.log import LogManager
+from storage.log import LogError, LogManager
 from storage.log.log_dir_failure import KafkaStorageError
+from wire.errors import CorruptRecordError
 from wire.error_codes import ErrorCode
 
 __all__ = ["Broker", "ListenerError", "LogDirHalt"]
@@ -107,6 +108,7 @@ class Broker:
                                        fetchers=self.fetchers)
         self.groups = GroupDriver(self)  # consumer-group coordinator (after replicas: it reads them)
         self.producer_states = ProducerStates(self)  # idempotent producer ids and dedupe state
+        self.log_manager.stable_offset = self._stable_offset_for_cleaning
         self.transactions = TxnDriver(self)  # transaction coordinator on __transaction_state
         self.advertised_versions = advertised_versions()
         self.server = KafkaServer(self)
@@ -197,6 +199,18 @@ class Broker:
                 await self.env.sleep(interval)
 
     # -- replication plumbing ------------------------------------------------------
+    def _stable_offset_for_cleaning(self, tp, plog) -> int:
+        """The cleaner works below a replica's last stable offset, once its aborted transactions
+        are indexed; a log no partition of ours holds is left alone."""
+        partition = self.replicas.partitions.get(tp)
+        if partition is None or partition.log is not plog:
+            return plog.log_start_offset
+        try:
+            return self.producer_states.stable_offset(partition)
+        except (LogError, CorruptRecordError, OSError) as exc:  # the cleaner skips it this time
+            log.warning("no last stable offset for cleaning %s: %s", plog, exc)
+            return plog.log_start_offset
+
     def _static_int(self, name: str, default: int) -> int:
         try:
             return int(str(self.static.get(name, default)).strip())

@@ -19,7 +19,13 @@ rolled a segment since the last one (Kafka snapshots on roll), which bounds
 what a rebuild replays. A partition's state is brought up to its log end when a
 batch is checked, a marker written (broker.txn_markers), or its last stable offset
 or aborted transactions asked for (Partition.last_stable_offset, read_committed
-fetches) — on the leader only.
+fetches) on the leader, and before the log cleaner cleans any replica (`stable_offset`).
+
+Aborted transactions go to the log's per-segment index (PartitionLog.append_aborted_txn)
+as the state applies their ABORT markers; a replay writes only the missing ones. A
+snapshot is saved only once the entries below it are durable, so a rebuild replays from
+the newest snapshot at or below the first segment whose index was lost or damaged
+(`txn_index_stale_from`), which writes that index again.
 """
 from __future__ import annotations
 
@@ -90,12 +96,14 @@ class ProducerStates:
                                                     last_expiry_check_ms=self.broker.env.wall_ms())
         elif plog.log_end_offset > tracked.state.end_offset:
             tracked.state.rebuild(iter_log_entries(plog, tracked.state.end_offset))
+        _index_aborted(tracked.state, plog)
         return tracked.state
 
     def _rebuild(self, plog: PartitionLog) -> ProducerStateManager:
         self.rebuilds += 1
         state = ProducerStateManager(producer_id_expiration_ms=self.expiration_ms)
-        snapshot = plog.latest_producer_snapshot()
+        stale_from = plog.txn_index_stale_from
+        snapshot = plog.latest_producer_snapshot(up_to=stale_from)
         if snapshot is not None and snapshot[0] >= plog.log_start_offset:
             try:
                 state.load_snapshot(*snapshot)
@@ -104,6 +112,9 @@ class ProducerStates:
                 state = ProducerStateManager(producer_id_expiration_ms=self.expiration_ms)
         state.rebuild(iter_log_entries(plog, state.end_offset))
         state.end_offset = plog.log_end_offset
+        _index_aborted(state, plog)
+        if stale_from is not None:
+            plog.txn_indexes_rebuilt()
         return state
 
     def check(self, partition, header: BatchHeader, now_ms: int) -> ProducerCheck:
@@ -124,7 +135,15 @@ class ProducerStates:
         return self.state_for(partition).first_unstable_offset(partition.log.high_watermark)
 
     def aborted_transactions(self, partition, start: int, end: int):
-        return self.state_for(partition).aborted_between(start, end)
+        self.state_for(partition)  # indexes any ABORT marker not yet indexed
+        return partition.log.collect_aborted_txns(start, end)
+
+    def stable_offset(self, partition) -> int:
+        """The partition's last stable offset, leader or follower, with its aborted transactions
+        indexed up to its log end (what the log cleaner may clean below)."""
+        first = self.first_unstable_offset(partition)
+        hw = partition.log.high_watermark
+        return hw if first is None else min(hw, first)
 
     def record(self, partition, header: BatchHeader, info: AppendInfo, now_ms: int,
                commit: bool | None = None, coordinator_epoch: int = -1) -> None:
@@ -140,6 +159,7 @@ class ProducerStates:
             self.state_for(partition)  # something else appended in between: replay instead
             return
         tracked.state.apply(header, info.first_offset, now_ms, commit, coordinator_epoch)
+        _index_aborted(tracked.state, partition.log)
 
     async def maybe_snapshot(self, partition) -> None:
         """Save the state next to the segments if the log rolled since the last snapshot."""
@@ -150,7 +170,6 @@ class ProducerStates:
         if active_base == tracked.last_snapshot_segment or tracked.state.end_offset != tracked.log.log_end_offset:
             return
         tracked.last_snapshot_segment = active_base
-        tracked.state.drop_aborted_before(tracked.log.log_start_offset)
         offset, blob = tracked.state.end_offset, tracked.state.to_bytes()
         try:
             await tracked.log.save_producer_snapshot(offset, blob)
@@ -159,6 +178,12 @@ class ProducerStates:
 
     def forget(self, key: tuple[str, int]) -> None:
         self._tracked.pop(key, None)
+
+
+def _index_aborted(state: ProducerStateManager, plog: PartitionLog) -> None:
+    for txn in state.newly_aborted:
+        plog.append_aborted_txn(txn)
+    state.newly_aborted.clear()
 
 
 def _static_int(static, name: str, default: int) -> int:

@@ -16,7 +16,9 @@ KIP-890 part 1: a partition leader asks `verify` before the first transactional 
 a producer's transaction there (broker.handlers.produce).
 
 Settings (Kafka's names, node file): transaction.state.log.num.partitions (50),
-transaction.state.log.replication.factor (default min(3, live brokers)),
+transaction.state.log.replication.factor (3: exactly that many replicas; with fewer live
+brokers the controller refuses the topic and FindCoordinator answers COORDINATOR_NOT_AVAILABLE
+until enough are up, as Kafka does — a single-node cluster sets it to 1),
 transaction.state.log.min.isr (2, at most the RF), transaction.state.log.segment.bytes,
 transaction.max.timeout.ms (900000),
 transaction.abort.timed.out.transaction.cleanup.interval.ms (10000),
@@ -63,15 +65,14 @@ class TxnDriver(CoordinatorDriver):
             expiry_check_interval_ms=static_int(
                 static, "transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000, minimum=1))
         super().__init__(broker, TransactionCoordinator(config), commit_timeout_ms=5_000)
-        # 0: not set, min(3, live brokers) at creation
-        self.replication_factor = static_int(static, "transaction.state.log.replication.factor", 0)
+        self.replication_factor = static_int(static, "transaction.state.log.replication.factor", 3, minimum=1)
         self.min_isr = static_int(static, "transaction.state.log.min.isr", 2, minimum=1)
         self.segment_bytes = static_int(static, "transaction.state.log.segment.bytes", 104_857_600, minimum=1)
         self._links: dict[int, BrokerLink] = {}
         self._link_locks: dict[int, trio.Lock] = {}
 
     def topic_spec(self) -> CreatableTopic:
-        rf = self.replication_factor or max(1, min(3, len(self.broker.metadata.alive_brokers())))
+        rf = self.replication_factor
         configs = {"cleanup.policy": "compact", "min.insync.replicas": str(max(1, min(self.min_isr, rf))),
                    "segment.bytes": str(self.segment_bytes), "compression.type": "uncompressed"}
         return CreatableTopic(TRANSACTION_STATE_TOPIC, self.coordinator.config.num_partitions, rf, configs=configs)

@@ -60,9 +60,6 @@ NODE_SETTINGS = {
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.num.partitions": 3,
     "transaction.state.log.num.partitions": 3,
-    # As in production (and Kafka's default): without it the log takes min(3, live brokers),
-    # which is 1 when a replayed schedule kills brokers while the transactional ids start.
-    "transaction.state.log.replication.factor": 3,
     # Production practice and what the power-loss budget assumes (acks=all survives
     # min.insync.replicas - 1 lost page caches): also for __consumer_offsets, which takes the
     # broker default (Kafka: 1, under which one power loss may drop a committed offset).

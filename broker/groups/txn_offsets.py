@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Hashable, Iterable
 
-from broker.groups.group import ClassicGroup, OffsetAndMetadata
+from broker.groups.group import ClassicGroup, GroupState, OffsetAndMetadata
 from broker.groups.offset_ops import OffsetCommit
 from broker.groups.records import OffsetRecordKey, decode_key, decode_offset_value
 from broker.groups.results import CommitResult, Output, PartitionError
@@ -29,15 +29,20 @@ class TxnOffsetOps:
     txn_offsets: PendingOffsets
 
     def txn_commit_offsets(self, token: Hashable, group_id: str, producer_id: int, producer_epoch: int,
-                           offsets: Iterable[OffsetCommit], *, now: int) -> Output:
+                           offsets: Iterable[OffsetCommit], *, generation_id: int = -1, member_id: str = "",
+                           group_instance_id: str | None = None, now: int) -> Output:
+        """TxnOffsetCommit; v3+ (KIP-447) names the consumer's generation and member, which must be
+        current: a zombie of a rebalanced-away consumer cannot commit offsets it no longer owns."""
         out = Output()
         offsets = list(offsets)
         error = self.route_error(group_id)
+        if error == E.NONE:
+            if group_id not in self.groups:
+                self.groups[group_id] = ClassicGroup(group_id, now)  # as a simple consumer's commit would
+            error = _txn_commit_error(self.groups[group_id], generation_id, member_id, group_instance_id)
         if error != E.NONE:
             out.complete(token, CommitResult(tuple(PartitionError(t, p, error) for t, p, *_ in offsets)))
             return out
-        if group_id not in self.groups:
-            self.groups[group_id] = ClassicGroup(group_id, now)  # as a simple consumer's commit would
         results, accepted = self._accept_offsets(offsets, -1, now)
 
         def store(written: dict[tuple[str, int], OffsetAndMetadata]) -> None:
@@ -100,3 +105,21 @@ class TxnOffsetOps:
                 del groups[group_id]
             if not groups:
                 del self.txn_offsets[producer_id]
+
+
+def _txn_commit_error(group: ClassicGroup, generation_id: int, member_id: str, instance_id: str | None) -> ErrorCode:
+    """Kafka's validateOffsetCommit for a transactional commit: a commit naming no member
+    (TxnOffsetCommit v0-2, or a producer outside any group) is taken whatever the group's state."""
+    if group.state == GroupState.DEAD:
+        return E.COORDINATOR_NOT_AVAILABLE
+    if generation_id < 0 and not member_id and instance_id is None:
+        return E.NONE
+    if instance_id is not None:
+        known = group.static_members.get(instance_id)
+        if known is not None and known != member_id:
+            return E.FENCED_INSTANCE_ID
+    if member_id and member_id not in group.members:
+        return E.UNKNOWN_MEMBER_ID
+    if generation_id != group.generation:
+        return E.ILLEGAL_GENERATION
+    return E.NONE

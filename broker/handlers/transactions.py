@@ -199,7 +199,9 @@ async def handle_txn_offset_commit(broker, header, request) -> TxnOffsetCommitRe
     if commits:
         coordinator = broker.groups.coordinator
         result: CommitResult = await broker.groups.call(lambda token, now: coordinator.txn_commit_offsets(
-            token, request.group_id, request.producer_id, request.producer_epoch, commits, now=now))
+            token, request.group_id, request.producer_id, request.producer_epoch, commits,
+            generation_id=request.generation_id, member_id=request.member_id,
+            group_instance_id=request.group_instance_id, now=now))
         for item in result.partitions:
             errors[(item.topic, item.partition)] = item.error
     return _txn_commit_response(errors)

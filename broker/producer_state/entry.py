@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from storage.log.txn_index import AbortedTxn  # what an ABORT marker ends (indexed per segment)
+
 __all__ = [
     "AbortedTxn",
     "BatchMetadata",
@@ -47,14 +49,6 @@ class BatchMetadata:
     first_offset: int
     last_offset: int
     timestamp: int  # the batch's max timestamp (ms), what a duplicate is answered with
-
-
-@dataclass(slots=True, frozen=True)
-class AbortedTxn:
-    """An aborted transaction of one producer: its first offset and its ABORT marker's."""
-    producer_id: int
-    first_offset: int
-    last_offset: int
 
 
 @dataclass(slots=True)

@@ -15,15 +15,15 @@ as of an offset is saved with `to_bytes()` next to the segments
 
 Transactions: a producer's first transactional batch opens its transaction here (its
 offset bounds the last stable offset); the coordinator's COMMIT/ABORT marker closes it,
-and an aborted one is remembered as an `AbortedTxn` (what read_committed fetches list)
-until the log start passes its marker. Log entries replayed are batch headers, or
+and an aborted one becomes an `AbortedTxn`, queued in `newly_aborted` for the caller to
+write to the log's aborted transaction index (storage.log.txn_index: what read_committed
+fetches list and the cleaner drops). Log entries replayed are batch headers, or
 (header, commit[, coordinator epoch]) for transaction markers (commit: True COMMIT, False
 ABORT). A marker from an older coordinator epoch than the producer last saw is refused
 (TRANSACTION_COORDINATOR_FENCED): a deposed coordinator cannot close a transaction again.
 """
 from __future__ import annotations
 
-import bisect
 from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Union
@@ -82,7 +82,8 @@ class ProducerStateManager:
         # Every batch below this offset has been applied (the offset a snapshot describes).
         self.end_offset = 0
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
-        self.aborted: list[AbortedTxn] = []  # ascending by marker offset
+        # Transactions aborted since the caller last drained this (ascending by marker offset).
+        self.newly_aborted: list[AbortedTxn] = []
         # (first offset, marker offset) of finished transactions whose marker may not be
         # replicated yet: they bound the LSO until the high watermark passes the marker.
         self._finished: deque[tuple[int, int]] = deque()
@@ -198,7 +199,9 @@ class ProducerStateManager:
         entry.current_txn_first_offset = -1
         self.ongoing.pop(header.producer_id, None)
         if not commit:
-            self.aborted.append(AbortedTxn(header.producer_id, first, marker_offset))
+            # Kafka's lastStableOffset(completedTxn): no transaction aborted later starts below it.
+            stable = min(self.ongoing.values(), default=marker_offset + 1)
+            self.newly_aborted.append(AbortedTxn(header.producer_id, first, marker_offset, stable))
         self._finished.append((first, marker_offset))
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
@@ -209,15 +212,6 @@ class ProducerStateManager:
         firsts = list(self.ongoing.values())
         firsts.extend(first for first, _ in finished)
         return min(firsts, default=None)
-
-    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
-        """Aborted transactions a read of [start, end) may meet (Kafka's collectAbortedTxns)."""
-        lasts = [a.last_offset for a in self.aborted]
-        return [a for a in self.aborted[bisect.bisect_left(lasts, start):] if a.first_offset < end]
-
-    def drop_aborted_before(self, log_start_offset: int) -> None:
-        """Aborted transactions whose marker the log start passed are nobody's business."""
-        self.aborted = [a for a in self.aborted if a.last_offset >= log_start_offset]
 
     def rebuild(self, entries: Iterable[LogEntry]) -> None:
         """Replay log entries; those below `end_offset` are already applied."""
@@ -236,7 +230,7 @@ class ProducerStateManager:
         """
         self.producers = {}
         self.end_offset = 0
-        self.ongoing, self.aborted, self._finished = {}, [], deque()
+        self.ongoing, self.newly_aborted, self._finished = {}, [], deque()
         if snapshot is not None and snapshot[0] <= offset:
             self.load_snapshot(*snapshot)
         self.rebuild(h for h in headers if _split(h)[0].base_offset < offset)
@@ -245,14 +239,14 @@ class ProducerStateManager:
     # ------------------------------------------------------------------ snapshots and expiry
 
     def to_bytes(self) -> bytes:
-        return encode_snapshot([self.producers[pid] for pid in sorted(self.producers)], self.aborted)
+        return encode_snapshot([self.producers[pid] for pid in sorted(self.producers)])
 
     def load_snapshot(self, offset: int, blob: bytes) -> None:
         """Replace the state with a snapshot taken at `offset`. Raises DecodeError on bad bytes."""
         entries, aborted = decode_snapshot(blob)
         self.producers = {e.producer_id: e for e in entries}
         self.ongoing = {e.producer_id: e.current_txn_first_offset for e in entries if e.current_txn_first_offset >= 0}
-        self.aborted = list(aborted)
+        self.newly_aborted = list(aborted)  # a snapshot written before the per-segment index
         self._finished = deque()
         self.end_offset = offset
 

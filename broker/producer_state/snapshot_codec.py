@@ -6,6 +6,9 @@
         per batch: first_seq int32 | last_seq int32 | first_offset int64 | last_offset int64 | timestamp int64
     | aborted count int32 | per aborted transaction: producer_id int64 | first_offset int64 | last_offset int64
 
+Aborted transactions live in the segments' `.txnindex` files (storage.log.txn_index): the
+list is written empty, and one read from an older snapshot is written to the index.
+
 Version 1 (no transactions: no current_txn_first_offset, coordinator_epoch or aborted list)
 is still read.
 The file wrapper already checksums the blob; this codec checks structure and raises

@@ -116,14 +116,15 @@ class TransactionManager:
         """AddOffsetsToTxn, then TxnOffsetCommit to the group coordinator: the offsets become the
         group's committed offsets if and only if the transaction commits."""
         self._require(IN_TRANSACTION)
-        group_id = group if isinstance(group, str) else group.group_id
+        group = ConsumerGroupMetadata(group) if isinstance(group, str) else group
+        group_id = group.group_id
         try:
             response = await self._call(lambda: AddOffsetsToTxnRequest(
                 transactional_id=self.transactional_id, producer_id=self.producer.producer_id,
                 producer_epoch=self.producer.producer_epoch, group_id=group_id), "AddOffsetsToTxn")
             raise_for_code(response.error_code, context="AddOffsetsToTxn")
             self._offsets_added = True
-            await self._txn_offset_commit(offsets, group_id)
+            await self._txn_offset_commit(offsets, group)
         except KafkaError as exc:
             self._fail(exc)
             raise
@@ -215,14 +216,18 @@ class TransactionManager:
                 self._fail(error)
                 raise error
 
-    async def _txn_offset_commit(self, offsets: dict, group_id: str) -> None:
+    async def _txn_offset_commit(self, offsets: dict, group: "ConsumerGroupMetadata") -> None:
+        """v3+ (KIP-447) also names the consumer's generation and member: the group coordinator
+        refuses the offsets of a consumer that a rebalance has replaced."""
+        group_id = group.group_id
         topics: dict[str, list] = {}
         for (topic, partition), offset in sorted(offsets.items()):
             topics.setdefault(topic, []).append(TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
                 partition_index=partition, committed_offset=offset, committed_metadata=""))
         response = await self._call(lambda: TxnOffsetCommitRequest(
             transactional_id=self.transactional_id, group_id=group_id, producer_id=self.producer.producer_id,
-            producer_epoch=self.producer.producer_epoch,
+            producer_epoch=self.producer.producer_epoch, generation_id=group.generation_id,
+            member_id=group.member_id, group_instance_id=group.group_instance_id,
             topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
                     for t, ps in sorted(topics.items())]), "TxnOffsetCommit", key=group_id, key_type=_GROUP_KEY,
             error_of=lambda r: _worst(p.error_code for t in r.topics for p in t.partitions))

@@ -2,7 +2,8 @@
 producer and read_committed consumer (issue 22).
 
 - TxnProducerProcess (one transactional id each): transactions of 1-4 records over the
-  partitions of TXN_TOPIC, each also committing the group TXN_GROUP's offset of the
+  partitions of TXN_TOPIC (compacted, each record keyed by its own value: the cleaner keeps
+  every committed record, and removes aborted records and, later, markers, under faults), each also committing the group TXN_GROUP's offset of the
   process's own partition of TXN_INPUT to the transaction's number (as consume-transform-
   produce commits the input it read); about a third are aborted. An op "txn" per
   transaction: value {"n", "values": [(partition, value)]}; ok = committed, fail = certainly
@@ -38,6 +39,9 @@ TXN_PARTITIONS = 3
 PRODUCERS = 2
 TRANSACTION_TIMEOUT_MS = 6000
 ISOLATIONS = ("read_committed", "read_uncommitted")
+# Segments of a few transactions and a cleaner that takes each rolled one, markers kept 2 s.
+TXN_TOPIC_COMPACTION = {"cleanup.policy": "compact", "segment.ms": "400", "min.cleanable.dirty.ratio": "0.01",
+                        "delete.retention.ms": "2000"}
 
 
 def _producer(env, bootstrap, transactional_id: str) -> Producer:
@@ -69,7 +73,7 @@ class TxnProducerProcess(_Process):
         asked_to_commit = False
         try:
             producer.begin_transaction()
-            futures = [await producer.send(TXN_TOPIC, v, partition=p) for p, v in values]
+            futures = [await producer.send(TXN_TOPIC, v, v, partition=p) for p, v in values]
             await producer.send_offsets_to_transaction({(TXN_INPUT, self.index): n}, TXN_GROUP)
             if commit:
                 asked_to_commit = True
@@ -103,7 +107,7 @@ class TxnProducerProcess(_Process):
         value = f"{self.name}.{self.sessions}.{n}.late".encode()
         op = self.history.invoke(self.name, "txn", {"n": n, "values": [(partition, value)], "commit": False,
                                                     "late": True}, topic=TXN_TOPIC)
-        batch = build_batch([SimpleRecord(None, value, (), producer.env.wall_ms())],
+        batch = build_batch([SimpleRecord(value, value, (), producer.env.wall_ms())],
                             producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
                             base_sequence=sequence, transactional=True)
         request = ProduceRequest(transactional_id=self.name, acks=-1, timeout_ms=3000, topic_data=[
@@ -156,7 +160,7 @@ class TransactionalWorkload:
 
     async def setup(self, admin: Admin) -> bool:
         topics = [NewTopic(TXN_TOPIC, TXN_PARTITIONS, self.cluster.replication_factor,
-                           {"min.insync.replicas": str(self.cluster.min_isr)}),
+                           {"min.insync.replicas": str(self.cluster.min_isr), **TXN_TOPIC_COMPACTION}),
                   NewTopic(TXN_INPUT, PRODUCERS, self.cluster.replication_factor)]
         try:
             results = await admin.create_topics(topics, timeout_ms=5000)
@@ -223,7 +227,7 @@ class TransactionalWorkload:
                                          topic=TXN_TOPIC)
                 try:
                     for p, v in values:
-                        await producer.send(TXN_TOPIC, v, partition=p)
+                        await producer.send(TXN_TOPIC, v, v, partition=p)
                     op.value["commit_at"] = trio.current_time()
                     await producer.commit_transaction()
                 except (KafkaError, ClientClosedError) as e:

@@ -3,25 +3,27 @@
 A pass over a log with cleanup.policy=compact:
 
 1. The dirty section runs from `first_dirty` (the cleaner checkpoint) to the
-   first uncleanable offset: the active segment, the high watermark, and any
-   segment younger than min.compaction.lag.ms are never cleaned. At most
+   first uncleanable offset: the active segment, the last stable offset (the
+   high watermark when the caller knows no transactions), and any segment
+   younger than min.compaction.lag.ms are never cleaned. At most
    `max_dirty_bytes` of whole dirty segments are taken per pass, which bounds
    the pass's memory (the offset map) and its I/O.
-2. An offset map key -> last offset is built over that dirty section.
+2. An offset map key -> last offset is built over that dirty section (records of
+   aborted transactions left out: an aborted record never displaces a committed one).
 3. Every segment below the end of the mapped section is rewritten in groups
    (a group fits in one segment): a record is kept if no later record has its
    key; keyless records are dropped (invalid in a compacted topic). Kept
    records keep their offsets; each batch keeps its base offset, last offset
    delta, producer fields and compression. A batch left with no records is
    dropped, except the last batch of a group, which stays as an empty batch so
-   the group's offset range (and so crash recovery of a swap) is unchanged.
-   Unchanged batches are copied byte for byte. Control batches are kept.
-   Transactional batches are neither mapped nor cleaned: the cleaner does not know which
-   transactions were aborted, and an aborted record must never displace a committed one
-   (a `__consumer_offsets` commit, say). So they stay whole, markers included, and
-   only a later non-transactional record of the same key displaces the records before it
-   (Kafka's cleaner also removes aborted records and, past the delete horizon, markers:
-   not done here).
+   the group's offset range (and so crash recovery of a swap) is unchanged, and
+   so does the last data batch of each producer (its sequence numbers are what the
+   producer state rebuilds from). Unchanged batches are copied byte for byte.
+   Transactions (storage.log.cleaner_txns, from the aborted transaction index):
+   records of aborted transactions are removed; committed transactional records are
+   cleaned as any other; a COMMIT/ABORT marker is removed once no record of its
+   transaction is left, after a delete horizon as a tombstone. The index of each
+   cleaned segment keeps the entries of the ABORT markers it keeps.
 4. Tombstones (null value) follow KIP-534: the first pass that keeps one
    stamps its batch with a delete horizon = now + delete.retention.ms; a
    later pass after the horizon removes it.
@@ -41,10 +43,12 @@ from dataclasses import dataclass, field
 from storage.env import Env
 from storage.log.log import PartitionLog
 from storage.log.batch_scan import iter_batch_bytes
+from storage.log.cleaner_txns import CleanedTransactions
 from storage.log.segment import CLEANED_SUFFIX, LogSegment
 from wire.batch_header import ATTR_DELETE_HORIZON, HEADER_SIZE, BatchHeader, parse_header
 from wire.errors import CorruptRecordError
-from wire.records import Compression, SimpleRecord, build_batch, decode_records
+from wire.errors import DecodeError
+from wire.records import ControlType, Compression, SimpleRecord, build_batch, decode_records, parse_control_record
 
 __all__ = ["CleanResult", "clean_log", "cleanable_range", "dirty_ratio", "OffsetMap"]
 
@@ -83,10 +87,13 @@ class OffsetMap:
         return self._map.get(key, -1)
 
 
-def cleanable_range(log: PartitionLog, first_dirty: int, now_ms: int) -> tuple[int, int]:
-    """(first dirty offset, first uncleanable offset) for `log` now."""
+def cleanable_range(log: PartitionLog, first_dirty: int, now_ms: int,
+                    stable_offset: int | None = None) -> tuple[int, int]:
+    """(first dirty offset, first uncleanable offset) for `log` now; `stable_offset`: its last
+    stable offset, with every ABORT marker below it indexed (default: the high watermark)."""
     cfg = log.config
-    uncleanable = min(log.active_segment.base_offset, log.high_watermark)
+    stable = log.high_watermark if stable_offset is None else min(stable_offset, log.high_watermark)
+    uncleanable = min(log.active_segment.base_offset, stable)
     if cfg.min_compaction_lag_ms > 0:
         for segment in log.segments:
             if segment.base_offset >= uncleanable:
@@ -118,16 +125,17 @@ def _batches(segment: LogSegment):
 
 async def clean_log(
     env: Env, log: PartitionLog, first_dirty: int, *, now_ms: int | None = None,
-    max_dirty_bytes: int = 128 << 20, max_map_entries: int = 4_000_000,
+    max_dirty_bytes: int = 128 << 20, max_map_entries: int = 4_000_000, stable_offset: int | None = None,
 ) -> CleanResult:
     now_ms = env.wall_ms() if now_ms is None else now_ms
-    first_dirty, uncleanable = cleanable_range(log, first_dirty, now_ms)
+    first_dirty, uncleanable = cleanable_range(log, first_dirty, now_ms, stable_offset)
     result = CleanResult(first_dirty=first_dirty)
     version = log.structure_version
     await log.flush(uncleanable)  # only durable segments are rewritten
 
     # 1-2. Map the dirty section (whole segments within the budget).
     offset_map = OffsetMap(max_map_entries)
+    txns = CleanedTransactions(log.collect_aborted_txns(first_dirty, uncleanable))
     end = first_dirty
     budget = max_dirty_bytes
     for segment in log.segments:
@@ -139,8 +147,11 @@ async def clean_log(
             break
         for header, data in _batches(segment):
             result.bytes_read += len(data)
-            if header.is_control or header.is_transactional:
+            if header.is_control:
+                txns.on_marker(header, _marker_commit(header, data))
                 continue
+            if txns.on_batch(header):
+                continue  # aborted
             for record in decode_records(header, memoryview(data)[HEADER_SIZE:]):
                 if record.key is not None:
                     offset_map.put(record.key, record.offset)
@@ -154,8 +165,10 @@ async def clean_log(
     # 3-5. Rewrite everything below `end`, group by group.
     groups = _group_segments([s for s in log.segments if s.next_offset <= end and s is not log.active_segment],
                              log.config.segment_bytes)
+    walk = _Walk(log, offset_map, CleanedTransactions(log.collect_aborted_txns(log.log_start_offset, end)),
+                 now_ms, log.config.delete_retention_ms)
     for group in groups:
-        ok = await _clean_group(env, log, group, offset_map, now_ms, result)
+        ok = await _clean_group(env, log, group, walk, result)
         if not ok:
             result.aborted = True
             return result
@@ -176,9 +189,46 @@ def _group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[Log
     return groups
 
 
-async def _clean_group(env: Env, log: PartitionLog, group: list[LogSegment], offset_map: OffsetMap,
-                       now_ms: int, result: CleanResult) -> bool:
+@dataclass
+class _Walk:
+    """What the rewrite of a pass carries from batch to batch."""
+    log: PartitionLog
+    offset_map: OffsetMap
+    txns: CleanedTransactions
+    now_ms: int
+    delete_retention_ms: int
+    _last_data_batches: dict[int, int] | None = None
+
+    def is_last_batch_of_its_producer(self, header: BatchHeader) -> bool:
+        """Kafka keeps each producer's last data batch, even emptied (the producer state rebuilds
+        its sequence from it); found by one header walk of the log, the first time it is asked."""
+        if header.producer_id < 0:
+            return False
+        if self._last_data_batches is None:
+            self._last_data_batches = {}
+            for segment in self.log.segments:
+                for _, h in segment.batches():
+                    if h.producer_id >= 0 and not h.is_control:
+                        self._last_data_batches[h.producer_id] = h.last_offset
+        return self._last_data_batches.get(header.producer_id) == header.last_offset
+
+
+def _marker_commit(header: BatchHeader, data) -> bool | None:
+    """True / False for a COMMIT / ABORT marker, None for another control batch."""
+    try:
+        records = decode_records(header, memoryview(data)[HEADER_SIZE:])
+        control = parse_control_record(records[0]) if records else None
+    except (CorruptRecordError, DecodeError):
+        return None
+    if control is None or control.type not in (ControlType.COMMIT, ControlType.ABORT):
+        return None
+    return control.type == ControlType.COMMIT
+
+
+async def _clean_group(env: Env, log: PartitionLog, group: list[LogSegment], walk: "_Walk",
+                       result: CleanResult) -> bool:
     cfg = log.config
+    now_ms = walk.now_ms
     version = log.structure_version
     cleaned = LogSegment.create(log.fs, log.dir, group[0].base_offset, index_bytes=cfg.segment_index_bytes,
                                 index_interval_bytes=cfg.index_interval_bytes, now_ms=now_ms, suffix=CLEANED_SUFFIX)
@@ -190,7 +240,7 @@ async def _clean_group(env: Env, log: PartitionLog, group: list[LogSegment], off
             for header, data in _batches(segment):
                 result.bytes_read += len(data)
                 keep_empty = header.base_offset == last_batch_offset
-                out = _clean_batch(header, data, offset_map, now_ms, cfg.delete_retention_ms, keep_empty, result)
+                out = _clean_batch(header, data, walk, keep_empty, result)
                 if out is not None:
                     cleaned.append(out, [(0, parse_header(out))])
                     result.bytes_written += len(out)
@@ -198,6 +248,9 @@ async def _clean_group(env: Env, log: PartitionLog, group: list[LogSegment], off
             cleaned.close()  # the log is left as it was; the caller decides what to do with it
             cleaned.remove_files()
             raise
+        for txn in walk.txns.kept_aborted:
+            cleaned.txn_index.append(txn)
+        walk.txns.kept_aborted.clear()
         await env.sleep(0)
         if log.structure_version != version:
             cleaned.close()
@@ -216,16 +269,27 @@ def _last_batch_offset(segment: LogSegment) -> int:
     return found[1].base_offset if found else -1
 
 
-def _clean_batch(header: BatchHeader, data: memoryview, offset_map: OffsetMap, now_ms: int,
-                 delete_retention_ms: int, keep_empty: bool, result: CleanResult) -> bytes | None:
-    if header.is_control or header.is_transactional:
+def _clean_batch(header: BatchHeader, data: memoryview, walk: _Walk, keep_empty: bool,
+                 result: CleanResult) -> bytes | None:
+    now_ms = walk.now_ms
+    horizon = header.base_timestamp if header.attributes & ATTR_DELETE_HORIZON else None
+    if header.is_control:
+        if not walk.txns.on_marker(header, _marker_commit(header, data)):
+            return data
+        if horizon is not None and horizon <= now_ms and not keep_empty:
+            return None  # its transaction left nothing behind, and the horizon passed
+        if horizon is None:
+            horizon = now_ms + walk.delete_retention_ms
+            _note_horizon(result, horizon)
+            return _rebuild(header, decode_records(header, memoryview(data)[HEADER_SIZE:]), horizon)
+        _note_horizon(result, horizon)
         return data
     records = decode_records(header, memoryview(data)[HEADER_SIZE:])
     result.records_read += len(records)
-    horizon = header.base_timestamp if header.attributes & ATTR_DELETE_HORIZON else None
+    aborted = walk.txns.on_batch(header)
     kept = []
     for record in records:
-        if record.key is None or offset_map.get(record.key) > record.offset:
+        if aborted or record.key is None or walk.offset_map.get(record.key) > record.offset:
             continue
         if record.value is None and horizon is not None and horizon <= now_ms:
             continue
@@ -233,14 +297,23 @@ def _clean_batch(header: BatchHeader, data: memoryview, offset_map: OffsetMap, n
     result.records_kept += len(kept)
     has_tombstones = any(r.value is None for r in kept)
     if has_tombstones and horizon is None:
-        horizon = now_ms + delete_retention_ms
+        horizon = now_ms + walk.delete_retention_ms
     if has_tombstones:
-        earliest = result.earliest_delete_horizon
-        result.earliest_delete_horizon = horizon if earliest is None else min(earliest, horizon)
+        _note_horizon(result, horizon)
     if len(kept) == len(records) and (horizon is None or header.attributes & ATTR_DELETE_HORIZON):
         return data  # unchanged: copy byte for byte
-    if not kept and not keep_empty:
+    if not kept and not keep_empty and not walk.is_last_batch_of_its_producer(header):
         return None
+    return _rebuild(header, kept, horizon if has_tombstones else None)
+
+
+def _note_horizon(result: CleanResult, horizon: int) -> None:
+    earliest = result.earliest_delete_horizon
+    result.earliest_delete_horizon = horizon if earliest is None else min(earliest, horizon)
+
+
+def _rebuild(header: BatchHeader, kept: list, horizon: int | None) -> bytes:
+    """`header`'s batch holding only `kept`, offsets and producer fields unchanged."""
     return build_batch(
         [SimpleRecord(r.key, r.value, r.headers, r.timestamp) for r in kept],
         base_offset=header.base_offset,
@@ -251,8 +324,9 @@ def _clean_batch(header: BatchHeader, data: memoryview, offset_map: OffsetMap, n
         partition_leader_epoch=header.partition_leader_epoch,
         log_append_time=header.log_append_time,
         transactional=header.is_transactional,
+        control=header.is_control,
         offset_deltas=[r.offset - header.base_offset for r in kept],
         last_offset_delta=header.last_offset_delta,
         max_timestamp=header.max_timestamp if (header.log_append_time or not kept) else None,
-        delete_horizon_ms=horizon if has_tombstones else None,
+        delete_horizon_ms=horizon,
     )

@@ -45,6 +45,7 @@ from storage.log.producer_state_snapshot import ProducerSnapshots
 from storage.log.recovery import RecoveryStats, load_log
 from storage.log.retention import segments_to_delete
 from storage.log.segment import DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from storage.log.txn_index import AbortedTxn
 from wire.batch_header import iter_batches, set_base_offset, set_leader_epoch, set_max_timestamp
 from wire.errors import CorruptRecordError
 
@@ -325,12 +326,51 @@ class PartitionLog:
             await self.epoch_cache.flush()
 
     async def save_producer_snapshot(self, offset: int, blob: bytes) -> None:
-        """Store the producer state as of `offset` (named `<offset>.snapshot`)."""
+        """Store the producer state as of `offset` (named `<offset>.snapshot`). The aborted
+        transaction entries the state wrote are made durable first: a replay from this
+        snapshot on will not write the earlier ones again."""
         await self._flush_rolled()
+        for segment in self.segments:
+            if not segment.closed:
+                await segment.txn_index.sync()
         await self.producer_snapshots.save(offset, blob)
 
-    def latest_producer_snapshot(self) -> tuple[int, bytes] | None:
-        return self.producer_snapshots.latest(self._log_end_offset)
+    def latest_producer_snapshot(self, up_to: int | None = None) -> tuple[int, bytes] | None:
+        end = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
+        return self.producer_snapshots.latest(end)
+
+    # -- aborted transactions (storage.log.txn_index) ------------------------
+    def append_aborted_txn(self, txn: AbortedTxn) -> bool:
+        """Index `txn` in the segment holding its ABORT marker (unless already there)."""
+        index = self._segments.bisect_right(txn.last_offset) - 1
+        if index < 0 or txn.last_offset >= self._log_end_offset:
+            return False
+        segment = self._segments.peekitem(index)[1]
+        if not segment.txn_index.append(txn):
+            return False
+        segment.dirty = True  # its next flush (or the next producer snapshot) makes it durable
+        return True
+
+    def collect_aborted_txns(self, start: int, upper: int) -> list[AbortedTxn]:
+        """Aborted transactions a read of [start, upper) may meet (Kafka's collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        first = max(self._segments.bisect_right(start) - 1, 0)
+        for base in self._segments.islice(first):
+            entries, complete = self._segments[base].txn_index.collect(start, upper)
+            found.extend(entries)
+            if complete:
+                break
+        return found
+
+    @property
+    def txn_index_stale_from(self) -> int | None:
+        """Base offset of the first segment whose aborted transaction index must be written again
+        (it was missing, did not decode, or its segment was recovered), None if all are whole."""
+        return next((s.base_offset for s in self.segments if not s.txn_index_ok), None)
+
+    def txn_indexes_rebuilt(self) -> None:
+        for segment in self.segments:
+            segment.txn_index_ok = True
 
     # -- truncation ---------------------------------------------------------
     async def truncate_to(self, offset: int) -> bool:

@@ -46,6 +46,7 @@ import errno
 import logging
 import posixpath
 import uuid
+from typing import Callable
 
 import trio
 
@@ -134,6 +135,9 @@ class LogManager:
         # this process restarts, so one damaged log cannot stop compaction of all the others
         # (Kafka's uncleanable partitions). Keyed by the log object: a re-created log is cleaned.
         self.uncleanable: dict[TopicPartition, tuple[PartitionLog, str]] = {}
+        # The broker's answer to "below which offset may the cleaner work on this log": its last
+        # stable offset, with the aborted transactions below it indexed. None: the high watermark.
+        self.stable_offset: Callable[[TopicPartition, PartitionLog], int] | None = None
         # One checkpoint writer per data dir at a time: two interleaved write_file_atomic calls
         # on the same file rename each other's temporary away, and that I/O error would take
         # the dir offline (the flusher and the retention task both checkpoint).
@@ -433,13 +437,14 @@ class LogManager:
                 log.collect_deleted_files()
         return deleted
 
-    def _cleaning_candidate(self, now_ms: int) -> tuple[TopicPartition, PartitionLog, int] | None:
+    def _cleaning_candidate(self, now_ms: int) -> tuple[TopicPartition, PartitionLog, int, int | None] | None:
         """The compacted log most in need of cleaning, as Kafka's LogCleanerManager chooses."""
         best, best_ratio = None, -1.0
         for tp, log in self.all_logs():
             if log.closed or not log.config.compact or self.is_uncleanable(tp, log):
                 continue
-            first_dirty, uncleanable = cleanable_range(log, self._cleaner_offsets.get(tp, 0), now_ms)
+            stable = None if self.stable_offset is None else self.stable_offset(tp, log)
+            first_dirty, uncleanable = cleanable_range(log, self._cleaner_offsets.get(tp, 0), now_ms, stable)
             ratio = dirty_ratio(log, first_dirty, uncleanable)
             horizon = self._delete_horizons.get(tp)
             overdue = any(now_ms - s.largest_timestamp > log.config.max_compaction_lag_ms
@@ -448,7 +453,7 @@ class LogManager:
             if due or overdue or (horizon is not None and horizon <= now_ms):
                 score = ratio + (1.0 if overdue or (horizon is not None and horizon <= now_ms) else 0.0)
                 if score > best_ratio:
-                    best, best_ratio = (tp, log, first_dirty), score
+                    best, best_ratio = (tp, log, first_dirty, stable), score
         return best
 
     async def cleaning_pass(self, now_ms: int | None = None) -> CleanResult | None:
@@ -457,10 +462,10 @@ class LogManager:
         candidate = self._cleaning_candidate(now_ms)
         if candidate is None:
             return None
-        tp, log, first_dirty = candidate
+        tp, log, first_dirty, stable = candidate
         try:
             result = await clean_log(self.env, log, first_dirty, now_ms=now_ms,
-                                     max_dirty_bytes=self.cleaner_max_bytes_per_pass)
+                                     max_dirty_bytes=self.cleaner_max_bytes_per_pass, stable_offset=stable)
         except CorruptRecordError as exc:
             self.uncleanable[tp] = (log, str(exc))
             logger.error("log cleaner: %s-%d is uncleanable until restart (other logs are still cleaned): %s",

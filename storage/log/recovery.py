@@ -39,6 +39,7 @@ from storage.log.segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     LogSegment,
     parse_segment_file_name,
 )
@@ -103,7 +104,7 @@ async def load_log(
             swaps.append(parsed[0])
         elif parsed[1].endswith(SWAP_SUFFIX):
             fs.remove(path)  # a swap's indexes are rebuilt from its log
-        elif parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and f"{name[:20]}{LOG_SUFFIX}" not in names:
+        elif parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and f"{name[:20]}{LOG_SUFFIX}" not in names:
             fs.remove(path)  # an index without its log
             stats.leftovers_removed += 1
 

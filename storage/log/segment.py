@@ -1,4 +1,5 @@
-"""One log segment: a `.log` file of RecordBatch v2 bytes plus its two sparse indexes.
+"""One log segment: a `.log` file of RecordBatch v2 bytes, its two sparse indexes and its
+aborted transaction index (`.txnindex`, see storage.log.txn_index).
 
 A segment covers offsets from `base_offset` (its file name) up to the next
 segment's base. Only the newest segment of a log (the active one) is appended
@@ -22,6 +23,7 @@ from storage.log.batch_scan import is_torn_tail, scan_valid_batches
 from storage.log.index_file import IndexFile
 from storage.log.offset_index import CorruptIndexError, OffsetIndex
 from storage.log.time_index import TimeIndex
+from storage.log.txn_index import TxnIndex
 from wire.batch_header import HEADER_SIZE, BatchHeader, parse_header
 from wire.errors import CorruptRecordError
 from wire.records import decode_batch
@@ -31,6 +33,7 @@ __all__ = [
     "LOG_SUFFIX",
     "INDEX_SUFFIX",
     "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
     "CLEANED_SUFFIX",
     "SWAP_SUFFIX",
     "DELETED_SUFFIX",
@@ -42,6 +45,7 @@ __all__ = [
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
@@ -75,6 +79,7 @@ class LogSegment:
         index_interval_bytes: int,
         created_ms: int,
         suffix: str = "",
+        txn_index: TxnIndex | None = None,
     ):
         self.fs = fs
         self.dir = log_dir
@@ -82,6 +87,9 @@ class LogSegment:
         self.log = log
         self.offset_index = offset_index
         self.time_index = time_index
+        self.txn_index = txn_index or TxnIndex(fs, _path(log_dir, base_offset, TXN_INDEX_SUFFIX + suffix))
+        # False when the .txnindex was missing or did not decode: its entries must be rebuilt.
+        self.txn_index_ok = True
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self.suffix = suffix
@@ -107,12 +115,13 @@ class LogSegment:
         """A new, empty segment (any stale files of the same name are emptied)."""
         log = fs.open(_path(log_dir, base_offset, LOG_SUFFIX + suffix), create=True)
         indexes = [IndexFile(fs, _path(log_dir, base_offset, s + suffix), create=True) for s in FILE_SUFFIXES[1:]]
-        for f in (log, *indexes):
+        txn_index = TxnIndex(fs, _path(log_dir, base_offset, TXN_INDEX_SUFFIX + suffix))
+        for f in (log, *indexes, txn_index.file):
             if f.size():
                 f.truncate(0)
         segment = cls(fs, log_dir, base_offset, log, OffsetIndex(indexes[0], base_offset, index_bytes),
                       TimeIndex(indexes[1], base_offset, index_bytes),
-                      index_interval_bytes=index_interval_bytes, created_ms=now_ms, suffix=suffix)
+                      index_interval_bytes=index_interval_bytes, created_ms=now_ms, suffix=suffix, txn_index=txn_index)
         segment.dirty = True
         return segment
 
@@ -136,8 +145,10 @@ class LogSegment:
             offset_index = OffsetIndex(index_file, base_offset, index_bytes)
             time_index = TimeIndex(time_file, base_offset, index_bytes)
             ok = False
+        txn_index, txn_ok = TxnIndex.load(fs, _path(log_dir, base_offset, TXN_INDEX_SUFFIX + suffix), log.size())
         segment = cls(fs, log_dir, base_offset, log, offset_index, time_index,
-                      index_interval_bytes=index_interval_bytes, created_ms=now_ms, suffix=suffix)
+                      index_interval_bytes=index_interval_bytes, created_ms=now_ms, suffix=suffix, txn_index=txn_index)
+        segment.txn_index_ok = txn_ok
         ok = ok and indexes_exist
         if ok:
             try:
@@ -189,7 +200,7 @@ class LogSegment:
 
     def paths(self, suffix: str | None = None) -> list[str]:
         suffix = self.suffix if suffix is None else suffix
-        return [_path(self.dir, self.base_offset, s + suffix) for s in FILE_SUFFIXES]
+        return [_path(self.dir, self.base_offset, s + suffix) for s in (*FILE_SUFFIXES, TXN_INDEX_SUFFIX)]
 
     def time_waited_for_roll(self, now_ms: int, incoming_max_timestamp: int) -> int:
         if self.first_batch_timestamp is not None and self.first_batch_timestamp >= 0 and incoming_max_timestamp >= 0:
@@ -245,6 +256,8 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()  # its entries may be torn too: a producer state replay writes them again
+        self.txn_index_ok = False
         self._tail_last_offsets.clear()
         self._tail_positions.clear()
         self.bytes_since_last_index_entry = 0
@@ -280,6 +293,7 @@ class LogSegment:
         size = self.size
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         keep = bisect.bisect_left(self._tail_positions, position)
         del self._tail_last_offsets[keep:], self._tail_positions[keep:]
         self.log.truncate(position)
@@ -302,6 +316,7 @@ class LogSegment:
             await self.log.sync()
             await self.offset_index.file.sync()
             await self.time_index.file.sync()
+            await self.txn_index.sync()
 
     # -- reads --------------------------------------------------------------
     def _headers(self, start: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
@@ -376,14 +391,15 @@ class LogSegment:
 
     # -- file lifecycle -----------------------------------------------------
     def rename(self, suffix: str) -> None:
-        """Move the three files to the names with `suffix` (the log's handle stays valid; the
+        """Move the four files to the names with `suffix` (the log's handle stays valid; the
         indexes hold no handle and follow their path)."""
         for src, dst in zip(self.paths(), self.paths(suffix)):
             if self.fs.exists(src):
                 self.fs.rename(src, dst)
-        _, index_path, time_index_path = self.paths(suffix)
+        _, index_path, time_index_path, txn_index_path = self.paths(suffix)
         self.offset_index.file.path = index_path
         self.time_index.file.path = time_index_path
+        self.txn_index.file.path = txn_index_path
         self.suffix = suffix
 
     def close(self) -> None:
@@ -391,6 +407,7 @@ class LogSegment:
         self.log.close()
         self.offset_index.file.close()
         self.time_index.file.close()
+        self.txn_index.file.close()
 
     def remove_files(self) -> None:
         for path in self.paths():

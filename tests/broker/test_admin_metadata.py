@@ -37,7 +37,7 @@ async def test_api_versions_advertises_exactly_the_handled_apis():
                          # DeleteRecords, DescribeLogDirs, DescribeQuorum, UnregisterBroker
                          21: (0, 2), 35: (0, 4), 55: (0, 2), 64: (0, 0),
                          # transactions (broker.handlers.transactions, transactions_admin)
-                         24: (0, 4), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 2), 61: (0, 0), 65: (0, 0),
+                         24: (0, 4), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 3), 61: (0, 0), 65: (0, 0),
                          66: (0, 1),
                          48: (0, 1), 49: (0, 1),  # client quotas (KIP-546)
                          75: (0, 0),  # DescribeTopicPartitions (KIP-966)

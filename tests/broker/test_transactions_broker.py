@@ -20,7 +20,7 @@ from wire.protocol import (
 )
 from wire.records import SimpleRecord, build_batch
 
-STATIC = {**GROUPS, "transaction.state.log.num.partitions": "4"}
+STATIC = {**GROUPS, "transaction.state.log.num.partitions": "4", "transaction.state.log.replication.factor": "1"}
 TX = "tx-1"
 READ_COMMITTED = 1
 LATEST = -1
@@ -199,3 +199,16 @@ async def test_describe_and_list_transactions_and_producers():
             DescribeProducersRequest.TopicRequest(name="t", partition_indexes=[0])]), 0)
         [state] = producers.topics[0].partitions[0].active_producers
         assert (state.producer_id, state.producer_epoch, state.current_txn_start_offset) == (pid, epoch, start)
+
+
+async def test_transaction_log_is_not_created_with_fewer_brokers_than_its_replication_factor():
+    """As Kafka: transaction.state.log.replication.factor (3 by default) is never lowered to the
+    brokers alive; FindCoordinator answers COORDINATOR_NOT_AVAILABLE until there are enough."""
+    static = {k: v for k, v in STATIC.items() if k != "transaction.state.log.replication.factor"}
+    async with running_cluster(2, static=static) as c:
+        client = await RawClient.connect(c.broker(1).port)
+        for _ in range(5):
+            found = await client.call(FindCoordinatorRequest(key=TX, key_type=1), 1)
+            assert found.error_code == E.COORDINATOR_NOT_AVAILABLE
+            await trio.sleep(0.02)
+        assert TRANSACTION_STATE_TOPIC not in c.controller.image.topics_by_name

@@ -12,7 +12,7 @@ import trio
 
 from raftkafka.client.accumulator import RecordAccumulator
 from raftkafka.client.errors import KafkaError, error_for
-from raftkafka.client.transactional import TransactionManager
+from raftkafka.client.transactional import ConsumerGroupMetadata, TransactionManager
 from wire.error_codes import ErrorCode
 
 
@@ -50,6 +50,10 @@ def manager(answers: dict):
         if name == "AddPartitionsToTxn":
             return SimpleNamespace(results=[SimpleNamespace(name=t.name, results=[
                 SimpleNamespace(partition_index=p, error_code=code) for p in t.partitions]) for t in request.topics])
+        if name == "TxnOffsetCommit":
+            return SimpleNamespace(topics=[SimpleNamespace(name=t.name, partitions=[
+                SimpleNamespace(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+                for t in request.topics])
         return SimpleNamespace(error_code=code)
 
     txm._call = call
@@ -113,3 +117,20 @@ async def test_a_partition_that_could_not_be_added_makes_the_transaction_abortab
     assert txm.state == "ABORTABLE_ERROR"
     await txm.abort()  # nothing was added: no EndTxn, and no sequence was used
     assert [n for n, _ in sent] == ["InitProducerId", "AddPartitionsToTxn"] and txm.state == "READY"
+
+
+async def test_offsets_carry_the_consumers_membership_and_a_stale_one_makes_the_transaction_abortable():
+    txm, producer, sent = manager({"TxnOffsetCommit": [0, ErrorCode.ILLEGAL_GENERATION]})
+    await txm.init_transactions()
+    txm.begin_transaction()
+    await txm.send_offsets({("in", 0): 5}, ConsumerGroupMetadata("g", 4, "member-1", "i-1"))
+    commit = sent[-1][1]
+    assert (commit.group_id, commit.generation_id, commit.member_id, commit.group_instance_id) == (
+        "g", 4, "member-1", "i-1")  # KIP-447 (TxnOffsetCommit v3+)
+    with pytest.raises(KafkaError, match="ILLEGAL_GENERATION"):  # the coordinator fenced the member
+        await txm.send_offsets({("in", 0): 6}, "g")  # a group id alone names no member
+    assert (sent[-1][1].generation_id, sent[-1][1].member_id) == (-1, "")
+    with pytest.raises(KafkaError, match="ILLEGAL_GENERATION"):
+        await txm.commit()  # abortable: the transaction must be aborted
+    await txm.abort()
+    assert txm.state == "READY"

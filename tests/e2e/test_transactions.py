@@ -2,12 +2,15 @@
 confluent-kafka's transactional producer commits and aborts across partitions,
 read_committed consumers see only committed records and read_uncommitted ones see the
 aborted too; kafka-python's and aiokafka's commit records with a group's offsets and
-abort; then consume-transform-produce with send_offsets_to_transaction while the
-transaction coordinator's node is killed with SIGKILL: the producer re-initialises and
-the read_committed output holds every input record exactly once. One cluster serves the
+abort; the cleaner removes the aborted records of a compacted topic; then
+consume-transform-produce with send_offsets_to_transaction while a partition leader that is
+not the coordinator is killed with SIGKILL (and started again), then the transaction
+coordinator's node: the producer re-initialises and the read_committed output holds every
+input record exactly once. One cluster serves the
 module (the kill comes last)."""
 from __future__ import annotations
 
+import glob
 import os
 import signal
 import time
@@ -23,9 +26,9 @@ PARTITIONS = 3
 
 
 class Cluster:
-    def __init__(self, processes: Processes, dev, base: int, pids: dict[int, int]):
+    def __init__(self, processes: Processes, dev, base: int, pids: dict[int, int], data: str):
         from confluent_kafka.admin import AdminClient
-        self.processes, self.dev, self.base, self.pids = processes, dev, base, pids
+        self.processes, self.dev, self.base, self.pids, self.data = processes, dev, base, pids, data
         self.bootstrap = ",".join(f"{HOST}:{base + 2 * (i - 1)}" for i in pids)
         self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
 
@@ -35,6 +38,22 @@ class Cluster:
         wait_until(lambda: all(len(p.isrs) == 3 for p in
                                self.admin.list_topics(topic, timeout=10).topics[topic].partitions.values()),
                    30, f"full ISRs of {topic}")
+
+    def kill_a_leader_except(self, topic: str, spared: int) -> int:
+        """A node leading a partition of `topic` that is not `spared`."""
+        partitions = self.admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
+        return next(p.leader for p in partitions if p.leader != spared)
+
+    def restart(self, node_id: int) -> None:
+        """Start a killed node again from the configuration `dev` wrote for it; wait for full ISRs."""
+        from tests.e2e.procs import pid_alive
+        config = next(path for path in glob.glob(os.path.join(self.data, "*", "node.toml"))
+                      if f'"node.id" = {node_id}\n' in open(path).read())
+        proc = self.processes.node(config)
+        self.pids[node_id] = proc.popen.pid
+        wait_until(lambda: pid_alive(proc.popen.pid) and all(
+            len(p.isrs) == 3 for t in self.admin.list_topics(timeout=10).topics.values()
+            if not t.topic.startswith("__") for p in t.partitions.values()), 60, f"node {node_id} back in the ISRs")
 
     def coordinator_of(self, transactional_id: str) -> int:
         """The leader of the id's __transaction_state partition (50 partitions, as Kafka)."""
@@ -47,8 +66,10 @@ def cluster(tmp_path_factory):
     processes = Processes()
     try:
         base = free_base_port(3)
-        dev, pids = processes.dev(3, base, str(tmp_path_factory.mktemp("txn") / "data"))
-        yield Cluster(processes, dev, base, pids)
+        # The cleaner looks for work every 0.5 s (Kafka's log.cleaner.backoff.ms is 15 s).
+        data = str(tmp_path_factory.mktemp("txn") / "data")
+        dev, pids = processes.dev(3, base, data, "log.cleaner.backoff.ms=500")
+        yield Cluster(processes, dev, base, pids, data)
     finally:
         processes.kill_all()
 
@@ -255,7 +276,62 @@ def test_our_transactional_producer_and_read_committed_consumer(cluster):
     assert committed_offsets(cluster.bootstrap, "ours-group", "ours-out")[0] == 7
 
 
-def test_consume_transform_produce_survives_a_kill_of_the_coordinator(cluster):
+def test_the_cleaner_removes_aborted_records_and_never_lets_them_displace_committed_ones(cluster):
+    """A compacted topic: a committed transaction writes k1, k2; an aborted one writes them
+    again (records acknowledged, then aborted); plain writes roll segments. The cleaner removes
+    the aborted records (read_uncommitted no longer sees them) while read_committed still
+    reads the committed values, which the aborted ones never displaced."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+    topic = "txn-compacted"
+    config = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+              "delete.retention.ms": "1000"}
+    cluster.admin.create_topics([NewTopic(topic, 1, 3, config=config)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "compacted"})
+    producer.init_transactions(30)
+    for values, commit in (((b"committed-1", b"committed-2"), True), ((b"aborted-1", b"aborted-2"), False)):
+        producer.begin_transaction()
+        for key, value in zip((b"k1", b"k2"), values):
+            producer.produce(topic, key=key, value=value, partition=0)
+        assert producer.flush(30) == 0
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    plain = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    uncommitted = []
+    deadline = time.monotonic() + 60
+    for i in range(1000):  # each write may roll the active segment (segment.ms), so the cleaner can take it
+        plain.produce(topic, key=b"plain-%d" % i, value=b"plain", partition=0)
+        assert plain.flush(30) == 0
+        time.sleep(0.2)
+        if i % 10 == 9:
+            uncommitted = [v for v in read_one(cluster.bootstrap, topic, "read_uncommitted") if v != b"plain"]
+            if not any(v.startswith(b"aborted") for v in uncommitted) or time.monotonic() > deadline:
+                break
+    assert sorted(uncommitted) == [b"committed-1", b"committed-2"], "the cleaner did not remove the aborted records"
+    committed = [v for v in read_one(cluster.bootstrap, topic, "read_committed") if v != b"plain"]
+    assert sorted(committed) == [b"committed-1", b"committed-2"]
+
+
+def read_one(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
+    """Partition 0 of `topic` from the beginning to its end."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"one-{isolation}-{time.monotonic()}",
+                         "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error() is None:
+            got.append(msg.value())
+        elif msg.error().code() == msg.error()._PARTITION_EOF:
+            break
+    consumer.close()
+    return got
+
+
+def test_consume_transform_produce_survives_kills_of_a_partition_leader_and_the_coordinator(cluster):
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     cluster.create("eos-in")
     cluster.create("eos-out")
@@ -289,7 +365,7 @@ def test_consume_transform_produce_survives_a_kill_of_the_coordinator(cluster):
 
     producer = new_producer()
     rewind()
-    killed = None
+    killed = leader_killed = None
     transactions = reinits = 0
     deadline = time.monotonic() + 150
     abandoned = []
@@ -298,6 +374,28 @@ def test_consume_transform_produce_survives_a_kill_of_the_coordinator(cluster):
         if not msgs:
             if done():
                 break
+            continue
+        if leader_killed is None and transactions == 2:
+            # A partition leader that is not the coordinator dies with records of an open
+            # transaction on it, then comes back: the producer carries on (or aborts and retries).
+            leader_killed = cluster.kill_a_leader_except("eos-out", cluster.coordinator_of(txn_id))
+            producer.begin_transaction()
+            for m in msgs:
+                producer.produce("eos-out", value=b"out-" + m.value()[3:], partition=m.partition())
+            producer.flush(1)
+            os.kill(cluster.pids[leader_killed], signal.SIGKILL)
+            cluster.dev.wait_line(rf"^node {leader_killed} \(pid {cluster.pids[leader_killed]}\) exited", 30)
+            cluster.restart(leader_killed)
+            try:
+                producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                     consumer.consumer_group_metadata(), 30)
+                producer.commit_transaction(60)
+                transactions += 1
+            except KafkaException as exc:
+                if not exc.args[0].txn_requires_abort():
+                    raise
+                producer.abort_transaction(30)
+                rewind()
             continue
         if killed is None and transactions == 3:
             # The pipeline dies with a transaction open, and with it the coordinator's node: a
@@ -335,7 +433,8 @@ def test_consume_transform_produce_survives_a_kill_of_the_coordinator(cluster):
                 producer = new_producer()
                 reinits += 1
             rewind()
-    assert killed is not None and reinits >= 1 and done(), f"pipeline did not finish ({transactions} transactions)"
+    assert leader_killed is not None and killed is not None and leader_killed != killed
+    assert reinits >= 1 and done(), f"pipeline did not finish ({transactions} transactions)"
     consumer.close()
     out = read_all(cluster.bootstrap, "eos-out", "read_committed", total, timeout=60)
     assert len(out) == total and sorted(out) == [b"out-%04d" % i for i in range(total)]

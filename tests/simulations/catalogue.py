@@ -160,6 +160,9 @@ _TABLE = {
     "restored_producer_state_drops_open_transactions": (
         TXN, "broker.producer_state.manager.ProducerStateManager.rebuild", CLUSTER_RUN),
     "transaction_verification_skipped": (TXN, "broker.handlers.produce._verify_in_transaction", CLUSTER_RUN),
+    "cleaner_ignores_aborted_transactions": (TXN, "storage.log.cleaner_txns.CleanedTransactions.__init__",
+                                             CLUSTER_RUN),
+    "txn_index_rebuild_skipped": (TXN, "storage.log.log.PartitionLog.txn_index_stale_from", CLUSTER_RUN),
     # retention and log cleaning
     "retention_deletes_while_over_size": (RETENTION, "storage.log.retention.segments_to_delete (as log.py calls it)",
                                           CLUSTER_RUN),
@@ -245,4 +248,6 @@ FIRST_SEEDS.update({
     "abort_marker_written_as_commit": 0,
     "restored_producer_state_drops_open_transactions": 0,
     "transaction_verification_skipped": 0,
+    "cleaner_ignores_aborted_transactions": 0,
+    "txn_index_rebuild_skipped": None,  # survived 12 seeds; tests/broker/producer_state/test_txn_index_rebuild.py
 })

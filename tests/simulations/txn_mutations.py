@@ -8,6 +8,7 @@ import broker.txn_driver
 from broker.partition import Partition
 from broker.producer_state.manager import ProducerStateManager
 from broker.producer_state_hooks import ProducerStates
+from storage.log.cleaner_txns import CleanedTransactions
 
 
 def lso_not_held_by_open_transaction(monkeypatch) -> None:
@@ -51,10 +52,31 @@ def transaction_verification_skipped(monkeypatch) -> None:
     monkeypatch.setattr(broker.handlers.produce, "_verify_in_transaction", verify)
 
 
+def cleaner_ignores_aborted_transactions(monkeypatch) -> None:
+    """The cleaner does not read the aborted transaction index: it keeps aborted records as
+    committed ones, and drops each ABORT marker (and its index entry) as if its transaction
+    had left nothing behind."""
+    original = CleanedTransactions.__init__
+
+    def init(self, aborted):
+        original(self, [])
+
+    monkeypatch.setattr(CleanedTransactions, "__init__", init)
+
+
+def txn_index_rebuild_skipped(monkeypatch) -> None:
+    """A lost or damaged aborted transaction index is not rebuilt: the producer state replays
+    from its newest snapshot only, so aborts below it stay out of the index."""
+    from storage.log.log import PartitionLog
+    monkeypatch.setattr(PartitionLog, "txn_index_stale_from", property(lambda self: None))
+
+
 TXN_MUTATIONS = {
     "lso_not_held_by_open_transaction": lso_not_held_by_open_transaction,
     "fetch_omits_aborted_transactions": fetch_omits_aborted_transactions,
     "abort_marker_written_as_commit": abort_marker_written_as_commit,
     "restored_producer_state_drops_open_transactions": restored_producer_state_drops_open_transactions,
     "transaction_verification_skipped": transaction_verification_skipped,
+    "cleaner_ignores_aborted_transactions": cleaner_ignores_aborted_transactions,
+    "txn_index_rebuild_skipped": txn_index_rebuild_skipped,
 }

@@ -4,6 +4,7 @@ import trio
 
 from storage.log import LogConfig, PartitionLog, clean_log
 from storage.log.cleaner import cleanable_range, dirty_ratio
+from storage.log.txn_index import AbortedTxn
 from wire.records import Compression, decode_batch
 
 from .log_helpers import FakeEnv, all_batches, all_records, batch, check_consistent
@@ -153,9 +154,10 @@ async def test_keyless_records_are_dropped_and_control_batches_kept():
     assert [(r.offset, r.key) for r in all_records(log) if r.key == b"a" or r.key is None] == [(3, b"a")]
 
 
-async def test_transactional_records_neither_displace_nor_are_displaced():
-    """An aborted (or any transactional) record must not hide an earlier committed value: the
-    cleaner keeps transactional batches whole and maps only plain records."""
+async def test_aborted_records_never_displace_committed_ones():
+    """An aborted record must not hide an earlier committed value: it stays out of the offset map
+    and is removed; its producer's last batch stays (emptied), and so does the ABORT marker
+    while that batch is left (more in test_cleaner_transactions)."""
     env = FakeEnv()
     log = await PartitionLog.open(env, "/data/c-0", COMPACT)
     log.append_as_leader(batch(0, [(b"k", b"committed")]), leader_epoch=0)                     # 0
@@ -163,14 +165,17 @@ async def test_transactional_records_neither_displace_nor_are_displaced():
                                base_sequence=0, transactional=True), leader_epoch=0)           # 1
     log.append_as_leader(batch(0, [(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")], producer_id=7,
                                producer_epoch=0, transactional=True, control=True), leader_epoch=0)  # 2: ABORT
+    log.append_aborted_txn(AbortedTxn(7, 1, 2, 3))
     log.append_as_leader(batch(0, [(b"j", b"1")]), leader_epoch=0)                             # 3
     log.append_as_leader(batch(0, [(b"j", b"2")]), leader_epoch=0)                             # 4
     log.roll()
     log.update_high_watermark(log.log_end_offset)
     await clean_log(env, log, 0)
     assert [(r.offset, r.value) for r in all_records(log) if r.key != b"\x00\x00\x00\x00"] == [
-        (0, b"committed"), (1, b"aborted"), (4, b"2")]
-    assert [decode_batch(b)[0].is_control for b in all_batches(log)].count(True) == 1
+        (0, b"committed"), (4, b"2")]
+    headers = [decode_batch(b)[0] for b in all_batches(log)]
+    assert [h.base_offset for h in headers if h.producer_id == 7] == [1, 2]  # emptied batch, marker
+    assert log.collect_aborted_txns(0, 5) == [AbortedTxn(7, 1, 2, 3)]
     check_consistent(log)
 
 
@@ -221,5 +226,6 @@ async def test_cleaning_gives_up_when_the_log_is_replaced_underneath():
     assert (log.log_start_offset, log.log_end_offset, len(log.segments)) == (1000, 1000, 1)
     log.collect_deleted_files(now=float("inf"))
     assert [n for n in env.fs.listdir("/data/c-0") if n[0].isdigit()] == [
-        "00000000000000001000.index", "00000000000000001000.log", "00000000000000001000.timeindex"]
+        "00000000000000001000.index", "00000000000000001000.log", "00000000000000001000.timeindex",
+        "00000000000000001000.txnindex"]
     check_consistent(log)

@@ -38,7 +38,7 @@ CLUSTER_OPERATIONS = {43: (0, 2), 45: (0, 0), 46: (0, 0)}
 OPERATIONS = {21: (0, 2), 35: (0, 4), 55: (0, 2), 64: (0, 0), 80: (0, 0), 81: (0, 0)}
 # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers, TxnOffsetCommit, DescribeProducers,
 # DescribeTransactions, ListTransactions
-TRANSACTIONS = {24: (0, 4), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
+TRANSACTIONS = {24: (0, 4), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 3), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
 QUOTAS = {48: (0, 1), 49: (0, 1)}  # DescribeClientQuotas, AlterClientQuotas (KIP-546)
 # CreateTopics, DeleteTopics, CreatePartitions up to the versions strict about
 # controller_mutation_rate (THROTTLING_QUOTA_EXCEEDED, KIP-599)

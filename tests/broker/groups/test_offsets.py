@@ -202,3 +202,29 @@ def test_offset_delete_naming_a_partition_twice_deletes_it_once():
     h.run(h.coord.delete_offsets(token, "simple", [("t", [0, 0])], now=h.now))
     assert h.answer(token).error == E.NONE
     assert ("t", 0) not in h.coord.groups["simple"].offsets
+
+
+def test_txn_offset_commits_naming_a_member_are_fenced_as_offset_commits_are():
+    """KIP-447: TxnOffsetCommit v3+ carries the consumer's generation and member id; a zombie
+    of a consumer rebalanced away (or a static member's old incarnation) cannot commit."""
+    h = Harness()
+    (a,), gen = h.stable_group(G)
+    h.coord.groups[G].static_members["i-1"] = a  # a's group.instance.id (KIP-345)
+
+    def txn_commit(generation=-1, member_id="", instance=None):
+        token = h.token()
+        h.run(h.coord.txn_commit_offsets(token, G, 9, 0, [("t", 0, 5, -1, "")], generation_id=generation,
+                                         member_id=member_id, group_instance_id=instance, now=h.now))
+        return errors(h, token)
+
+    assert txn_commit(gen, a, "i-1") == [E.NONE]
+    assert txn_commit(gen - 1, a, "i-1") == [E.ILLEGAL_GENERATION]
+    assert txn_commit(gen, "stranger") == [E.UNKNOWN_MEMBER_ID]
+    assert txn_commit(gen, "old-incarnation", "i-1") == [E.FENCED_INSTANCE_ID]
+    assert txn_commit() == [E.NONE]  # v0-2 name no member: taken, as Kafka does, whatever the group's state
+    assert txn_commit(gen + 1) == [E.ILLEGAL_GENERATION]  # a generation with no member named
+    # A new group (a producer committing for a group nobody joined) is generation 0.
+    token = h.token()
+    h.run(h.coord.txn_commit_offsets(token, "fresh", 9, 0, [("t", 0, 1, -1, "")], generation_id=1,
+                                     member_id="", now=h.now))
+    assert errors(h, token) == [E.ILLEGAL_GENERATION]

@@ -113,11 +113,15 @@ WriteTxnMarkersResponse = response(27, "WriteTxnMarkers", "0", flexible="1+", fi
     )),
 ])
 
-TxnOffsetCommitRequest = request(28, "TxnOffsetCommit", "0-2", flexible="3+", fields=[
+TxnOffsetCommitRequest = request(28, "TxnOffsetCommit", "0-3", flexible="3+", fields=[
     F("transactional_id", STRING),
     F("group_id", STRING),
     F("producer_id", INT64),
     F("producer_epoch", INT16),
+    # KIP-447: the consumer's group membership, checked as OffsetCommit checks it.
+    F("generation_id", INT32, "3+", default=-1),
+    F("member_id", STRING, "3+", default=""),
+    F("group_instance_id", STRING, "3+", nullable="3+", default=None),
     F("topics", ArrayOf("TxnOffsetCommitRequestTopic",
         F("name", STRING),
         F("partitions", ArrayOf("TxnOffsetCommitRequestPartition",
@@ -129,7 +133,7 @@ TxnOffsetCommitRequest = request(28, "TxnOffsetCommit", "0-2", flexible="3+", fi
     )),
 ])
 
-TxnOffsetCommitResponse = response(28, "TxnOffsetCommit", "0-2", flexible="3+", fields=[
+TxnOffsetCommitResponse = response(28, "TxnOffsetCommit", "0-3", flexible="3+", fields=[
     F("throttle_time_ms", INT32),
     F("topics", ArrayOf("TxnOffsetCommitResponseTopic",
         F("name", STRING),
