@@ -4,7 +4,10 @@ Polled with the other checks (`observe`), on every partition log of every live b
 the moment its log manager opened it (Kafka's UnifiedLog keeps the same order):
 - log-bounds: log start offset <= high watermark <= log end offset. A HW past the log end (a
   checkpoint from before a power loss taken as is, say) lets a leader answer offsets it does
-  not hold; a log start past the HW means records nobody committed were deleted.
+  not hold; a log start past the HW means records nobody committed were deleted. Every
+  leader-epoch cache entry starts at or below the log end: an entry left past it by a
+  truncation makes the replica misstate where that epoch ended (OffsetForLeaderEpoch) and ask
+  about an epoch its log does not hold.
 
 At the end, over the History of the retention workload (simulations.workloads.retention), its
 final reads and the replicas at quiescence:
@@ -40,6 +43,11 @@ class RetentionChecker:
                 self._bounds(node_id, topic, index, log, "hw", f"HW {hw} past the log end {end}")
             if start > hw:
                 self._bounds(node_id, topic, index, log, "start", f"log start {start} past the HW {hw}")
+            latest = log.epoch_cache.entries()[-1:]
+            if latest and latest[0][1] > end:
+                epoch, epoch_start = latest[0]
+                self._bounds(node_id, topic, index, log, "epoch",
+                             f"leader epoch {epoch} starts at {epoch_start}, past the log end {end}")
 
     def _bounds(self, node_id, topic, index, log, kind, what) -> None:
         key = (node_id, id(log), kind)

@@ -66,12 +66,15 @@ async def test_retention_keeps_what_is_above_the_log_start_and_at_least_retentio
 async def test_log_bounds_on_every_log():
     raft, _, checker = make()
 
-    def kafka(start, hw, end):
-        log = SimpleNamespace(closed=False, log_start_offset=start, high_watermark=hw, log_end_offset=end)
+    def kafka(start, hw, end, epochs=((0, 0), (3, 5))):
+        log = SimpleNamespace(closed=False, log_start_offset=start, high_watermark=hw, log_end_offset=end,
+                              epoch_cache=SimpleNamespace(entries=lambda: list(epochs)))
         return SimpleNamespace(log_manager=SimpleNamespace(all_logs=lambda: [(("t", 0), log)]))
 
-    checker.observe(4, kafka(0, 5, 5))
+    checker.observe(4, kafka(0, 5, 5))  # an epoch may start at the log end (a leader that wrote nothing yet)
     assert invariants(raft) == []
     checker.observe(4, kafka(0, 6, 5))
     checker.observe(4, kafka(7, 6, 9))
     assert invariants(raft) == ["log-bounds"] and len(raft.violations) == 2
+    checker.observe(4, kafka(0, 4, 4))  # truncated below where epoch 3 began, its entry kept
+    assert len(raft.violations) == 3 and "leader epoch 3 starts at 5, past the log end 4" in raft.violations[-1].message
