@@ -203,7 +203,7 @@ FIRST_SEEDS.update({
     "hw_advances_below_min_isr": 3,
     "candidate_wins_without_majority": 0,
     "fencing_keeps_isr_and_leadership": 0,
-    "producer_state_kept_across_truncation": None,
+    "producer_state_kept_across_truncation": 0,
     "producer_state_not_rebuilt_from_log": 13,
     "producer_id_block_reused": 0,
     "offset_commit_acked_before_replicated": 4,
