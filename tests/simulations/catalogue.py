@@ -182,7 +182,7 @@ FIRST_SEEDS.update({
     "pending_shrink_counts_as_committed": 50,
     "pending_expand_not_counted_for_hw": None,
     "controller_accepts_stale_isr_change": None,
-    "reassignment_trusts_new_replicas": None,
+    "reassignment_trusts_new_replicas": 2,
     "hw_without_isr": 0,
     "fetch_beyond_high_watermark": 7,
     "new_leader_trusts_follower_ends": 30,
