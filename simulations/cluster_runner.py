@@ -65,6 +65,10 @@ NODE_SETTINGS = {
     # broker default (Kafka: 1, under which one power loss may drop a committed offset).
     "min.insync.replicas": 2,
     "metadata.log.max.records.between.snapshots": 40,
+    # A follower far behind catches up in many fetches (Kafka's 1 MiB takes a run's whole backlog
+    # in one): it passes its leader's epoch start while still below the HW, where the ISR rule
+    # (join only at the HW) is what keeps it out.
+    "replica.fetch.max.bytes": 512,
     # Retention, checkpoints (HW, log start) and the cleaner every second: many passes per run.
     "log.retention.check.interval.ms": 1000,
     "log.cleaner.backoff.ms": 1000,

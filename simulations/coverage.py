@@ -5,8 +5,10 @@ interleavings a run (and a fuzz run, summed) did reach, so a blind spot shows as
 Nothing here is in node code: the counts come from what the nodes already keep and say.
 
 - The committed metadata log (every entry some node applied, `RaftChecker.committed`),
-  replayed at the end of the run: ISR expansions and shrinks committed, leader epoch bumps,
-  unclean and ELR elections, ELR changes, brokers fenced and unfenced, producer-id blocks.
+  replayed at the end of the run as the nodes apply it, in whole batches (a batch a dead
+  controller left unfinished is dropped by every node, and counted as abandoned): ISR
+  expansions and shrinks committed, leader epoch bumps, unclean and ELR elections, ELR
+  changes, brokers fenced and unfenced, producer-id blocks.
 - Log lines of a few node loggers that mark a transition (`LOG_EVENTS`, delivered by
   simulations.node_logs.NodeLogWatch): ISR changes proposed, refused and unconfirmed, follower
   truncations, coordinator loads and unloads, Raft snapshots installed and written, metadata
@@ -24,8 +26,10 @@ import re
 
 import trio
 
+from raft.entry import Entry
 from raft.quorum_state import Role
-from metadata.records import NO_LEADER_CHANGE, decode_record
+from metadata.log_format import BatchAssembler, CommittedBatch
+from metadata.records import NO_LEADER_CHANGE
 from wire.error_codes import ErrorCode
 
 __all__ = ["Coverage", "LOG_EVENTS", "INFO_LOGGERS", "KEYS", "RAFT_KEYS", "merge"]
@@ -76,7 +80,7 @@ KEYS = tuple(sorted({
     "raft_leadership_won",
     "isr_expand_committed", "isr_shrink_committed", "leader_epoch_bump", "leader_election_clean",
     "leader_election_unclean", "leader_election_elr", "leader_none", "elr_change", "broker_fenced",
-    "broker_unfenced", "producer_id_block", "topic_created", "topic_deleted",
+    "broker_unfenced", "producer_id_block", "topic_created", "topic_deleted", "metadata_batch_abandoned",
     "producer_state_rebuild", "log_cleaning", "retention_delete",
     *(f"client_error_{name.lower()}" for name in FENCED_ERRORS),
 }))
@@ -143,16 +147,15 @@ class Coverage:
 
     # ------------------------------------------------------- committed metadata
     def committed_log(self, committed: dict[int, tuple[int, bytes, bool]]) -> None:
+        # Through the nodes' own BatchAssembler: no node applies the records of an abandoned batch.
+        assembler = BatchAssembler()
         partitions: dict[tuple, dict] = {}
-        for offset in sorted(committed):
-            _, payload, control = committed[offset]
-            if control or len(payload) < 2:
-                continue
-            try:
-                record = decode_record(memoryview(payload)[1:])
-            except Exception:  # noqa: BLE001 - the metadata checker reports bad records
-                continue
-            self._record(record, partitions)
+        entries = (Entry(offset, *committed[offset]) for offset in sorted(committed))
+        for item in assembler.feed(entries):
+            if isinstance(item, CommittedBatch):
+                for record in item.records:
+                    self._record(record, partitions)
+        self.add("metadata_batch_abandoned", assembler.dropped_batches)
 
     def _record(self, record, partitions: dict) -> None:
         kind = type(record).__name__
@@ -185,7 +188,7 @@ class Coverage:
                 self.add("leader_none")
             elif change.leader_recovery_state == 1:
                 self.add("leader_election_unclean")
-            elif change.leader in state["isr"] or change.leader == state["leader"]:
+            elif change.leader in state["isr"] or change.leader == state["leader"] or _joins_with_isr(change, state):
                 self.add("leader_election_clean")
             elif change.leader in state["elr"]:
                 self.add("leader_election_elr")
@@ -212,3 +215,11 @@ class Coverage:
                 if name == "UNKNOWN_SERVER_ERROR" and not op.error.startswith("ClientClosedError"):
                     unknown.append(f"{op.process} {op.f}: {op.error}")
         return unknown
+
+
+def _joins_with_isr(change, state: dict) -> bool:
+    """The leader enters the ISR in this very change beside members of the ISR before it: a
+    reassignment completing on the AlterPartition that added its caught-up replica, which then
+    takes over from a leader the reassignment removes. (An unclean or ELR election makes its
+    leader the whole ISR.)"""
+    return change.isr is not None and change.leader in change.isr and bool(set(change.isr) & set(state["isr"]))

@@ -8,7 +8,8 @@ watches the nodes for those moments and strikes right after one:
 - isr_expand: a leader proposed adding a follower to the ISR: the leader's link to
   that follower is cut (the fetch answer that would bring it up to date is held),
   and the leader is killed or powered off soon after, once the controller may have
-  committed the change;
+  committed the change, half the time with the other ISR members killed too (the
+  newcomer is left to lead); not held back by the other moments' strikes;
 - isr_shrink: a leader proposed dropping members: it dies within ~50 ms, while the
   change may still be in flight;
 - leader_change: a broker just became leader of a partition (data or
@@ -63,6 +64,7 @@ class Moments:
         self.counts: dict[str, int] = {}
         self._busy_until = 0.0  # no strike before this
         self._leader_busy_until = 0.0  # no leader_change strike before this
+        self._expand_busy_until = 0.0  # no isr_expand strike before this
         self._leaders: dict[int, set] = {}  # node -> the (topic, partition) it leads
         self._snapshots: dict[int, tuple] = {}  # node -> its Raft snapshot id
         self._producer_ids: dict[int, int] = {}  # node -> its allocator's next id
@@ -137,11 +139,22 @@ class Moments:
                 # A data partition's change first: __consumer_offsets' partitions change as often
                 # (they expand first when a broker comes back) but carry few writes to lose.
                 data = [c for c in changing if not c[1].log.config.compact]
-                if changing:
-                    key, p = self.rng.choice(data or changing)
-                    if moment == "isr_expand" and now >= self._busy_until:
-                        self._cut_follower(node_id, p.isr_state.adding)  # before the fetch answer leaves
-                    self._strike(moment, node_id, now, key=key, follower=p.isr_state.adding)
+                if not changing:
+                    return
+                key, p = self.rng.choice(data or changing)
+                if moment == "isr_shrink":
+                    self._strike(moment, node_id, now, key=key)
+                elif now >= self._expand_busy_until:
+                    # Not held back by the other strikes: a follower rejoins right after the restart
+                    # another strike caused, and that is the very moment.
+                    self._expand_busy_until = now + self.rng.uniform(1.0, 4.0)
+                    self._cut_follower(node_id, p.isr_state.adding)  # before the fetch answer leaves
+                    # Half the time the other members die with the leader (killed, their disks
+                    # intact), so the newcomer is the one ISR member left to take over: whether it
+                    # holds every committed record is then all that matters.
+                    others = tuple(r for r in p.isr_state.isr if r not in (node_id, p.isr_state.adding))
+                    self._strike(moment, node_id, now, key=key, follower=p.isr_state.adding, force=True,
+                                 also=others if self.rng.random() < 0.5 else ())
 
         on_isr_change.moments = self
         settings.on_isr_change = on_isr_change
@@ -218,14 +231,15 @@ class Moments:
     # ------------------------------------------------------------------ striking
 
     def _cut_follower(self, leader: int, follower: int | None) -> None:
-        if follower is None or self._nursery is None or trio.current_time() < self._busy_until:
+        if follower is None or self._nursery is None:
             return
         hosts = self.cluster.hosts
         self.nemesis._apply({"kind": "oneway", "src": hosts[leader].name, "dst": hosts[follower].name,
                              "seconds": self.rng.uniform(1.0, 4.0)}, trio.current_time(), self._nursery)
 
     def _strike(self, moment: str, node_id: int, now: float, *, key=None, follower=None, power=None,
-                force: bool = False) -> None:
+                force: bool = False, also: tuple[int, ...] = ()) -> None:
+        """Kill or power off `node_id` after the moment's delay; `also` are killed with it."""
         if (now < self._busy_until and not force) or self._nursery is None:
             return
         delay = {"isr_expand": (0.02, 0.5), "isr_shrink": (0.0, 0.05), "leader_change": (0.0, 0.3),
@@ -235,9 +249,12 @@ class Moments:
             power = self.rng.random() < 0.5
         self._busy_until = max(self._busy_until, now + wait + self.rng.uniform(1.0, 4.0))
         self.counts[moment] = self.counts.get(moment, 0) + 1
+        extra = {"also": [self.cluster.hosts[n].name for n in also]} if also else {}
         self.trace.record("moments", moment, node=self.cluster.hosts[node_id].name, key=key, follower=follower,
-                          after=round(wait, 6))
+                          after=round(wait, 6), **extra)
         self._nursery.start_soon(self._kill_later, node_id, wait, power)
+        for other in also:
+            self._nursery.start_soon(self._kill_later, other, wait, False)
 
     async def _kill_later(self, node_id: int, wait: float, power: bool) -> None:
         await trio.sleep(wait)

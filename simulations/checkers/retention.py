@@ -4,14 +4,18 @@ Polled with the other checks (`observe`), on every partition log of every live b
 the moment its log manager opened it (Kafka's UnifiedLog keeps the same order):
 - log-bounds: log start offset <= high watermark <= log end offset. A HW past the log end (a
   checkpoint from before a power loss taken as is, say) lets a leader answer offsets it does
-  not hold; a log start past the HW means records nobody committed were deleted.
+  not hold; a log start past the HW means records nobody committed were deleted. Every
+  leader-epoch cache entry starts at or below the log end: an entry left past it by a
+  truncation makes the replica misstate where that epoch ended (OffsetForLeaderEpoch) and ask
+  about an epoch its log does not hold.
 
 At the end, over the History of the retention workload (simulations.workloads.retention), its
 final reads and the replicas at quiescence:
 - retention-beyond-config: when every replica of the retained topic has its log start past
   every DeleteRecords target, one of them holds at least retention.bytes (Kafka deletes a
   segment only while the log stays at least that large without it: smaller logs everywhere lost
-  records the config keeps);
+  records the config keeps), less the most bytes a replica was seen to lose to one truncation
+  (the size retention kept counted an uncommitted tail);
 - lost-write / inconsistent-offsets: an acknowledged send at or above the final log start
   is in the final read, at its offset, with its value;
 - compaction-lost-latest: an acknowledged send of the compacted topic missing from the final
@@ -30,6 +34,8 @@ class RetentionChecker:
     def __init__(self, report: RaftChecker):
         self.report = report
         self._reported: set[tuple] = set()  # one log-bounds violation per replica log and kind
+        self._retained: dict[int, tuple[int, int]] = {}  # broker -> (log end, bytes) of the retained log
+        self.truncated_bytes = 0  # the most bytes a retained replica lost at once to a truncation
 
     def observe(self, node_id: int, kafka) -> None:
         for (topic, index), log in kafka.log_manager.all_logs():
@@ -40,6 +46,22 @@ class RetentionChecker:
                 self._bounds(node_id, topic, index, log, "hw", f"HW {hw} past the log end {end}")
             if start > hw:
                 self._bounds(node_id, topic, index, log, "start", f"log start {start} past the HW {hw}")
+            if topic == RETAINED:
+                self._watch_truncation(node_id, end, log.size_in_bytes)
+            latest = log.epoch_cache.entries()[-1:]
+            if latest and latest[0][1] > end:
+                epoch, epoch_start = latest[0]
+                self._bounds(node_id, topic, index, log, "epoch",
+                             f"leader epoch {epoch} starts at {epoch_start}, past the log end {end}")
+
+    def _watch_truncation(self, node_id: int, end: int, size: int) -> None:
+        """Retention keeps retention.bytes of the log as it is, uncommitted tail included; a
+        truncation (a follower dropping a dead leader's tail, a power loss) may then take the log
+        below it, as in Kafka."""
+        before = self._retained.get(node_id)
+        self._retained[node_id] = (end, size)
+        if before is not None and end < before[0]:
+            self.truncated_bytes = max(self.truncated_bytes, before[1] - size)
 
     def _bounds(self, node_id, topic, index, log, kind, what) -> None:
         key = (node_id, id(log), kind)
@@ -54,10 +76,12 @@ class RetentionChecker:
         # Per partition, not per replica: a follower started again at its leader's log start holds
         # only the bytes from there, while the leader keeps the whole segment holding that start.
         trimmed = {b: (start, size) for b, (start, size) in replicas.items() if start > floor}
-        if trimmed and len(trimmed) == len(replicas) and max(size for _, size in trimmed.values()) < RETENTION_BYTES:
+        least = RETENTION_BYTES - self.truncated_bytes
+        if trimmed and len(trimmed) == len(replicas) and max(size for _, size in trimmed.values()) < least:
             self.report.violate("retention-beyond-config",
                                 f"{RETAINED}-0: every replica's log start is past what DeleteRecords asked (at most "
-                                f"{floor}) and holds less than retention.bytes {RETENTION_BYTES}: "
+                                f"{floor}) and holds less than retention.bytes {RETENTION_BYTES} (less "
+                                f"{self.truncated_bytes} truncated at most): "
                                 f"{dict(sorted(trimmed.items()))} (log start, bytes)")
         starts = {op.topic: op.value for op in history.of("log_final_read", "ok")}
         for op in history.of("log_send", "ok"):

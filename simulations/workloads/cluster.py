@@ -109,6 +109,7 @@ class ClusterWorkload:
             processes.append(AclChurnProcess("acls0", self.env_for, h, s, self._rng("acls0")))
             processes.append(QuotaChurnProcess("quotas0", self.env_for, h, s, self._rng("quotas0")))
             processes.append(retention.LogProducerProcess("keyed0", self.env_for, h, s, self._rng("keyed0")))
+            processes.append(retention.FillerProcess("filler0", self.env_for, h, s, self._rng("filler0")))
             processes.append(retention.DeleteRecordsProcess("trim0", self.env_for, h, s, self._rng("trim0")))
         if self.churn and self.broker_ids:
             processes.append(ReassignProcess("reassign0", self.env_for, h, s, self._rng("reassign0"),

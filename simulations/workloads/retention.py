@@ -10,7 +10,11 @@ in a run:
   cleanable; keyed records over a small key space.
 
 One producer process sends keyed acks=all records to both (ops "log_send"; the value starts
-with its key), one process sends DeleteRecords (ops "delete_records"). After the heal,
+with its key), one process sends DeleteRecords (ops "delete_records"). A second producer writes
+acks=1 filler to the retained topic (no ops: acks=1 may lose what it sent): it keeps appending
+while the HW is held back (a follower frozen or cut off inside the ISR), where acks=all sends
+stop at the producer's in-flight limit, so the log grows past retention.bytes above the HW and
+retention must leave those segments alone. After the heal,
 `final_read` reads both topics from their log start (ops "log_final_read").
 simulations.checkers.retention checks what retention and compaction may have removed.
 """
@@ -24,7 +28,7 @@ from simulations.workloads.clients import CLIENT, _Process, _admin_options, clie
 from wire.protocol import DeleteRecordsRequest
 
 __all__ = ["RETAINED", "COMPACTED", "RETENTION_BYTES", "SEGMENT_MS", "LOG_TOPICS", "new_topics",
-           "LogProducerProcess", "DeleteRecordsProcess", "final_read", "key_of"]
+           "LogProducerProcess", "FillerProcess", "DeleteRecordsProcess", "final_read", "key_of"]
 
 RETAINED = "retained"
 COMPACTED = "compacted"
@@ -85,6 +89,24 @@ class LogProducerProcess(_Process):
             self.history.info(op, e)  # a failed send may still be in the log
         else:
             self.history.ok(op, metadata.offset)
+
+
+class FillerProcess(_Process):
+    """acks=1 records to the retained topic: answered at the leader's append, so they go on
+    while the HW stands still."""
+
+    RATE = 10.0
+
+    async def session(self) -> None:
+        env = self.new_env()
+        async with Producer(env, self.settings.bootstrap, acks="1", enable_idempotence=False, linger_ms=2,
+                            delivery_timeout_ms=8000, **CLIENT) as producer:
+            count = 0
+            while True:
+                await env.sleep(self.rng.expovariate(self.RATE))
+                count += 1
+                await producer.send(RETAINED, b"fill:%s.%d.%d" % (self.name.encode(), self.sessions, count),
+                                    partition=0)
 
 
 class DeleteRecordsProcess(_Process):

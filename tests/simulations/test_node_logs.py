@@ -105,11 +105,33 @@ def test_committed_partition_changes_are_classified():
         PartitionChange(0, tid, leader=2, isr=(2,), eligible_leader_replicas=()),  # from the ELR
         PartitionChange(0, tid, leader=3, leader_recovery_state=1, isr=(3,)),  # unclean
         PartitionChange(0, tid, isr=(3, 1)),  # expand
+        PartitionChange(0, tid, replicas=(1, 2, 3, 4), adding_replicas=(4,), removing_replicas=(3,)),
+        # 4 caught up: the reassignment completes and 4 takes over from 3, which it removes
+        PartitionChange(0, tid, leader=4, isr=(1, 4), replicas=(1, 2, 4), adding_replicas=(), removing_replicas=()),
     ]
     committed = {i: (1, b"\x01" + encode_record(r), False) for i, r in enumerate(records)}
     coverage = Coverage()
     coverage.committed_log(committed)
     c = coverage.counts
-    assert (c["isr_shrink_committed"], c["isr_expand_committed"]) == (4, 3)
+    assert (c["isr_shrink_committed"], c["isr_expand_committed"]) == (5, 4)
     assert (c["leader_none"], c["leader_election_elr"], c["leader_election_unclean"]) == (1, 1, 1)
-    assert c["leader_epoch_bump"] == 3 and c["elr_change"] == 2
+    assert c["leader_election_clean"] == 1 and c["leader_epoch_bump"] == 4 and c["elr_change"] == 2
+
+
+def test_an_abandoned_metadata_batch_is_not_counted():
+    """A batch a dead controller left unfinished is dropped by every node: its ISR shrink never
+    happened, so the election of the broker it removed is a clean one."""
+    from metadata.records import Partition, PartitionChange, encode_record
+    import uuid
+
+    tid = uuid.UUID(int=7)
+    entries = [
+        (1, b"\x01" + encode_record(Partition(0, tid, (1, 2, 3), (1, 2, 3), leader=1))),
+        (1, b"\x00" + encode_record(PartitionChange(0, tid, isr=(1, 3)))),  # the batch goes on...
+        (2, b"\x01" + encode_record(PartitionChange(0, tid, leader=2))),  # ...but the next epoch begins
+    ]
+    coverage = Coverage()
+    coverage.committed_log({i: (epoch, payload, False) for i, (epoch, payload) in enumerate(entries)})
+    c = coverage.counts
+    assert c["metadata_batch_abandoned"] == 1 and c["isr_shrink_committed"] == 0
+    assert (c["leader_election_clean"], c["leader_election_unclean"]) == (1, 0)

@@ -66,12 +66,34 @@ async def test_retention_keeps_what_is_above_the_log_start_and_at_least_retentio
 async def test_log_bounds_on_every_log():
     raft, _, checker = make()
 
-    def kafka(start, hw, end):
-        log = SimpleNamespace(closed=False, log_start_offset=start, high_watermark=hw, log_end_offset=end)
+    def kafka(start, hw, end, epochs=((0, 0), (3, 5))):
+        log = SimpleNamespace(closed=False, log_start_offset=start, high_watermark=hw, log_end_offset=end,
+                              epoch_cache=SimpleNamespace(entries=lambda: list(epochs)))
         return SimpleNamespace(log_manager=SimpleNamespace(all_logs=lambda: [(("t", 0), log)]))
 
-    checker.observe(4, kafka(0, 5, 5))
+    checker.observe(4, kafka(0, 5, 5))  # an epoch may start at the log end (a leader that wrote nothing yet)
     assert invariants(raft) == []
     checker.observe(4, kafka(0, 6, 5))
     checker.observe(4, kafka(7, 6, 9))
     assert invariants(raft) == ["log-bounds"] and len(raft.violations) == 2
+    checker.observe(4, kafka(0, 4, 4))  # truncated below where epoch 3 began, its entry kept
+    assert len(raft.violations) == 3 and "leader epoch 3 starts at 5, past the log end 4" in raft.violations[-1].message
+
+
+async def test_retention_bytes_allow_for_a_truncated_tail():
+    """Retention counted an uncommitted tail that a truncation (or a power loss) later took."""
+    raft, history, checker = make()
+
+    def kafka(end, size):
+        log = SimpleNamespace(closed=False, log_start_offset=0, high_watermark=0, log_end_offset=end,
+                              size_in_bytes=size, epoch_cache=SimpleNamespace(entries=lambda: []))
+        return SimpleNamespace(log_manager=SimpleNamespace(all_logs=lambda: [((RETAINED, 0), log)]))
+
+    checker.observe(4, kafka(20, RETENTION_BYTES + 300))
+    checker.observe(4, kafka(17, RETENTION_BYTES - 200))  # the tail went
+    send(history, RETAINED, b"k1:b", 5)
+    reads = final(history, {RETAINED: {5: b"k1:b"}}, {RETAINED: 5})
+    checker.check(history, reads, {4: (5, RETENTION_BYTES - 500)})
+    assert invariants(raft) == []
+    checker.check(history, reads, {4: (5, RETENTION_BYTES - 501)})
+    assert invariants(raft) == ["retention-beyond-config"]
