@@ -276,8 +276,11 @@ def _clean_batch(header: BatchHeader, data: memoryview, walk: _Walk, keep_empty:
     if header.is_control:
         if not walk.txns.on_marker(header, _marker_commit(header, data)):
             return data
-        if horizon is not None and horizon <= now_ms and not keep_empty:
-            return None  # its transaction left nothing behind, and the horizon passed
+        if horizon is not None and horizon <= now_ms:
+            # Its transaction left nothing behind and the horizon passed. Kept only as its
+            # segment's last batch: not noted as a horizon to come back for (that would pick
+            # this log again at once, forever); a pass after more batches follow drops it.
+            return data if keep_empty else None
         if horizon is None:
             horizon = now_ms + walk.delete_retention_ms
             _note_horizon(result, horizon)

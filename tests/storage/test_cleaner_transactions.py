@@ -115,3 +115,18 @@ async def test_nothing_at_or_above_the_last_stable_offset_is_cleaned():
     log = await txn_log(env)
     result = await clean_log(env, log, 0, now_ms=env.wall, stable_offset=3)
     assert result.first_dirty == 0 and result.groups_cleaned == 0
+
+
+async def test_a_marker_kept_only_as_its_segment_s_last_batch_sets_no_horizon_to_come_back_for():
+    # Were its passed horizon reported, the log manager would pick this log again at once, forever.
+    env = FakeEnv()
+    log = await PartitionLog.open(env, "/data/c-0", COMPACT)
+    log.append_as_leader(batch(0, [(b"k", b"v")]), leader_epoch=0)
+    log.append_as_leader(marker(9, True, env.wall), leader_epoch=0)  # a COMMIT that met no batch
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    stamped = await clean_log(env, log, 0, now_ms=env.wall)
+    assert stamped.earliest_delete_horizon == env.wall + COMPACT.delete_retention_ms
+    later = await clean_log(env, log, 0, now_ms=stamped.earliest_delete_horizon + 1)
+    assert shape(log) == [(0, False), (1, True)]  # still there: the segment's last batch
+    assert later.earliest_delete_horizon is None
