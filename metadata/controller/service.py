@@ -477,8 +477,8 @@ class ControllerService:
         why = f"no heartbeat for {self.heartbeats.session_timeout:.1f}s"
         if fenced is None:
             batches, fenced = fence_closed_broker(self._spec, self.grace, self.heartbeats, now, self.static)
-            why = (f"no heartbeat within {self.grace.grace:.2f}s of its controller connection closing "
-                   f"(or of this controller's activation after its predecessor's death)")
+            why = (f"its controller connection closed (or this controller's predecessor died) and no "
+                   f"heartbeat came within {self.grace.grace:.2f}s")
         if fenced is not None:
             self.fenced_log.append((now, fenced))
             log.info("fencing broker %d: %s", fenced, why)
