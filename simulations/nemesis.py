@@ -438,10 +438,9 @@ class Nemesis:
             self._count("fsync_error", node=host.name)
             nursery.start_soon(self._later, event["seconds"], self._end_fsync_error, host)
         elif kind == "replay":
-            conn = next((c for c in self.net.recorded_connections() if c.id == event["conn"]), None)
-            data = replayable_bytes(conn, BROKER_PORT) if conn is not None else b""
+            conn, data = self._replayable(event)
             if not data:
-                return  # replayed schedule: that connection is not among the last ended ones now
+                return  # replayed schedule: no such connection among the last ended ones now
             self._count("replay", conn=conn.id, src=conn.client, dst=conn.server, port=conn.port, nbytes=len(data))
             nursery.start_soon(replay, self.net, event["src"], event["dst"], event["port"], data)
         elif kind in ("torn_write", "wipe"):
@@ -482,6 +481,21 @@ class Nemesis:
             raise ValueError(f"unknown fault kind {kind!r}")
         event["at"] = now - self._start
         self.schedule.append(event)
+
+    def _replayable(self, event: dict):
+        """The connection a replay fault resends, with its bytes. A replayed schedule applies the
+        same faults at the same times, but the run is not the drawing run bit for bit (that one
+        also woke its nemesis when it drew nothing, and its trace hash differs), so connections
+        may be numbered differently: the event's connection if it still joins the same hosts,
+        else the latest one between them."""
+        ends = (event["src"], event["dst"], event["port"])
+        conns = [c for c in self.net.recorded_connections() if (c.client, c.server, c.port) == ends
+                 and (self.replay is not None or c.id == event["conn"])]
+        for conn in sorted(conns, key=lambda c: (c.id != event["conn"], -c.id)):
+            data = replayable_bytes(conn, BROKER_PORT)
+            if data:
+                return conn, data
+        return None, b""
 
     def _end_read_corruption(self, host, corruption: ReadCorruption) -> None:
         if host.disk.read_corruption is corruption:
