@@ -370,6 +370,7 @@ class PartitionLog:
 
     def txn_indexes_rebuilt(self) -> None:
         for segment in self.segments:
+            segment.txn_index.ensure_file()
             segment.txn_index_ok = True
 
     # -- truncation ---------------------------------------------------------

@@ -110,6 +110,7 @@ class TxnIndex:
         if txn.last_offset <= self.last_offset:
             return False
         self.entries.append(txn)
+        self.ensure_file()
         self.file.append(encode_entry(txn))
         self.unsynced = True
         return True
@@ -126,11 +127,21 @@ class TxnIndex:
             self.unsynced = True
 
     def reset(self) -> None:
+        """Forget every entry until a producer state replay writes them again. The file goes
+        too: a start before that replay must find it missing (to be rebuilt), not empty (whole)."""
         self.entries = []
         self.file.truncate(0)
+        if self.file.fs.exists(self.file.path):
+            self.file.fs.remove(self.file.path)
         self.unsynced = True
+
+    def ensure_file(self) -> None:
+        """Create the file if `reset` removed it (the entries are whole again)."""
+        if not self.file.fs.exists(self.file.path):
+            self.file = IndexFile(self.file.fs, self.file.path, create=True)
 
     async def sync(self) -> None:
         if self.unsynced:
             self.unsynced = False
-            await self.file.sync()
+            if self.file.fs.exists(self.file.path):  # else reset, and not rebuilt yet
+                await self.file.sync()

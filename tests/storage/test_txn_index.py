@@ -100,3 +100,32 @@ async def test_segments_recovered_after_an_unclean_shutdown_have_their_index_reb
     reopened = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=False,
                                        recovery_point=log.segments[1].base_offset)
     assert reopened.txn_index_stale_from == reopened.segments[1].base_offset
+
+
+async def test_an_index_reset_by_recovery_stays_stale_for_a_start_before_its_rebuild():
+    # Recovery empties the index of each segment it rescans; the producer state replay that
+    # writes it again may never come (the process dies first, after flushing the segment).
+    # The next start, trusting its recovery point, does not rescan: it must still find the
+    # index stale, not whole and empty (a lost abort: aborted records read as committed).
+    env = FakeEnv()
+    log = await PartitionLog.open(env, "/data/t-0", CONFIG)
+    for _ in range(8):
+        log.append_as_leader(batch(0, [(b"k", b"v" * 60)]), leader_epoch=0)
+    second = log.segments[1]
+    log.append_aborted_txn(AbortedTxn(5, second.base_offset, second.base_offset + 1, second.base_offset + 2))
+    await log.flush()
+    end = log.log_end_offset
+    recovered = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=False,
+                                        recovery_point=second.base_offset)
+    assert recovered.txn_index_stale_from == second.base_offset
+    await recovered.flush()  # no rebuild, then a kill -9
+    again = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=False, recovery_point=end)
+    assert again.txn_index_stale_from == second.base_offset
+    again.append_aborted_txn(AbortedTxn(5, second.base_offset, second.base_offset + 1, second.base_offset + 2))
+    again.txn_indexes_rebuilt()
+    await again.flush()
+    await again.close()
+    whole = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=True, recovery_point=end)
+    assert whole.txn_index_stale_from is None
+    assert whole.collect_aborted_txns(0, end) == [AbortedTxn(5, second.base_offset, second.base_offset + 1,
+                                                             second.base_offset + 2)]
