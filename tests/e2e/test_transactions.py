@@ -2,12 +2,12 @@
 confluent-kafka's transactional producer commits and aborts across partitions,
 read_committed consumers see only committed records and read_uncommitted ones see the
 aborted too; kafka-python's and aiokafka's commit records with a group's offsets and
-abort; the cleaner removes the aborted records of a compacted topic; then
-consume-transform-produce with send_offsets_to_transaction while a partition leader that is
-not the coordinator is killed with SIGKILL (and started again), then the transaction
-coordinator's node: the producer re-initialises and the read_committed output holds every
-input record exactly once. One cluster serves the
-module (the kill comes last)."""
+abort; the cleaner removes the aborted records of a compacted topic; then, with each of
+confluent-kafka, kafka-python and aiokafka, consume-transform-produce with
+send_offsets_to_transaction while a partition leader that is not the coordinator is killed
+with SIGKILL (and started again), then the transaction coordinator's node (and started
+again): the producer re-initialises and the read_committed output holds every input record
+exactly once. One cluster serves the module (the kill tests come last)."""
 from __future__ import annotations
 
 import glob
@@ -18,11 +18,10 @@ import time
 import pytest
 
 from broker.groups.hashing import partition_for_group
-from tests.e2e.procs import HOST, Processes, free_base_port, wait_until
+from tests.e2e.procs import HOST, Processes, free_base_port, pid_alive, wait_until
+from tests.e2e.transactional_pipelines import PARTITIONS, AiokafkaPipeline, ConfluentPipeline, KafkaPythonPipeline
 
 pytestmark = pytest.mark.e2e
-
-PARTITIONS = 3
 
 
 class Cluster:
@@ -32,32 +31,45 @@ class Cluster:
         self.bootstrap = ",".join(f"{HOST}:{base + 2 * (i - 1)}" for i in pids)
         self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
 
+    def topics(self, topic: str | None = None) -> dict:
+        """Topic metadata; asked again when the broker asked first was just killed (its
+        request then times out rather than failing over)."""
+        from confluent_kafka import KafkaException
+        for attempt in range(5):
+            try:
+                return self.admin.list_topics(topic, timeout=10).topics
+            except KafkaException:
+                if attempt == 4:
+                    raise
+
     def create(self, topic: str) -> None:
         from confluent_kafka.admin import NewTopic
         self.admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(30)
         wait_until(lambda: all(len(p.isrs) == 3 for p in
-                               self.admin.list_topics(topic, timeout=10).topics[topic].partitions.values()),
+                               self.topics(topic)[topic].partitions.values()),
                    30, f"full ISRs of {topic}")
 
     def kill_a_leader_except(self, topic: str, spared: int) -> int:
         """A node leading a partition of `topic` that is not `spared`."""
-        partitions = self.admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
+        partitions = self.topics(topic)[topic].partitions.values()
         return next(p.leader for p in partitions if p.leader != spared)
 
     def restart(self, node_id: int) -> None:
-        """Start a killed node again from the configuration `dev` wrote for it; wait for full ISRs."""
-        from tests.e2e.procs import pid_alive
+        """Start a killed node again from the configuration `dev` wrote for it; wait until it
+        serves clients (the controller unfenced it) and the ISRs are full. The controller may
+        not have noticed the death yet, so full ISRs alone could mean the node is still down."""
         config = next(path for path in glob.glob(os.path.join(self.data, "*", "node.toml"))
                       if f'"node.id" = {node_id}\n' in open(path).read())
         proc = self.processes.node(config)
         self.pids[node_id] = proc.popen.pid
+        proc.wait_line(r"serving Kafka clients", 60)
         wait_until(lambda: pid_alive(proc.popen.pid) and all(
-            len(p.isrs) == 3 for t in self.admin.list_topics(timeout=10).topics.values()
+            len(p.isrs) == 3 for t in self.topics().values()
             if not t.topic.startswith("__") for p in t.partitions.values()), 60, f"node {node_id} back in the ISRs")
 
     def coordinator_of(self, transactional_id: str) -> int:
         """The leader of the id's __transaction_state partition (50 partitions, as Kafka)."""
-        topic = self.admin.list_topics("__transaction_state", timeout=10).topics["__transaction_state"]
+        topic = self.topics("__transaction_state")["__transaction_state"]
         return topic.partitions[partition_for_group(transactional_id, 50)].leader
 
 
@@ -331,111 +343,111 @@ def read_one(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
     return got
 
 
-def test_consume_transform_produce_survives_kills_of_a_partition_leader_and_the_coordinator(cluster):
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-    cluster.create("eos-in")
-    cluster.create("eos-out")
-    total = 600
+def consume_transform_produce_under_kills(cluster, pipeline_class, name: str, total: int) -> None:
+    """`total` input records go through `pipeline_class` (tests/e2e/transactional_pipelines.py)
+    in transactions of at most 40, each committing the consumer's positions with
+    send_offsets_to_transaction. After the second transaction a partition leader that is not
+    the coordinator dies (SIGKILL) with records of an open transaction on it and starts
+    again: the producer carries on, or aborts and rewinds. After the third, the pipeline
+    dies with a transaction open and with it the coordinator's node: a new incarnation
+    re-inits on the new coordinator, which fences the old producer and aborts the
+    transaction it loaded as Ongoing; the node then starts again. Errors on the way abort
+    (or re-init when the producer is fenced) and rewind to the group's committed offsets.
+    The read_committed output holds every input record exactly once, and the group's
+    offsets are at the input's end."""
+    from confluent_kafka import Producer
+    source, sink, txn_id = f"{name}-in", f"{name}-out", f"{name}-pipeline"
+    cluster.create(source)
+    cluster.create(sink)
     seed = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for i in range(total):
-        seed.produce("eos-in", value=b"in-%04d" % i, partition=i % PARTITIONS)
+        seed.produce(source, value=b"in-%04d" % i, partition=i % PARTITIONS)
     assert seed.flush(30) == 0
 
-    txn_id = "eos-pipeline"
-    partitions = [TopicPartition("eos-in", p) for p in range(PARTITIONS)]
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "eos", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
-
-    def new_producer():
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id,
-                             "transaction.timeout.ms": 20000})
-        producer.init_transactions(60)
-        return producer
-
-    def rewind():
-        """Back to the offsets the group committed (the last committed transaction's)."""
-        committed = consumer.committed(partitions, 30)
-        consumer.assign([TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else -2)
-                         for tp in committed])
+    pipeline = pipeline_class(cluster.bootstrap, source, txn_id, name)
 
     def done() -> bool:
-        committed = consumer.committed(partitions, 30)
-        ends = [consumer.get_watermark_offsets(tp, 10)[1] for tp in partitions]
-        return [tp.offset for tp in committed] == ends
+        committed, ends = pipeline.committed_and_ends()
+        return committed == ends
 
-    producer = new_producer()
-    rewind()
+    def transform(records):
+        return [(partition, b"out-" + value[3:]) for partition, value in records]
+
+    def kill(node_id: int) -> None:
+        """SIGKILL; `dev` or this test (for a node it restarted) is the parent that reaps it."""
+        pid = cluster.pids[node_id]
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not pid_alive(pid), 30, f"node {node_id} (pid {pid}) gone")
+
+    pipeline.new_producer()
+    pipeline.rewind()
     killed = leader_killed = None
     transactions = reinits = 0
     deadline = time.monotonic() + 150
-    abandoned = []
-    while time.monotonic() < deadline:
-        msgs = [m for m in consumer.consume(40, 0.5) if m.error() is None]
-        if not msgs:
-            if done():
-                break
-            continue
-        if leader_killed is None and transactions == 2:
-            # A partition leader that is not the coordinator dies with records of an open
-            # transaction on it, then comes back: the producer carries on (or aborts and retries).
-            leader_killed = cluster.kill_a_leader_except("eos-out", cluster.coordinator_of(txn_id))
-            producer.begin_transaction()
-            for m in msgs:
-                producer.produce("eos-out", value=b"out-" + m.value()[3:], partition=m.partition())
-            producer.flush(1)
-            os.kill(cluster.pids[leader_killed], signal.SIGKILL)
-            cluster.dev.wait_line(rf"^node {leader_killed} \(pid {cluster.pids[leader_killed]}\) exited", 30)
-            cluster.restart(leader_killed)
-            try:
-                producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                                     consumer.consumer_group_metadata(), 30)
-                producer.commit_transaction(60)
-                transactions += 1
-            except KafkaException as exc:
-                if not exc.args[0].txn_requires_abort():
-                    raise
-                producer.abort_transaction(30)
-                rewind()
-            continue
-        if killed is None and transactions == 3:
-            # The pipeline dies with a transaction open, and with it the coordinator's node: a
-            # new incarnation re-inits on the new coordinator, which fences the old producer
-            # and aborts the transaction it loaded as Ongoing.
-            producer.begin_transaction()
-            for m in msgs:
-                producer.produce("eos-out", value=b"out-" + m.value()[3:], partition=m.partition())
-            assert producer.flush(30) == 0
-            killed = cluster.coordinator_of(txn_id)
-            os.kill(cluster.pids[killed], signal.SIGKILL)
-            cluster.dev.wait_line(rf"^node {killed} \(pid {cluster.pids[killed]}\) exited", 30)
-            abandoned.append(producer)
-            producer = new_producer()
-            reinits += 1
-            rewind()
-            continue
-        try:
-            producer.begin_transaction()
-            for m in msgs:
-                producer.produce("eos-out", value=b"out-" + m.value()[3:], partition=m.partition())
-            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                                 consumer.consumer_group_metadata(), 30)
-            producer.commit_transaction(30)
-            transactions += 1
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.txn_requires_abort():
+    try:
+        while time.monotonic() < deadline:
+            records = pipeline.poll()
+            if not records:
+                if done():
+                    break
+                continue
+            if leader_killed is None and transactions == 2:
+                leader_killed = cluster.kill_a_leader_except(sink, cluster.coordinator_of(txn_id))
+                pipeline.begin()
+                pipeline.produce(sink, transform(records))
+                pipeline.flush(1)
+                kill(leader_killed)
+                cluster.restart(leader_killed)
                 try:
-                    producer.abort_transaction(30)
-                except KafkaException:
-                    producer = new_producer()
-                    reinits += 1
-            else:  # fatal (fenced) or the coordinator is away for longer than the call's timeout
-                producer = new_producer()
+                    pipeline.commit_with_offsets(60)
+                    transactions += 1
+                except pipeline.errors as exc:
+                    reinits += pipeline.recover(exc)
+                    pipeline.rewind()
+                continue
+            if killed is None and transactions == 3:
+                pipeline.begin()
+                pipeline.produce(sink, transform(records))
+                assert pipeline.flush(30)
+                killed = cluster.coordinator_of(txn_id)
+                kill(killed)
+                if pipeline.reinit_after_coordinator_moved:
+                    wait_until(lambda: cluster.coordinator_of(txn_id) != killed, 30, "the coordinator moved")
+                pipeline.new_producer()
                 reinits += 1
-            rewind()
-    assert leader_killed is not None and killed is not None and leader_killed != killed
-    assert reinits >= 1 and done(), f"pipeline did not finish ({transactions} transactions)"
-    consumer.close()
-    out = read_all(cluster.bootstrap, "eos-out", "read_committed", total, timeout=60)
+                wait_until(lambda: cluster.coordinator_of(txn_id) != killed, 10, "metadata naming the new coordinator")
+                pipeline.rewind()
+                cluster.restart(killed)
+                continue
+            try:
+                pipeline.begin()
+                pipeline.produce(sink, transform(records))
+                pipeline.commit_with_offsets(30)
+                transactions += 1
+            except pipeline.errors as exc:
+                reinits += pipeline.recover(exc)
+                pipeline.rewind()
+        assert leader_killed is not None and killed is not None and leader_killed != killed
+        assert done(), f"pipeline did not finish ({transactions} transactions, {reinits} re-inits)"
+    finally:
+        pipeline.close()
+        for node_id, pid in list(cluster.pids.items()):
+            if not pid_alive(pid):  # a failure above left it down: the next test needs 3 nodes
+                cluster.restart(node_id)
+    out = read_all(cluster.bootstrap, sink, "read_committed", total, timeout=60)
     assert len(out) == total and sorted(out) == [b"out-%04d" % i for i in range(total)]
-    assert cluster.coordinator_of(txn_id) != killed
+    assert committed_offsets(cluster.bootstrap, name, source) == [len(range(p, total, PARTITIONS))
+                                                                  for p in range(PARTITIONS)]
+
+
+# The kill tests come last: they restart the nodes they kill, but leave leaderships moved.
+def test_confluent_kafka_consume_transform_produce_survives_kills_of_a_partition_leader_and_the_coordinator(cluster):
+    consume_transform_produce_under_kills(cluster, ConfluentPipeline, "eos", 600)
+
+
+def test_kafka_python_consume_transform_produce_survives_kills_of_a_partition_leader_and_the_coordinator(cluster):
+    consume_transform_produce_under_kills(cluster, KafkaPythonPipeline, "eos-kp", 240)
+
+
+def test_aiokafka_consume_transform_produce_survives_kills_of_a_partition_leader_and_the_coordinator(cluster):
+    consume_transform_produce_under_kills(cluster, AiokafkaPipeline, "eos-ap", 240)
