@@ -115,8 +115,10 @@ class ConsumerProcess:
                                      stdout=self.out, stderr=subprocess.DEVNULL)
 
     def lines(self):
+        # Only whole lines: the child may be midway through writing the last one.
         with open(self.path) as f:
-            return [line.split() for line in f.read().splitlines() if line]
+            text = f.read()
+        return [line.split() for line in text[:text.rfind("\n") + 1].splitlines() if line]
 
     def values(self):
         return [parts[3] for parts in self.lines() if parts[0] == "R"]
