@@ -126,8 +126,9 @@ def uniform_run_shape(data, pos: int, index: int, count: int) -> tuple[int, _Sha
         return None
     # A long run is first checked over _PROBE records (a batch without runs is found out
     # cheaply); one of a few probes' length is checked whole at once.
-    n = _run_length(data, pos, index - first, shape, offset_columns, most if most <= _WHOLE else _PROBE)
-    if n == _PROBE < most:
+    probe = most if most <= _WHOLE else _PROBE
+    n = _run_length(data, pos, index - first, shape, offset_columns, probe)
+    if n == probe < most:
         n = _run_length(data, pos, index - first, shape, offset_columns, most)
     if n < MIN_RUN:
         return None
