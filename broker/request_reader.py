@@ -36,10 +36,11 @@ class RequestReader:
             size = self.frames.pending_size()
             if size is not None and not self._reserved:
                 self._reserved = await self.pool.reserve(4 + size)
-                self._request_deadline = self.env.now() + self.limits.request_read_timeout_s
             frame = self.frames.next_frame()
             if frame is not None:
                 return frame
+            if self._reserved and self._request_deadline is None:  # a request is on its way in
+                self._request_deadline = self.env.now() + self.limits.request_read_timeout_s
             if not await self._receive():
                 return None
 

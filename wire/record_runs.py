@@ -39,6 +39,7 @@ __all__ = ["uniform_run", "uniform_run_shape", "varied_run", "MIN_RUN"]
 
 MIN_RUN = 8  # shorter runs are not worth the slicing
 _PROBE = 32  # a run is first checked over this many records, then over all it may hold
+_WHOLE = 4 * _PROBE  # a run of at most this many is checked whole at once
 _CONTINUATION = re.compile(b"[\x00-\x7f]")  # a byte that ends a varint
 _HIGH_BIT = re.compile(b"[\x80-\xff]")  # a byte that does not
 
@@ -123,8 +124,11 @@ def uniform_run_shape(data, pos: int, index: int, count: int) -> tuple[int, _Sha
     most = min(count - index, (len(data) - pos) // shape.size, first + len(offset_columns[0]) - index)
     if most < MIN_RUN:
         return None
-    n = _run_length(data, pos, index - first, shape, offset_columns, min(most, _PROBE))
-    if n == _PROBE < most:
+    # A long run is first checked over _PROBE records (a batch without runs is found out
+    # cheaply); one of a few probes' length is checked whole at once.
+    probe = most if most <= _WHOLE else _PROBE
+    n = _run_length(data, pos, index - first, shape, offset_columns, probe)
+    if n == probe < most:
         n = _run_length(data, pos, index - first, shape, offset_columns, most)
     if n < MIN_RUN:
         return None

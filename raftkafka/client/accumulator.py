@@ -111,7 +111,8 @@ class RecordAccumulator:
         room takes it (None: there is none; call again with the time, which opens one)."""
         queue = self._queues.get(tp)
         batch = queue[-1] if queue else None
-        if batch is None or not self._takes(batch, size):
+        # `_takes`, inline: this runs for every record `send` queues.
+        if batch is None or batch._payload is not None or batch.attempts or batch.size + size > self.batch_size:
             if now is None:
                 return None
             batch = self._open(tp, now)

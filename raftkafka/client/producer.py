@@ -195,7 +195,9 @@ class Producer:
             size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
             if size > self._max_record_size:
                 raise _too_large(topic, size)
-        tp = route.partition(self, partition, key)
+        tp = route.only if partition is None else None
+        if tp is None:
+            tp = route.partition(self, partition, key)
         if self.transactions is not None:
             await self.transactions.before_send(*tp)
         accumulator = self.accumulator
@@ -570,7 +572,7 @@ class Producer:
 class _Route:
     """A topic's metadata as `send` uses it, good while the cluster's topics are the ones it came from."""
 
-    __slots__ = ("topics", "name", "count", "available", "partitions")
+    __slots__ = ("topics", "name", "count", "available", "partitions", "only")
 
     def __init__(self, topics: dict, info):
         self.topics = topics
@@ -578,6 +580,8 @@ class _Route:
         self.count = len(info.partitions)
         self.available = info.available()
         self.partitions = {p: (info.name, p) for p in info.partitions}  # made once, not per record
+        # A topic of one partition: every partitioner picks it (and draws no random number).
+        self.only = next(iter(self.partitions.values())) if self.count == 1 else None
 
     def partition(self, producer: Producer, partition: int | None, key) -> tuple[str, int]:
         """(topic, partition) of a record: the partition asked for (if it exists) or the partitioner's."""

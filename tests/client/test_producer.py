@@ -183,6 +183,18 @@ async def test_unknown_topic_send_raises(nursery, autojump_clock):
             Producer(env, "b1:9092", acks=1, enable_idempotence=True)
 
 
+async def test_a_one_partition_topic_takes_every_record_and_refuses_other_partitions(nursery, autojump_clock):
+    env, mini = await start(nursery)
+    mini.create_topic("t", 1)
+    async with Producer(env, "b1:9092", partitioner="random") as producer:
+        futures = [await producer.send("t", b"v", key=key) for key in (None, b"k1", b"k2")]
+        with pytest.raises(KafkaError) as refused:
+            await producer.send("t", b"v", partition=1)
+        assert refused.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        results = [await f for f in futures]
+    assert [(r.partition, r.offset) for r in results] == [(0, 0), (0, 1), (0, 2)]
+
+
 async def test_connection_loss_is_retried(nursery, autojump_clock):
     env, mini = await start(nursery)
     mini.create_topic("t", 1)

@@ -152,7 +152,7 @@ def _scanned(raw: bytes):
         return None
 
 
-@pytest.mark.parametrize("count", [9, 70, 300, 8300])
+@pytest.mark.parametrize("count", [9, 70, 150, 300, 8300])
 def test_runs_of_same_shaped_records_are_judged_exactly_as_one_by_one(count):
     """Same-shaped records are checked a column at a time (wire.record_runs); damage anywhere in a
     run, at any varint width of the offset delta, gets the verdict the field-by-field reader gives."""
