@@ -247,3 +247,14 @@ async def test_a_departed_controller_heard_from_again_leaves_the_brokers_their_s
     driver.departed = None  # something came from node 2: it lives
     await trio.sleep(0.3)
     assert service.fenced_log == []
+
+
+async def test_a_grace_that_ends_between_two_ticks_fences_when_it_ends(nursery):
+    sm = ControllerStateMachine()
+    driver = ScriptedDriver(sm)
+    service = ControllerService(RealEnv(seed=1), node_id=ME, driver=driver, state_machine=sm, tick=60.0,
+                                session_timeout=0.5, close_grace=0.1)
+    await nursery.start(service.run)
+    await _activate_after(driver, sm, service, 0.6, departed=True)
+    await wait_until(lambda: service.fenced_log, timeout=30)  # long before the next periodic tick
+    assert service.fenced_log[0][1] == 2
