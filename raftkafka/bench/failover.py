@@ -12,6 +12,8 @@ partition continuously. Fault kinds, each `--rounds` times:
 
 - one:    kill -9 one broker (rotating over the nodes);
 - leader: kill -9 the broker leading the most partitions;
+- survivor: kill -9 the broker leading the most partitions among those that are not the
+            active controller (the controller survives: no election, no activation);
 - controller: kill -9 the node that is the active controller (a broker too: nodes are combined);
 - two:    kill -9 two brokers at once;
 - pause:  SIGSTOP the broker leading the most partitions for `--pause` seconds (longer than
@@ -200,6 +202,9 @@ def _victims(kind: str, round_no: int, procs: ReplicationProcesses, controller: 
         first = round_no % len(ids)
         return (ids[first], ids[(first + 1) % len(ids)])
     leaders = collections.Counter(p.leader for p in _partitions(procs.bootstrap).values())
+    if kind == "survivor":
+        others = [i for i in ids if i != controller]
+        return (max(others, key=lambda i: (leaders[i], -i)),)
     return (leaders.most_common(1)[0][0],)
 
 
