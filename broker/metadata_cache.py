@@ -4,6 +4,15 @@ Answers what Metadata, DescribeCluster and the data-path handlers need to
 know: which brokers are alive and where they listen, who leads a partition.
 Handlers that changed metadata through the controller wait here until the
 published image has reached the commit offset.
+
+Metadata answers list a broker for FENCED_LISTED_S after this broker saw it
+fenced (it leads nothing then and counts as offline in every partition). A
+dead broker's partitions move to their new leaders in the same record that
+fences it; librdkafka (2.10+) drops a broker missing from an answer at once,
+and one dropped while its partitions are moving away strands them on its
+internal queue until the next leader query, a second later. Listed a little
+longer, the broker is dropped after its partitions have moved (as after
+Kafka's controlled shutdown, which moves the leaders before the fencing).
 """
 from __future__ import annotations
 
@@ -17,7 +26,9 @@ from metadata.image import EMPTY_IMAGE, MetadataImage, TopicImage
 from metadata.partition import PartitionRegistration
 from storage.env import Env
 
-__all__ = ["MetadataCache", "BrokerEndpoint"]
+__all__ = ["MetadataCache", "BrokerEndpoint", "FENCED_LISTED_S"]
+
+FENCED_LISTED_S = 3.0  # librdkafka asks for leaders it misses once a second
 
 
 @dataclass(frozen=True)
@@ -37,9 +48,17 @@ class MetadataCache:
         self.listener_name = listener_name
         self.image: MetadataImage = EMPTY_IMAGE
         self._changed = trio.Event()
+        self._fenced_at: dict[int, float] = {}  # broker -> when this broker saw it fenced
 
     # -- publisher ------------------------------------------------------------
     def publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        now = self.env.now()
+        for broker_id in delta.changed_brokers():
+            before, after = self.image.brokers.get(broker_id), image.brokers.get(broker_id)
+            if after is not None and after.fenced and before is not None and not before.fenced:
+                self._fenced_at[broker_id] = now
+            elif after is None or not after.fenced:
+                self._fenced_at.pop(broker_id, None)
         self.image = image
         self._changed.set()
         self._changed = trio.Event()
@@ -68,12 +87,23 @@ class MetadataCache:
     def alive_brokers(self) -> list[BrokerEndpoint]:
         """Unfenced brokers with an endpoint on the listener the request came in on (ours
         outside a connection), by id: a client sees the endpoints it can reach, as in Kafka."""
+        return self._endpoints(self.image.unfenced_brokers())
+
+    def listed_brokers(self) -> list[BrokerEndpoint]:
+        """Metadata's broker list: the alive brokers and those fenced in the last
+        FENCED_LISTED_S (see the module doc)."""
+        since = self.env.now() - FENCED_LISTED_S
+        for broker_id in [b for b, at in self._fenced_at.items() if at < since]:
+            del self._fenced_at[broker_id]
+        return self._endpoints(sorted({*self.image.unfenced_brokers(), *self._fenced_at}))
+
+    def _endpoints(self, broker_ids) -> list[BrokerEndpoint]:
         security = current_security()
         listener = security.listener if security is not None else self.listener_name
         out = []
-        for broker_id in self.image.unfenced_brokers():
-            reg = self.image.brokers[broker_id]
-            for ep in reg.endpoints:
+        for broker_id in broker_ids:
+            reg = self.image.brokers.get(broker_id)
+            for ep in () if reg is None else reg.endpoints:
                 if ep.name == listener:
                     out.append(BrokerEndpoint(broker_id, ep.host, ep.port, reg.rack))
                     break

@@ -148,6 +148,10 @@ class Partition:
         now = self.replication.clock()
         self.isr_state = IsrState(registration.isr)  # a pending change is superseded
         if registration.leader != self.local_id:
+            if previous is None or (previous.leader, previous.leader_epoch) != (registration.leader,
+                                                                              registration.leader_epoch):
+                leader = "no leader" if registration.leader < 0 else f"following {registration.leader}"
+                log.info("%s-%d: %s at leader epoch %d", self.topic, self.index, leader, registration.leader_epoch)
             self.role = Role.FOLLOWER
             self.followers = {}
             return
@@ -163,6 +167,8 @@ class Partition:
             self.leader_epoch_start = self.log.log_end_offset
             self.followers = {r: FollowerState.fresh(r, in_isr=r in registration.isr, now=now)
                               for r in registration.replicas if r != self.local_id}
+            log.info("%s-%d: leading at leader epoch %d from offset %d, ISR %s", self.topic, self.index,
+                     registration.leader_epoch, self.leader_epoch_start, list(registration.isr))
         else:
             for r in registration.replicas:  # a reassignment may add replicas
                 if r != self.local_id and r not in self.followers:

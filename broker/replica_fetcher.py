@@ -25,7 +25,11 @@ makes the next request full, opening a new session.
 Errors: a broken connection or a failing request closes the connection and
 backs off (replica.fetch.backoff.ms); per-partition epoch/leadership errors
 delay just that partition until metadata moves it; OFFSET_OUT_OF_RANGE resets
-the partition to the leader's log (start or end, via ListOffsets).
+the partition to the leader's log (start or end, via ListOffsets). An answer
+saying the source has not applied the metadata we act on yet (it does not lead
+the partition, or not at our leader epoch, or does not know it) is asked again
+after 50 ms, doubling up to the backoff: right after a leader change the
+follower's first request often reaches the new leader before the change does.
 """
 from __future__ import annotations
 
@@ -58,6 +62,10 @@ EARLIEST, LATEST = -2, -1
 UNDEFINED_OFFSET = -1
 THROTTLE_RECHECK_S = 0.1  # a throttled partition is left out of fetches this long at a time
 SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+# Partition errors by which the source says it is behind our metadata (see the module doc).
+SOURCE_BEHIND = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+SOURCE_BEHIND_RETRY_S = 0.05  # the first retry after such an answer; doubling up to the backoff
 
 
 @dataclass(frozen=True)
@@ -74,13 +82,14 @@ class FetcherSettings:
 
 
 class _State:
-    __slots__ = ("partition", "leader_epoch", "truncating", "delayed_until")
+    __slots__ = ("partition", "leader_epoch", "truncating", "delayed_until", "errors")
 
     def __init__(self, partition: Partition):
         self.partition = partition
         self.leader_epoch = partition.leader_epoch
         self.truncating = True
         self.delayed_until = float("-inf")
+        self.errors = 0  # partition errors answered at this leader epoch
 
 
 class ReplicaFetcher:
@@ -107,12 +116,14 @@ class ReplicaFetcher:
         self.truncations = 0
 
     # -- membership (from the manager) ---------------------------------------------
-    def add(self, partition: Partition) -> None:
+    def add(self, partition: Partition) -> bool:
+        """Follow `partition` (again, at its current leader epoch); False if it already is."""
         state = self.partitions.get(partition.key)
         if state is not None and state.partition is partition and state.leader_epoch == partition.leader_epoch:
-            return
+            return False
         self.partitions[partition.key] = _State(partition)
         self._wake.set()
+        return True
 
     def remove(self, key: Key) -> None:
         self.partitions.pop(key, None)
@@ -196,6 +207,17 @@ class ReplicaFetcher:
     def _delay(self, state: _State, seconds: float | None = None) -> None:
         state.delayed_until = self.env.now() + (self.settings.backoff_s if seconds is None else seconds)
 
+    def _delay_after_error(self, key: Key, state: _State, error_code: int) -> None:
+        """A partition error: a backoff, short and growing while the source is behind us."""
+        seconds = self.settings.backoff_s
+        if error_code in SOURCE_BEHIND:
+            seconds = min(seconds, SOURCE_BEHIND_RETRY_S * 2 ** state.errors)
+        if state.errors == 0:
+            log.info("%s-%d: leader %d answered %s at leader epoch %d; asking again in %.2f s", key[0], key[1],
+                     self.source_id, ErrorCode(error_code).name, state.leader_epoch, seconds)
+        state.errors += 1
+        self._delay(state, seconds)
+
     # -- truncation --------------------------------------------------------------------
     async def _truncate(self, link: BrokerLink, states: dict[Key, _State]) -> None:
         O = OffsetForLeaderEpochRequest
@@ -223,7 +245,7 @@ class ReplicaFetcher:
                 if state is None or key not in asked or self._current(key, state) is None:
                     continue
                 if r.error_code != ErrorCode.NONE:
-                    self._delay(state)
+                    self._delay_after_error(key, state, r.error_code)
                     continue
                 offset, done = _truncation_point(state.partition, r.leader_epoch, r.end_offset)
                 await self._truncate_to(key, state, offset, done=done)
@@ -298,7 +320,7 @@ class ReplicaFetcher:
                 if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     out_of_range.append((key, state))
                 elif pd.error_code != ErrorCode.NONE:
-                    self._delay(state)
+                    self._delay_after_error(key, state, pd.error_code)
                 else:
                     await _start_at_first_batch(p, pd.records)
                     self._append(key, state, p, pd)
@@ -377,6 +399,12 @@ async def _start_at_first_batch(p: Partition, records) -> None:
         await plog.truncate_fully_and_start_at(base)
 
 
+def _names(keys: list[Key], most: int = 20) -> str:
+    """topic-partition names for a log line, the first `most` of them."""
+    names = ", ".join(f"{t}-{i}" for t, i in keys[:most])
+    return names if len(keys) <= most else f"{names} and {len(keys) - most} more"
+
+
 def _truncation_point(p: Partition, leader_epoch: int, leader_end: int) -> tuple[int, bool]:
     """Kafka's getOffsetTruncationState: (offset to truncate to, reconciliation complete)."""
     log_end = p.log_end_offset
@@ -421,9 +449,11 @@ class ReplicaFetcherManager:
         for source_id in sorted(self.fetchers):
             fetcher = self.fetchers[source_id]
             mine = by_leader.get(source_id, {})
-            for key in sorted(fetcher.partitions):
-                if key not in mine:
-                    fetcher.remove(key)
+            removed = [key for key in sorted(fetcher.partitions) if key not in mine]
+            for key in removed:
+                fetcher.remove(key)
+            if removed:
+                log.info("fetcher %d -> %d: removed %s", self.broker_id, source_id, _names(removed))
         for source_id in sorted(by_leader):
             fetcher = self.fetchers.get(source_id)
             if fetcher is None:
@@ -431,8 +461,9 @@ class ReplicaFetcherManager:
                     self.env, self.broker_id, source_id, self.address_of, self.settings, self.timers,
                     self.on_appended, self.throttles)
                 self._start(fetcher)
-            for p in by_leader[source_id].values():
-                fetcher.add(p)
+            added = [p.key for p in by_leader[source_id].values() if fetcher.add(p)]
+            if added:
+                log.info("fetcher %d -> %d: added %s", self.broker_id, source_id, _names(added))
         for source_id in sorted(self.fetchers):
             if not self.fetchers[source_id].partitions:
                 self._stop(source_id)

@@ -92,7 +92,7 @@ async def handle(broker, header, request) -> MetadataResponse:
     return R(
         throttle_time_ms=0,
         brokers=[R.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                 for b in cache.alive_brokers()],
+                 for b in cache.listed_brokers()],
         cluster_id=broker.cluster_id,
         controller_id=cache.controller_id(),
         topics=topics,

@@ -232,6 +232,7 @@ class ControllerService:
             if broker_id is not None:
                 log.info("broker %d: its controller connection closed; fencing it in %.2fs "
                          "unless it heartbeats", broker_id, self.grace.grace)
+                self._tick_at(self.env.now() + self.grace.grace)
         elif isinstance(event, _Lost) and event.term == self._term and self.active:
             self._deactivate(event.why)
         elif isinstance(event, _Fault) and event.term == self._term and self.active:
@@ -304,6 +305,7 @@ class ControllerService:
         self._departed = departed
         self.grace.expect({bid: reg.epoch for bid, reg in sorted(self._spec.brokers.items())
                            if not reg.fenced}, now)
+        self._tick_at(now + self.grace.grace)
         log.info("controller %d is gone (its Raft link closed, nothing since): fencing brokers "
                  "that do not heartbeat within %.2fs", departed, self.grace.grace)
 
@@ -462,6 +464,14 @@ class ControllerService:
         while True:
             await self.env.sleep(self.tick_interval)
             self._send.send_nowait(_TICK)
+
+    def _tick_at(self, deadline: float) -> None:
+        """A tick at `deadline` too: a grace that ends between two ticks fences on time."""
+        async def tick() -> None:
+            await self.env.sleep_until(deadline)
+            self._send.send_nowait(_TICK)
+        if self._nursery is not None:
+            self._nursery.start_soon(tick)
 
     def _tick(self) -> None:
         if not self.active:

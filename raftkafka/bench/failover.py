@@ -3,6 +3,7 @@
     python -m raftkafka.bench.failover [--rounds 10] [--restart-after 1.0] [--observe 25]
                                        [--faults one,leader,controller,two,pause] [--pause 12]
                                        [--set NAME=VALUE ...] [--keep-logs DIR]
+                                       [--producer-debug FILE]
 
 3 combined nodes as OS processes (raftkafka.bench.replication.ReplicationProcesses) with the
 production defaults for sessions and Raft timeouts; one topic of 6 partitions, RF=3,
@@ -11,6 +12,8 @@ partition continuously. Fault kinds, each `--rounds` times:
 
 - one:    kill -9 one broker (rotating over the nodes);
 - leader: kill -9 the broker leading the most partitions;
+- survivor: kill -9 the broker leading the most partitions among those that are not the
+            active controller (the controller survives: no election, no activation);
 - controller: kill -9 the node that is the active controller (a broker too: nodes are combined);
 - two:    kill -9 two brokers at once;
 - pause:  SIGSTOP the broker leading the most partitions for `--pause` seconds (longer than
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import logging
 import os
 import shutil
 import signal
@@ -53,6 +57,7 @@ DEFAULT_SETTINGS = {
     "broker.heartbeat.interval.ms": "2000",
     "broker.session.timeout.ms": "9000",
 }
+PRODUCER_DEBUG = "metadata,broker,topic,msg,protocol"
 DEFAULT_STATIC = {"replica.lag.time.max.ms": "30000", "replica.fetch.backoff.ms": "1000",
                   "replica.fetch.wait.max.ms": "500"}
 
@@ -73,12 +78,15 @@ def longest_gap(ack_times: list[float], start: float, end: float) -> float:
 class Writer:
     """One idempotent acks=all producer writing `rate` records/s spread over every partition."""
 
-    def __init__(self, bootstrap: str, rate: float):
+    def __init__(self, bootstrap: str, rate: float, debug_log: str | None = None):
         from confluent_kafka import Producer
-        self.producer = Producer({
+        config = {
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
             "linger.ms": 2, "message.timeout.ms": 300_000, "retry.backoff.ms": 50,
-            "retry.backoff.max.ms": 200, "topic.metadata.refresh.interval.ms": 1000})
+            "retry.backoff.max.ms": 200, "topic.metadata.refresh.interval.ms": 1000}
+        if debug_log is not None:
+            config.update(debug=PRODUCER_DEBUG, logger=_file_logger(debug_log))
+        self.producer = Producer(config)
         self.rate = rate
         self.acks: dict[int, list[float]] = collections.defaultdict(list)
         self.acked: set[bytes] = set()
@@ -122,6 +130,17 @@ class Writer:
     def stop(self) -> None:
         self._stop.set()
         self.thread.join(180)
+
+
+def _file_logger(path: str) -> logging.Logger:
+    """librdkafka's log lines (served from poll) with wall-clock times, to match the node logs."""
+    logger = logging.getLogger("failover.producer")
+    handler = logging.FileHandler(path, mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    return logger
 
 
 def _admin(bootstrap: str):
@@ -183,6 +202,9 @@ def _victims(kind: str, round_no: int, procs: ReplicationProcesses, controller: 
         first = round_no % len(ids)
         return (ids[first], ids[(first + 1) % len(ids)])
     leaders = collections.Counter(p.leader for p in _partitions(procs.bootstrap).values())
+    if kind == "survivor":
+        others = [i for i in ids if i != controller]
+        return (max(others, key=lambda i: (leaders[i], -i)),)
     return (leaders.most_common(1)[0][0],)
 
 
@@ -257,6 +279,8 @@ def main(argv=None) -> None:
     ap.add_argument("--pause", type=float, default=12.0, help="seconds a paused leader stays stopped")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a node setting")
     ap.add_argument("--keep-logs", metavar="DIR", help="copy the nodes' logs (node<i>.log) here at the end")
+    ap.add_argument("--producer-debug", metavar="FILE",
+                    help=f"write the producer's librdkafka debug log ({PRODUCER_DEBUG}) to FILE")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     overrides = dict(s.partition("=")[::2] for s in args.set)
     settings = {**DEFAULT_SETTINGS, **overrides}
@@ -272,7 +296,7 @@ def main(argv=None) -> None:
                 procs.start(i)
             _create_topic(procs.bootstrap)
             _wait_full_isr(procs.bootstrap)
-            writer = Writer(procs.bootstrap, args.rate)
+            writer = Writer(procs.bootstrap, args.rate, args.producer_debug)
             writer.thread.start()
             for kind in args.faults.split(","):
                 for n in range(args.rounds):

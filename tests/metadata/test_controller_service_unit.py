@@ -197,6 +197,16 @@ def test_abandoned_batch_prefix_is_dropped_everywhere():
     assert asm.dropped_batches == 1
 
 
+async def _started(nursery, tick: float = 0.01):
+    """A running service with a 0.5 s session and a 0.1 s close grace."""
+    sm = ControllerStateMachine()
+    driver = ScriptedDriver(sm)
+    service = ControllerService(RealEnv(seed=1), node_id=ME, driver=driver, state_machine=sm, tick=tick,
+                                session_timeout=0.5, close_grace=0.1)
+    await nursery.start(service.run)
+    return driver, sm, service
+
+
 async def _activate_after(driver, sm, service, predecessor_for: float, departed: bool):
     """Node 2 leads for `predecessor_for` seconds (a broker registered meanwhile, unfenced), then
     this node is elected: with 2 departed (its link closed, nothing since) or not."""
@@ -223,11 +233,7 @@ async def _activate_after(driver, sm, service, predecessor_for: float, departed:
 ])
 async def test_after_the_previous_controllers_death_silent_brokers_are_fenced_within_the_grace(
         nursery, departed, predecessor_for, fenced):
-    sm = ControllerStateMachine()
-    driver = ScriptedDriver(sm)
-    service = ControllerService(RealEnv(seed=1), node_id=ME, driver=driver, state_machine=sm, tick=0.01,
-                                session_timeout=0.5, close_grace=0.1)
-    await nursery.start(service.run)
+    driver, sm, service = await _started(nursery)
     await _activate_after(driver, sm, service, predecessor_for, departed)
     start = trio.current_time()
     with trio.move_on_after(0.3):  # within the session
@@ -238,12 +244,15 @@ async def test_after_the_previous_controllers_death_silent_brokers_are_fenced_wi
 
 
 async def test_a_departed_controller_heard_from_again_leaves_the_brokers_their_sessions(nursery):
-    sm = ControllerStateMachine()
-    driver = ScriptedDriver(sm)
-    service = ControllerService(RealEnv(seed=1), node_id=ME, driver=driver, state_machine=sm, tick=0.01,
-                                session_timeout=0.5, close_grace=0.1)
-    await nursery.start(service.run)
+    driver, sm, service = await _started(nursery)
     await _activate_after(driver, sm, service, 0.6, departed=True)
     driver.departed = None  # something came from node 2: it lives
     await trio.sleep(0.3)
     assert service.fenced_log == []
+
+
+async def test_a_grace_that_ends_between_two_ticks_fences_when_it_ends(nursery):
+    driver, sm, service = await _started(nursery, tick=60.0)
+    await _activate_after(driver, sm, service, 0.6, departed=True)
+    await wait_until(lambda: service.fenced_log, timeout=30)  # long before the next periodic tick
+    assert service.fenced_log[0][1] == 2
