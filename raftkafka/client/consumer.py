@@ -22,13 +22,14 @@ import trio
 from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
 from raftkafka.client.cluster import Cluster
 from raftkafka.client.errors import ClientClosedError, KafkaConnectionError, KafkaError, error_for
-from raftkafka.client.fetcher import ConsumerRecord, FetchState, TopicPartition
+from raftkafka.client.fetcher import FETCH_MAX_VERSION, ConsumerRecord, FetchState, TopicPartition
 from raftkafka.client.group import CommitFailedError, GroupMembership
 from raftkafka.client.offsets import list_offsets
 from raftkafka.client.transactional import ConsumerGroupMetadata
 from storage.deadline_reaper import Alarm, DeadlineReaper
 from storage.env import Env
 from wire.error_codes import ErrorCode
+from wire.protocol import ApiKey
 
 __all__ = ["Consumer", "ConsumerRecord", "CommitFailedError"]
 
@@ -382,7 +383,8 @@ class Consumer:
         """Send one Fetch to `node`; its answer is handled when it comes, whoever polls then
         (it may outlive the poll that sent it)."""
         try:
-            await connection.send(request, functools.partial(self._fetch_done, node, request), timeout=max_wait)
+            await connection.send(request, functools.partial(self._fetch_done, node, request), timeout=max_wait,
+                                  version=connection.version_for(ApiKey.FETCH, FETCH_MAX_VERSION))
         except KafkaError as exc:
             self._fetch_done(node, request, None, exc)
         except BaseException:  # cancelled before it was sent: the node is free again

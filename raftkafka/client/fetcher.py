@@ -28,7 +28,11 @@ from wire.protocol import FetchRequest
 from wire.records import ControlType, decode_records, parse_control_record
 from wire.records_fast import decode_columns
 
-__all__ = ["ConsumerRecord", "PartitionState", "FetchState", "TopicPartition"]
+__all__ = ["ConsumerRecord", "PartitionState", "FetchState", "TopicPartition", "FETCH_MAX_VERSION"]
+
+# Our fetches name topics, send no last fetched epoch and take no leader hints: v11 is the
+# newest Fetch they are built for, whatever the broker offers.
+FETCH_MAX_VERSION = 11
 
 TopicPartition = tuple[str, int]
 
