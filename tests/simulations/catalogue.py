@@ -95,6 +95,9 @@ _TABLE = {
     "follower_takes_answers_of_old_epoch": (FENCING, "broker.replica_fetcher.ReplicaFetcher._current", CLUSTER_RUN),
     # truncation
     "skip_follower_truncation": (TRUNCATION, "broker.replica_fetcher.ReplicaFetcher._truncate_to", CLUSTER_RUN),
+    "leader_never_reports_divergence": (TRUNCATION, "broker.handlers.fetch.diverging_epoch", CLUSTER_RUN),
+    "follower_ignores_diverging_epoch": (TRUNCATION, "broker.replica_fetcher.ReplicaFetcher._truncate_on_divergence",
+                                         CLUSTER_RUN),
     "epoch_end_is_log_end": (TRUNCATION, "storage.log.epoch_cache.LeaderEpochCache.end_offset_for_epoch",
                              CLUSTER_RUN),
     "truncation_ignores_leader_epoch_end": (TRUNCATION, "broker.replica_fetcher._truncation_point", CLUSTER_RUN),
@@ -207,6 +210,8 @@ FIRST_SEEDS.update({
     "fetch_leader_epoch_not_checked": None,
     "follower_takes_answers_of_old_epoch": None,
     "skip_follower_truncation": 0,
+    "leader_never_reports_divergence": 6,
+    "follower_ignores_diverging_epoch": 0,
     "epoch_end_is_log_end": 6,
     "truncation_ignores_leader_epoch_end": 6,
     "epoch_cache_kept_on_truncation": 6,
