@@ -18,7 +18,7 @@ import trio
 
 from raftkafka.client.errors import BrokerResponseError, KafkaConnectionError, KafkaError, KafkaTimeoutError, \
     error_for
-from raftkafka.client.fetcher import FETCH_MAX_VERSION
+from raftkafka.client.fetcher import FETCH_BY_NAME_MAX_VERSION
 from wire.batch_header import iter_batches
 from wire.error_codes import ErrorCode
 from wire.protocol import ApiKey, FetchRequest
@@ -74,7 +74,7 @@ class RangeFetcher:
                     partition_max_bytes=self.partition_max_bytes)])])
             connection = await cluster.connection(leader)
             response = await connection.request(request, timeout=max_wait_s,
-                                                version=connection.version_for(ApiKey.FETCH, FETCH_MAX_VERSION))
+                                                version=connection.version_for(ApiKey.FETCH, FETCH_BY_NAME_MAX_VERSION))
             code = ErrorCode.of(response.error_code)
             part = next((p for t in response.responses for p in t.partitions
                          if t.topic == tp[0] and p.partition_index == tp[1]), None)
