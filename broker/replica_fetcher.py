@@ -319,12 +319,14 @@ class ReplicaFetcher:
                     self._delay(state)
                 elif pd.diverging_epoch.end_offset >= 0:
                     await self._truncate_on_divergence(key, state, p, pd.diverging_epoch)
+                    skipped = True  # its HW not taken
                 else:
                     await _start_at_first_batch(p, pd.records)
                     self._append(key, state, p, pd)
         if skipped:
-            # The leader believes it told us a HW we did not take; an incremental answer would
-            # not repeat it until it moves again. A full request starts the session afresh.
+            # The leader believes it told us a HW we did not take (an answer for a log that
+            # moved meanwhile, or a diverging one); an incremental answer would not repeat it
+            # until it moves again. A full request starts the session afresh.
             self.session.force_full()
         if out_of_range:
             await self._reset_out_of_range(link, out_of_range)
