@@ -12,13 +12,33 @@ OffsetForLeaderEpoch is what our own follower replicas send.
 from __future__ import annotations
 
 from wire.protocol.message import request, response
-from wire.protocol.schema import ArrayOf, F, StructOf, BOOL, INT16, INT32, INT64, INT8, RECORDS, STRING, UUID
+from wire.protocol.schema import ArrayOf, F, FieldSpec, StructOf, BOOL, INT16, INT32, INT64, INT8, RECORDS, STRING, UUID
 
 __all__ = [
     "ProduceRequest", "ProduceResponse", "FetchRequest", "FetchResponse", "ListOffsetsRequest",
     "ListOffsetsResponse", "MetadataRequest", "MetadataResponse", "OffsetForLeaderEpochRequest",
     "OffsetForLeaderEpochResponse",
 ]
+
+
+
+def _current_leader(since: str, tag: int) -> FieldSpec:
+    """KIP-951: the partition's leader as the answering broker knows it (tagged)."""
+    return F("current_leader", StructOf("LeaderIdAndEpoch",
+        F("leader_id", INT32, since, default=-1),
+        F("leader_epoch", INT32, since, default=-1),
+    ), since, tag=tag)
+
+
+def _node_endpoints(since: str) -> FieldSpec:
+    """KIP-951: the endpoints of the leaders named in `current_leader` fields (tagged)."""
+    return F("node_endpoints", ArrayOf("NodeEndpoint",
+        F("node_id", INT32, since),
+        F("host", STRING, since),
+        F("port", INT32, since),
+        F("rack", STRING, since, nullable=since, default=None),
+    ), since, tag=0)
+
 
 ProduceRequest = request(0, "Produce", "0-10", flexible="9+", fields=[
     F("transactional_id", STRING, "3+", nullable="3+", default=None),
@@ -47,19 +67,11 @@ ProduceResponse = response(0, "Produce", "0-10", flexible="9+", fields=[
                 F("batch_index_error_message", STRING, "8+", nullable="8+", default=None),
             ), "8+"),
             F("error_message", STRING, "8+", nullable="8+", default=None),
-            F("current_leader", StructOf("LeaderIdAndEpoch",
-                F("leader_id", INT32, "10+", default=-1),
-                F("leader_epoch", INT32, "10+", default=-1),
-            ), "10+", tag=0),
+            _current_leader("10+", tag=0),
         )),
     )),
     F("throttle_time_ms", INT32, "1+", default=0),
-    F("node_endpoints", ArrayOf("NodeEndpoint",
-        F("node_id", INT32, "10+"),
-        F("host", STRING, "10+"),
-        F("port", INT32, "10+"),
-        F("rack", STRING, "10+", nullable="10+", default=None),
-    ), "10+", tag=0),
+    _node_endpoints("10+"),
 ])
 
 # Fetch v12 is flexible: a follower's last fetched epoch (KIP-595 divergence), answered with
@@ -116,10 +128,7 @@ FetchResponse = response(1, "Fetch", "4-16", flexible="12+", fields=[
                 F("epoch", INT32, "12+", default=-1),
                 F("end_offset", INT64, "12+", default=-1),
             ), "12+", tag=0),
-            F("current_leader", StructOf("LeaderIdAndEpoch",
-                F("leader_id", INT32, "12+", default=-1),
-                F("leader_epoch", INT32, "12+", default=-1),
-            ), "12+", tag=1),
+            _current_leader("12+", tag=1),
             F("snapshot_id", StructOf("SnapshotId",
                 F("end_offset", INT64, "12+", default=-1),
                 F("epoch", INT32, "12+", default=-1),
@@ -132,12 +141,7 @@ FetchResponse = response(1, "Fetch", "4-16", flexible="12+", fields=[
             F("records", RECORDS, nullable="0+"),
         )),
     )),
-    F("node_endpoints", ArrayOf("NodeEndpoint",
-        F("node_id", INT32, "16+"),
-        F("host", STRING, "16+"),
-        F("port", INT32, "16+"),
-        F("rack", STRING, "16+", nullable="16+", default=None),
-    ), "16+", tag=0),
+    _node_endpoints("16+"),
 ])
 
 ListOffsetsRequest = request(2, "ListOffsets", "1-3", flexible="6+", fields=[
