@@ -15,9 +15,8 @@ does — to where that epoch ends on the leader, or ours if it ends earlier —
 dropping only records the leader never had, which were never committed
 (KIP-101/279/595), and fetch again: the next answer checks the new end. So a
 partition joining a fetcher (a new leader, a new epoch) fetches at once, as in
-Kafka when the leader supports truncation on fetch; this holds even when our
-metadata missed an epoch between two leaderships of one broker, which a
-reconciliation on leader change alone cannot see. Only a log that holds no
+Kafka when the leader supports truncation on fetch, and every answer, not only
+the first after a leader change, is checked against the leader's log. Only a log that holds no
 epoch at all (nothing stamped) starts by truncating to its high watermark, and
 a batch that cannot append at our end (our end inside a leader batch) asks
 where our latest epoch ends by OffsetForLeaderEpoch v3 first. Fetched records
@@ -264,16 +263,16 @@ class ReplicaFetcher:
         s = self.settings
         sent: dict[Key, int] = {}
         wanted: dict[tuple, PartitionRequest] = {}  # by (topic id, partition): the session's keys
-        keys: dict[tuple, Key] = {}
+        keys: dict[tuple, Key] = {}  # the session's keys -> ours
         for key, state in states.items():
             plog = state.partition.log
             sent[key] = end = plog.log_end_offset
-            by_id = keys[key] = (state.partition.topic_id, key[1])
+            by_id = (state.partition.topic_id, key[1])
+            keys[by_id] = key
             wanted[by_id] = PartitionRequest(fetch_offset=end, log_start_offset=plog.log_start_offset,
                                              current_leader_epoch=state.leader_epoch,
                                              partition_max_bytes=s.partition_max_bytes,
                                              last_fetched_epoch=plog.epoch_cache.latest_epoch)
-        keys = {by_id: key for key, by_id in keys.items()}
         plan = self.session.build(wanted)
         topics: dict = {}
         for (topic_id, index), data in plan.partitions.items():
