@@ -52,7 +52,7 @@ from storage.log import OffsetOutOfRangeError
 from wire.error_codes import ErrorCode
 from wire.protocol import FetchResponse
 
-__all__ = ["handle", "error_response", "check_leader_epoch"]
+__all__ = ["handle", "error_response", "check_leader_epoch", "replica_topic_error"]
 
 R = FetchResponse
 READ_COMMITTED = 1
@@ -278,7 +278,7 @@ class _Answer:
             return _error_partition(p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED), None
         found = await self.broker.leader_partition(name, p.partition, self.deadline)
         if isinstance(found, int):
-            return _error_partition(p.partition, self._inconsistent_id(name, p.partition, found)), None
+            return _error_partition(p.partition, replica_topic_error(self.broker, name, p.partition, found)), None
         partition = found
         epoch_error = check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)
         if epoch_error:
@@ -331,16 +331,6 @@ class _Answer:
             records=RecordsSlice(data) if size else b""), partition
 
 
-    def _inconsistent_id(self, name: str, index: int, code: int) -> int:
-        """Kafka's answer when the replica here belongs to an older topic of that name (it was
-        deleted and created again, and this broker has not caught up)."""
-        replica = self.broker.replicas.get(name, index)
-        topic = self.broker.metadata.topic(name)
-        if (code == ErrorCode.NOT_LEADER_OR_FOLLOWER and replica is not None and topic is not None
-                and replica.topic_id != topic.topic_id):
-            return ErrorCode.INCONSISTENT_TOPIC_ID
-        return code
-
     @staticmethod
     def _diverging(index: int, partition, epoch: int, end_offset: int) -> R.PartitionData:
         log = partition.log
@@ -349,6 +339,18 @@ class _Answer:
                              aborted_transactions=None, preferred_read_replica=-1, records=b"")
         pd.diverging_epoch = R.EpochEndOffset(epoch=epoch, end_offset=end_offset)
         return pd
+
+
+def replica_topic_error(broker, name: str, index: int, code: int) -> int:
+    """`code` (leader_partition's refusal), or INCONSISTENT_TOPIC_ID as Kafka answers when the
+    replica here belongs to an older topic of that name (deleted and created again, and this
+    broker has not caught up)."""
+    replica = broker.replicas.get(name, index)
+    topic = broker.metadata.topic(name)
+    if (code == ErrorCode.NOT_LEADER_OR_FOLLOWER and replica is not None and topic is not None
+            and replica.topic_id != topic.topic_id):
+        return ErrorCode.INCONSISTENT_TOPIC_ID
+    return code
 
 
 def check_leader_epoch(requested: int, current: int) -> int:

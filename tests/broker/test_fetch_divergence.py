@@ -3,6 +3,10 @@ last fetched epoch disagrees with its own log with the diverging epoch, and a fo
 suffix its leader never had truncates it from that answer alone (no OffsetForLeaderEpoch)."""
 from __future__ import annotations
 
+import uuid
+from types import SimpleNamespace
+
+from broker.handlers.fetch import replica_topic_error
 from broker.replica_fetcher import ReplicaFetcher
 from storage.log.epoch_cache import UNDEFINED_EPOCH
 from tests.broker import builders as B
@@ -93,3 +97,14 @@ async def test_bad_divergence_fields_get_kafkas_answers():
         response = await client.call(request, 13)
         assert response.responses[0].topic_id.int == 12345
         assert B.one_partition(response).error_code == E.UNKNOWN_TOPIC_ID
+
+
+def test_a_replica_of_an_older_topic_of_the_same_name_is_an_inconsistent_topic_id():
+    old, new = uuid.UUID(int=1), uuid.UUID(int=2)
+
+    def broker(replica_id):
+        return SimpleNamespace(replicas=SimpleNamespace(get=lambda name, index: SimpleNamespace(topic_id=replica_id)),
+                               metadata=SimpleNamespace(topic=lambda name: SimpleNamespace(topic_id=new)))
+    assert replica_topic_error(broker(old), "t", 0, E.NOT_LEADER_OR_FOLLOWER) == E.INCONSISTENT_TOPIC_ID
+    assert replica_topic_error(broker(new), "t", 0, E.NOT_LEADER_OR_FOLLOWER) == E.NOT_LEADER_OR_FOLLOWER
+    assert replica_topic_error(broker(old), "t", 0, E.KAFKA_STORAGE_ERROR) == E.KAFKA_STORAGE_ERROR
