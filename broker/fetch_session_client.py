@@ -27,7 +27,7 @@ from wire.error_codes import ErrorCode
 
 __all__ = ["FetchSessionClient", "FetchPlan", "PartitionRequest"]
 
-Key = tuple[str, int]
+Key = tuple  # (topic name or id, partition): the fetcher's choice, the same in every round
 
 
 class PartitionRequest(NamedTuple):
@@ -35,6 +35,7 @@ class PartitionRequest(NamedTuple):
     log_start_offset: int
     current_leader_epoch: int
     partition_max_bytes: int
+    last_fetched_epoch: int = -1  # the epoch of the fetcher's last record (Fetch v12+)
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,23 @@ complete set of partitions this broker follows (key -> Partition, whose
 registration names the leader and leader epoch); the manager moves partitions
 between per-leader fetchers, starting and stopping fetcher tasks as needed.
 
-A partition joins a fetcher needing truncation: before its first Fetch the
-fetcher asks the leader where our latest epoch ends (OffsetForLeaderEpoch v3
-with the current leader epoch) and truncates what diverges — only records the
-new leader never had, which were never committed (KIP-101/279). Then it
-fetches from its log end with our broker id as replica_id (so the leader counts
-us), appends what comes back with its offsets and epochs, and takes the
-leader's high watermark (bounded by our log end).
+Every Fetch (v16, topics by id) carries, per partition, our log end as the
+fetch offset and the epoch of our last record (`last_fetched_epoch`); the
+leader checks them against its epoch cache and, where our log diverges from
+its own, answers the diverging epoch and its end offset instead of records
+(broker.fetch_divergence). We then truncate as Kafka's truncateOnFetchResponse
+does — to where that epoch ends on the leader, or ours if it ends earlier —
+dropping only records the leader never had, which were never committed
+(KIP-101/279/595), and fetch again: the next answer checks the new end. So a
+partition joining a fetcher (a new leader, a new epoch) fetches at once, as in
+Kafka when the leader supports truncation on fetch, and every answer, not only
+the first after a leader change, is checked against the leader's log. Only a log that holds no
+epoch at all (nothing stamped) starts by truncating to its high watermark, and
+a batch that cannot append at our end (our end inside a leader batch) asks
+where our latest epoch ends by OffsetForLeaderEpoch v3 first. Fetched records
+are appended with their offsets and epochs, with our broker id as the replica
+(so the leader counts us), and we take the leader's high watermark (bounded by
+our log end).
 
 Fetches use a fetch session (KIP-227, broker.fetch_session_client): after a
 full first request, each one lists only the partitions whose fetch offset (or
@@ -55,7 +65,7 @@ __all__ = ["ReplicaFetcherManager", "ReplicaFetcher", "FetcherSettings"]
 
 log = logging.getLogger(__name__)
 Key = tuple[str, int]
-FETCH_VERSION = 11
+FETCH_VERSION = 16
 EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 2
 EARLIEST, LATEST = -2, -1
@@ -64,7 +74,7 @@ THROTTLE_RECHECK_S = 0.1  # a throttled partition is left out of fetches this lo
 SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
 # Partition errors by which the source says it is behind our metadata (see the module doc).
 SOURCE_BEHIND = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
-                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 SOURCE_BEHIND_RETRY_S = 0.05  # the first retry after such an answer; doubling up to the backoff
 
 
@@ -87,7 +97,8 @@ class _State:
     def __init__(self, partition: Partition):
         self.partition = partition
         self.leader_epoch = partition.leader_epoch
-        self.truncating = True
+        # With an epoch to send, the leader's divergence check reconciles our log on fetch.
+        self.truncating = partition.log.epoch_cache.latest_epoch == UNDEFINED_EPOCH
         self.delayed_until = float("-inf")
         self.errors = 0  # partition errors answered at this leader epoch
 
@@ -273,24 +284,30 @@ class ReplicaFetcher:
         F = FetchRequest
         s = self.settings
         sent: dict[Key, int] = {}
-        wanted: dict[Key, PartitionRequest] = {}
+        wanted: dict[tuple, PartitionRequest] = {}  # by (topic id, partition): the session's keys
+        keys: dict[tuple, Key] = {}  # the session's keys -> ours
         for key, state in states.items():
             plog = state.partition.log
             sent[key] = end = plog.log_end_offset
-            wanted[key] = PartitionRequest(fetch_offset=end, log_start_offset=plog.log_start_offset,
-                                           current_leader_epoch=state.leader_epoch,
-                                           partition_max_bytes=s.partition_max_bytes)
+            by_id = (state.partition.topic_id, key[1])
+            keys[by_id] = key
+            wanted[by_id] = PartitionRequest(fetch_offset=end, log_start_offset=plog.log_start_offset,
+                                             current_leader_epoch=state.leader_epoch,
+                                             partition_max_bytes=s.partition_max_bytes,
+                                             last_fetched_epoch=plog.epoch_cache.latest_epoch)
         plan = self.session.build(wanted)
-        topics: dict[str, list] = {}
-        for (topic, index), data in plan.partitions.items():
-            topics.setdefault(topic, []).append(F.FetchPartition(partition=index, **data._asdict()))
-        forgotten: dict[str, list] = {}
-        for topic, index in plan.forgotten:
-            forgotten.setdefault(topic, []).append(index)
-        request = F(replica_id=self.broker_id, max_wait_ms=s.wait_max_ms, min_bytes=s.min_bytes,
+        topics: dict = {}
+        for (topic_id, index), data in plan.partitions.items():
+            topics.setdefault(topic_id, []).append(F.FetchPartition(partition=index, **data._asdict()))
+        forgotten: dict = {}
+        for topic_id, index in plan.forgotten:
+            forgotten.setdefault(topic_id, []).append(index)
+        request = F(replica_state=F.ReplicaState(replica_id=self.broker_id, replica_epoch=-1),
+                    max_wait_ms=s.wait_max_ms, min_bytes=s.min_bytes,
                     max_bytes=s.response_max_bytes, isolation_level=0, session_id=plan.session_id,
-                    session_epoch=plan.epoch, topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-                    forgotten_topics_data=[F.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()],
+                    session_epoch=plan.epoch,
+                    topics=[F.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
+                    forgotten_topics_data=[F.ForgottenTopic(topic_id=t, partitions=ps) for t, ps in forgotten.items()],
                     rack_id="")
         try:
             response = await link.call(request, FETCH_VERSION, s.request_timeout_s + s.wait_max_ms / 1000)
@@ -309,7 +326,7 @@ class ReplicaFetcher:
         skipped = False
         for topic in response.responses:
             for pd in topic.partitions:
-                key = (topic.topic, pd.partition_index)
+                key = keys.get((topic.topic_id, pd.partition_index))
                 state = states.get(key)
                 if state is None:
                     continue
@@ -321,15 +338,27 @@ class ReplicaFetcher:
                     out_of_range.append((key, state))
                 elif pd.error_code != ErrorCode.NONE:
                     self._delay_after_error(key, state, pd.error_code)
+                elif pd.diverging_epoch.end_offset >= 0:
+                    await self._truncate_on_divergence(key, state, p, pd.diverging_epoch)
+                    skipped = True  # its HW not taken
                 else:
                     await _start_at_first_batch(p, pd.records)
                     self._append(key, state, p, pd)
         if skipped:
-            # The leader believes it told us a HW we did not take; an incremental answer would
-            # not repeat it until it moves again. A full request starts the session afresh.
+            # The leader believes it told us a HW we did not take (an answer for a log that
+            # moved meanwhile, or a diverging one); an incremental answer would not repeat it
+            # until it moves again. A full request starts the session afresh.
             self.session.force_full()
         if out_of_range:
             await self._reset_out_of_range(link, out_of_range)
+
+    async def _truncate_on_divergence(self, key: Key, state: _State, p: Partition, diverging) -> None:
+        """Kafka's truncateOnFetchResponse: cut our log back to where the leader's copy of the
+        diverging epoch ends (or ours, if it ends earlier) and go on fetching; the next fetch
+        carries our new last epoch, which the leader checks again. The answer's HW is not
+        taken: it may lie past the records we drop. (The point is bounded by our log end.)"""
+        offset, _ = _truncation_point(p, diverging.epoch, diverging.end_offset)
+        await self._truncate_to(key, state, offset, done=True)
 
     def _append(self, key: Key, state: _State, p: Partition, pd) -> None:
         records = pd.records

@@ -18,9 +18,10 @@ import trio
 
 from raftkafka.client.errors import BrokerResponseError, KafkaConnectionError, KafkaError, KafkaTimeoutError, \
     error_for
+from raftkafka.client.fetcher import FETCH_BY_NAME_MAX_VERSION
 from wire.batch_header import iter_batches
 from wire.error_codes import ErrorCode
-from wire.protocol import FetchRequest
+from wire.protocol import ApiKey, FetchRequest
 
 __all__ = ["RangeFetcher", "RawFetched"]
 
@@ -71,7 +72,9 @@ class RangeFetcher:
                 topics=[FetchRequest.FetchTopic(topic=tp[0], partitions=[FetchRequest.FetchPartition(
                     partition=tp[1], current_leader_epoch=cluster.leader_epoch(*tp), fetch_offset=offset,
                     partition_max_bytes=self.partition_max_bytes)])])
-            response = await cluster.send(leader, request, timeout=max_wait_s)
+            connection = await cluster.connection(leader)
+            response = await connection.request(request, timeout=max_wait_s,
+                                                version=connection.version_for(ApiKey.FETCH, FETCH_BY_NAME_MAX_VERSION))
             code = ErrorCode.of(response.error_code)
             part = next((p for t in response.responses for p in t.partitions
                          if t.topic == tp[0] and p.partition_index == tp[1]), None)

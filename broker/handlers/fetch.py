@@ -1,4 +1,4 @@
-"""Fetch v4-11: long-poll reads of whole batches, sent zero-copy from the segment files.
+"""Fetch v4-16: long-poll reads of whole batches, sent zero-copy from the segment files.
 
 For each partition (in request order) the read starts at the batch holding
 fetch_offset and returns whole batches up to min(partition_max_bytes, what is
@@ -19,6 +19,17 @@ fired, and only when one may add to its answer (records past its fetch offset,
 or an error), so a parked fetch over many partitions shrugs off the rest; at
 the deadline it re-reads the ones that fired meanwhile (a moved HW, say).
 
+A fetcher that sends the epoch of its last record (v12+ `last_fetched_epoch`) is checked
+against this leader's epoch cache first (broker.fetch_divergence): if its log diverges, the
+answer is the diverging epoch and its end offset, with no records, at once, and the fetch
+does not count as a follower's progress.
+
+Versions: v12 is flexible; v13 names topics by id (an id that names no topic is answered
+UNKNOWN_TOPIC_ID; a local replica of an older topic of the same name, INCONSISTENT_TOPIC_ID);
+v15 carries a follower's id in the tagged replica state; v16 answers NOT_LEADER_OR_FOLLOWER
+and FENCED_LEADER_EPOCH with the partition's current leader and its endpoint (KIP-951,
+broker.leader_hints).
+
 Fetch sessions (KIP-227, broker.fetch_session): v7+ requests may open a
 session; an incremental request then reads every partition of its session
 (each one's cached fetch offset is recorded as a follower fetch, which keeps
@@ -28,7 +39,11 @@ wakes.
 """
 from __future__ import annotations
 
+import uuid
+
 from broker.authorization import cluster_allowed, topic_allowed
+from broker.fetch_divergence import diverging_epoch
+from broker.leader_hints import add_fetch_leader_hints
 from broker.records_slice import RecordsSlice
 from broker.replication_throttle import LEADER
 from metadata.acls import AclOperation
@@ -37,11 +52,14 @@ from storage.log import OffsetOutOfRangeError
 from wire.error_codes import ErrorCode
 from wire.protocol import FetchResponse
 
-__all__ = ["handle", "error_response", "check_leader_epoch"]
+__all__ = ["handle", "error_response", "check_leader_epoch", "replica_topic_error"]
 
 R = FetchResponse
 READ_COMMITTED = 1
 NO_EPOCH = -1
+REPLICA_STATE_VERSION = 15  # the follower's id moves into the tagged replica state
+LEADER_HINTS_VERSION = 16
+NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 def _error_partition(index: int, code: int) -> R.PartitionData:
@@ -57,13 +75,16 @@ def _now_ms(env) -> int:
 async def handle(broker, header, request) -> FetchResponse:
     env = broker.env
     now = env.now()
-    context = broker.fetch_sessions.new_context(request, header.api_version, int(now * 1000),
+    version = header.api_version
+    if version >= REPLICA_STATE_VERSION:
+        request.replica_id = request.replica_state.replica_id
+    context = broker.fetch_sessions.new_context(request, version, int(now * 1000),
                                                 privileged=request.replica_id >= 0)
     if context.error:
         return R(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     if request.replica_id >= 0 and not cluster_allowed(broker, AclOperation.CLUSTER_ACTION):
         return error_response(broker, header, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    answer = _Answer(broker, request, context.topics, now + max(0, request.max_wait_ms) / 1000,
+    answer = _Answer(broker, request, _named(broker, context), now + max(0, request.max_wait_ms) / 1000,
                      incremental=context.incremental)
     await answer.read_all()
     if not answer.ready():
@@ -71,8 +92,27 @@ async def handle(broker, header, request) -> FetchResponse:
     session_id, responses = context.respond(answer.responses(), _now_ms(env))
     follower = request.replica_id >= 0
     for t in responses:
-        broker.metrics.fetched(t.topic, sum(len(p.records) for p in t.partitions), follower=follower)
-    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=responses)
+        if t.topic:
+            broker.metrics.fetched(t.topic, sum(len(p.records) for p in t.partitions), follower=follower)
+    response = R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=responses)
+    if version >= LEADER_HINTS_VERSION:
+        add_fetch_leader_hints(broker, response)
+    return response
+
+
+def _named(broker, context) -> list:
+    """[(name or None, topic id, items)] for the context's topics: a v13+ request names them
+    by id (None: no topic has that id), an older one by name."""
+    image = broker.metadata.image
+    out = []
+    for key, items in context.topics:
+        if context.by_id:
+            topic = image.topics_by_id.get(key)
+            out.append((None if topic is None else topic.name, key, items))
+        else:
+            topic = image.topics_by_name.get(key)
+            out.append((key, NO_TOPIC_ID if topic is None else topic.topic_id, items))
+    return out
 
 
 async def _park(answer: "_Answer") -> None:
@@ -139,10 +179,10 @@ class _Answer:
         self.committed = request.isolation_level == READ_COMMITTED
         self.max_bytes = request.max_bytes if request.max_bytes > 0 else 0
         self.min_bytes = request.min_bytes
-        self.topics = topics  # [(name, [items with partition / fetch_offset / ... attributes])]
-        self.parts: list[list] = [[None] * len(items) for _, items in topics]
+        self.topics = topics  # [(name or None, topic id, [items with partition / fetch_offset / ...])]
+        self.parts: list[list] = [[None] * len(items) for _, _, items in topics]
         self.total = 0
-        self.errors = 0
+        self.errors = 0  # partitions answered with an error or a diverging epoch: answer at once
         self.watched: dict = {}  # key -> (partition, leader epoch, fetch offset) of those read without error
         self._where: dict = {}  # key -> (topic position, partition position)
         self._readable: dict[str, bool] = {}  # topic -> READ allowed (a follower was checked up front)
@@ -161,12 +201,13 @@ class _Answer:
 
     def responses(self) -> list:
         """What was read; partitions left unread as unchanged (`_unchanged`) are not in it."""
-        return [R.FetchableTopicResponse(topic=name, partitions=[pd for pd in parts if pd is not None])
-                for (name, _), parts in zip(self.topics, self.parts)]
+        return [R.FetchableTopicResponse(topic=name or "", topic_id=topic_id,
+                                         partitions=[pd for pd in parts if pd is not None])
+                for (name, topic_id, _), parts in zip(self.topics, self.parts)]
 
     async def read_all(self) -> None:
         pacer = Pacer()
-        for ti, (name, items) in enumerate(self.topics):
+        for ti, (name, _, items) in enumerate(self.topics):
             for pi, item in enumerate(items):
                 await pacer.step()
                 key = (name, item.partition)
@@ -183,10 +224,11 @@ class _Answer:
         answer would be "no news" and need not be built. A follower's fetch is still recorded
         (the ISR's caught-up time)."""
         served = cached.served
-        if served is None or not self._may_read(name):
+        if served is None or name is None or not self._may_read(name):
             return False
-        topic_image, partition, fetch_offset, leader_epoch = served
+        topic_image, partition, fetch_offset, leader_epoch, last_fetched_epoch = served
         if (fetch_offset != cached.fetch_offset or leader_epoch != cached.current_leader_epoch
+                or last_fetched_epoch != cached.last_fetched_epoch
                 or self.broker.metadata.topic(name) is not topic_image
                 or self.broker.replicas.get(name, cached.partition) is not partition
                 or not partition.is_leader):
@@ -206,7 +248,7 @@ class _Answer:
                 await self._read(*where, first=False)
 
     async def _read(self, ti: int, pi: int, *, first: bool) -> None:
-        name, items = self.topics[ti]
+        name, _, items = self.topics[ti]
         item = items[pi]
         old = self.parts[ti][pi]
         # A re-read replaces what was read before: its bytes do not count against the limit.
@@ -216,7 +258,7 @@ class _Answer:
         self.parts[ti][pi] = pd
         self.total = total
         key = (name, item.partition)
-        if pd.error_code != ErrorCode.NONE:
+        if pd.error_code != ErrorCode.NONE or pd.diverging_epoch.end_offset >= 0:
             self.errors += 1
             self.watched.pop(key, None)
             if self.incremental:
@@ -226,20 +268,27 @@ class _Answer:
             self.watched[key] = (partition, partition.leader_epoch, item.fetch_offset)
             if self.incremental:
                 item.served = (self.broker.metadata.topic(name), partition, item.fetch_offset,
-                               item.current_leader_epoch)
+                               item.current_leader_epoch, item.last_fetched_epoch)
 
     async def _read_partition(self, name: str, p, first: bool, total: int):
         """One partition's answer, `total` bytes being in the answer already (without it)."""
+        if name is None:
+            return _error_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_ID), None
         if not self._may_read(name):
             return _error_partition(p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED), None
         found = await self.broker.leader_partition(name, p.partition, self.deadline)
         if isinstance(found, int):
-            return _error_partition(p.partition, found), None
+            return _error_partition(p.partition, replica_topic_error(self.broker, name, p.partition, found)), None
         partition = found
         epoch_error = check_leader_epoch(p.current_leader_epoch, partition.leader_epoch)
         if epoch_error:
             return _error_partition(p.partition, epoch_error), None
         log = partition.log
+        diverged = diverging_epoch(log, p.last_fetched_epoch, p.fetch_offset)
+        if isinstance(diverged, int):
+            return _error_partition(p.partition, diverged), None
+        if diverged is not None:
+            return self._diverging(p.partition, partition, *diverged), partition
         if self.follower:
             max_offset = None
         elif self.committed:
@@ -282,6 +331,28 @@ class _Answer:
             records=RecordsSlice(data) if size else b""), partition
 
 
+    @staticmethod
+    def _diverging(index: int, partition, epoch: int, end_offset: int) -> R.PartitionData:
+        log = partition.log
+        pd = R.PartitionData(partition_index=index, error_code=ErrorCode.NONE, high_watermark=log.high_watermark,
+                             last_stable_offset=partition.last_stable_offset, log_start_offset=log.log_start_offset,
+                             aborted_transactions=None, preferred_read_replica=-1, records=b"")
+        pd.diverging_epoch = R.EpochEndOffset(epoch=epoch, end_offset=end_offset)
+        return pd
+
+
+def replica_topic_error(broker, name: str, index: int, code: int) -> int:
+    """`code` (leader_partition's refusal), or INCONSISTENT_TOPIC_ID as Kafka answers when the
+    replica here belongs to an older topic of that name (deleted and created again, and this
+    broker has not caught up)."""
+    replica = broker.replicas.get(name, index)
+    topic = broker.metadata.topic(name)
+    if (code == ErrorCode.NOT_LEADER_OR_FOLLOWER and replica is not None and topic is not None
+            and replica.topic_id != topic.topic_id):
+        return ErrorCode.INCONSISTENT_TOPIC_ID
+    return code
+
+
 def check_leader_epoch(requested: int, current: int) -> int:
     """KIP-320 fencing: an older epoch is fenced, a newer one is not known here yet."""
     if requested == NO_EPOCH or requested == current:
@@ -291,6 +362,6 @@ def check_leader_epoch(requested: int, current: int) -> int:
 
 def error_response(broker, header, request, code: int) -> FetchResponse:
     return R(throttle_time_ms=0, error_code=code, session_id=0, responses=[
-        R.FetchableTopicResponse(topic=t.topic, partitions=[_error_partition(p.partition, code)
-                                                             for p in t.partitions])
+        R.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id,
+                                 partitions=[_error_partition(p.partition, code) for p in t.partitions])
         for t in request.topics])

@@ -102,7 +102,7 @@ async def handle(broker, header, request):
     response = R(responses=[R.TopicProduceResponse(name=name, partition_responses=parts)
                             for name, parts in results.items()], throttle_time_ms=0)
     if version >= 10:
-        add_leader_hints(broker, response, endpoint_type=R.NodeEndpoint)
+        add_leader_hints(broker, response)
     return response
 
 

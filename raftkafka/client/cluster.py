@@ -8,6 +8,7 @@ Env, so the same code runs over TCP and inside the simulation.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import trio
@@ -296,6 +297,32 @@ class Cluster:
         info = self.topics.get(topic)
         p = None if info is None else info.partitions.get(partition)
         return p.leader_epoch if p is not None else -1
+
+    def topic_id(self, topic: str):
+        """The topic's id (a uuid.UUID) as Metadata gave it; None if not known."""
+        info = self.topics.get(topic)
+        return None if info is None else info.topic_id
+
+    def take_leader_hints(self, hints: dict) -> list:
+        """KIP-951: take the new leaders a refused request's answer named ({(topic, partition):
+        hint with leader_id, leader_epoch, endpoint}) where they are newer than our metadata and
+        we know (or the hint carries) the leader's endpoint. The partitions taken, whose next
+        request goes to the new leader without a Metadata round."""
+        taken = []
+        for (topic, index), hint in hints.items():
+            info = self.topics.get(topic)
+            p = None if info is None else info.partitions.get(index)
+            if p is None or hint.leader_epoch <= p.leader_epoch:
+                continue
+            if hint.leader_id not in self.brokers:
+                if hint.endpoint is None:
+                    continue
+                host, port, rack = hint.endpoint
+                self.brokers[hint.leader_id] = BrokerInfo(hint.leader_id, host, port, rack)
+            info.partitions[index] = dataclasses.replace(p, leader=hint.leader_id, leader_epoch=hint.leader_epoch)
+            info._available = None
+            taken.append((topic, index))
+        return taken
 
     # ------------------------------------------------------------------ closing
 

@@ -22,13 +22,14 @@ import trio
 from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
 from raftkafka.client.cluster import Cluster
 from raftkafka.client.errors import ClientClosedError, KafkaConnectionError, KafkaError, error_for
-from raftkafka.client.fetcher import ConsumerRecord, FetchState, TopicPartition
+from raftkafka.client.fetcher import ConsumerRecord, FetchState, TopicPartition, fetch_max_version, leader_hints
 from raftkafka.client.group import CommitFailedError, GroupMembership
 from raftkafka.client.offsets import list_offsets
 from raftkafka.client.transactional import ConsumerGroupMetadata
 from storage.deadline_reaper import Alarm, DeadlineReaper
 from storage.env import Env
 from wire.error_codes import ErrorCode
+from wire.protocol import ApiKey
 
 __all__ = ["Consumer", "ConsumerRecord", "CommitFailedError"]
 
@@ -358,7 +359,7 @@ class Consumer:
             # broker answers at once, round after round, without the poll's time running out.
             request = self.fetch.build_request(partitions, max_wait_ms=math.ceil(max_wait * 1000),
                                                min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
-                                               leader_epoch=self.cluster.leader_epoch)
+                                               leader_epoch=self.cluster.leader_epoch, topic_id=self.cluster.topic_id)
             self._in_flight[node] = partitions
             connection = self.cluster.ready_connection(node)
             if connection is None:  # connecting may take a while: not in the poll's time
@@ -382,7 +383,8 @@ class Consumer:
         """Send one Fetch to `node`; its answer is handled when it comes, whoever polls then
         (it may outlive the poll that sent it)."""
         try:
-            await connection.send(request, functools.partial(self._fetch_done, node, request), timeout=max_wait)
+            await connection.send(request, functools.partial(self._fetch_done, node, request), timeout=max_wait,
+                                  version=connection.version_for(ApiKey.FETCH, fetch_max_version(request)))
         except KafkaError as exc:
             self._fetch_done(node, request, None, exc)
         except BaseException:  # cancelled before it was sent: the node is free again
@@ -396,6 +398,10 @@ class Consumer:
             if errors:
                 self._fetch_errors.extend(errors)
             elif stale:
+                hinted = {tp: hint for tp, hint in leader_hints(request, response).items() if tp in stale}
+                if set(stale) <= set(self.cluster.take_leader_hints(hinted)):
+                    self._free(node)  # every moved partition's new leader is known (KIP-951): fetch there
+                    return
                 self._back_off(node)
                 return
         elif error.retriable or isinstance(error, KafkaConnectionError):

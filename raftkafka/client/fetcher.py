@@ -12,6 +12,13 @@ end of its buffer, once fewer than `prefetch_below` records wait there, so the
 next answer is on its way while the application works through the last ones.
 Errors come back as a per-partition verdict for the driver: reset the offset,
 refresh metadata, or raise.
+
+A request names each topic both ways, by name and by id, so it is good for any version:
+Fetch v13+ (topics by id) when every topic's id is known from Metadata, else v11. From v16 a
+NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH answer names the partition's new leader and its
+endpoint (KIP-951): `leader_hints` reads them for the cluster's metadata. Like Kafka's
+consumer, we send no last fetched epoch (our positions are validated through Metadata's
+leader epochs, KIP-320).
 """
 from __future__ import annotations
 
@@ -28,9 +35,21 @@ from wire.protocol import FetchRequest
 from wire.records import ControlType, decode_records, parse_control_record
 from wire.records_fast import decode_columns
 
-__all__ = ["ConsumerRecord", "PartitionState", "FetchState", "TopicPartition"]
+__all__ = ["ConsumerRecord", "PartitionState", "FetchState", "TopicPartition", "LeaderHint", "FETCH_MAX_VERSION",
+           "FETCH_BY_NAME_MAX_VERSION", "fetch_max_version", "leader_hints"]
+
+FETCH_MAX_VERSION = 16
+FETCH_BY_NAME_MAX_VERSION = 11  # for a request with a topic whose id we do not know
+NO_TOPIC_ID = FetchRequest.FetchTopic().topic_id  # the all-zero id: none
+HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 TopicPartition = tuple[str, int]
+
+
+class LeaderHint(NamedTuple):
+    leader_id: int
+    leader_epoch: int
+    endpoint: tuple[str, int, str | None] | None  # (host, port, rack) if the answer carried it
 
 
 class ConsumerRecord(NamedTuple):  # a tuple: one is made per record, at C speed
@@ -95,10 +114,12 @@ class FetchState:
     # ------------------------------------------------------------------ requests
 
     def build_request(self, partitions: list[TopicPartition], *, max_wait_ms: int, min_bytes: int,
-                      max_bytes: int, leader_epoch=lambda topic, partition: -1) -> FetchRequest:
+                      max_bytes: int, leader_epoch=lambda topic, partition: -1,
+                      topic_id=lambda topic: None) -> FetchRequest:
         """`leader_epoch(topic, partition)`: the epoch of the leader we mean to fetch from; a
         broker whose own epoch differs answers FENCED/UNKNOWN_LEADER_EPOCH instead of serving
-        (KIP-320), so a stale leader can neither feed us nor send us back with OUT_OF_RANGE."""
+        (KIP-320), so a stale leader can neither feed us nor send us back with OUT_OF_RANGE.
+        `topic_id(topic)`: the topic's id (None: not known; see `fetch_max_version`)."""
         topics: dict[str, list] = {}
         for topic, partition in sorted(partitions):
             topics.setdefault(topic, []).append(FetchRequest.FetchPartition(
@@ -107,7 +128,8 @@ class FetchState:
                 partition_max_bytes=self.max_partition_bytes))
         return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
                             isolation_level=self.isolation_level,
-                            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+                            topics=[FetchRequest.FetchTopic(topic=t, topic_id=topic_id(t) or NO_TOPIC_ID, partitions=ps)
+                                    for t, ps in topics.items()])
 
     def handle_response(self, request: FetchRequest, response) -> tuple[int, list[TopicPartition], list[KafkaError]]:
         """Buffer what came back. Returns (records buffered, partitions whose leader moved, fatal errors).
@@ -118,9 +140,10 @@ class FetchState:
         count, stale, errors = 0, [], []
         if response.error_code:
             return 0, sorted(asked), [error_for(response.error_code, context="Fetch")]
+        names = _names(request)
         for t in response.responses:
             for p in t.partitions:
-                tp = (t.topic, p.partition_index)
+                tp = (t.topic or names.get(t.topic_id, ""), p.partition_index)
                 state = self.partitions.get(tp)
                 if state is None or tp not in asked or state.position is None \
                         or state.fetch_position() != asked[tp]:
@@ -216,3 +239,29 @@ class FetchState:
 def _is_abort_marker(header, body: bytes) -> bool:
     records = decode_records(header, body)
     return bool(records) and parse_control_record(records[0]).type == ControlType.ABORT
+
+
+def _names(request: FetchRequest) -> dict:
+    """Topic id -> name for the topics `request` asks for (an answer of v13+ names only ids)."""
+    return {t.topic_id: t.topic for t in request.topics if t.topic_id != NO_TOPIC_ID}
+
+
+def fetch_max_version(request: FetchRequest) -> int:
+    """The newest Fetch version `request` is good for: by id only when every topic has one."""
+    if all(t.topic_id != NO_TOPIC_ID for t in request.topics):
+        return FETCH_MAX_VERSION
+    return FETCH_BY_NAME_MAX_VERSION
+
+
+def leader_hints(request: FetchRequest, response) -> dict[TopicPartition, LeaderHint]:
+    """KIP-951 (Fetch v16+): the new leader each refused partition's answer names."""
+    names = _names(request)
+    endpoints = {e.node_id: (e.host, e.port, e.rack) for e in response.node_endpoints or ()}
+    hints = {}
+    for t in response.responses:
+        for p in t.partitions:
+            leader = p.current_leader
+            if p.error_code in HINTED and leader.leader_id >= 0 and leader.leader_epoch >= 0:
+                hints[(t.topic or names.get(t.topic_id, ""), p.partition_index)] = LeaderHint(
+                    leader.leader_id, leader.leader_epoch, endpoints.get(leader.leader_id))
+    return hints

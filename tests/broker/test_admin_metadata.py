@@ -20,7 +20,7 @@ async def test_api_versions_advertises_exactly_the_handled_apis():
         client = await RawClient.connect(c.brokers[0].port)
         resp = await client.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
         table = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        assert table == {0: (0, 10), 1: (4, 11), 2: (1, 3), 3: (1, 12), 18: (0, 3), 23: (0, 3), 32: (0, 2),
+        assert table == {0: (0, 10), 1: (4, 16), 2: (1, 3), 3: (1, 12), 18: (0, 3), 23: (0, 3), 32: (0, 2),
                          33: (0, 1), 44: (0, 1), 60: (0, 1),
                          # up to the versions strict about controller_mutation_rate (KIP-599)
                          19: (0, 6), 20: (0, 5), 37: (0, 3),

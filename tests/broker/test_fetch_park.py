@@ -58,8 +58,9 @@ async def test_a_re_read_the_deadline_cuts_short_leaves_the_answer_whole(autojum
     broker = SimpleNamespace(env=SimpleNamespace(now=trio.current_time), leader_partition=leader_partition,
                              config=SimpleNamespace(authorizer=AuthorizerSettings()))  # no authorizer
     request = SimpleNamespace(replica_id=-1, isolation_level=0, max_bytes=1000, min_bytes=1)
-    item = SimpleNamespace(partition=0, fetch_offset=0, current_leader_epoch=-1, partition_max_bytes=1000)
-    answer = _Answer(broker, request, [("t", [item])], trio.current_time() + 5)
+    item = SimpleNamespace(partition=0, fetch_offset=0, current_leader_epoch=-1, last_fetched_epoch=-1,
+                           partition_max_bytes=1000)
+    answer = _Answer(broker, request, [("t", None, [item])], trio.current_time() + 5)
     await answer.read_all()
     assert answer.total == 100
     first = answer.parts[0][0]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import uuid
 
 from broker.fetch_session import (FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache,
                                   next_epoch)
@@ -258,3 +259,52 @@ def test_client_falls_back_to_full_requests():
     client.handle_error()  # the answer was lost
     plan = client.build(wanted)
     assert plan.full and plan.session_id == 79
+
+
+def _by_id_request(ids, *, session_id=0, epoch=INITIAL_EPOCH, forgotten=()):
+    """A Fetch v13+ request: ids are (topic id, index, fetch_offset) triples."""
+    topics: dict = {}
+    for topic_id, index, offset in ids:
+        topics.setdefault(topic_id, []).append(F.FetchPartition(
+            partition=index, current_leader_epoch=1, fetch_offset=offset, last_fetched_epoch=1, log_start_offset=0,
+            partition_max_bytes=1 << 20))
+    gone: dict = {}
+    for topic_id, index in forgotten:
+        gone.setdefault(topic_id, []).append(index)
+    return F(max_wait_ms=0, min_bytes=1, session_id=session_id, session_epoch=epoch,
+             topics=[F.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
+             forgotten_topics_data=[F.ForgottenTopic(topic_id=t, partitions=ps) for t, ps in gone.items()])
+
+
+def test_a_session_opened_by_topic_id_keys_partitions_by_id_and_refuses_requests_by_name():
+    a, b = uuid.UUID(int=1), uuid.UUID(int=2)
+    cache = FetchSessionCache(random.Random(1))
+    ctx = cache.new_context(_by_id_request([(a, 0, 5), (b, 0, 7)]), 16, 0, privileged=True)
+    assert ctx.by_id and [key for key, _ in ctx.topics] == [a, b]
+    responses = [R.FetchableTopicResponse(topic="", topic_id=key, partitions=[pd(item.partition) for item in items])
+                 for key, items in ctx.topics]
+    session_id, _ = ctx.respond(responses, 0)
+    session = cache.sessions[session_id]
+    assert session.uses_topic_ids and set(session.partitions) == {(a, 0), (b, 0)}
+    assert session.partitions[(a, 0)].last_fetched_epoch == 1
+    # Forgetting goes by id too.
+    ctx = cache.new_context(_by_id_request([], session_id=session_id, epoch=1, forgotten=[(b, 0)]), 16, 0,
+                            privileged=True)
+    assert ctx.error == E.NONE and [key for key, _ in ctx.topics] == [a]
+    # The same session asked for by a request naming topics (v12 and older) is refused, and so
+    # is a session opened by name asked for by id (Kafka's FETCH_SESSION_TOPIC_ID_ERROR).
+    by_name = cache.new_context(request([("t", 0, 1)], session_id=session_id, epoch=2), 12, 0, privileged=True)
+    assert by_name.error == E.FETCH_SESSION_TOPIC_ID_ERROR
+    named = open_session(cache, [("t", 0, 1)])
+    assert cache.new_context(_by_id_request([(a, 0, 5)], session_id=named, epoch=1), 13, 0,
+                             privileged=True).error == E.FETCH_SESSION_TOPIC_ID_ERROR
+
+
+def test_an_incremental_answer_always_carries_a_diverging_epoch():
+    cache = FetchSessionCache(random.Random(1))
+    session_id = open_session(cache, [("t", 0, 5)])
+    ctx = incremental(cache, session_id, 1)
+    diverged = pd(0)
+    diverged.diverging_epoch = R.EpochEndOffset(epoch=1, end_offset=3)
+    _, responses = ctx.respond(answer(ctx, {("t", 0): diverged}), 0)
+    assert keys(responses) == [("t", 0)] and responses[0].partitions[0].diverging_epoch.end_offset == 3

@@ -30,7 +30,7 @@ def test_a_refused_partition_names_its_leader_and_the_leaders_endpoint():
         [SimpleNamespace(node_id=n, host=f"h{n}", port=9000 + n, rack=None) for n in (1, 2, 3)]))
     response = _response((0, ErrorCode.NOT_LEADER_OR_FOLLOWER), (1, ErrorCode.NONE),
                          (2, ErrorCode.NOT_LEADER_OR_FOLLOWER), (3, ErrorCode.NOT_LEADER_OR_FOLLOWER))
-    add_leader_hints(broker, response, endpoint_type=R.NodeEndpoint)
+    add_leader_hints(broker, response)
     leaders = [(p.current_leader.leader_id, p.current_leader.leader_epoch)
                for p in response.responses[0].partition_responses]
     # Partition 1 succeeded; 2 has no leader; 3 is unknown here: the client asks Metadata for those.
@@ -45,5 +45,5 @@ def test_an_answer_without_refusals_carries_no_endpoints():
     broker = SimpleNamespace(metadata=_Metadata({("t", 0): SimpleNamespace(leader=2, leader_epoch=7)},
                                                 [SimpleNamespace(node_id=2, host="h2", port=9002, rack=None)]))
     response = _response((0, ErrorCode.NONE))
-    add_leader_hints(broker, response, endpoint_type=R.NodeEndpoint)
+    add_leader_hints(broker, response)
     assert response.node_endpoints == []

@@ -2,6 +2,7 @@
 timeout, and nothing else the fetcher awaits is (storage.deadline_reaper.Timer)."""
 from __future__ import annotations
 
+import uuid
 from types import SimpleNamespace
 
 import trio
@@ -35,7 +36,8 @@ class SlowLog:
 
 def follower_partition() -> SimpleNamespace:
     log = SlowLog()
-    return SimpleNamespace(key=("t", 0), log=log, leader_epoch=1, is_leader=False, log_end_offset=0,
+    return SimpleNamespace(key=("t", 0), topic_id=uuid.UUID(int=1), log=log, leader_epoch=1, is_leader=False,
+                           log_end_offset=0,
                            log_start_offset=0, high_watermark=0)
 
 

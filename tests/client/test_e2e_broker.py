@@ -46,3 +46,36 @@ async def test_admin_produce_consume_against_real_brokers():
         for r in records:
             by_partition.setdefault(r.partition, []).append(r.offset)
         assert all(offsets == list(range(len(offsets))) for offsets in by_partition.values())
+
+
+async def test_the_consumer_fetches_by_topic_id_and_follows_a_fetch_answers_new_leader():
+    # KIP-951: a Fetch v16 answered NOT_LEADER_OR_FOLLOWER names the new leader; the consumer
+    # fetches from it next without a Metadata round.
+    from broker.controller_channel import CreatableTopic
+
+    async with running_cluster(2) as cluster:
+        reply = await cluster.controller.create_topics([CreatableTopic("moving", assignments={0: (1, 2)})])
+        assert not reply.results[0].error
+        await cluster.settle()
+        async with Producer(cluster.env, cluster.bootstrap) as producer:
+            for i in range(10):
+                await (await producer.send("moving", b"before-%d" % i, partition=0))
+            async with Consumer(cluster.env, cluster.bootstrap, auto_offset_reset="earliest",
+                                fetch_max_wait_ms=100) as consumer:
+                consumer.assign([("moving", 0)])
+                values = []
+                with trio.fail_after(20):
+                    while len(values) < 10:
+                        values += [r.value for r in await consumer.poll(0.5)]
+                assert consumer.cluster.topic_id("moving") is not None and consumer.cluster.leader("moving", 0) == 1
+                refreshed = consumer.cluster.last_refresh
+                cluster.controller.fence(1)  # leadership moves to 2; broker 1 still answers
+                await cluster.settle()
+                for i in range(10):
+                    await (await producer.send("moving", b"after-%d" % i, partition=0))
+                with trio.fail_after(20):
+                    while len(values) < 20:
+                        values += [r.value for r in await consumer.poll(0.5)]
+                assert values == [b"before-%d" % i for i in range(10)] + [b"after-%d" % i for i in range(10)]
+                assert consumer.cluster.leader("moving", 0) == 2
+                assert consumer.cluster.last_refresh == refreshed  # learnt from the Fetch answer

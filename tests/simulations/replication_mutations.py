@@ -172,6 +172,20 @@ def follower_takes_answers_of_old_epoch(monkeypatch) -> None:
 # ---------------------------------------------------------------- truncation and OffsetForLeaderEpoch
 
 
+def leader_never_reports_divergence(monkeypatch) -> None:
+    """A leader serves a fetch whose last fetched epoch disagrees with its log instead of answering the diverging epoch."""
+    monkeypatch.setattr(broker.handlers.fetch, "diverging_epoch", lambda log, last_fetched_epoch, fetch_offset: None)
+
+
+def follower_ignores_diverging_epoch(monkeypatch) -> None:
+    """A follower answered with a diverging epoch keeps its log and fetches on from its end."""
+
+    async def truncate_on_divergence(self, key, state, p, diverging):
+        self._delay(state)
+
+    monkeypatch.setattr(ReplicaFetcher, "_truncate_on_divergence", truncate_on_divergence)
+
+
 def epoch_end_is_log_end(monkeypatch) -> None:
     """OffsetForLeaderEpoch answers the log end for any epoch the log knows, not where that epoch ended."""
     original = LeaderEpochCache.end_offset_for_epoch
@@ -243,6 +257,7 @@ REPLICATION_MUTATIONS = {f.__name__: f for f in (
     broker_reads_min_isr_as_one, acks_all_waits_for_one_less,
     acks_all_survives_leader_epoch_change, acks_all_answered_after_losing_leadership,
     fetch_leader_epoch_not_checked, follower_takes_answers_of_old_epoch,
+    leader_never_reports_divergence, follower_ignores_diverging_epoch,
     epoch_end_is_log_end, truncation_ignores_leader_epoch_end, epoch_cache_kept_on_truncation,
     clean_election_falls_back_to_unclean, elr_keeps_uncleanly_restarted_broker, hw_advances_below_min_isr,
 )}

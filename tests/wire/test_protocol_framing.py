@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import struct
+import uuid
 
 import pytest
 
@@ -9,7 +10,8 @@ from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.protocol import (
     API_VERSIONS, ApiKey, ApiVersionsRequest, ApiVersionsResponse, ConsumerProtocolAssignment,
-    ConsumerProtocolSubscription, DescribeClusterRequest, DescribeClusterResponse, FetchRequest, JoinGroupResponse,
+    ConsumerProtocolSubscription, DescribeClusterRequest, DescribeClusterResponse, FetchRequest, FetchResponse,
+    JoinGroupResponse,
     ListOffsetsRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, decode_request,
     decode_subscription,
     encode_assignment, decode_assignment, encode_request, encode_response, encode_response_parts,
@@ -28,6 +30,9 @@ STATIC_MEMBERSHIP = {8: (2, 7), 9: (1, 7), 12: (0, 3), 13: (0, 3), 15: (0, 4)}
 # whose view is older than one it has seen, and fences its Fetches with it (KIP-320).
 # v8-12: authorized operations (KIP-430), flexible versions, topic ids and lookups by id.
 LEADER_EPOCHS = {3: (1, 12)}
+# Fetch v12-16: last fetched epoch and diverging epoch (KIP-595), topic ids, the replica state
+# (KIP-903) and KIP-951 leader hints.
+FETCH_DIVERGENCE = {1: (4, 16)}
 ACLS = {29: (0, 3), 30: (0, 3), 31: (0, 3)}  # DescribeAcls, CreateAcls, DeleteAcls
 # SaslAuthenticate v2 (flexible); the SCRAM credential admin APIs (KIP-554).
 SECURITY = {36: (0, 2), 50: (0, 0), 51: (0, 0)}
@@ -47,7 +52,7 @@ DESCRIBE_TOPIC_PARTITIONS = {75: (0, 0)}  # KIP-966: paged, with eligible leader
 
 
 def test_api_versions_is_table_r_plus_the_extras():
-    assert API_VERSIONS == {**TABLE_R, **EXTRAS, **STATIC_MEMBERSHIP, **LEADER_EPOCHS, **ACLS, **SECURITY,
+    assert API_VERSIONS == {**TABLE_R, **EXTRAS, **STATIC_MEMBERSHIP, **LEADER_EPOCHS, **FETCH_DIVERGENCE, **ACLS, **SECURITY,
                             **CLUSTER_OPERATIONS, **OPERATIONS, **TRANSACTIONS, **QUOTAS, **MUTATION_QUOTAS,
                             **DESCRIBE_TOPIC_PARTITIONS}
     assert list(API_VERSIONS) == sorted(API_VERSIONS)
@@ -201,3 +206,61 @@ def test_produce_v10_carries_the_current_leader_only_when_one_is_named():
     no_hints = R(responses=[R.TopicProduceResponse(name="t", partition_responses=[plain])])
     assert no_hints.encode(10) == no_hints.encode(9)
     assert R.decode(body.encode(9), 9).node_endpoints == []
+
+
+def _fetch_request(version: int):
+    Q = FetchRequest
+    topic_id = uuid.UUID(int=0xABC)
+    return Q(replica_id=2 if version < 15 else -1,
+             replica_state=Q.ReplicaState(replica_id=2, replica_epoch=9) if version >= 15 else Q.ReplicaState(),
+             max_wait_ms=500, min_bytes=1, max_bytes=1000, isolation_level=1,
+             session_id=7 if version >= 7 else 0, session_epoch=3 if version >= 7 else -1,
+             topics=[Q.FetchTopic(topic="t" if version < 13 else "", topic_id=topic_id if version >= 13 else ZERO,
+                                  partitions=[Q.FetchPartition(
+                                      partition=1, current_leader_epoch=4 if version >= 9 else -1, fetch_offset=10,
+                                      last_fetched_epoch=3 if version >= 12 else -1, log_start_offset=2 if version >= 5 else -1,
+                                      partition_max_bytes=100)])],
+             forgotten_topics_data=[Q.ForgottenTopic(topic="u" if version < 13 else "",
+                                                     topic_id=topic_id if version >= 13 else ZERO, partitions=[0])]
+             if version >= 7 else [],
+             rack_id="r" if version >= 11 else "")
+
+
+ZERO = uuid.UUID(int=0)
+
+
+@pytest.mark.parametrize("version", range(4, 17))
+def test_fetch_request_round_trips_at_every_version(version):
+    request = _fetch_request(version)
+    decoded = FetchRequest.decode(request.encode(version), version)
+    assert decoded == request
+    if version >= 15:  # the follower's id travels only in the tagged replica state
+        assert decoded.replica_id == -1 and (decoded.replica_state.replica_id, decoded.replica_state.replica_epoch) == (2, 9)
+    if version >= 13:
+        assert decoded.topics[0].topic == "" and decoded.topics[0].topic_id == uuid.UUID(int=0xABC)
+
+
+@pytest.mark.parametrize("version", range(4, 17))
+def test_fetch_response_round_trips_with_its_tagged_fields(version):
+    R = FetchResponse
+    hinted = version >= 12
+    part = R.PartitionData(partition_index=1, error_code=ErrorCode.FENCED_LEADER_EPOCH, high_watermark=5, last_stable_offset=5,
+                           log_start_offset=0 if version >= 5 else -1, aborted_transactions=[R.AbortedTransaction(producer_id=1, first_offset=2)],
+                           preferred_read_replica=-1 if version < 11 else 3, records=b"")
+    if hinted:
+        part.diverging_epoch = R.EpochEndOffset(epoch=2, end_offset=8)
+        part.current_leader = R.LeaderIdAndEpoch(leader_id=3, leader_epoch=6)
+        part.snapshot_id = R.SnapshotId(end_offset=4, epoch=1)
+    body = R(throttle_time_ms=0, error_code=0, session_id=9 if version >= 7 else 0, responses=[R.FetchableTopicResponse(
+        topic="t" if version < 13 else "", topic_id=uuid.UUID(int=5) if version >= 13 else ZERO, partitions=[part])],
+        node_endpoints=[R.NodeEndpoint(node_id=3, host="h3", port=9093, rack="a")] if version >= 16 else [])
+    decoded = R.decode(body.encode(version), version)
+    assert decoded == body
+    if hinted:
+        got = decoded.responses[0].partitions[0]
+        assert (got.diverging_epoch.epoch, got.diverging_epoch.end_offset) == (2, 8)
+        assert (got.current_leader.leader_id, got.snapshot_id.end_offset) == (3, 4)
+    # Absent (default) tagged fields cost nothing on the wire.
+    plain = R(throttle_time_ms=0, error_code=0, session_id=0, responses=[])
+    if version >= 16:
+        assert plain.encode(16) == plain.encode(15)

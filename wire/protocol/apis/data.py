@@ -3,6 +3,8 @@
 Produce v10 answers NOT_LEADER_OR_FOLLOWER with the partition's current leader and that
 leader's endpoint (KIP-951, tagged fields), so a client re-routes without a Metadata round.
 
+Fetch v13+ names topics by id, and v16 carries the same leader hints as Produce v10.
+
 Produce v0-2 are defined (not only rejected) so the broker can parse them and
 answer UNSUPPORTED_VERSION per partition, as Kafka 4 does (KAFKA-18659).
 OffsetForLeaderEpoch is what our own follower replicas send.
@@ -10,13 +12,33 @@ OffsetForLeaderEpoch is what our own follower replicas send.
 from __future__ import annotations
 
 from wire.protocol.message import request, response
-from wire.protocol.schema import ArrayOf, F, StructOf, BOOL, INT16, INT32, INT64, INT8, RECORDS, STRING, UUID
+from wire.protocol.schema import ArrayOf, F, FieldSpec, StructOf, BOOL, INT16, INT32, INT64, INT8, RECORDS, STRING, UUID
 
 __all__ = [
     "ProduceRequest", "ProduceResponse", "FetchRequest", "FetchResponse", "ListOffsetsRequest",
     "ListOffsetsResponse", "MetadataRequest", "MetadataResponse", "OffsetForLeaderEpochRequest",
     "OffsetForLeaderEpochResponse",
 ]
+
+
+
+def _current_leader(since: str, tag: int) -> FieldSpec:
+    """KIP-951: the partition's leader as the answering broker knows it (tagged)."""
+    return F("current_leader", StructOf("LeaderIdAndEpoch",
+        F("leader_id", INT32, since, default=-1),
+        F("leader_epoch", INT32, since, default=-1),
+    ), since, tag=tag)
+
+
+def _node_endpoints(since: str) -> FieldSpec:
+    """KIP-951: the endpoints of the leaders named in `current_leader` fields (tagged)."""
+    return F("node_endpoints", ArrayOf("NodeEndpoint",
+        F("node_id", INT32, since),
+        F("host", STRING, since),
+        F("port", INT32, since),
+        F("rack", STRING, since, nullable=since, default=None),
+    ), since, tag=0)
+
 
 ProduceRequest = request(0, "Produce", "0-10", flexible="9+", fields=[
     F("transactional_id", STRING, "3+", nullable="3+", default=None),
@@ -45,23 +67,24 @@ ProduceResponse = response(0, "Produce", "0-10", flexible="9+", fields=[
                 F("batch_index_error_message", STRING, "8+", nullable="8+", default=None),
             ), "8+"),
             F("error_message", STRING, "8+", nullable="8+", default=None),
-            F("current_leader", StructOf("LeaderIdAndEpoch",
-                F("leader_id", INT32, "10+", default=-1),
-                F("leader_epoch", INT32, "10+", default=-1),
-            ), "10+", tag=0),
+            _current_leader("10+", tag=0),
         )),
     )),
     F("throttle_time_ms", INT32, "1+", default=0),
-    F("node_endpoints", ArrayOf("NodeEndpoint",
-        F("node_id", INT32, "10+"),
-        F("host", STRING, "10+"),
-        F("port", INT32, "10+"),
-        F("rack", STRING, "10+", nullable="10+", default=None),
-    ), "10+", tag=0),
+    _node_endpoints("10+"),
 ])
 
-FetchRequest = request(1, "Fetch", "4-11", flexible="12+", fields=[
-    F("replica_id", INT32, default=-1),
+# Fetch v12 is flexible: a follower's last fetched epoch (KIP-595 divergence), answered with
+# the diverging epoch, the current leader and a snapshot id (tagged); v13 names topics by id;
+# v15 moves the replica id into the tagged replica state (KIP-903); v16 adds the endpoints of
+# the leaders named in NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH answers (KIP-951).
+FetchRequest = request(1, "Fetch", "4-16", flexible="12+", fields=[
+    F("cluster_id", STRING, "12+", nullable="12+", default=None, tag=0),
+    F("replica_id", INT32, "0-14", default=-1),
+    F("replica_state", StructOf("ReplicaState",
+        F("replica_id", INT32, "15+", default=-1),
+        F("replica_epoch", INT64, "15+", default=-1),
+    ), "15+", tag=1),
     F("max_wait_ms", INT32),
     F("min_bytes", INT32),
     F("max_bytes", INT32, "3+", default=2147483647),
@@ -69,34 +92,47 @@ FetchRequest = request(1, "Fetch", "4-11", flexible="12+", fields=[
     F("session_id", INT32, "7+", default=0),
     F("session_epoch", INT32, "7+", default=-1),
     F("topics", ArrayOf("FetchTopic",
-        F("topic", STRING),
+        F("topic", STRING, "0-12"),
+        F("topic_id", UUID, "13+"),
         F("partitions", ArrayOf("FetchPartition",
             F("partition", INT32),
             F("current_leader_epoch", INT32, "9+", default=-1),
             F("fetch_offset", INT64),
+            F("last_fetched_epoch", INT32, "12+", default=-1),
             F("log_start_offset", INT64, "5+", default=-1),
             F("partition_max_bytes", INT32),
         )),
     )),
     F("forgotten_topics_data", ArrayOf("ForgottenTopic",
-        F("topic", STRING, "7+"),
+        F("topic", STRING, "7-12"),
+        F("topic_id", UUID, "13+"),
         F("partitions", ArrayOf(INT32), "7+"),
     ), "7+"),
     F("rack_id", STRING, "11+", default=""),
 ])
 
-FetchResponse = response(1, "Fetch", "4-11", flexible="12+", fields=[
+FetchResponse = response(1, "Fetch", "4-16", flexible="12+", fields=[
     F("throttle_time_ms", INT32, "1+"),
     F("error_code", INT16, "7+"),
     F("session_id", INT32, "7+", default=0),
     F("responses", ArrayOf("FetchableTopicResponse",
-        F("topic", STRING),
+        F("topic", STRING, "0-12"),
+        F("topic_id", UUID, "13+"),
         F("partitions", ArrayOf("PartitionData",
             F("partition_index", INT32),
             F("error_code", INT16),
             F("high_watermark", INT64),
             F("last_stable_offset", INT64, "4+", default=-1),
             F("log_start_offset", INT64, "5+", default=-1),
+            F("diverging_epoch", StructOf("EpochEndOffset",
+                F("epoch", INT32, "12+", default=-1),
+                F("end_offset", INT64, "12+", default=-1),
+            ), "12+", tag=0),
+            _current_leader("12+", tag=1),
+            F("snapshot_id", StructOf("SnapshotId",
+                F("end_offset", INT64, "12+", default=-1),
+                F("epoch", INT32, "12+", default=-1),
+            ), "12+", tag=2),
             F("aborted_transactions", ArrayOf("AbortedTransaction",
                 F("producer_id", INT64, "4+"),
                 F("first_offset", INT64, "4+"),
@@ -105,6 +141,7 @@ FetchResponse = response(1, "Fetch", "4-11", flexible="12+", fields=[
             F("records", RECORDS, nullable="0+"),
         )),
     )),
+    _node_endpoints("16+"),
 ])
 
 ListOffsetsRequest = request(2, "ListOffsets", "1-3", flexible="6+", fields=[
