@@ -4,6 +4,7 @@ leader epoch) is asked again within moments, not after replica.fetch.backoff.ms;
 partition errors still wait the backoff. (Virtual time: trio's autojump clock.)"""
 from __future__ import annotations
 
+import uuid
 from types import SimpleNamespace
 
 import pytest
@@ -12,12 +13,13 @@ import trio
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcher, _State
 from storage.deadline_reaper import DeadlineReaper
 from wire.error_codes import ErrorCode
-from wire.protocol import FetchRequest, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from wire.protocol import FetchRequest, FetchResponse
 
 BACKOFF = 1.0
 SETTINGS = FetcherSettings(backoff_s=BACKOFF)
 EPOCH = 3
-R = OffsetForLeaderEpochResponse
+TOPIC_ID = uuid.UUID(int=7)
+R = FetchResponse
 
 
 class Log:
@@ -29,36 +31,29 @@ class Log:
     def __init__(self):
         self.epoch_cache = SimpleNamespace(latest_epoch=EPOCH - 1)
 
-    def end_offset_for_epoch(self, epoch):
-        return EPOCH - 1, self.log_end_offset
-
-    async def truncate_to(self, offset):
-        return False
-
 
 def follower_partition() -> SimpleNamespace:
-    return SimpleNamespace(key=("t", 0), log=Log(), leader_epoch=EPOCH, is_leader=False, log_end_offset=10,
-                           log_start_offset=0, high_watermark=10)
+    return SimpleNamespace(key=("t", 0), topic_id=TOPIC_ID, log=Log(), leader_epoch=EPOCH, is_leader=False,
+                           log_end_offset=10, log_start_offset=0, high_watermark=10)
 
 
 class NewLeader:
-    """The source broker: answers OffsetForLeaderEpoch with `errors` first, then the epoch's end;
-    a Fetch (the fetcher is past reconciling) is recorded and never answered."""
+    """The source broker: answers Fetch with the partition error `errors` first; a Fetch after
+    those (the leader has caught up) is recorded and never answered, as a long poll."""
 
     def __init__(self, errors):
         self.errors = list(errors)
-        self.calls = []  # (virtual time, request kind)
-        self.retire_at = float("inf")
+        self.calls = []  # virtual times of the fetches
 
     async def call(self, request, version, timeout):
-        kind = "epoch" if isinstance(request, OffsetForLeaderEpochRequest) else "fetch"
-        assert isinstance(request, (OffsetForLeaderEpochRequest, FetchRequest))
-        self.calls.append((trio.current_time(), kind))
-        if kind == "fetch":
+        assert isinstance(request, FetchRequest)
+        self.calls.append(trio.current_time())
+        if not self.errors:
             await trio.sleep_forever()
-        error = self.errors.pop(0) if self.errors else ErrorCode.NONE
-        return R(throttle_time_ms=0, topics=[R.OffsetForLeaderTopicResult(topic="t", partitions=[
-            R.EpochEndOffset(error_code=error, partition=0, leader_epoch=EPOCH - 1, end_offset=10)])])
+        return R(throttle_time_ms=0, error_code=0, session_id=0, responses=[R.FetchableTopicResponse(
+            topic_id=TOPIC_ID, partitions=[R.PartitionData(
+                partition_index=0, error_code=self.errors.pop(0), high_watermark=-1, last_stable_offset=-1,
+                log_start_offset=-1, aborted_transactions=None, records=None)])])
 
 
 async def follow(source: NewLeader, seconds: float) -> None:
@@ -80,16 +75,16 @@ async def follow(source: NewLeader, seconds: float) -> None:
         nursery.cancel_scope.cancel()
 
 
-@pytest.mark.parametrize("error", [ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH])
+@pytest.mark.parametrize("error", [ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                                   ErrorCode.UNKNOWN_TOPIC_ID])
 async def test_a_leader_behind_our_metadata_is_asked_again_soon(autojump_clock, error):
     source = NewLeader([error, error])
     await follow(source, 3 * BACKOFF)
-    # Asked again after 50 ms, then 100 ms; reconciled, the partition is fetched at once.
-    assert source.calls == [(0.0, "epoch"), (0.05, "epoch"), (pytest.approx(0.15), "epoch"),
-                            (pytest.approx(0.15), "fetch")]
+    # Asked again after 50 ms, then 100 ms more; the third fetch is answered as a long poll.
+    assert source.calls == [0.0, 0.05, pytest.approx(0.15)]
 
 
 async def test_other_partition_errors_wait_the_backoff(autojump_clock):
     source = NewLeader([ErrorCode.KAFKA_STORAGE_ERROR])
     await follow(source, 3 * BACKOFF)
-    assert source.calls == [(0.0, "epoch"), (BACKOFF, "epoch"), (BACKOFF, "fetch")]
+    assert source.calls == [0.0, BACKOFF]
