@@ -9,7 +9,10 @@ watches the nodes for those moments and strikes right after one:
   that follower is cut (the fetch answer that would bring it up to date is held),
   and the leader is killed or powered off soon after, once the controller may have
   committed the change, half the time with the other ISR members killed too (the
-  newcomer is left to lead); not held back by the other moments' strikes;
+  newcomer is left to lead); not held back by the other moments' strikes. Half the time
+  the leader's connections to the newcomer also reset and the controllers' answers to the
+  leader are held for most of the strike's delay (isr_expand_hold), so the change is
+  committed while the leader still has it in flight;
 - isr_shrink: a leader proposed dropping members: it dies within ~50 ms, while the
   change may still be in flight;
 - leader_change: a broker just became leader of a partition (data or
@@ -23,10 +26,18 @@ watches the nodes for those moments and strikes right after one:
 - metadata_lag: a broker loses its links to the controllers (only those) for 0.5-5 s, so its
   metadata lags while it still reaches the other brokers and the clients, and the leader of a
   partition it follows is killed and restarted meanwhile: the partition's leader epoch moves
-  on (maybe back to the same broker) while the lagging follower still fetches in the old one.
+  on (maybe back to the same broker) while the lagging follower still fetches in the old one;
+- stale_isr: a leader proposed an ISR change: its requests to the controllers are held for
+  1.2-2.5 s while another ISR member loses power and restarts at once, so the controller
+  changes the ISR under the proposal; when it has landed the leader and the other members die;
+- voter_link_reset: the connections between the Raft leader and one voter reset; once the
+  voter has heard from its leader again, the leader is cut off from the other voters (not from
+  the brokers, which keep its session leases), and when a successor leads, the brokers cannot
+  reach it for longer than the close grace (voter_link_reset_silence).
 
-The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway,
-pause), applied through it, so they are counted and recorded in the fault schedule; a replay
+The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway, reset,
+pause), applied through it, so they are counted and recorded in the fault schedule, and each is
+counted as `strike_<moment>` in the run's coverage (simulations.coverage); a replay
 runs no Moments of its own and applies them at their recorded times, which is close to but not
 always exactly where a hook struck (inside a node's task, before its next send). Each seed enables a
 random subset of the moments (swarm testing) from a random stream of its own, so the
@@ -41,10 +52,13 @@ import trio
 
 from simulations.nemesis import BROKER_POWER_LOSS_BUDGET, Nemesis, fault_kinds
 
-__all__ = ["Moments", "MOMENT_KINDS", "moments_enabled"]
+__all__ = ["Moments", "MOMENT_KINDS", "STRIKE_KINDS", "moments_enabled"]
 
 MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "snapshot", "min_isr", "pause_leader",
-                "metadata_lag")
+                "metadata_lag", "stale_isr", "voter_link_reset")
+# What the coverage summary counts (simulations.coverage): the moments, and the expansion
+# strikes that also hold the controllers' answers, and the silences after a voter_link_reset.
+STRIKE_KINDS = (*MOMENT_KINDS, "isr_expand_hold", "voter_link_reset_silence")
 POLL = 0.01
 SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
 
@@ -71,6 +85,7 @@ class Moments:
         self._nursery: trio.Nursery | None = None
         self._next_pause = 0.0
         self._next_lag = 0.0
+        self._next_reset = 0.0
 
     def describe(self) -> dict:
         return {"kinds": list(self.kinds), "strikes": dict(sorted(self.counts.items()))}
@@ -80,6 +95,7 @@ class Moments:
             self._nursery = nursery
             self._next_pause = trio.current_time() + self.rng.uniform(0.5, 5.0)
             self._next_lag = trio.current_time() + self.rng.uniform(0.5, 4.0)
+            self._next_reset = trio.current_time() + self.rng.uniform(3.0, 6.0)
             while trio.current_time() < until:
                 with trio.move_on_at(until):
                     await trio.sleep(POLL)
@@ -116,11 +132,14 @@ class Moments:
         if "metadata_lag" in self.kinds and now >= self._next_lag and self.cluster.mode == "cluster":
             self._next_lag = now + self.rng.uniform(2.0, 6.0)
             self._lag_metadata(now)
+        if "voter_link_reset" in self.kinds and now >= self._next_reset and self.cluster.mode == "cluster":
+            self._next_reset = now + self.rng.uniform(3.0, 8.0)
+            self._reset_voter_link(now)
 
     def _hook(self, node_id: int, kafka) -> None:
         settings = kafka.replicas.replication
         # Marked on the wrapper, not remembered by id(): ids are reused, differently in each process.
-        if getattr(settings.on_isr_change, "moments", None) is self or not ({"isr_expand", "isr_shrink"} & set(self.kinds)):
+        if getattr(settings.on_isr_change, "moments", None) is self or not ({"isr_expand", "isr_shrink", "stale_isr"} & set(self.kinds)):
             return
         original = settings.on_isr_change
         replicas = kafka.replicas
@@ -131,30 +150,39 @@ class Moments:
             if self._nursery is None:
                 return
             moment = "isr_expand" if kind == "expand" else "isr_shrink"
-            if moment in self.kinds:
-                now = trio.current_time()
-                changing = [(key, p) for key, p in sorted(replicas.partitions.items())
-                            if p.is_leader and p.isr_state.inflight
-                            and (p.isr_state.adding is not None) == (kind == "expand")]
-                # A data partition's change first: __consumer_offsets' partitions change as often
-                # (they expand first when a broker comes back) but carry few writes to lose.
-                data = [c for c in changing if not c[1].log.config.compact]
-                if not changing:
-                    return
-                key, p = self.rng.choice(data or changing)
-                if moment == "isr_shrink":
-                    self._strike(moment, node_id, now, key=key)
-                elif now >= self._expand_busy_until:
-                    # Not held back by the other strikes: a follower rejoins right after the restart
-                    # another strike caused, and that is the very moment.
-                    self._expand_busy_until = now + self.rng.uniform(1.0, 4.0)
-                    self._cut_follower(node_id, p.isr_state.adding)  # before the fetch answer leaves
-                    # Half the time the other members die with the leader (killed, their disks
-                    # intact), so the newcomer is the one ISR member left to take over: whether it
-                    # holds every committed record is then all that matters.
-                    others = tuple(r for r in p.isr_state.isr if r not in (node_id, p.isr_state.adding))
-                    self._strike(moment, node_id, now, key=key, follower=p.isr_state.adding, force=True,
-                                 also=others if self.rng.random() < 0.5 else ())
+            if moment not in self.kinds and "stale_isr" not in self.kinds:
+                return
+            now = trio.current_time()
+            changing = [(key, p) for key, p in sorted(replicas.partitions.items())
+                        if p.is_leader and p.isr_state.inflight
+                        and (p.isr_state.adding is not None) == (kind == "expand")]
+            # A data partition's change first: __consumer_offsets' partitions change as often
+            # (they expand first when a broker comes back) but carry few writes to lose.
+            data = [c for c in changing if not c[1].log.config.compact]
+            if not changing:
+                return
+            key, p = self.rng.choice(data or changing)
+            # Half the time the other ISR strikes go first where both are on.
+            if ("stale_isr" in self.kinds and (moment not in self.kinds or self.rng.random() < 0.5)
+                    and self._stale_isr(node_id, key, p, now)):
+                return
+            if moment == "isr_shrink" and moment in self.kinds:
+                self._strike(moment, node_id, now, key=key)
+            elif moment == "isr_expand" and moment in self.kinds and now >= self._expand_busy_until:
+                # Not held back by the other strikes: a follower rejoins right after the restart
+                # another strike caused, and that is the very moment.
+                self._expand_busy_until = now + self.rng.uniform(1.0, 4.0)
+                adding = p.isr_state.adding
+                self._cut_follower(node_id, adding)  # before the fetch answer leaves
+                # Half the time (always with the answers held) the other members die with the
+                # leader (killed, their disks intact), so the newcomer is the one ISR member left
+                # to take over: whether it holds every committed record is then all that matters.
+                hold = self.rng.random() < 0.5
+                others = tuple(r for r in p.isr_state.isr if r not in (node_id, adding))
+                wait = self._strike(moment, node_id, now, key=key, follower=adding, force=True,
+                                    also=others if hold or self.rng.random() < 0.5 else ())
+                if hold:
+                    self._hold_expansion(node_id, adding, key, wait, now)
 
         on_isr_change.moments = self
         settings.on_isr_change = on_isr_change
@@ -238,10 +266,11 @@ class Moments:
                              "seconds": self.rng.uniform(1.0, 4.0)}, trio.current_time(), self._nursery)
 
     def _strike(self, moment: str, node_id: int, now: float, *, key=None, follower=None, power=None,
-                force: bool = False, also: tuple[int, ...] = ()) -> None:
-        """Kill or power off `node_id` after the moment's delay; `also` are killed with it."""
+                force: bool = False, also: tuple[int, ...] = ()) -> float | None:
+        """Kill or power off `node_id` after the moment's delay; `also` are killed with it.
+        Returns the delay (None: no strike now)."""
         if (now < self._busy_until and not force) or self._nursery is None:
-            return
+            return None
         delay = {"isr_expand": (0.02, 0.5), "isr_shrink": (0.0, 0.05), "leader_change": (0.0, 0.3),
                  "producer_id": (0.0, 0.3), "snapshot": (0.0, 0.05), "min_isr": (0.0, 0.2)}[moment]
         wait = self.rng.uniform(*delay)
@@ -255,16 +284,118 @@ class Moments:
         self._nursery.start_soon(self._kill_later, node_id, wait, power)
         for other in also:
             self._nursery.start_soon(self._kill_later, other, wait, False)
+        return wait
 
-    async def _kill_later(self, node_id: int, wait: float, power: bool) -> None:
+    async def _kill_later(self, node_id: int, wait: float, power: bool, restart_after: float | None = None) -> None:
         await trio.sleep(wait)
         nemesis = self.nemesis
         if not self.cluster.hosts[node_id].up:
             return
-        kind = "power_loss" if power and (self.cluster.loses_page_cache(node_id)
-                                          or nemesis.broker_power_losses < BROKER_POWER_LOSS_BUDGET) else "kill"
-        nemesis._apply({"kind": kind, "node": node_id, "restart_after": self.rng.uniform(0.1, 3.0)},
+        kind = "power_loss" if power and self._may_lose_power(node_id) else "kill"
+        if restart_after is None:
+            restart_after = self.rng.uniform(0.1, 3.0)
+        nemesis._apply({"kind": kind, "node": node_id, "restart_after": restart_after},
                        trio.current_time(), self._nursery)
+
+    def _may_lose_power(self, node_id: int) -> bool:
+        return self.cluster.loses_page_cache(node_id) or self.nemesis.broker_power_losses < BROKER_POWER_LOSS_BUDGET
+
+    def _block(self, src: int, dst: int, seconds: float) -> None:
+        hosts = self.cluster.hosts
+        self.nemesis._apply({"kind": "oneway", "src": hosts[src].name, "dst": hosts[dst].name, "seconds": seconds},
+                            trio.current_time(), self._nursery)
+
+    def _record(self, moment: str, **fields) -> None:
+        self.counts[moment] = self.counts.get(moment, 0) + 1
+        self.trace.record("moments", moment, **fields)
+
+    def _hold_expansion(self, leader: int, follower: int | None, key, wait: float, now: float) -> None:
+        """An expansion strike's variant: the leader's connections to the newcomer reset (cut
+        off by `_cut_follower`, the newcomer cannot fetch again) and the controllers' answers to
+        the leader held for most of the strike's delay, so the change stays in flight at the
+        leader after the controller committed it. Only the maximal ISR then keeps the HW from
+        passing the newcomer's log end before the leader and the other members die."""
+        if follower is None or wait is None:
+            return
+        hosts = self.cluster.hosts
+        hold = wait * self.rng.uniform(0.5, 1.0)
+        self._record("isr_expand_hold", node=hosts[leader].name, key=key, follower=hosts[follower].name,
+                     hold=round(hold, 6))
+        self.nemesis._apply({"kind": "reset", "a": hosts[leader].name, "b": hosts[follower].name}, now, self._nursery)
+        for controller in self.cluster.voters:
+            self._block(controller, leader, hold)
+
+    def _stale_isr(self, leader: int, key, p, now: float) -> bool:
+        """A leader proposed an ISR change: its requests to the controllers are held 1.2-2.5 s
+        (within its session) while an ISR member loses power at once and restarts, so the
+        controller drops that member from the ISR (fenced, or registered again after an unclean
+        shutdown) under the proposal, which arrives stale. The member's fetch answers stay held,
+        and once the proposal has landed the leader and the other members die: a stale ISR
+        accepted would leave the member that lost records the one to lead."""
+        hosts = self.cluster.hosts
+        if now < self._busy_until or not hosts[leader].up:
+            return False
+        state = p.isr_state
+        members = [r for r in state.isr if r not in (leader, state.adding, *state.removing)
+                   and r in hosts and hosts[r].up and self._may_lose_power(r)]
+        if not members:
+            return False
+        victim = self.rng.choice(members)
+        hold = self.rng.uniform(1.2, 2.5)
+        after = hold + self.rng.uniform(0.05, 0.3)
+        self._busy_until = now + after + self.rng.uniform(1.0, 4.0)
+        self._record("stale_isr", node=hosts[leader].name, key=key, victim=hosts[victim].name, hold=round(hold, 6),
+                     after=round(after, 6))
+        for controller in self.cluster.voters:
+            self._block(leader, controller, hold)
+        self._block(leader, victim, after + 1.0)
+        self._nursery.start_soon(self._kill_later, victim, 0.0, True, self.rng.uniform(0.1, 0.5))
+        for other in [leader, *(r for r in (*state.isr, state.adding) if r not in (None, leader, victim))]:
+            self._nursery.start_soon(self._kill_later, other, after, False)
+        return True
+
+    def _reset_voter_link(self, now: float) -> None:
+        """The connections between the Raft leader and one voter following it reset; the voter
+        reconnects and hears from it again, then the leader is cut off from the other voters
+        (not from the brokers, which keep their session leases from it), and once a successor
+        leads the brokers cannot reach it for 0.6-2 s, longer than the close grace. The
+        successor must give them full sessions: its predecessor answered after the reset."""
+        if now < self._busy_until:
+            return
+        hosts = self.cluster.hosts
+        leader = self.cluster.leader()
+        voters = [v for v in self.cluster.voters if v != leader and hosts[v].up]
+        if leader is None or not voters:
+            return
+        voter = self.rng.choice(voters)
+        # The cut outlasts the voters' fetch timeout and an election (2 s + up to 2 s here).
+        heard, cut = self.rng.uniform(0.3, 1.0), self.rng.uniform(3.0, 5.0)
+        self._busy_until = now + heard + cut + self.rng.uniform(1.0, 3.0)
+        self._record("voter_link_reset", node=hosts[voter].name, leader=hosts[leader].name, heard=round(heard, 6),
+                     cut=round(cut, 6))
+        self.nemesis._apply({"kind": "reset", "a": hosts[voter].name, "b": hosts[leader].name}, now, self._nursery)
+        self._nursery.start_soon(self._depose_later, leader, heard, cut)
+
+    async def _depose_later(self, leader: int, heard: float, cut: float) -> None:
+        await trio.sleep(heard)
+        if not self.cluster.hosts[leader].up:
+            return
+        for voter in self.cluster.voters:
+            if voter != leader:
+                self._block(leader, voter, cut)
+                self._block(voter, leader, cut)
+        successor = None
+        with trio.move_on_after(cut):
+            while successor in (None, leader):
+                await trio.sleep(POLL)
+                successor = self.cluster.leader()
+        if successor in (None, leader):
+            return
+        silence = self.rng.uniform(0.6, 2.0)
+        self._record("voter_link_reset_silence", node=self.cluster.hosts[successor].name, seconds=round(silence, 6))
+        for broker in self.cluster.broker_ids:
+            if broker != successor:
+                self._block(broker, successor, silence)
 
     def _pause_a_leader(self, now: float) -> None:
         if now < self._busy_until:
