@@ -86,6 +86,7 @@ class Moments:
         self._next_pause = 0.0
         self._next_lag = 0.0
         self._next_reset = 0.0
+        self._until = 0.0  # the end of the fault phase
 
     def describe(self) -> dict:
         return {"kinds": list(self.kinds), "strikes": dict(sorted(self.counts.items()))}
@@ -93,9 +94,10 @@ class Moments:
     async def run(self, until: float) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            self._until = until
             self._next_pause = trio.current_time() + self.rng.uniform(0.5, 5.0)
             self._next_lag = trio.current_time() + self.rng.uniform(0.5, 4.0)
-            self._next_reset = trio.current_time() + self.rng.uniform(3.0, 6.0)
+            self._next_reset = trio.current_time() + self.rng.uniform(0.5, 3.0)
             while trio.current_time() < until:
                 with trio.move_on_at(until):
                     await trio.sleep(POLL)
@@ -367,9 +369,12 @@ class Moments:
         voters = [v for v in self.cluster.voters if v != leader and hosts[v].up]
         if leader is None or not voters:
             return
-        voter = self.rng.choice(voters)
-        # The cut outlasts the voters' fetch timeout and an election (2 s + up to 2 s here).
+        # The cut outlasts the voters' fetch timeout and an election (2 s + up to 2 s here),
+        # and the successor's first seconds fall within the fault phase.
         heard, cut = self.rng.uniform(0.3, 1.0), self.rng.uniform(3.0, 5.0)
+        if now + heard + cut + 1.0 > self._until:
+            return
+        voter = self.rng.choice(voters)
         self._busy_until = now + heard + cut + self.rng.uniform(1.0, 3.0)
         self._record("voter_link_reset", node=hosts[voter].name, leader=hosts[leader].name, heard=round(heard, 6),
                      cut=round(cut, 6))
