@@ -9,10 +9,11 @@ watches the nodes for those moments and strikes right after one:
   that follower is cut (the fetch answer that would bring it up to date is held),
   and the leader is killed or powered off soon after, once the controller may have
   committed the change, half the time with the other ISR members killed too (the
-  newcomer is left to lead); not held back by the other moments' strikes. Half the time
-  the leader's connections to the newcomer also reset and the controllers' answers to the
-  leader are held for most of the strike's delay (isr_expand_hold), so the change is
-  committed while the leader still has it in flight;
+  newcomer is left to lead); not held back by the other moments' strikes. On a data
+  partition whose committed ISR is at min.insync.replicas, the leader's connections to the
+  newcomer also reset, the leader dies 0.3-1.5 s later with the other members, and the
+  controllers' answers to it are held for most of that time (isr_expand_hold), so the change
+  is committed while the leader still has it in flight;
 - isr_shrink: a leader proposed dropping members: it dies within ~50 ms, while the
   change may still be in flight;
 - leader_change: a broker just became leader of a partition (data or
@@ -31,9 +32,10 @@ watches the nodes for those moments and strikes right after one:
   1.2-2.5 s while another ISR member loses power and restarts at once, so the controller
   changes the ISR under the proposal; when it has landed the leader and the other members die;
 - voter_link_reset: the connections between the Raft leader and one voter reset; once the
-  voter has heard from its leader again, the leader is cut off from the other voters (not from
-  the brokers, which keep its session leases), and when a successor leads, the brokers cannot
-  reach it for longer than the close grace (voter_link_reset_silence).
+  voter has heard from its leader again, the other voters are cut off from the leader and
+  from the brokers (which keep their session leases from the old leader) for 2.5-3.5 s, so a
+  successor is elected that the brokers do not hear of for a while
+  (voter_link_reset_successor counts those elected).
 
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway, reset,
 pause), applied through it, so they are counted and recorded in the fault schedule, and each is
@@ -57,8 +59,8 @@ __all__ = ["Moments", "MOMENT_KINDS", "STRIKE_KINDS", "moments_enabled"]
 MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "snapshot", "min_isr", "pause_leader",
                 "metadata_lag", "stale_isr", "voter_link_reset")
 # What the coverage summary counts (simulations.coverage): the moments, and the expansion
-# strikes that also hold the controllers' answers, and the silences after a voter_link_reset.
-STRIKE_KINDS = (*MOMENT_KINDS, "isr_expand_hold", "voter_link_reset_silence")
+# strikes that also hold the controllers' answers, and the successors elected under a voter_link_reset.
+STRIKE_KINDS = (*MOMENT_KINDS, "isr_expand_hold", "voter_link_reset_successor")
 POLL = 0.01
 SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
 
@@ -79,6 +81,7 @@ class Moments:
         self._busy_until = 0.0  # no strike before this
         self._leader_busy_until = 0.0  # no leader_change strike before this
         self._expand_busy_until = 0.0  # no isr_expand strike before this
+        self._hold_busy_until = 0.0  # no isr_expand strike with the answers held before this
         self._leaders: dict[int, set] = {}  # node -> the (topic, partition) it leads
         self._snapshots: dict[int, tuple] = {}  # node -> its Raft snapshot id
         self._producer_ids: dict[int, int] = {}  # node -> its allocator's next id
@@ -165,29 +168,40 @@ class Moments:
                 return
             key, p = self.rng.choice(data or changing)
             # Half the time the other ISR strikes go first where both are on.
-            if ("stale_isr" in self.kinds and (moment not in self.kinds or self.rng.random() < 0.5)
-                    and self._stale_isr(node_id, key, p, now)):
+            if ("stale_isr" in self.kinds and data and (moment not in self.kinds or self.rng.random() < 0.5)
+                    and self._stale_isr(node_id, *self.rng.choice(data), now)):
                 return
             if moment == "isr_shrink" and moment in self.kinds:
                 self._strike(moment, node_id, now, key=key)
-            elif moment == "isr_expand" and moment in self.kinds and now >= self._expand_busy_until:
-                # Not held back by the other strikes: a follower rejoins right after the restart
-                # another strike caused, and that is the very moment.
-                self._expand_busy_until = now + self.rng.uniform(1.0, 4.0)
-                adding = p.isr_state.adding
-                self._cut_follower(node_id, adding)  # before the fetch answer leaves
-                # Half the time (always with the answers held) the other members die with the
-                # leader (killed, their disks intact), so the newcomer is the one ISR member left
-                # to take over: whether it holds every committed record is then all that matters.
-                hold = self.rng.random() < 0.5
-                others = tuple(r for r in p.isr_state.isr if r not in (node_id, adding))
-                wait = self._strike(moment, node_id, now, key=key, follower=adding, force=True,
-                                    also=others if hold or self.rng.random() < 0.5 else ())
-                if hold:
-                    self._hold_expansion(node_id, adding, key, wait, now)
+            elif moment == "isr_expand" and moment in self.kinds:
+                # A data partition's expansion whose committed ISR already moves the HW: there
+                # the expansion's answers are held too.
+                ripe = [(k, q) for k, q in data if len(q.isr_state.isr) >= self.min_isr]
+                if ripe and now >= self._hold_busy_until:
+                    self._hold_busy_until = now + self.rng.uniform(1.0, 4.0)
+                    self._expand(node_id, *self.rng.choice(ripe), now, hold=True)
+                elif now >= self._expand_busy_until:
+                    self._expand(node_id, key, p, now, hold=False)
 
         on_isr_change.moments = self
         settings.on_isr_change = on_isr_change
+
+    def _expand(self, node_id: int, key, p, now: float, *, hold: bool) -> None:
+        # Not held back by the other strikes: a follower rejoins right after the restart
+        # another strike caused, and that is the very moment.
+        self._expand_busy_until = now + self.rng.uniform(1.0, 4.0)
+        adding = p.isr_state.adding
+        self._cut_follower(node_id, adding)  # before the fetch answer leaves
+        # Half the time (always with the answers held) the other members die with the leader
+        # (killed, their disks intact), so the newcomer is the one ISR member left to take
+        # over: whether it holds every committed record is then all that matters.
+        others = tuple(r for r in p.isr_state.isr if r not in (node_id, adding))
+        # With the answers held, long enough for the workload to write (a few records a second).
+        wait = self._strike("isr_expand", node_id, now, key=key, follower=adding, force=True,
+                            also=others if hold or self.rng.random() < 0.5 else (),
+                            delay=(0.3, 1.5) if hold else None)
+        if hold:
+            self._hold_expansion(node_id, adding, key, wait, now)
 
     def _hook_partitions(self, node_id: int, kafka) -> None:
         """Told at once when a partition of this broker becomes leader (its change callback,
@@ -268,12 +282,13 @@ class Moments:
                              "seconds": self.rng.uniform(1.0, 4.0)}, trio.current_time(), self._nursery)
 
     def _strike(self, moment: str, node_id: int, now: float, *, key=None, follower=None, power=None,
-                force: bool = False, also: tuple[int, ...] = ()) -> float | None:
+                force: bool = False, also: tuple[int, ...] = (), delay: tuple[float, float] | None = None
+                ) -> float | None:
         """Kill or power off `node_id` after the moment's delay; `also` are killed with it.
         Returns the delay (None: no strike now)."""
         if (now < self._busy_until and not force) or self._nursery is None:
             return None
-        delay = {"isr_expand": (0.02, 0.5), "isr_shrink": (0.0, 0.05), "leader_change": (0.0, 0.3),
+        delay = delay or {"isr_expand": (0.02, 0.5), "isr_shrink": (0.0, 0.05), "leader_change": (0.0, 0.3),
                  "producer_id": (0.0, 0.3), "snapshot": (0.0, 0.05), "min_isr": (0.0, 0.2)}[moment]
         wait = self.rng.uniform(*delay)
         if power is None:
@@ -358,21 +373,20 @@ class Moments:
 
     def _reset_voter_link(self, now: float) -> None:
         """The connections between the Raft leader and one voter following it reset; the voter
-        reconnects and hears from it again, then the leader is cut off from the other voters
-        (not from the brokers, which keep their session leases from it), and once a successor
-        leads the brokers cannot reach it for 0.6-2 s, longer than the close grace. The
-        successor must give them full sessions: its predecessor answered after the reset."""
+        reconnects and hears from it again, then the other voters are cut off from the leader
+        and from the brokers for 2.5-3.5 s: a successor is elected while the brokers, which
+        reach only the old leader, keep their session leases from it and hear of no successor
+        until the cut ends, often longer than the close grace after it took over. The successor
+        must give them full sessions: its predecessor answered after the reset."""
         if now < self._busy_until:
             return
         hosts = self.cluster.hosts
         leader = self.cluster.leader()
         voters = [v for v in self.cluster.voters if v != leader and hosts[v].up]
-        if leader is None or not voters:
-            return
-        # The cut outlasts the voters' fetch timeout and an election (2 s + up to 2 s here),
-        # and the successor's first seconds fall within the fault phase.
-        heard, cut = self.rng.uniform(0.3, 1.0), self.rng.uniform(3.0, 5.0)
-        if now + heard + cut + 1.0 > self._until:
+        # The cut outlasts the voters' fetch timeout (2 s) and mostly an election, and ends
+        # within the fault phase.
+        heard, cut = self.rng.uniform(0.3, 1.0), self.rng.uniform(2.5, 3.5)
+        if leader is None or not voters or now + heard + cut + 1.0 > self._until:
             return
         voter = self.rng.choice(voters)
         self._busy_until = now + heard + cut + self.rng.uniform(1.0, 3.0)
@@ -385,22 +399,16 @@ class Moments:
         await trio.sleep(heard)
         if not self.cluster.hosts[leader].up:
             return
-        for voter in self.cluster.voters:
-            if voter != leader:
-                self._block(leader, voter, cut)
-                self._block(voter, leader, cut)
-        successor = None
-        with trio.move_on_after(cut):
-            while successor in (None, leader):
+        others = [v for v in self.cluster.voters if v != leader]
+        for voter in others:
+            for node in [leader, *self.cluster.broker_ids]:
+                if node != voter:
+                    self._block(node, voter, cut)
+                    self._block(voter, node, cut)
+        with trio.move_on_after(cut):  # for the coverage: how often a successor took over
+            while self.cluster.leader() in (None, leader):
                 await trio.sleep(POLL)
-                successor = self.cluster.leader()
-        if successor in (None, leader):
-            return
-        silence = self.rng.uniform(0.6, 2.0)
-        self._record("voter_link_reset_silence", node=self.cluster.hosts[successor].name, seconds=round(silence, 6))
-        for broker in self.cluster.broker_ids:
-            if broker != successor:
-                self._block(broker, successor, silence)
+            self._record("voter_link_reset_successor", node=self.cluster.hosts[self.cluster.leader()].name)
 
     def _pause_a_leader(self, now: float) -> None:
         if now < self._busy_until:
