@@ -13,7 +13,9 @@ watches the nodes for those moments and strikes right after one:
   partition whose committed ISR is at min.insync.replicas, the leader's connections to the
   newcomer also reset, the leader dies 0.3-1.5 s later with the other members, and the
   controllers' answers to it are held for most of that time (isr_expand_hold), so the change
-  is committed while the leader still has it in flight;
+  is committed while the leader still has it in flight. Such expansions are rare under
+  faults, so every few seconds a follower of a data partition whose ISR is full dies and
+  restarts at once (isr_expand_bounce);
 - isr_shrink: a leader proposed dropping members: it dies within ~50 ms, while the
   change may still be in flight;
 - leader_change: a broker just became leader of a partition (data or
@@ -58,9 +60,10 @@ __all__ = ["Moments", "MOMENT_KINDS", "STRIKE_KINDS", "moments_enabled"]
 
 MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "snapshot", "min_isr", "pause_leader",
                 "metadata_lag", "stale_isr", "voter_link_reset")
-# What the coverage summary counts (simulations.coverage): the moments, and the expansion
-# strikes that also hold the controllers' answers, and the successors elected under a voter_link_reset.
-STRIKE_KINDS = (*MOMENT_KINDS, "isr_expand_hold", "voter_link_reset_successor")
+# What the coverage summary counts (simulations.coverage): the moments, the expansion strikes
+# that also hold the controllers' answers, the followers bounced for them, and the successors
+# elected under a voter_link_reset.
+STRIKE_KINDS = (*MOMENT_KINDS, "isr_expand_hold", "isr_expand_bounce", "voter_link_reset_successor")
 POLL = 0.01
 SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
 
@@ -88,6 +91,7 @@ class Moments:
         self._nursery: trio.Nursery | None = None
         self._next_pause = 0.0
         self._next_lag = 0.0
+        self._next_bounce = 0.0
         self._next_reset = 0.0
         self._until = 0.0  # the end of the fault phase
 
@@ -100,6 +104,7 @@ class Moments:
             self._until = until
             self._next_pause = trio.current_time() + self.rng.uniform(0.5, 5.0)
             self._next_lag = trio.current_time() + self.rng.uniform(0.5, 4.0)
+            self._next_bounce = trio.current_time() + self.rng.uniform(0.5, 3.0)
             self._next_reset = trio.current_time() + self.rng.uniform(0.5, 3.0)
             while trio.current_time() < until:
                 with trio.move_on_at(until):
@@ -137,6 +142,9 @@ class Moments:
         if "metadata_lag" in self.kinds and now >= self._next_lag and self.cluster.mode == "cluster":
             self._next_lag = now + self.rng.uniform(2.0, 6.0)
             self._lag_metadata(now)
+        if "isr_expand" in self.kinds and now >= self._next_bounce and self.cluster.mode == "cluster":
+            self._next_bounce = now + self.rng.uniform(2.0, 5.0)
+            self._bounce_follower(now)
         if "voter_link_reset" in self.kinds and now >= self._next_reset and self.cluster.mode == "cluster":
             self._next_reset = now + self.rng.uniform(3.0, 8.0)
             self._reset_voter_link(now)
@@ -409,6 +417,28 @@ class Moments:
             while self.cluster.leader() in (None, leader):
                 await trio.sleep(POLL)
             self._record("voter_link_reset_successor", node=self.cluster.hosts[self.cluster.leader()].name)
+
+    def _bounce_follower(self, now: float) -> None:
+        """A follower of a data partition whose ISR is full dies and comes back at once, so
+        that ISR shrinks and grows again while still at min.insync.replicas: the expansion the
+        isr_expand strike with held answers waits for (faults leave most ISRs below it)."""
+        if now < self._busy_until:
+            return
+        hosts = self.cluster.hosts
+        full = []
+        for node_id in self.cluster.broker_ids:
+            kafka = hosts[node_id].kafka() if hosts[node_id].up else None
+            for key, p in sorted(kafka.replicas.partitions.items()) if kafka is not None else ():
+                if (p.is_leader and not p.log.config.compact and len(p.isr_state.isr) > self.min_isr
+                        and len(p.isr_state.isr) == len(p.registration.replicas)):
+                    full.append((node_id, key, p))
+        if not full:
+            return
+        leader, key, p = self.rng.choice(full)
+        follower = self.rng.choice([r for r in p.isr_state.isr if r != leader])
+        self._busy_until = now + self.rng.uniform(1.0, 3.0)
+        self._record("isr_expand_bounce", node=hosts[follower].name, key=key)
+        self._nursery.start_soon(self._kill_later, follower, 0.0, False, self.rng.uniform(0.1, 0.6))
 
     def _pause_a_leader(self, now: float) -> None:
         if now < self._busy_until:
