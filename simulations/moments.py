@@ -245,8 +245,7 @@ class Moments:
         seconds = self.rng.uniform(0.5, 3.0)
         for follower in p.registration.replicas:
             if follower != node_id and follower in hosts:
-                self.nemesis._apply({"kind": "oneway", "src": hosts[node_id].name, "dst": hosts[follower].name,
-                                     "seconds": seconds}, now, self._nursery)
+                self._block(node_id, follower, seconds)
         self._strike("leader_change", node_id, now, key=p.key, force=True)
 
     def _watch_leaders(self, node_id: int, kafka, now: float) -> None:
@@ -285,9 +284,7 @@ class Moments:
     def _cut_follower(self, leader: int, follower: int | None) -> None:
         if follower is None or self._nursery is None:
             return
-        hosts = self.cluster.hosts
-        self.nemesis._apply({"kind": "oneway", "src": hosts[leader].name, "dst": hosts[follower].name,
-                             "seconds": self.rng.uniform(1.0, 4.0)}, trio.current_time(), self._nursery)
+        self._block(leader, follower, self.rng.uniform(1.0, 4.0))
 
     def _strike(self, moment: str, node_id: int, now: float, *, key=None, follower=None, power=None,
                 force: bool = False, also: tuple[int, ...] = (), delay: tuple[float, float] | None = None
@@ -302,10 +299,9 @@ class Moments:
         if power is None:
             power = self.rng.random() < 0.5
         self._busy_until = max(self._busy_until, now + wait + self.rng.uniform(1.0, 4.0))
-        self.counts[moment] = self.counts.get(moment, 0) + 1
         extra = {"also": [self.cluster.hosts[n].name for n in also]} if also else {}
-        self.trace.record("moments", moment, node=self.cluster.hosts[node_id].name, key=key, follower=follower,
-                          after=round(wait, 6), **extra)
+        self._record(moment, node=self.cluster.hosts[node_id].name, key=key, follower=follower, after=round(wait, 6),
+                     **extra)
         self._nursery.start_soon(self._kill_later, node_id, wait, power)
         for other in also:
             self._nursery.start_soon(self._kill_later, other, wait, False)
@@ -449,8 +445,7 @@ class Moments:
         node_id = self.rng.choice(leaders)
         seconds = SESSION_TIMEOUT_S + self.rng.uniform(0.2, 3.0)
         self._busy_until = now + seconds + self.rng.uniform(1.0, 3.0)
-        self.counts["pause_leader"] = self.counts.get("pause_leader", 0) + 1
-        self.trace.record("moments", "pause_leader", node=self.cluster.hosts[node_id].name, seconds=round(seconds, 3))
+        self._record("pause_leader", node=self.cluster.hosts[node_id].name, seconds=round(seconds, 3))
         self.nemesis._apply({"kind": "pause", "node": node_id, "seconds": seconds}, now, self._nursery)
 
     def _lag_metadata(self, now: float) -> None:
@@ -471,11 +466,9 @@ class Moments:
         lagging = self.rng.choice(sorted(followers))
         seconds = self.rng.uniform(0.5, 5.0)
         self._busy_until = now + seconds + self.rng.uniform(1.0, 3.0)
-        self.counts["metadata_lag"] = self.counts.get("metadata_lag", 0) + 1
-        self.trace.record("moments", "metadata_lag", node=hosts[lagging].name, seconds=round(seconds, 3))
+        self._record("metadata_lag", node=hosts[lagging].name, seconds=round(seconds, 3))
         for controller in self.cluster.voters:
-            for src, dst in ((lagging, controller), (controller, lagging)):
-                self.nemesis._apply({"kind": "oneway", "src": hosts[src].name, "dst": hosts[dst].name,
-                                     "seconds": seconds}, now, self._nursery)
+            self._block(lagging, controller, seconds)
+            self._block(controller, lagging, seconds)
         leader = self.rng.choice(sorted(followers[lagging]))
         self._nursery.start_soon(self._kill_later, leader, self.rng.uniform(0.05, min(1.0, seconds)), False)
