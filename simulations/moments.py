@@ -417,9 +417,8 @@ class Moments:
     def _bounce_follower(self, now: float) -> None:
         """A follower of a data partition whose ISR is full dies and comes back at once, so
         that ISR shrinks and grows again while still at min.insync.replicas: the expansion the
-        isr_expand strike with held answers waits for (faults leave most ISRs below it)."""
-        if now < self._busy_until:
-            return
+        isr_expand strike with held answers waits for (faults leave most ISRs below it). Not
+        held back by the other strikes, which leave little time between them."""
         hosts = self.cluster.hosts
         full = []
         for node_id in self.cluster.broker_ids:
@@ -432,7 +431,6 @@ class Moments:
             return
         leader, key, p = self.rng.choice(full)
         follower = self.rng.choice([r for r in p.isr_state.isr if r != leader])
-        self._busy_until = now + self.rng.uniform(1.0, 3.0)
         self._record("isr_expand_bounce", node=hosts[follower].name, key=key)
         self._nursery.start_soon(self._kill_later, follower, 0.0, False, self.rng.uniform(0.1, 0.6))
 
