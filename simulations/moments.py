@@ -35,8 +35,8 @@ watches the nodes for those moments and strikes right after one:
   changes the ISR under the proposal; when it has landed the leader and the other members die;
 - voter_link_reset: the connections between the Raft leader and one voter reset; once the
   voter has heard from its leader again, the other voters are cut off from the leader and
-  from the brokers (which keep their session leases from the old leader) for 2.5-3.5 s, so a
-  successor is elected that the brokers do not hear of for a while
+  from the brokers (which still reach the old leader) for 2.5-3.5 s, so a successor may be
+  elected that the brokers do not hear of for a while
   (voter_link_reset_successor counts those elected).
 
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway, reset,
@@ -378,10 +378,10 @@ class Moments:
     def _reset_voter_link(self, now: float) -> None:
         """The connections between the Raft leader and one voter following it reset; the voter
         reconnects and hears from it again, then the other voters are cut off from the leader
-        and from the brokers for 2.5-3.5 s: a successor is elected while the brokers, which
-        reach only the old leader, keep their session leases from it and hear of no successor
-        until the cut ends, often longer than the close grace after it took over. The successor
-        must give them full sessions: its predecessor answered after the reset."""
+        and from the brokers for 2.5-3.5 s: a successor may be elected while the brokers, which
+        reach only the old leader, hear of no successor until the cut ends, which may be longer
+        than the close grace after it took over. The successor must not take its predecessor
+        for dead: it answered after the reset."""
         if now < self._busy_until:
             return
         hosts = self.cluster.hosts
