@@ -170,6 +170,8 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
             trio.lowlevel.remove_instrument(instrument)
         nursery.cancel_scope.cancel()
     trace.record("sim", "end", ops=len(history.ops), violations=len(checker.violations))
+    if moments is not None:
+        coverage.strikes(moments.counts)
     state["coverage"] = coverage.report(trace)
     state["faults"] = dict(sorted(nemesis.counts.items()))
     state["schedule"] = schedule_of(options, profile, nemesis.schedule).to_dict()

@@ -16,6 +16,8 @@ Nothing here is in node code: the counts come from what the nodes already keep a
 - Broker state polled every `POLL_EVERY` s (`poll`): producer-state rebuilds, log cleaning
   passes, log-start moves by retention or DeleteRecords.
 - Errors the clients were answered with (the History), fenced and not-leader ones included.
+- The strikes simulations.moments made (`strike_<moment>`), so a moment a run never reached
+  shows as a zero too.
 - The faults the nemesis applied are reported beside these (`faults`), not among them.
 
 `KEYS` lists every counter a cluster run reports, zeros included.
@@ -30,6 +32,7 @@ from raft.entry import Entry
 from raft.quorum_state import Role
 from metadata.log_format import BatchAssembler, CommittedBatch
 from metadata.records import NO_LEADER_CHANGE
+from simulations.moments import STRIKE_KINDS
 from wire.error_codes import ErrorCode
 
 __all__ = ["Coverage", "LOG_EVENTS", "INFO_LOGGERS", "KEYS", "RAFT_KEYS", "merge"]
@@ -82,6 +85,7 @@ KEYS = tuple(sorted({
     "leader_election_unclean", "leader_election_elr", "leader_none", "elr_change", "broker_fenced",
     "broker_unfenced", "producer_id_block", "topic_created", "topic_deleted", "metadata_batch_abandoned",
     "producer_state_rebuild", "log_cleaning", "retention_delete",
+    *(f"strike_{kind}" for kind in STRIKE_KINDS),
     *(f"client_error_{name.lower()}" for name in FENCED_ERRORS),
 }))
 # What the Raft workload (the controller quorum alone) can reach.
@@ -108,6 +112,11 @@ class Coverage:
 
     def add(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n
+
+    def strikes(self, counts: dict[str, int]) -> None:
+        """What simulations.moments struck (Moments.counts)."""
+        for kind, n in sorted(counts.items()):
+            self.add(f"strike_{kind}", n)
 
     # -------------------------------------------------------------- log lines
     def log_line(self, record) -> None:

@@ -135,3 +135,13 @@ def test_an_abandoned_metadata_batch_is_not_counted():
     c = coverage.counts
     assert c["metadata_batch_abandoned"] == 1 and c["isr_shrink_committed"] == 0
     assert (c["leader_election_clean"], c["leader_election_unclean"]) == (1, 0)
+
+
+def test_every_strike_is_a_coverage_counter():
+    from simulations.moments import STRIKE_KINDS
+
+    coverage = Coverage()
+    coverage.strikes({"stale_isr": 2, "voter_link_reset": 1})
+    assert {f"strike_{kind}" for kind in STRIKE_KINDS} <= set(KEYS)
+    assert (coverage.counts["strike_stale_isr"], coverage.counts["strike_voter_link_reset"]) == (2, 1)
+    assert coverage.counts["strike_isr_expand_hold"] == 0  # reported as a zero, so a blind spot shows
