@@ -342,7 +342,7 @@ class ReplicaFetcher:
                     await self._truncate_on_divergence(key, state, p, pd.diverging_epoch)
                     skipped = True  # its HW not taken
                 else:
-                    await _start_at_first_batch(p, pd.records)
+                    await _start_at_first_batch(p, pd.records, pd.log_start_offset)
                     self._append(key, state, p, pd)
         if skipped:
             # The leader believes it told us a HW we did not take (an answer for a log that
@@ -410,20 +410,25 @@ class ReplicaFetcher:
                 await p.log.truncate_fully_and_start_at(earliest)
 
 
-async def _start_at_first_batch(p: Partition, records) -> None:
-    """A log that holds nothing yet (started at the leader's log start) whose first fetched
-    batch begins below that start (DeleteRecords moved the leader's log start into the batch)
-    starts again at the batch's base offset, so the batch appends (Kafka's Partition does this
-    on an UnexpectedAppendOffsetException)."""
+async def _start_at_first_batch(p: Partition, records, leader_log_start: int) -> None:
+    """A log whose end sits inside the leader's first fetched batch, with nothing the leader
+    still keeps (it holds nothing yet, or only records below the leader's log start), starts
+    again at the batch's base offset, so the batch appends. Kafka's Partition does this on an
+    UnexpectedAppendOffsetException for an empty log: DeleteRecords put the leader's log start
+    inside the batch. A log holding records below that start gets there too: reconciliation
+    cuts it back to the leader's log start (the end the leader gives for an epoch older than
+    its epoch cache, which was truncated from the start). What it drops lies below the leader's
+    log start, which following the leader would drop anyway; kept, the batch would be refused
+    for ever (simulation seeds 1014, 1496)."""
     plog = p.log
     end = plog.log_end_offset
-    if records is None or len(records) < 27 or end != plog.log_start_offset:
+    if records is None or len(records) < 27 or (end != plog.log_start_offset and end > leader_log_start):
         return
     head = bytes(records[:27])
     base = int.from_bytes(head[:8], "big", signed=True)
     last = base + int.from_bytes(head[23:27], "big", signed=True)
     if base < end <= last:
-        log.info("%s-%d: the leader's first batch starts at %d, below our start %d; starting there",
+        log.info("%s-%d: the leader's first batch starts at %d, below our end %d; starting there",
                  p.key[0], p.key[1], base, end)
         await plog.truncate_fully_and_start_at(base)
 
