@@ -42,9 +42,9 @@ ISOLATIONS = ("read_committed", "read_uncommitted")
 # Segments of a few transactions and a cleaner that takes each rolled one. Markers keep Kafka's
 # default delete.retention.ms (a day): a replica away for longer than it (killed, paused, cut
 # off) comes back still holding an aborted transaction's records, fetches on past the ABORT
-# marker the leader has since removed, and the transaction's next COMMIT marker closes them as
+# marker the leader has since removed, and the producer's next COMMIT marker closes them as
 # committed. Kafka bounds that hazard by this setting only, and the nemesis keeps a replica
-# away for seconds, so a short one would let the fuzz report it (seed 1109 at 2 s).
+# away for seconds, so markers must outlive any run (tests/simulations/test_txn_topic_config.py).
 TXN_TOPIC_COMPACTION = {"cleanup.policy": "compact", "segment.ms": "400", "min.cleanable.dirty.ratio": "0.01"}
 
 
