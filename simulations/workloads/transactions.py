@@ -3,7 +3,7 @@ producer and read_committed consumer (issue 22).
 
 - TxnProducerProcess (one transactional id each): transactions of 1-4 records over the
   partitions of TXN_TOPIC (compacted, each record keyed by its own value: the cleaner keeps
-  every committed record, and removes aborted records and, later, markers, under faults), each also committing the group TXN_GROUP's offset of the
+  every committed record and removes aborted records under faults), each also committing the group TXN_GROUP's offset of the
   process's own partition of TXN_INPUT to the transaction's number (as consume-transform-
   produce commits the input it read); about a third are aborted. An op "txn" per
   transaction: value {"n", "values": [(partition, value)]}; ok = committed, fail = certainly
@@ -39,9 +39,13 @@ TXN_PARTITIONS = 3
 PRODUCERS = 2
 TRANSACTION_TIMEOUT_MS = 6000
 ISOLATIONS = ("read_committed", "read_uncommitted")
-# Segments of a few transactions and a cleaner that takes each rolled one, markers kept 2 s.
-TXN_TOPIC_COMPACTION = {"cleanup.policy": "compact", "segment.ms": "400", "min.cleanable.dirty.ratio": "0.01",
-                        "delete.retention.ms": "2000"}
+# Segments of a few transactions and a cleaner that takes each rolled one. Markers keep Kafka's
+# default delete.retention.ms (a day): a replica away for longer than it (killed, paused, cut
+# off) comes back still holding an aborted transaction's records, fetches on past the ABORT
+# marker the leader has since removed, and the producer's next COMMIT marker closes them as
+# committed. Kafka bounds that hazard by this setting only, and the nemesis keeps a replica
+# away for seconds, so markers must outlive any run (tests/simulations/test_txn_topic_config.py).
+TXN_TOPIC_COMPACTION = {"cleanup.policy": "compact", "segment.ms": "400", "min.cleanable.dirty.ratio": "0.01"}
 
 
 def _producer(env, bootstrap, transactional_id: str) -> Producer:
