@@ -485,12 +485,12 @@ class SimCluster:
         """A broker that asked to shut down while the controller could not have fenced it
         (it held its session lease when it sent that heartbeat: `asked_shutdown_with_lease`,
         metadata.broker_lifecycle; not when the stop began, as a paused process asks only
-        once it runs again), or whose metadata
-        shows it went through the controller's controlled shutdown, stops knowing it leads
-        nothing: the controller answers should_shutdown only once its leaderships moved and
-        every live broker (this one too) reported metadata past the moves, and never elects a
-        broker in controlled shutdown. (One the controller had fenced meanwhile is let stop
-        at once, as in Kafka; its metadata may be stale then.)"""
+        once it runs again), or whose metadata shows it went through the controller's
+        controlled shutdown, stops knowing it leads nothing: the controller answers
+        should_shutdown only once its leaderships moved and every live broker (this one
+        too) reported metadata past the moves, and never elects a broker in controlled
+        shutdown. (One the controller had fenced meanwhile is let stop at once, as in
+        Kafka; its metadata may be stale then.)"""
         role = host.broker_role()
         if role is None or role.kafka is None or role.lifecycle is None:
             return
