@@ -93,6 +93,11 @@ class BrokerLifecycle:
         self.unfenced = trio.Event()  # set the first time the controller unfences us
         self.shutdown_complete = trio.Event()
         self._want_shutdown = False
+        # Whether it held its session lease when it sent the first heartbeat asking to shut
+        # down that the controller answered (None until then): if so, the controller had not
+        # fenced it and runs the controlled shutdown (leaderships move first); if not, it may
+        # have been fenced, and a fenced broker is let stop at once on stale metadata.
+        self.asked_shutdown_with_lease: bool | None = None
         self._wake = trio.Event()
         # A broken controller connection ends the lease and starts the controller's close
         # grace (metadata.controller.connection_grace): heartbeat again now, not at the interval.
@@ -173,6 +178,7 @@ class BrokerLifecycle:
             self.conn.cluster_id, self.broker_id, self.broker_epoch, self.metadata_offset(),
             self.want_fence, self._want_shutdown)
         sent_at = self.env.now()
+        leased_at_send = self.holds_session_lease()
         try:
             reply = await self.conn.call(request, timeout=self.heartbeat_interval * 2)
         except ControllerUnavailableError as e:
@@ -187,6 +193,8 @@ class BrokerLifecycle:
         if reply.error != ErrorCode.NONE:
             await self.env.sleep(self.heartbeat_interval)
             return False
+        if request.want_shutdown and self.asked_shutdown_with_lease is None:
+            self.asked_shutdown_with_lease = leased_at_send
         if self.is_fenced != reply.is_fenced:
             log.info("broker %d is now %s", self.broker_id,
                      "fenced" if reply.is_fenced else "unfenced")

@@ -464,14 +464,12 @@ class SimCluster:
         host = self.hosts[node_id]
         node, env = host.node, host.env
         done, finished = None, False
-        role = host.broker_role()
-        leased = role is not None and role.lifecycle is not None and role.lifecycle.holds_session_lease()
         try:
             with trio.CancelScope() as host.stop_scope:
                 done = await shut_down_gracefully(node)
                 self.trace.record(host.name, "controlled_shutdown", complete=done)
                 if done:
-                    self._check_controlled_shutdown(host, leased)
+                    self._check_controlled_shutdown(host)
                 host.stopping = True
                 host.scope.cancel()
                 while host.env is env and host.up:  # until _run has seen the node end
@@ -483,19 +481,22 @@ class SimCluster:
                 self.kill(node_id, reason="stop_abandoned", power_loss=False)
         return done if finished else None
 
-    def _check_controlled_shutdown(self, host: NodeHost, leased: bool) -> None:
+    def _check_controlled_shutdown(self, host: NodeHost) -> None:
         """A broker that asked to shut down while the controller could not have fenced it
-        (`leased`: it held its session lease, metadata.broker_lifecycle), or whose metadata
-        shows it went through the controller's controlled shutdown, stops knowing it leads
-        nothing: the controller answers should_shutdown only once its leaderships moved and
-        every live broker (this one too) reported metadata past the moves, and never elects a
-        broker in controlled shutdown. (One the controller had fenced meanwhile is let stop
-        at once, as in Kafka; its metadata may be stale then.)"""
+        (it held its session lease when it sent that heartbeat: `asked_shutdown_with_lease`,
+        metadata.broker_lifecycle; not when the stop began, as a paused process asks only
+        once it runs again), or whose metadata shows it went through the controller's
+        controlled shutdown, stops knowing it leads nothing: the controller answers
+        should_shutdown only once its leaderships moved and every live broker (this one
+        too) reported metadata past the moves, and never elects a broker in controlled
+        shutdown. (One the controller had fenced meanwhile is let stop at once, as in
+        Kafka; its metadata may be stale then.)"""
         role = host.broker_role()
         if role is None or role.kafka is None or role.lifecycle is None:
             return
         image = role.kafka.metadata.image
         reg = image.brokers.get(host.node_id)
+        leased = role.lifecycle.asked_shutdown_with_lease
         if reg is None or reg.epoch != role.lifecycle.broker_epoch or not (leased or reg.in_controlled_shutdown):
             return
         still = sorted(f"{t.name}-{p}" for t, p, part in image.iter_partitions() if part.leader == host.node_id)

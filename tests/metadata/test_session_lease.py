@@ -135,3 +135,48 @@ async def test_a_broken_controller_connection_makes_it_heartbeat_again_at_once(a
         await trio.sleep(5.0)
         assert len(sent) == 2  # then the interval again
         nursery.cancel_scope.cancel()
+
+
+async def test_a_shutdown_asked_under_the_lease_is_recorded_as_such(autojump_clock):
+    # The controller cannot have fenced it: it runs the controlled shutdown (leaderships move first).
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=False), delay=0.1)
+    await lifecycle._heartbeat()
+    lifecycle.begin_controlled_shutdown()
+    assert lifecycle.asked_shutdown_with_lease is None  # not asked yet: no heartbeat went out
+    await lifecycle._heartbeat()
+    assert lifecycle.asked_shutdown_with_lease is True
+    lifecycle.conn.reply = rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=True, should_shutdown=True)
+    await lifecycle._heartbeat()
+    assert lifecycle.shutdown_complete.is_set() and lifecycle.asked_shutdown_with_lease is True
+
+
+async def test_a_stop_that_began_under_the_lease_but_asked_after_it_lapsed_is_not_leased(autojump_clock):
+    # SIGTERM reached a paused process while it held its lease; it heartbeats only once it runs
+    # again, after the lease lapsed (the controller may have fenced it meanwhile and then lets it
+    # stop at once, on stale metadata). What counts is the lease when the controller was asked.
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=False), delay=0.1)
+    await lifecycle._heartbeat()
+    lifecycle.begin_controlled_shutdown()
+    assert lifecycle.holds_session_lease()
+    await trio.sleep_until(lifecycle.lease_until)  # paused
+    lifecycle.conn.reply = rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=True, should_shutdown=True)
+    await lifecycle._heartbeat()
+    assert lifecycle.shutdown_complete.is_set()
+    assert lifecycle.asked_shutdown_with_lease is False
+
+
+async def test_an_unanswered_shutdown_heartbeat_does_not_count_as_asking(autojump_clock):
+    lifecycle = _lifecycle(rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=False), delay=0.1)
+    await lifecycle._heartbeat()
+    lifecycle.begin_controlled_shutdown()
+
+    async def unreachable(request, *, timeout):
+        raise ControllerUnavailableError("no controller answered")
+
+    answer, lifecycle.conn.call = lifecycle.conn.call, unreachable
+    assert not await lifecycle._heartbeat()
+    assert lifecycle.asked_shutdown_with_lease is None
+    await trio.sleep_until(lifecycle.lease_until)
+    lifecycle.conn.call = answer
+    await lifecycle._heartbeat()
+    assert lifecycle.asked_shutdown_with_lease is False
