@@ -370,7 +370,9 @@ class PartitionLog:
 
     def txn_indexes_rebuilt(self) -> None:
         for segment in self.segments:
-            segment.txn_index.ensure_file()
+            if not segment.txn_index_ok:
+                segment.txn_index.rebuilt()
+                segment.dirty = True  # the next flush writes its index file
             segment.txn_index_ok = True
 
     # -- truncation ---------------------------------------------------------

@@ -14,7 +14,10 @@ The partition's producer state writes the entries as it applies ABORT markers (l
 followers and replays alike); an entry already present (its marker is not after the last
 entry's) is skipped, so a replay writes each entry once. A file that does not decode (a
 torn write, a bad version, offsets out of order) is never trusted: the segment reports it
-and the log has the entries rebuilt by a producer state replay.
+and the log has the entries rebuilt by a producer state replay. A file present is read as
+whole, so once removed (`reset`) it comes back only with its rebuilt entries, written to a
+temporary file, fsynced and renamed into place (`sync` after `rebuilt`): a crash before that
+leaves it missing, and the next start replays again.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import bisect
 import struct
 from dataclasses import dataclass
 
-from storage.env import FileSystem
+from storage.env import FileSystem, write_file_atomic
 from storage.log.index_file import IndexFile
 
 __all__ = ["AbortedTxn", "TxnIndex", "decode_entries", "encode_entry", "collect_aborted", "ENTRY_SIZE"]
@@ -83,6 +86,8 @@ class TxnIndex:
         self.file = IndexFile(fs, path, create=create)
         self.entries: list[AbortedTxn] = entries or []
         self.unsynced = False  # changed since the last fsync
+        self.removed = False  # `reset` removed the file; entries are kept in memory only
+        self.whole = False  # removed, and its entries rebuilt since: `sync` writes the file
 
     @classmethod
     def load(cls, fs: FileSystem, path: str, max_bytes: int) -> tuple["TxnIndex", bool]:
@@ -90,7 +95,9 @@ class TxnIndex:
         stands for a marker of the segment, so it is never larger than the segment's data),
         comes back empty (and emptied) with ok=False."""
         if not fs.exists(path):
-            return cls(fs, path), False
+            index = cls(fs, path)
+            index.reset()  # gone again at once: an empty file would read as whole
+            return index, False
         index = cls(fs, path)
         try:
             if index.file.size() > max_bytes:
@@ -110,8 +117,8 @@ class TxnIndex:
         if txn.last_offset <= self.last_offset:
             return False
         self.entries.append(txn)
-        self.ensure_file()
-        self.file.append(encode_entry(txn))
+        if not self.removed:
+            self.file.append(encode_entry(txn))
         self.unsynced = True
         return True
 
@@ -133,15 +140,31 @@ class TxnIndex:
         self.file.truncate(0)
         if self.file.fs.exists(self.file.path):
             self.file.fs.remove(self.file.path)
+        self.removed, self.whole = True, False
         self.unsynced = True
 
-    def ensure_file(self) -> None:
-        """Create the file if `reset` removed it (the entries are whole again)."""
-        if not self.file.fs.exists(self.file.path):
-            self.file = IndexFile(self.file.fs, self.file.path, create=True)
+    def rebuilt(self) -> None:
+        """The entries are whole again (a producer state replay wrote them): the next `sync`
+        writes the file, never before they are durable in it."""
+        if self.removed:
+            self.whole = self.unsynced = True
 
     async def sync(self) -> None:
-        if self.unsynced:
+        if not self.unsynced:
+            return
+        if not self.removed:
             self.unsynced = False
-            if self.file.fs.exists(self.file.path):  # else reset, and not rebuilt yet
-                await self.file.sync()
+            await self.file.sync()
+        elif self.whole:
+            fs, path, entries = self.file.fs, self.file.path, list(self.entries)
+            self.whole = False  # one writer at a time
+            try:
+                await write_file_atomic(fs, path, b"".join(encode_entry(e) for e in entries))
+            finally:
+                self.whole = True
+            if self.file.path != path or self.entries != entries:  # renamed or changed meanwhile
+                if fs.exists(path):
+                    fs.remove(path)
+                return  # still removed and whole: the next sync writes it again
+            self.file = IndexFile(fs, path)
+            self.removed = self.whole = self.unsynced = False

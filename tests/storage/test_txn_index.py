@@ -129,3 +129,33 @@ async def test_an_index_reset_by_recovery_stays_stale_for_a_start_before_its_reb
     assert whole.txn_index_stale_from is None
     assert whole.collect_aborted_txns(0, end) == [AbortedTxn(5, second.base_offset, second.base_offset + 1,
                                                              second.base_offset + 2)]
+
+
+async def test_a_rebuilt_index_reappears_only_with_its_entries_durable():
+    # The replay after a recovery rebuilds the index in memory; a kill -9 before the next
+    # flush must leave the file missing (rebuilt again), not present and empty: the segment
+    # sits below the recovery point, so the next start would trust it (fuzz seed 222: G1a).
+    env = FakeEnv()
+    log = await PartitionLog.open(env, "/data/t-0", CONFIG)
+    for _ in range(8):
+        log.append_as_leader(batch(0, [(b"k", b"v" * 60)]), leader_epoch=0)
+    second = log.segments[1]
+    aborted = AbortedTxn(5, second.base_offset, second.base_offset + 1, second.base_offset + 2)
+    log.append_aborted_txn(aborted)
+    await log.flush()
+    end = log.log_end_offset
+    recovered = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=False,
+                                        recovery_point=second.base_offset)
+    await recovered.flush()
+    assert recovered.txn_index_stale_from == second.base_offset
+    assert recovered.append_aborted_txn(aborted)
+    recovered.txn_indexes_rebuilt()  # then a kill -9 before any flush
+    killed = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=False, recovery_point=end)
+    assert killed.txn_index_stale_from == second.base_offset
+    assert killed.append_aborted_txn(aborted)
+    killed.txn_indexes_rebuilt()
+    await killed.flush()  # writes the rebuilt file
+    await killed.close()
+    again = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=True, recovery_point=end)
+    assert again.txn_index_stale_from is None
+    assert again.collect_aborted_txns(0, end) == [aborted]
