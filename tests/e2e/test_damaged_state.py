@@ -103,11 +103,23 @@ def try_create(admin, topic, **kw) -> bool:
 
 
 def partition_state(admin, topic):
-    meta = admin.list_topics(topic, timeout=10).topics[topic]
+    meta = _topic_metadata(admin, topic)
     if meta.error is not None or 0 not in meta.partitions:
         return None
     p = meta.partitions[0]
     return p.leader, sorted(p.isrs)
+
+
+def _topic_metadata(admin, topic, attempts=3):
+    """The topic's metadata; a Metadata call that timed out (its broker was just killed, and
+    librdkafka had it in flight there) is asked again."""
+    from confluent_kafka import KafkaError, KafkaException
+    for attempt in range(attempts):
+        try:
+            return admin.list_topics(topic, timeout=10).topics[topic]
+        except KafkaException as e:
+            if attempt == attempts - 1 or e.args[0].code() != KafkaError._TIMED_OUT:
+                raise
 
 
 def round_trip(bootstrap: str, topic: str, admin, **kw) -> None:
