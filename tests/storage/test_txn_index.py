@@ -102,40 +102,10 @@ async def test_segments_recovered_after_an_unclean_shutdown_have_their_index_reb
     assert reopened.txn_index_stale_from == reopened.segments[1].base_offset
 
 
-async def test_an_index_reset_by_recovery_stays_stale_for_a_start_before_its_rebuild():
-    # Recovery empties the index of each segment it rescans; the producer state replay that
-    # writes it again may never come (the process dies first, after flushing the segment).
-    # The next start, trusting its recovery point, does not rescan: it must still find the
-    # index stale, not whole and empty (a lost abort: aborted records read as committed).
-    env = FakeEnv()
-    log = await PartitionLog.open(env, "/data/t-0", CONFIG)
-    for _ in range(8):
-        log.append_as_leader(batch(0, [(b"k", b"v" * 60)]), leader_epoch=0)
-    second = log.segments[1]
-    log.append_aborted_txn(AbortedTxn(5, second.base_offset, second.base_offset + 1, second.base_offset + 2))
-    await log.flush()
-    end = log.log_end_offset
-    recovered = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=False,
-                                        recovery_point=second.base_offset)
-    assert recovered.txn_index_stale_from == second.base_offset
-    await recovered.flush()  # no rebuild, then a kill -9
-    again = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=False, recovery_point=end)
-    assert again.txn_index_stale_from == second.base_offset
-    again.append_aborted_txn(AbortedTxn(5, second.base_offset, second.base_offset + 1, second.base_offset + 2))
-    again.txn_indexes_rebuilt()
-    await again.flush()
-    await again.close()
-    whole = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=True, recovery_point=end)
-    assert whole.txn_index_stale_from is None
-    assert whole.collect_aborted_txns(0, end) == [AbortedTxn(5, second.base_offset, second.base_offset + 1,
-                                                             second.base_offset + 2)]
-
-
-async def test_a_rebuilt_index_reappears_only_with_its_entries_durable():
-    # The replay after a recovery rebuilds the index in memory; a kill -9 before the next
-    # flush must leave the file missing (rebuilt again), not present and empty: the segment
-    # sits below the recovery point, so the next start would trust it (fuzz seed 222: G1a).
-    env = FakeEnv()
+async def _recovered_with_an_abort_in_its_second_segment(env):
+    """A log of a few segments with an aborted transaction in its second, flushed, then opened
+    after an unclean shutdown with that segment past the recovery point (its index reset):
+    (second segment, the aborted transaction, log end, the recovered log)."""
     log = await PartitionLog.open(env, "/data/t-0", CONFIG)
     for _ in range(8):
         log.append_as_leader(batch(0, [(b"k", b"v" * 60)]), leader_epoch=0)
@@ -143,9 +113,37 @@ async def test_a_rebuilt_index_reappears_only_with_its_entries_durable():
     aborted = AbortedTxn(5, second.base_offset, second.base_offset + 1, second.base_offset + 2)
     log.append_aborted_txn(aborted)
     await log.flush()
-    end = log.log_end_offset
     recovered = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=False,
                                         recovery_point=second.base_offset)
+    return second, aborted, log.log_end_offset, recovered
+
+
+async def test_an_index_reset_by_recovery_stays_stale_for_a_start_before_its_rebuild():
+    # Recovery empties the index of each segment it rescans; the producer state replay that
+    # writes it again may never come (the process dies first, after flushing the segment).
+    # The next start, trusting its recovery point, does not rescan: it must still find the
+    # index stale, not whole and empty (a lost abort: aborted records read as committed).
+    env = FakeEnv()
+    second, aborted, end, recovered = await _recovered_with_an_abort_in_its_second_segment(env)
+    assert recovered.txn_index_stale_from == second.base_offset
+    await recovered.flush()  # no rebuild, then a kill -9
+    again = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=False, recovery_point=end)
+    assert again.txn_index_stale_from == second.base_offset
+    again.append_aborted_txn(aborted)
+    again.txn_indexes_rebuilt()
+    await again.flush()
+    await again.close()
+    whole = await PartitionLog.open(env, "/data/t-0", CONFIG, clean_shutdown=True, recovery_point=end)
+    assert whole.txn_index_stale_from is None
+    assert whole.collect_aborted_txns(0, end) == [aborted]
+
+
+async def test_a_rebuilt_index_reappears_only_with_its_entries_durable():
+    # The replay after a recovery rebuilds the index in memory; a kill -9 before the next
+    # flush must leave the file missing (rebuilt again), not present and empty: the segment
+    # sits below the recovery point, so the next start would trust it (fuzz seed 222: G1a).
+    env = FakeEnv()
+    second, aborted, end, recovered = await _recovered_with_an_abort_in_its_second_segment(env)
     await recovered.flush()
     assert recovered.txn_index_stale_from == second.base_offset
     assert recovered.append_aborted_txn(aborted)
