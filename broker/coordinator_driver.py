@@ -109,6 +109,7 @@ class CoordinatorDriver:
         self.loads_completed = 0
 
     def now(self) -> Now:
+        """Both clocks, as the coordinator takes them."""
         return Now(monotonic_ms=round(self.env.now() * 1000), wall_ms=self.env.wall_ms())
 
     def wake_time(self, deadline_ms: int) -> float:

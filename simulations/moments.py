@@ -270,7 +270,8 @@ class Moments:
         def carry_out(out) -> None:
             original(out)
             if self._nursery is not None and out.appends:
-                completing = [t for t, txn in sorted(driver.coordinator.txns.items()) if txn.pending_state in _COMPLETING]
+                completing = [t for t, txn in sorted(driver.coordinator.txns.items())
+                              if txn.pending_state in _COMPLETING]
                 if completing:
                     self._step_coordinator_clock(node_id, driver, completing[0])
 

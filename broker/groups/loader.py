@@ -46,7 +46,8 @@ def replay(records: Iterable[tuple[bytes, bytes | None]], wall_ms: int,
     groups: dict[str, ClassicGroup] = {}
     for group_id in sorted(set(metadata) | {g for g, o in offsets.items() if o}):
         value = metadata.get(group_id)
-        group = ClassicGroup(group_id, wall_ms) if value is None else ClassicGroup.from_record_value(group_id, value, wall_ms)
+        group = (ClassicGroup(group_id, wall_ms) if value is None
+                 else ClassicGroup.from_record_value(group_id, value, wall_ms))
         group.offsets = dict(sorted(offsets.get(group_id, {}).items()))
         groups[group_id] = group
     return groups
