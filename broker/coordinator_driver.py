@@ -9,7 +9,10 @@ appends, and loading on leadership changes.
 
 Handlers call `await driver.call(lambda token, now: coordinator.<api>(token, ..., now=now))`
 for requests that may be held or must wait for their records, and the coordinator's
-plain methods (with `driver.now()`) for the rest. Times are wall-clock ms, as Kafka's.
+plain methods (with `driver.now()`) for the rest. `now` is a broker.groups.timers.Now:
+the Env's monotonic clock (env.now(), in ms) for every deadline the coordinator keeps,
+its wall clock (env.wall_ms()) for the timestamps it writes, as Kafka splits them; a
+stepped wall clock moves no timer.
 
 The coordinator core offers: partition_for(key), partitions (index -> PartitionStatus),
 config.num_partitions, begin_loading, load_partition(index, records, now, on_skip) (may
@@ -44,6 +47,7 @@ import trio
 
 from broker.controller_channel import CreatableTopic
 from broker.groups import Output, PartitionStatus, PendingAppend
+from broker.groups.timers import Now
 from broker.log_scan import iter_log_batches, marker_commit
 from metadata.controller.dynamic_configs import effective_topic_value
 from metadata.delta import MetadataDelta
@@ -104,8 +108,13 @@ class CoordinatorDriver:
         self._nursery: trio.Nursery | None = None
         self.loads_completed = 0
 
-    def now(self) -> int:
-        return self.env.wall_ms()
+    def now(self) -> Now:
+        """Both clocks, as the coordinator takes them."""
+        return Now(monotonic_ms=round(self.env.now() * 1000), wall_ms=self.env.wall_ms())
+
+    def wake_time(self, deadline_ms: int) -> float:
+        """The Env clock time (seconds) of a coordinator deadline (monotonic ms)."""
+        return deadline_ms / 1000
 
     # -- metadata publisher -------------------------------------------------------
     def publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
@@ -135,7 +144,7 @@ class CoordinatorDriver:
             task_status.started()
 
     # -- requests --------------------------------------------------------------------
-    async def call(self, request: Callable[[int, int], Output]) -> object:
+    async def call(self, request: Callable[[int, Now], Output]) -> object:
         """Run `request(token, now)` on the coordinator and wait for the answer to `token`."""
         token = self._next_token
         self._next_token += 1
@@ -216,12 +225,12 @@ class CoordinatorDriver:
         if min_isr is not None and len(partition.isr) < min_isr:
             self._fail(pending.append_id, ErrorCode.NOT_ENOUGH_REPLICAS)
             return
-        now = self.now()
-        batch = build_batch([SimpleRecord(key, value) for key, value in pending.records], base_timestamp=now,
+        wall_ms = self.env.wall_ms()
+        batch = build_batch([SimpleRecord(key, value) for key, value in pending.records], base_timestamp=wall_ms,
                             producer_id=pending.producer_id, producer_epoch=pending.producer_epoch,
                             transactional=pending.producer_id >= 0)
         try:
-            info = partition.append_as_leader(batch, now)
+            info = partition.append_as_leader(batch, wall_ms)
         except RecordTooLargeError:
             self._fail(pending.append_id, ErrorCode.RECORD_LIST_TOO_LARGE)
             return
@@ -271,11 +280,11 @@ class CoordinatorDriver:
         while True:
             self._timers_changed = trio.Event()
             deadline = self.coordinator.next_deadline()
-            wake_at = math.inf if deadline is None else self.env.now() + max(0, deadline - self.now()) / 1000
-            with self.env.move_on_at(wake_at):
+            with self.env.move_on_at(math.inf if deadline is None else self.wake_time(deadline)):
                 await self._timers_changed.wait()
-            if deadline is not None and self.now() >= deadline:
-                self.carry_out(self.coordinator.tick(self.now()))
+            now = self.now()
+            if deadline is not None and now.monotonic_ms >= deadline:
+                self.carry_out(self.coordinator.tick(now))
 
     # -- leadership of the topic's partitions -------------------------------------------
     async def _leadership_loop(self) -> None:
@@ -329,7 +338,7 @@ class CoordinatorDriver:
     def _unload(self, index: int) -> None:
         del self._served[index]
         self._pending.pop(index, None)  # unload_partition fails the coordinator's appends itself
-        self.carry_out(self.coordinator.unload_partition(index))
+        self.carry_out(self.coordinator.unload_partition(index, self.now()))
         self.log.info("no longer coordinator for %s-%d", self.topic, index)
 
     async def _load(self, index: int, epoch: int) -> None:

@@ -37,7 +37,14 @@ watches the nodes for those moments and strikes right after one:
   voter has heard from its leader again, the other voters are cut off from the leader and
   from the brokers (which still reach the old leader) for 2.5-3.5 s, so a successor may be
   elected that the brokers do not hear of for a while
-  (voter_link_reset_successor counts those elected).
+  (voter_link_reset_successor counts those elected);
+- coordinator_clock: a transaction coordinator just appended a transaction's
+  CompleteCommit/CompleteAbort record: its wall clock steps 45-120 s forward and its
+  answers to the other brokers are held for 5.5-8 s, longer than its commit timeout, so the
+  record is not written and is retried; the clock steps back as soon as a retry waits (a
+  coordinator timing its retry by the wall clock then holds it for as long as the step, and
+  InitProducerId answers CONCURRENT_TRANSACTIONS meanwhile). Not held back by the other
+  strikes, nor holding them back.
 
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway, reset,
 pause), applied through it, so they are counted and recorded in the fault schedule, and each is
@@ -54,17 +61,19 @@ import random
 
 import trio
 
+from broker.transactions import TxnState
 from simulations.nemesis import BROKER_POWER_LOSS_BUDGET, Nemesis, fault_kinds
 
 __all__ = ["Moments", "MOMENT_KINDS", "STRIKE_KINDS", "moments_enabled"]
 
 MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "snapshot", "min_isr", "pause_leader",
-                "metadata_lag", "stale_isr", "voter_link_reset")
+                "metadata_lag", "stale_isr", "voter_link_reset", "coordinator_clock")
 # What the coverage summary counts (simulations.coverage): the moments, the expansion strikes
 # that also hold the controllers' answers, the followers bounced for them, and the successors
 # elected under a voter_link_reset.
 STRIKE_KINDS = (*MOMENT_KINDS, "isr_expand_hold", "isr_expand_bounce", "voter_link_reset_successor")
 POLL = 0.01
+_COMPLETING = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
 
 
@@ -85,6 +94,7 @@ class Moments:
         self._leader_busy_until = 0.0  # no leader_change strike before this
         self._expand_busy_until = 0.0  # no isr_expand strike before this
         self._hold_busy_until = 0.0  # no isr_expand strike with the answers held before this
+        self._clock_busy_until = 0.0  # no coordinator_clock strike before this
         self._leaders: dict[int, set] = {}  # node -> the (topic, partition) it leads
         self._snapshots: dict[int, tuple] = {}  # node -> its Raft snapshot id
         self._producer_ids: dict[int, int] = {}  # node -> its allocator's next id
@@ -131,6 +141,7 @@ class Moments:
                 continue
             self._hook(node_id, kafka)
             self._hook_partitions(node_id, kafka)
+            self._hook_transaction_coordinator(node_id, kafka)
             self._watch_leaders(node_id, kafka, now)
             if "producer_id" in self.kinds:
                 self._watch_producer_ids(node_id, kafka, now)
@@ -247,6 +258,48 @@ class Moments:
             if follower != node_id and follower in hosts:
                 self._block(node_id, follower, seconds)
         self._strike("leader_change", node_id, now, key=p.key, force=True)
+
+    def _hook_transaction_coordinator(self, node_id: int, kafka) -> None:
+        """Told at once when the broker's transaction coordinator appends a Complete* record
+        (its driver's carry_out): the follower fetch that would commit it must not leave."""
+        driver = kafka.transactions
+        if "coordinator_clock" not in self.kinds or getattr(driver.carry_out, "moments", None) is self:
+            return
+        original = driver.carry_out
+
+        def carry_out(out) -> None:
+            original(out)
+            if self._nursery is not None and out.appends:
+                completing = [t for t, txn in sorted(driver.coordinator.txns.items())
+                              if txn.pending_state in _COMPLETING]
+                if completing:
+                    self._step_coordinator_clock(node_id, driver, completing[0])
+
+        carry_out.moments = self
+        driver.carry_out = carry_out
+
+    def _step_coordinator_clock(self, node_id: int, driver, transactional_id: str) -> None:
+        now = trio.current_time()
+        if now < self._clock_busy_until:
+            return
+        hosts = self.cluster.hosts
+        hold, step_ms = self.rng.uniform(5.5, 8.0), self.rng.uniform(45_000, 120_000)
+        self._clock_busy_until = now + hold + self.rng.uniform(2.0, 6.0)
+        self._record("coordinator_clock", node=hosts[node_id].name, transactional_id=transactional_id,
+                     step_ms=round(step_ms), hold=round(hold, 6))
+        self.nemesis._apply({"kind": "clock_jump", "node": node_id, "delta_ms": step_ms}, now, self._nursery)
+        for broker in self.cluster.broker_ids:
+            if broker != node_id:
+                self._block(node_id, broker, hold)
+        self._nursery.start_soon(self._step_clock_back, node_id, driver, transactional_id, step_ms, hold)
+
+    async def _step_clock_back(self, node_id: int, driver, transactional_id: str, step_ms: float,
+                               hold: float) -> None:
+        with trio.move_on_after(hold):
+            while ("complete", transactional_id) not in driver.coordinator.timers:
+                await trio.sleep(POLL)
+        self.nemesis._apply({"kind": "clock_jump", "node": node_id, "delta_ms": -step_ms}, trio.current_time(),
+                            self._nursery)
 
     def _watch_leaders(self, node_id: int, kafka, now: float) -> None:
         self._leaders[node_id] = {(t, i) for (t, i), p in kafka.replicas.partitions.items() if p.is_leader}

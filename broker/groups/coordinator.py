@@ -1,13 +1,13 @@
 """The group coordinator core: sans-IO, one instance per broker.
 
 It owns the groups of the `__consumer_offsets` partitions this broker leads.
-Every call takes `now` (ms; the driver passes env.wall_ms(), like Kafka's one
-clock for commit timestamps and timeouts) and returns results and effects
-(see results.py). The driver:
+Every call takes `now` (timers.Now: session, rebalance and check timers on its
+monotonic clock, commit and state timestamps on its wall clock, as Kafka) and
+returns results and effects (see results.py). The driver:
 
     on becoming leader of offsets partition p:  begin_loading(p); read the log;
                                                 load_partition(p, records, now)
-    on losing it:                               carry out unload_partition(p)
+    on losing it:                               carry out unload_partition(p, now)
     per request:                                carry out coordinator.<api>(...)
     when an append is committed or failed:      carry out append_done(append_id, error, now)
     at next_deadline():                         carry out tick(now)
@@ -29,13 +29,13 @@ from broker.groups.member_requests import MemberRequestOps
 from broker.groups.membership import MembershipOps
 from broker.groups.offset_ops import OffsetOps
 from broker.groups.results import JoinResult, Output, PendingAppend, Record, SyncResult
-from broker.groups.timers import KeyedTimers
+from broker.groups.timers import KeyedTimers, Now
 from broker.groups.txn_offsets import TxnOffsetOps
 from wire.error_codes import ErrorCode
 
 __all__ = ["GroupCoordinator", "PartitionStatus"]
 
-AppendCallback = Callable[[ErrorCode, Output, int], None]
+AppendCallback = Callable[[ErrorCode, Output, Now], None]
 _EXPIRY_TIMER = ("expire_offsets",)
 
 
@@ -80,7 +80,7 @@ class GroupCoordinator(MembershipOps, MemberRequestOps, OffsetOps, TxnOffsetOps,
         self._appends[append_id] = (partition, callback)
         out.appends.append(PendingAppend(append_id, partition, records, producer_id, producer_epoch))
 
-    def append_done(self, append_id: int, error: ErrorCode, now: int) -> Output:
+    def append_done(self, append_id: int, error: ErrorCode, now: Now) -> Output:
         """The driver's append `append_id` is committed (error NONE) or failed."""
         out = Output()
         entry = self._appends.pop(append_id, None)
@@ -98,26 +98,26 @@ class GroupCoordinator(MembershipOps, MemberRequestOps, OffsetOps, TxnOffsetOps,
         """This broker now leads `partition`; requests for its groups wait for the load."""
         self.partitions[partition] = PartitionStatus.LOADING
 
-    def load_partition(self, partition: int, records: Iterable[Record], now: int,
+    def load_partition(self, partition: int, records: Iterable[Record], now: Now,
                        on_skip: Callable[[int, str], None] | None = None) -> None:
         """Rebuild the partition's groups and offsets from its records (key, value), oldest first.
 
         A record that does not decode is left out and reported to `on_skip(position, reason)`.
         """
         self.partitions[partition] = PartitionStatus.LOADING
-        loaded = replay(records, now, on_skip)
+        loaded = replay(records, now.wall_ms, on_skip)
         for group_id in sorted(loaded):
             if self.partition_for(group_id) != partition:
                 continue  # a record in the wrong partition: not ours to serve
             group = loaded[group_id]
             self.groups[group_id] = group
             for member_id, member in group.members.items():
-                self.timers.schedule(("heartbeat", group_id, member_id), now + member.session_timeout_ms)
+                self.timers.schedule(("heartbeat", group_id, member_id), now, member.session_timeout_ms)
         self.partitions[partition] = PartitionStatus.ACTIVE
         if _EXPIRY_TIMER not in self.timers:
-            self.timers.schedule(_EXPIRY_TIMER, now + self.config.offsets_retention_check_interval_ms)
+            self.timers.schedule(_EXPIRY_TIMER, now, self.config.offsets_retention_check_interval_ms)
 
-    def unload_partition(self, partition: int) -> Output:
+    def unload_partition(self, partition: int, now: Now) -> Output:
         """Leadership of `partition` moved away: drop its groups, fail what they hold."""
         out = Output()
         self.partitions.pop(partition, None)
@@ -140,7 +140,7 @@ class GroupCoordinator(MembershipOps, MemberRequestOps, OffsetOps, TxnOffsetOps,
             group.state = GroupState.DEAD
         for append_id in sorted(self._appends):
             if self._appends[append_id][0] == partition:
-                out.extend(self.append_done(append_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, 0))
+                out.extend(self.append_done(append_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, now))
         if not self.partitions:
             self.timers.cancel(_EXPIRY_TIMER)
         return out
@@ -148,9 +148,10 @@ class GroupCoordinator(MembershipOps, MemberRequestOps, OffsetOps, TxnOffsetOps,
     # ------------------------------------------------------------------ time
 
     def next_deadline(self) -> int | None:
+        """The earliest timer (monotonic ms), or None."""
         return self.timers.next_deadline()
 
-    def tick(self, now: int) -> Output:
+    def tick(self, now: Now) -> Output:
         out = Output()
         while (key := self.timers.pop_due(now)) is not None:
             kind = key[0]
@@ -164,5 +165,5 @@ class GroupCoordinator(MembershipOps, MemberRequestOps, OffsetOps, TxnOffsetOps,
                 self._on_sync_timer(key[1], out, now)
             elif kind == "expire_offsets":
                 self.expire_offsets(out, now)
-                self.timers.schedule(_EXPIRY_TIMER, now + self.config.offsets_retention_check_interval_ms)
+                self.timers.schedule(_EXPIRY_TIMER, now, self.config.offsets_retention_check_interval_ms)
         return out

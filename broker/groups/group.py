@@ -57,10 +57,10 @@ class OffsetAndMetadata:
 
 
 class ClassicGroup:
-    def __init__(self, group_id: str, now: int, state: GroupState = GroupState.EMPTY):
+    def __init__(self, group_id: str, wall_ms: int, state: GroupState = GroupState.EMPTY):
         self.group_id = group_id
         self.state = state
-        self.state_timestamp = now  # when the current state was entered (drives offset expiry)
+        self.state_timestamp = wall_ms  # when the current state was entered (drives offset expiry)
         self.generation = 0
         self.protocol_type = ""
         self.protocol_name: str | None = None
@@ -76,11 +76,11 @@ class ClassicGroup:
 
     # ------------------------------------------------------------------ state
 
-    def transition(self, target: GroupState, now: int) -> None:
+    def transition(self, target: GroupState, wall_ms: int) -> None:
         if self.state not in _VALID_PREVIOUS[target]:
             raise IllegalTransition(f"group {self.group_id}: {self.state.value} -> {target.value}")
         self.state = target
-        self.state_timestamp = now
+        self.state_timestamp = wall_ms
 
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
@@ -173,16 +173,16 @@ class ClassicGroup:
         first = next(iter(self.members.values()))
         return max(votes, key=lambda name: (votes[name], -first.protocol_names.index(name)))
 
-    def init_next_generation(self, now: int) -> None:
+    def init_next_generation(self, wall_ms: int) -> None:
         self.generation += 1
         if self.members:
             self.protocol_name = self.select_protocol()
             self.pending_sync = set(self.members)
-            self.transition(GroupState.COMPLETING_REBALANCE, now)
+            self.transition(GroupState.COMPLETING_REBALANCE, wall_ms)
         else:
             self.protocol_name = None
             self.pending_sync = set()
-            self.transition(GroupState.EMPTY, now)
+            self.transition(GroupState.EMPTY, wall_ms)
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members subscribe to, if this is a consumer group whose subscriptions parse."""
@@ -215,9 +215,9 @@ class ClassicGroup:
             leader=self.leader_id, current_state_timestamp=self.state_timestamp, members=members)
 
     @classmethod
-    def from_record_value(cls, group_id: str, value: GroupMetadataValue, now: int) -> "ClassicGroup":
+    def from_record_value(cls, group_id: str, value: GroupMetadataValue, wall_ms: int) -> "ClassicGroup":
         """A group as loaded from its record: Stable with its members, or Empty."""
-        group = cls(group_id, now, GroupState.STABLE if value.members else GroupState.EMPTY)
+        group = cls(group_id, wall_ms, GroupState.STABLE if value.members else GroupState.EMPTY)
         if value.current_state_timestamp >= 0:
             group.state_timestamp = value.current_state_timestamp
         group.generation = value.generation

@@ -9,6 +9,7 @@ from broker.groups.records import group_metadata_record, offset_commit_record
 from broker.groups.results import (
     DeleteGroupsResult, DescribedGroup, DescribedMember, ListedGroup, ListGroupsResult, Output,
 )
+from broker.groups.timers import Now
 from wire.error_codes import ErrorCode
 
 __all__ = ["GroupAdminOps"]
@@ -51,7 +52,7 @@ class GroupAdminOps:
                        if g.state != S.DEAD and (wanted is None or g.state.value.lower() in wanted))
         return ListGroupsResult(error, listed)
 
-    def delete_groups(self, token: Hashable, group_ids: Iterable[str], *, now: int) -> Output:
+    def delete_groups(self, token: Hashable, group_ids: Iterable[str], *, now: Now) -> Output:
         """DeleteGroups: only empty groups; their offsets and metadata get tombstones."""
         out = Output()
         results: dict[str, ErrorCode] = {}
@@ -75,7 +76,7 @@ class GroupAdminOps:
             records.append(group_metadata_record(group_id, None))
             groups_by_partition.setdefault(partition, []).append(group_id)
             # Gone at once: a join racing the tombstones must not revive a half-deleted group.
-            group.transition(S.DEAD, now)
+            group.transition(S.DEAD, now.wall_ms)
             del self.groups[group_id]
         waiting = set(records_by_partition)
 
@@ -83,7 +84,7 @@ class GroupAdminOps:
             out.complete(token, DeleteGroupsResult(tuple((gid, results[gid]) for gid in order)))
 
         def appended(partition: int):
-            def done(error: ErrorCode, out: Output, now: int) -> None:
+            def done(error: ErrorCode, out: Output, now: Now) -> None:
                 for gid in groups_by_partition[partition]:
                     results[gid] = commit_error(error)
                 waiting.discard(partition)

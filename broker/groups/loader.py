@@ -29,7 +29,7 @@ from wire.errors import DecodeError
 __all__ = ["replay"]
 
 
-def replay(records: Iterable[tuple[bytes, bytes | None]], now: int,
+def replay(records: Iterable[tuple[bytes, bytes | None]], wall_ms: int,
            on_skip: Callable[[int, str], None] | None = None) -> dict[str, ClassicGroup]:
     """(key, value) records, oldest first -> groups by id; `on_skip(position, reason)` for each
     record that does not decode (it is left out)."""
@@ -46,7 +46,8 @@ def replay(records: Iterable[tuple[bytes, bytes | None]], now: int,
     groups: dict[str, ClassicGroup] = {}
     for group_id in sorted(set(metadata) | {g for g, o in offsets.items() if o}):
         value = metadata.get(group_id)
-        group = ClassicGroup(group_id, now) if value is None else ClassicGroup.from_record_value(group_id, value, now)
+        group = (ClassicGroup(group_id, wall_ms) if value is None
+                 else ClassicGroup.from_record_value(group_id, value, wall_ms))
         group.offsets = dict(sorted(offsets.get(group_id, {}).items()))
         groups[group_id] = group
     return groups

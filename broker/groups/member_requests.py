@@ -11,6 +11,7 @@ from broker.groups.append_errors import store_group_error
 from broker.groups.group import ClassicGroup, GroupState
 from broker.groups.records import group_metadata_record
 from broker.groups.results import HeartbeatResult, LeaveResult, MemberLeaveResult, Output, SyncResult
+from broker.groups.timers import Now
 from wire.error_codes import ErrorCode
 
 __all__ = ["MemberRequestOps"]
@@ -37,7 +38,7 @@ class MemberRequestOps:
 
     def sync(self, token: Hashable, group_id: str, *, generation_id: int, member_id: str,
              assignments: dict[str, bytes] | Iterable[tuple[str, bytes]] = (),
-             group_instance_id: str | None = None, now: int) -> Output:
+             group_instance_id: str | None = None, now: Now) -> Output:
         """SyncGroup. The leader passes every member's assignment; the answer is held until stored."""
         out = Output()
         group = self.groups.get(group_id)
@@ -67,7 +68,7 @@ class MemberRequestOps:
             assignment = {mid: given.get(mid, b"") for mid in group.members}
             generation = group.generation
 
-            def stored(error: ErrorCode, out: Output, now: int) -> None:
+            def stored(error: ErrorCode, out: Output, now: Now) -> None:
                 if group.state != S.COMPLETING_REBALANCE or group.generation != generation \
                         or self.groups.get(group_id) is not group:
                     return  # a newer rebalance took over and already answered the waiters
@@ -81,7 +82,7 @@ class MemberRequestOps:
                         out.complete(m.sync_waiter, SyncResult(E.NONE, m.assignment, group.protocol_type,
                                                                group.protocol_name))
                         m.sync_waiter = None
-                group.transition(S.STABLE, now)
+                group.transition(S.STABLE, now.wall_ms)
 
             record = group_metadata_record(group_id, group.to_record_value(assignment))
             self._append(self.partition_for(group_id), [record], stored, out)
@@ -90,7 +91,7 @@ class MemberRequestOps:
     # ------------------------------------------------------------------ Heartbeat
 
     def heartbeat(self, group_id: str, *, generation_id: int, member_id: str,
-                  group_instance_id: str | None = None, now: int) -> HeartbeatResult:
+                  group_instance_id: str | None = None, now: Now) -> HeartbeatResult:
         group = self.groups.get(group_id)
         error = self.route_error(group_id)
         if error == E.NONE:
@@ -105,7 +106,7 @@ class MemberRequestOps:
     # ------------------------------------------------------------------ LeaveGroup
 
     def leave(self, token: Hashable, group_id: str, members: Iterable[tuple[str, str | None]], *,
-              now: int) -> Output:
+              now: Now) -> Output:
         """LeaveGroup for (member_id, group_instance_id) pairs, each answered on its own (Kafka's
         handleLeaveGroup). v0-2 send one pair without an instance id; v3+ a batch, where member
         id "" with an instance id is an admin removing that static member, whatever its member id.
@@ -128,7 +129,7 @@ class MemberRequestOps:
         return out
 
     def _leave_one(self, group: ClassicGroup, member_id: str, instance_id: str | None,
-                   out: Output, now: int) -> ErrorCode:
+                   out: Output, now: Now) -> ErrorCode:
         if member_id == "":
             # Removal by instance id alone (KIP-345 admin removal): whoever holds it now.
             known = group.static_members.get(instance_id) if instance_id is not None else None

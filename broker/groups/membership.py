@@ -17,6 +17,7 @@ from broker.groups.group import ClassicGroup, GroupState
 from broker.groups.member import Member, Protocol
 from broker.groups.records import group_metadata_record
 from broker.groups.results import JoinedMember, JoinResult, Output, SyncResult
+from broker.groups.timers import Now
 from wire.error_codes import ErrorCode
 
 __all__ = ["MembershipOps"]
@@ -46,7 +47,7 @@ class MembershipOps:
     def join(self, token: Hashable, group_id: str, *, member_id: str, protocol_type: str,
              protocols: list[Protocol], session_timeout_ms: int, rebalance_timeout_ms: int = -1,
              group_instance_id: str | None = None, client_id: str = "", client_host: str = "",
-             require_known_member_id: bool = True, now: int) -> Output:
+             require_known_member_id: bool = True, now: Now) -> Output:
         """JoinGroup. `require_known_member_id` is true for request v4+ (KIP-394)."""
         out = Output()
         error = self.route_error(group_id)
@@ -62,7 +63,7 @@ class MembershipOps:
             return out
         group = self.groups.get(group_id)
         if group is None:
-            group = self.groups[group_id] = ClassicGroup(group_id, now)
+            group = self.groups[group_id] = ClassicGroup(group_id, now.wall_ms)
         if req.member_id == "":
             self._join_new_member(group, req, out, now)
         else:
@@ -88,7 +89,7 @@ class MembershipOps:
             return E.GROUP_MAX_SIZE_REACHED
         return E.NONE
 
-    def _join_new_member(self, group: ClassicGroup, req: _Join, out: Output, now: int) -> None:
+    def _join_new_member(self, group: ClassicGroup, req: _Join, out: Output, now: Now) -> None:
         prefix = req.instance_id if req.instance_id is not None else req.client_id
         # Member ids go back in int16-length strings: a 32 KB client id must not make them unsendable.
         new_id = f"{prefix[:MEMBER_ID_PREFIX_MAX]}-{self.new_uuid()}"
@@ -101,12 +102,12 @@ class MembershipOps:
         elif req.require_known_member_id:
             # Hand out the id first; the member joins for real with it (KIP-394).
             group.pending_members.add(new_id)
-            self.timers.schedule(("pending", group.group_id, new_id), now + req.session_timeout_ms)
+            self.timers.schedule(("pending", group.group_id, new_id), now, req.session_timeout_ms)
             out.complete(req.token, JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_id))
         else:
             self._add_member_and_rebalance(group, req, new_id, out, now)
 
-    def _join_existing_member(self, group: ClassicGroup, req: _Join, out: Output, now: int) -> None:
+    def _join_existing_member(self, group: ClassicGroup, req: _Join, out: Output, now: Now) -> None:
         mid = req.member_id
         if mid in group.pending_members and req.instance_id is None:  # pending ids are never static
             self.timers.cancel(("pending", group.group_id, mid))
@@ -130,19 +131,19 @@ class MembershipOps:
             self._update_member_and_rebalance(group, member, req, out, now)
 
     def _add_member_and_rebalance(self, group: ClassicGroup, req: _Join, member_id: str,
-                                  out: Output, now: int) -> None:
+                                  out: Output, now: Now) -> None:
         member = Member(member_id, req.instance_id, req.client_id, req.client_host, req.rebalance_timeout_ms,
                         req.session_timeout_ms, req.protocol_type, req.protocols, join_waiter=req.token, is_new=True)
         if group.state == S.PREPARING_REBALANCE and group.generation == 0:
             group.new_member_added = True  # extends the initial delayed join
         group.add(member)
         # A new member that never completes the join expires on its own timer (KIP-394).
-        self.timers.schedule(("heartbeat", group.group_id, member_id), now + self.config.new_member_join_timeout_ms)
+        self.timers.schedule(("heartbeat", group.group_id, member_id), now, self.config.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance(group, out, now)
         self._maybe_complete_join(group, out, now)
 
     def _update_member_and_rebalance(self, group: ClassicGroup, member: Member, req: _Join,
-                                     out: Output, now: int) -> None:
+                                     out: Output, now: Now) -> None:
         if member.join_waiter is not None:
             out.complete(member.join_waiter, JoinResult(E.REBALANCE_IN_PROGRESS, member_id=member.member_id))
         member.update(req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms)
@@ -151,7 +152,7 @@ class MembershipOps:
         self._maybe_complete_join(group, out, now)
 
     def _replace_static_member(self, group: ClassicGroup, req: _Join, old_id: str, new_id: str,
-                               out: Output, now: int) -> None:
+                               out: Output, now: Now) -> None:
         """A known group.instance.id rejoined without its member id: it takes over under a new id."""
         old_leader = group.leader_id
         member = group.members[old_id]
@@ -170,7 +171,7 @@ class MembershipOps:
             # Nothing changes for the others: persist the new member id, no rebalance.
             generation = group.generation
 
-            def stored(error: ErrorCode, out: Output, now: int) -> None:
+            def stored(error: ErrorCode, out: Output, now: Now) -> None:
                 if group.generation != generation or group.members.get(new_id) is not member:
                     return
                 token, member.join_waiter = member.join_waiter, None
@@ -204,11 +205,11 @@ class MembershipOps:
 
     # ------------------------------------------------------------------ rebalance
 
-    def _maybe_prepare_rebalance(self, group: ClassicGroup, out: Output, now: int) -> None:
+    def _maybe_prepare_rebalance(self, group: ClassicGroup, out: Output, now: Now) -> None:
         if group.can_rebalance():
             self._prepare_rebalance(group, out, now)
 
-    def _prepare_rebalance(self, group: ClassicGroup, out: Output, now: int) -> None:
+    def _prepare_rebalance(self, group: ClassicGroup, out: Output, now: Now) -> None:
         if group.state == S.COMPLETING_REBALANCE:
             self._fail_sync_waiters(group, E.REBALANCE_IN_PROGRESS, out)
         self.timers.cancel(("sync", group.group_id))
@@ -217,18 +218,18 @@ class MembershipOps:
             delay = self.config.initial_rebalance_delay_ms
             group.initial_join_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
             group.new_member_added = False
-            self.timers.schedule(("join", group.group_id), now + delay)
+            self.timers.schedule(("join", group.group_id), now, delay)
         else:
             group.initial_join_remaining_ms = None
-            self.timers.schedule(("join", group.group_id), now + group.rebalance_timeout_ms())
-        group.transition(S.PREPARING_REBALANCE, now)
+            self.timers.schedule(("join", group.group_id), now, group.rebalance_timeout_ms())
+        group.transition(S.PREPARING_REBALANCE, now.wall_ms)
 
-    def _maybe_complete_join(self, group: ClassicGroup, out: Output, now: int) -> None:
+    def _maybe_complete_join(self, group: ClassicGroup, out: Output, now: Now) -> None:
         if (group.state == S.PREPARING_REBALANCE and group.initial_join_remaining_ms is None
                 and group.all_members_joined()):
             self._complete_join(group, out, now)
 
-    def _on_join_timer(self, group_id: str, out: Output, now: int) -> None:
+    def _on_join_timer(self, group_id: str, out: Output, now: Now) -> None:
         group = self.groups.get(group_id)
         if group is None or group.state != S.PREPARING_REBALANCE:
             return
@@ -237,11 +238,11 @@ class MembershipOps:
             group.new_member_added = False
             delay = min(self.config.initial_rebalance_delay_ms, remaining)
             group.initial_join_remaining_ms = max(remaining - delay, 0)
-            self.timers.schedule(("join", group_id), now + delay)
+            self.timers.schedule(("join", group_id), now, delay)
             return
         self._complete_join(group, out, now)
 
-    def _complete_join(self, group: ClassicGroup, out: Output, now: int) -> None:
+    def _complete_join(self, group: ClassicGroup, out: Output, now: Now) -> None:
         self.timers.cancel(("join", group.group_id))
         group.initial_join_remaining_ms = None
         group.new_member_added = False
@@ -253,7 +254,7 @@ class MembershipOps:
             joined = [m for m in group.members.values() if m.awaiting_join]
             if joined:
                 group.leader_id = joined[0].member_id
-        group.init_next_generation(now)
+        group.init_next_generation(now.wall_ms)
         if group.state == S.EMPTY:
             record = group_metadata_record(group.group_id, group.to_record_value())
             self._append(self.partition_for(group.group_id), [record], lambda error, out, now: None, out)
@@ -264,9 +265,9 @@ class MembershipOps:
                 member.join_waiter = None
             member.is_new = False
             self._schedule_heartbeat(group, member, now)
-        self.timers.schedule(("sync", group.group_id), now + group.rebalance_timeout_ms())
+        self.timers.schedule(("sync", group.group_id), now, group.rebalance_timeout_ms())
 
-    def _on_sync_timer(self, group_id: str, out: Output, now: int) -> None:
+    def _on_sync_timer(self, group_id: str, out: Output, now: Now) -> None:
         """Members that joined but never synced within the rebalance timeout are dropped."""
         group = self.groups.get(group_id)
         if group is None or group.state not in (S.COMPLETING_REBALANCE, S.STABLE):
@@ -281,8 +282,8 @@ class MembershipOps:
                 out.complete(member.sync_waiter, SyncResult(error))
                 member.sync_waiter = None
 
-    def _schedule_heartbeat(self, group: ClassicGroup, member: Member, now: int) -> None:
-        self.timers.schedule(("heartbeat", group.group_id, member.member_id), now + member.session_timeout_ms)
+    def _schedule_heartbeat(self, group: ClassicGroup, member: Member, now: Now) -> None:
+        self.timers.schedule(("heartbeat", group.group_id, member.member_id), now, member.session_timeout_ms)
 
     def _remove_member(self, group: ClassicGroup, member_id: str, out: Output) -> None:
         member = group.remove(member_id)
@@ -293,19 +294,19 @@ class MembershipOps:
             if member.sync_waiter is not None:
                 out.complete(member.sync_waiter, SyncResult(E.UNKNOWN_MEMBER_ID))
 
-    def _remove_member_and_update(self, group: ClassicGroup, member_id: str, out: Output, now: int) -> None:
+    def _remove_member_and_update(self, group: ClassicGroup, member_id: str, out: Output, now: Now) -> None:
         self._remove_member(group, member_id, out)
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
             self._prepare_rebalance(group, out, now)
         self._maybe_complete_join(group, out, now)
 
-    def _on_heartbeat_expired(self, group_id: str, member_id: str, out: Output, now: int) -> None:
+    def _on_heartbeat_expired(self, group_id: str, member_id: str, out: Output, now: Now) -> None:
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if member is not None and not member.has_satisfied_heartbeat():
             self._remove_member_and_update(group, member_id, out, now)
 
-    def _on_pending_member_expired(self, group_id: str, member_id: str, out: Output, now: int) -> None:
+    def _on_pending_member_expired(self, group_id: str, member_id: str, out: Output, now: Now) -> None:
         group = self.groups.get(group_id)
         if group is not None and member_id in group.pending_members:
             group.pending_members.discard(member_id)

@@ -14,6 +14,7 @@ from broker.groups.records import OffsetCommitValue, group_metadata_record, offs
 from broker.groups.results import (
     CommitResult, DeleteOffsetsResult, FetchedOffset, FetchOffsetsResult, Output, PartitionError,
 )
+from broker.groups.timers import Now
 from wire.error_codes import ErrorCode
 
 __all__ = ["OffsetOps", "OffsetCommit", "offset_records"]
@@ -29,7 +30,7 @@ class OffsetOps:
 
     def commit_offsets(self, token: Hashable, group_id: str, offsets: Iterable[OffsetCommit], *,
                        generation_id: int = -1, member_id: str = "", group_instance_id: str | None = None,
-                       retention_ms: int = -1, now: int) -> Output:
+                       retention_ms: int = -1, now: Now) -> Output:
         """OffsetCommit. Generation -1 with no member id is a simple (standalone) consumer's commit."""
         out = Output()
         offsets = list(offsets)
@@ -41,7 +42,7 @@ class OffsetOps:
             out.complete(token, CommitResult(tuple(PartitionError(t, p, error) for t, p, *_ in offsets)))
             return out
         if group is None:
-            group = self.groups[group_id] = ClassicGroup(group_id, now)  # a simple consumer's group
+            group = self.groups[group_id] = ClassicGroup(group_id, now.wall_ms)  # a simple consumer's group
         elif member_id in group.members:
             self._schedule_heartbeat(group, group.members[member_id], now)
         results, accepted = self._accept_offsets(offsets, retention_ms, now)
@@ -55,11 +56,11 @@ class OffsetOps:
 
     def _write_offsets(self, token: Hashable, group_id: str, offsets: list[OffsetCommit],
                        results: dict[tuple[str, int], ErrorCode], accepted: dict[tuple[str, int], OffsetAndMetadata],
-                       store: Callable[[dict], None], out: Output, now: int, **producer: int) -> Output:
+                       store: Callable[[dict], None], out: Output, now: Now, **producer: int) -> Output:
         """Append the accepted offsets (as the producer's transactional batch when `producer`
         names one); answer `token` once they are written, after `store(accepted)`."""
 
-        def answer(error: ErrorCode, out: Output, now: int) -> None:
+        def answer(error: ErrorCode, out: Output, now: Now) -> None:
             mapped = commit_error(error)
             if mapped == E.NONE:
                 store(accepted)
@@ -73,7 +74,7 @@ class OffsetOps:
         self._append(self.partition_for(group_id), offset_records(group_id, accepted), answer, out, **producer)
         return out
 
-    def _accept_offsets(self, offsets: list[OffsetCommit], retention_ms: int, now: int
+    def _accept_offsets(self, offsets: list[OffsetCommit], retention_ms: int, now: Now
                         ) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], OffsetAndMetadata]]:
         """(error per partition, the offsets to write): metadata over offset.metadata.max.bytes is refused."""
         results: dict[tuple[str, int], ErrorCode] = {}
@@ -84,8 +85,8 @@ class OffsetOps:
                 results[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
                 continue
             # An int64 on disk: a retention near the maximum means "never" rather than an overflow.
-            expire = min(now + retention_ms, _INT64_MAX) if retention_ms >= 0 else -1
-            accepted[(topic, partition)] = OffsetAndMetadata(offset, leader_epoch, metadata, now, expire)
+            expire = min(now.wall_ms + retention_ms, _INT64_MAX) if retention_ms >= 0 else -1
+            accepted[(topic, partition)] = OffsetAndMetadata(offset, leader_epoch, metadata, now.wall_ms, expire)
             results[(topic, partition)] = E.NONE
         return results, accepted
 
@@ -114,7 +115,7 @@ class OffsetOps:
     # ------------------------------------------------------------------ OffsetFetch
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, Iterable[int]]] | None, *,
-                      now: int, require_stable: bool = False) -> FetchOffsetsResult:
+                      now: Now, require_stable: bool = False) -> FetchOffsetsResult:
         """OffsetFetch; `partitions=None` asks for every committed offset of the group. With
         `require_stable` (v7+), a partition with transactional offsets awaiting their
         transaction's marker answers UNSTABLE_OFFSET_COMMIT (the client retries), as Kafka."""
@@ -141,7 +142,7 @@ class OffsetOps:
     # ------------------------------------------------------------------ OffsetDelete
 
     def delete_offsets(self, token: Hashable, group_id: str, partitions: Iterable[tuple[str, Iterable[int]]], *,
-                       now: int) -> Output:
+                       now: Now) -> Output:
         out = Output()
         requested = [(topic, p) for topic, ps in partitions for p in ps]
         group = self.groups.get(group_id)
@@ -159,7 +160,7 @@ class OffsetOps:
         for key in removed:
             del group.offsets[key]
 
-        def answer(error: ErrorCode, out: Output, now: int) -> None:
+        def answer(error: ErrorCode, out: Output, now: Now) -> None:
             # The cache already forgot them; a failed tombstone only means the log still has them.
             top = commit_error(error)
             out.complete(token, DeleteOffsetsResult(top, tuple(PartitionError(t, p, results[(t, p)])
@@ -174,7 +175,7 @@ class OffsetOps:
 
     # ------------------------------------------------------------------ expiry
 
-    def expire_offsets(self, out: Output, now: int) -> None:
+    def expire_offsets(self, out: Output, now: Now) -> None:
         """Drop offsets past offsets.retention.minutes; an empty group left with none is deleted."""
         by_partition: dict[int, list] = {}
         for group_id in sorted(self.groups):
@@ -183,11 +184,11 @@ class OffsetOps:
             if self.route_error(group_id, allow_empty_id=True) != E.NONE or group.state == S.DEAD:
                 continue
             records = by_partition.setdefault(partition, [])
-            for topic, p in self._expired_offsets(group, now):
+            for topic, p in self._expired_offsets(group, now.wall_ms):
                 del group.offsets[(topic, p)]
                 records.append(offset_commit_record(group_id, topic, p, None))
             if group.state == S.EMPTY and not group.offsets and not group.pending_members:
-                group.transition(S.DEAD, now)
+                group.transition(S.DEAD, now.wall_ms)
                 del self.groups[group_id]
                 if group.generation > 0:  # only a group that was ever stored has a record to delete
                     records.append(group_metadata_record(group_id, None))
@@ -195,7 +196,8 @@ class OffsetOps:
             if by_partition[partition]:
                 self._append(partition, by_partition[partition], lambda error, out, now: None, out)
 
-    def _expired_offsets(self, group: ClassicGroup, now: int) -> list[tuple[str, int]]:
+    def _expired_offsets(self, group: ClassicGroup, wall_ms: int) -> list[tuple[str, int]]:
+        """By commit (or emptied-group) timestamps: the wall clock, as Kafka."""
         retention = self.config.offsets_retention_ms
         keep_topics: set[str] = set()
         if group.protocol_type and group.state == S.EMPTY:
@@ -215,7 +217,7 @@ class OffsetOps:
             o = group.offsets[key]
             if key[0] in keep_topics:
                 continue
-            if (now >= o.expire_timestamp) if o.expire_timestamp >= 0 else (now - base(o) >= retention):
+            if (wall_ms >= o.expire_timestamp) if o.expire_timestamp >= 0 else (wall_ms - base(o) >= retention):
                 expired.append(key)
         return expired
 

@@ -16,6 +16,7 @@ from broker.groups.group import ClassicGroup, GroupState, OffsetAndMetadata
 from broker.groups.offset_ops import OffsetCommit
 from broker.groups.records import OffsetRecordKey, decode_key, decode_offset_value
 from broker.groups.results import CommitResult, Output, PartitionError
+from broker.groups.timers import Now
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 
@@ -30,7 +31,7 @@ class TxnOffsetOps:
 
     def txn_commit_offsets(self, token: Hashable, group_id: str, producer_id: int, producer_epoch: int,
                            offsets: Iterable[OffsetCommit], *, generation_id: int = -1, member_id: str = "",
-                           group_instance_id: str | None = None, now: int) -> Output:
+                           group_instance_id: str | None = None, now: Now) -> Output:
         """TxnOffsetCommit; v3+ (KIP-447) names the consumer's generation and member, which must be
         current: a zombie of a rebalanced-away consumer cannot commit offsets it no longer owns."""
         out = Output()
@@ -38,7 +39,7 @@ class TxnOffsetOps:
         error = self.route_error(group_id)
         if error == E.NONE:
             if group_id not in self.groups:
-                self.groups[group_id] = ClassicGroup(group_id, now)  # as a simple consumer's commit would
+                self.groups[group_id] = ClassicGroup(group_id, now.wall_ms)  # as a simple consumer's commit would
             error = _txn_commit_error(self.groups[group_id], generation_id, member_id, group_instance_id)
         if error != E.NONE:
             out.complete(token, CommitResult(tuple(PartitionError(t, p, error) for t, p, *_ in offsets)))
@@ -81,7 +82,7 @@ class TxnOffsetOps:
             del self.txn_offsets[producer_id]
 
     def load_pending_transactions(self, partition: int, records: dict[int, list[tuple[bytes, bytes | None]]],
-                                  now: int) -> None:
+                                  now: Now) -> None:
         """Transactional offset records with no marker yet, by producer id, found by a load."""
         for producer_id, pairs in records.items():
             for key_bytes, value_bytes in pairs:
@@ -94,7 +95,7 @@ class TxnOffsetOps:
                     continue
                 if self.partition_for(key.group) != partition:
                     continue
-                self.groups.setdefault(key.group, ClassicGroup(key.group, now))
+                self.groups.setdefault(key.group, ClassicGroup(key.group, now.wall_ms))
                 self.txn_offsets.setdefault(producer_id, {}).setdefault(key.group, {})[(key.topic, key.partition)] = \
                     OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
 

@@ -1,6 +1,7 @@
 """The transaction coordinator core (Kafka's TransactionCoordinator + TransactionStateManager),
 sans-IO: one instance per broker, owning the transactional ids whose `__transaction_state`
-partition this broker leads. Every call takes `now` (wall ms) and returns a TxnOutput.
+partition this broker leads. Every call takes `now` (broker.groups.timers.Now: deadlines
+on its monotonic clock, the timestamps it writes on its wall clock) and returns a TxnOutput.
 
     init_producer_id   a new id (epoch 0) or an epoch bump; an Ongoing transaction is
                        fenced (epoch + 1) and aborted, and the caller retries
@@ -10,7 +11,8 @@ partition this broker leads. Every call takes `now` (wall ms) and returns a TxnO
     end_txn            Ongoing -> PrepareCommit/PrepareAbort (answered once written), then
                        markers to every partition, then CompleteCommit/CompleteAbort
     tick               aborts transactions open longer than their timeout (fencing the
-                       producer, as Kafka does); forgets ids idle past their expiration
+                       producer, as Kafka does; by the monotonic clock); forgets ids idle
+                       past their expiration (by last_update_ms, the wall clock, as Kafka)
     load_partition     replays records; transactions found in Prepare* get their markers
 
 Producer ids come from the caller (the controller's blocks): `needs_producer_id` says
@@ -23,7 +25,7 @@ from typing import Callable, Iterable
 
 from broker.groups.coordinator import PartitionStatus
 from broker.groups.hashing import partition_for_group
-from broker.groups.timers import KeyedTimers
+from broker.groups.timers import KeyedTimers, Now
 from broker.transactions.log_records import decode_key, decode_value, encode_key, encode_value
 from broker.transactions.metadata import MAX_PRODUCER_EPOCH, TopicPartition, TransactionMetadata, TxnState
 from broker.transactions.results import MarkerRequest, TxnOutput, TxnResult
@@ -67,7 +69,7 @@ class TransactionCoordinator:
         self.txns: dict[str, TransactionMetadata] = {}
         self.partitions: dict[int, PartitionStatus] = {}
         self.timers = KeyedTimers()
-        self._appends: dict[int, tuple[int, Callable[[ErrorCode, TxnOutput, int], None]]] = {}
+        self._appends: dict[int, tuple[int, Callable[[ErrorCode, TxnOutput, Now], None]]] = {}
         self._next_append_id = 1
 
     # ------------------------------------------------------------------ routing
@@ -92,7 +94,7 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ writes
 
     def _write(self, txn: TransactionMetadata, target: TransactionMetadata,
-               on_done: Callable[[ErrorCode, TxnOutput, int], None], out: TxnOutput) -> None:
+               on_done: Callable[[ErrorCode, TxnOutput, Now], None], out: TxnOutput) -> None:
         """Write `target` as the id's new state; `on_done(error, out, now)` once committed or failed
         (`target` is applied first when committed). A Dead target is written as a tombstone and
         forgets the id once committed."""
@@ -101,7 +103,7 @@ class TransactionCoordinator:
         self._next_append_id += 1
         partition = self.partition_for(txn.transactional_id)
 
-        def done(error: ErrorCode, out: TxnOutput, now: int) -> None:
+        def done(error: ErrorCode, out: TxnOutput, now: Now) -> None:
             if self.txns.get(txn.transactional_id) is not txn:
                 on_done(ErrorCode.NOT_COORDINATOR, out, now)  # unloaded meanwhile
                 return
@@ -119,7 +121,7 @@ class TransactionCoordinator:
         value = None if target.state is TxnState.DEAD else encode_value(target.stored())
         out.appends.append(PendingAppend(append_id, partition, [(encode_key(txn.transactional_id), value)]))
 
-    def append_done(self, append_id: int, error: ErrorCode, now: int) -> TxnOutput:
+    def append_done(self, append_id: int, error: ErrorCode, now: Now) -> TxnOutput:
         out = TxnOutput()
         entry = self._appends.pop(append_id, None)
         if entry is not None:
@@ -129,7 +131,7 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ InitProducerId
 
     def init_producer_id(self, token, transactional_id: str, timeout_ms: int, new_producer_id: int | None,
-                         now: int) -> TxnOutput:
+                         now: Now) -> TxnOutput:
         out = TxnOutput()
 
         def answer(error, pid=-1, epoch=-1):
@@ -146,7 +148,7 @@ class TransactionCoordinator:
             if new_producer_id is None:
                 return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
             txn = self.txns[transactional_id] = TransactionMetadata(
-                transactional_id, new_producer_id, -1, timeout_ms, TxnState.EMPTY, last_update_ms=now)
+                transactional_id, new_producer_id, -1, timeout_ms, TxnState.EMPTY, last_update_ms=now.wall_ms)
         if txn.pending_state is not None or txn.state in (
                 TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE, TxnState.DEAD):
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
@@ -161,10 +163,10 @@ class TransactionCoordinator:
         else:
             pid, epoch = txn.producer_id, txn.producer_epoch + 1
         target = replace(txn.stored(), producer_id=pid, producer_epoch=epoch, timeout_ms=timeout_ms,
-                         state=TxnState.EMPTY, partitions=frozenset(), txn_start_ms=-1, last_update_ms=now,
+                         state=TxnState.EMPTY, partitions=frozenset(), txn_start_ms=-1, last_update_ms=now.wall_ms,
                          last_producer_id=txn.producer_id, last_producer_epoch=txn.producer_epoch)
 
-        def written(error: ErrorCode, out: TxnOutput, now: int) -> None:
+        def written(error: ErrorCode, out: TxnOutput, now: Now) -> None:
             if error == ErrorCode.NONE:
                 out.complete(token, TxnResult(error, pid, epoch))
             else:
@@ -187,7 +189,7 @@ class TransactionCoordinator:
         return ErrorCode.NONE, txn
 
     def add_partitions(self, token, transactional_id: str, producer_id: int, epoch: int,
-                       partitions: Iterable[TopicPartition], now: int) -> TxnOutput:
+                       partitions: Iterable[TopicPartition], now: Now) -> TxnOutput:
         """Answer: TxnResult (one error for every partition)."""
         out = TxnOutput()
         error, txn = self._check_producer(transactional_id, producer_id, epoch)
@@ -203,9 +205,11 @@ class TransactionCoordinator:
         if txn.state is TxnState.ONGOING and wanted <= txn.partitions:
             out.complete(token, TxnResult(ErrorCode.NONE))
             return out
-        start = txn.txn_start_ms if txn.state is TxnState.ONGOING else now
         target = replace(txn.stored(), state=TxnState.ONGOING, partitions=txn.partitions | wanted,
-                         txn_start_ms=start, last_update_ms=now)
+                         last_update_ms=now.wall_ms)
+        if txn.state is not TxnState.ONGOING:  # a new transaction starts
+            target.txn_start_ms = now.wall_ms
+            target.timeout_deadline_ms = now.monotonic_ms + txn.timeout_ms
         self._write(txn, target, lambda err, out, now: out.complete(token, TxnResult(err)), out)
         return out
 
@@ -224,7 +228,7 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ EndTxn
 
     def end_txn(self, token, transactional_id: str, producer_id: int, epoch: int, commit: bool,
-                now: int) -> TxnOutput:
+                now: Now) -> TxnOutput:
         out = TxnOutput()
         error, txn = self._check_producer(transactional_id, producer_id, epoch)
         if error == ErrorCode.NONE:
@@ -249,27 +253,27 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return ErrorCode.INVALID_TXN_STATE
 
-    def _prepare_end(self, txn: TransactionMetadata, commit: bool, now: int, out: TxnOutput,
+    def _prepare_end(self, txn: TransactionMetadata, commit: bool, now: Now, out: TxnOutput,
                      answer: Callable[[ErrorCode, TxnOutput], None]) -> None:
         target = replace(txn.stored(), state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
-                         last_update_ms=now)
+                         last_update_ms=now.wall_ms)
 
-        def written(error: ErrorCode, out: TxnOutput, now: int) -> None:
+        def written(error: ErrorCode, out: TxnOutput, now: Now) -> None:
             answer(error, out)
             if error == ErrorCode.NONE:
                 self._send_markers(txn, out, now)
 
         self._write(txn, target, written, out)
 
-    def _fence_and_abort(self, txn: TransactionMetadata, now: int, out: TxnOutput) -> None:
+    def _fence_and_abort(self, txn: TransactionMetadata, now: Now, out: TxnOutput) -> None:
         """Bump the epoch (the open producer's requests are fenced from now on) and abort."""
         txn.producer_epoch += 1
-        txn.last_update_ms = now
+        txn.last_update_ms = now.wall_ms
         self._prepare_end(txn, False, now, out, lambda err, out: None)
 
     # ------------------------------------------------------------------ markers
 
-    def _send_markers(self, txn: TransactionMetadata, out: TxnOutput, now: int) -> None:
+    def _send_markers(self, txn: TransactionMetadata, out: TxnOutput, now: Now) -> None:
         commit = _PREPARE[txn.state]
         txn.pending_markers = set(txn.partitions)
         if txn.pending_markers:
@@ -279,7 +283,7 @@ class TransactionCoordinator:
             self._complete(txn, out, now)
 
     def markers_written(self, transactional_id: str, producer_id: int, epoch: int,
-                        partitions: Iterable[TopicPartition], now: int) -> TxnOutput:
+                        partitions: Iterable[TopicPartition], now: Now) -> TxnOutput:
         """The markers of these partitions are written (or their partitions are gone)."""
         out = TxnOutput()
         txn = self.txns.get(transactional_id)
@@ -291,15 +295,15 @@ class TransactionCoordinator:
             self._complete(txn, out, now)
         return out
 
-    def _complete(self, txn: TransactionMetadata, out: TxnOutput, now: int) -> None:
+    def _complete(self, txn: TransactionMetadata, out: TxnOutput, now: Now) -> None:
         commit = _PREPARE[txn.state]
         target = replace(txn.stored(), state=_COMPLETE[commit], partitions=frozenset(), txn_start_ms=-1,
-                         last_update_ms=now)
+                         last_update_ms=now.wall_ms)
 
-        def written(error: ErrorCode, out: TxnOutput, now: int) -> None:
+        def written(error: ErrorCode, out: TxnOutput, now: Now) -> None:
             if error not in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR):
                 # Still ours: the markers are written, only the record is missing; try again.
-                self.timers.schedule(("complete", txn.transactional_id), now + 1_000)
+                self.timers.schedule(("complete", txn.transactional_id), now, 1_000)
 
         self._write(txn, target, written, out)
 
@@ -308,7 +312,7 @@ class TransactionCoordinator:
     def begin_loading(self, partition: int) -> None:
         self.partitions[partition] = PartitionStatus.LOADING
 
-    def load_partition(self, partition: int, records: Iterable[tuple[bytes, bytes | None]], now: int,
+    def load_partition(self, partition: int, records: Iterable[tuple[bytes, bytes | None]], now: Now,
                        on_skip: Callable[[int, str], None] | None = None) -> TxnOutput:
         """Replay the partition's records; transactions left in Prepare* get their markers."""
         out = TxnOutput()
@@ -327,19 +331,24 @@ class TransactionCoordinator:
                     on_skip(position, str(exc))
         for txn_id in sorted(loaded):
             if self.partition_for(txn_id) == partition:
-                self.txns[txn_id] = loaded[txn_id]
+                txn = self.txns[txn_id] = loaded[txn_id]
+                if txn.state is TxnState.ONGOING:
+                    # What its start (another broker's wall clock, maybe) leaves of its timeout;
+                    # never more than all of it, whatever that clock said.
+                    left = min(max(txn.txn_start_ms + txn.timeout_ms - now.wall_ms, 0), txn.timeout_ms)
+                    txn.timeout_deadline_ms = now.monotonic_ms + left
         self.partitions[partition] = PartitionStatus.ACTIVE
         for txn_id in sorted(loaded):
             txn = self.txns.get(txn_id)
             if txn is loaded[txn_id] and txn.state in _PREPARE:
                 self._send_markers(txn, out, now)
         if _ABORT_TIMER not in self.timers:
-            self.timers.schedule(_ABORT_TIMER, now + self.config.abort_check_interval_ms)
+            self.timers.schedule(_ABORT_TIMER, now, self.config.abort_check_interval_ms)
         if _EXPIRY_TIMER not in self.timers:
-            self.timers.schedule(_EXPIRY_TIMER, now + self.config.expiry_check_interval_ms)
+            self.timers.schedule(_EXPIRY_TIMER, now, self.config.expiry_check_interval_ms)
         return out
 
-    def unload_partition(self, partition: int) -> TxnOutput:
+    def unload_partition(self, partition: int, now: Now) -> TxnOutput:
         out = TxnOutput()
         self.partitions.pop(partition, None)
         for txn_id in sorted(self.txns):
@@ -348,7 +357,7 @@ class TransactionCoordinator:
                 self.timers.cancel(("complete", txn_id))
         for append_id in sorted(self._appends):
             if self._appends[append_id][0] == partition:
-                out.extend(self.append_done(append_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, 0))
+                out.extend(self.append_done(append_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, now))
         if not self.partitions:
             self.timers.cancel(_ABORT_TIMER)
             self.timers.cancel(_EXPIRY_TIMER)
@@ -357,38 +366,39 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ time
 
     def next_deadline(self) -> int | None:
+        """The earliest timer (monotonic ms), or None."""
         return self.timers.next_deadline()
 
-    def tick(self, now: int) -> TxnOutput:
+    def tick(self, now: Now) -> TxnOutput:
         out = TxnOutput()
         while (key := self.timers.pop_due(now)) is not None:
             if key == _ABORT_TIMER:
                 self.abort_timed_out(now, out)
-                self.timers.schedule(_ABORT_TIMER, now + self.config.abort_check_interval_ms)
+                self.timers.schedule(_ABORT_TIMER, now, self.config.abort_check_interval_ms)
             elif key == _EXPIRY_TIMER:
                 self.expire_ids(now, out)
-                self.timers.schedule(_EXPIRY_TIMER, now + self.config.expiry_check_interval_ms)
+                self.timers.schedule(_EXPIRY_TIMER, now, self.config.expiry_check_interval_ms)
             elif key[0] == "complete":
                 txn = self.txns.get(key[1])
                 if txn is not None and txn.state in _PREPARE and txn.pending_state is None and not txn.pending_markers:
                     self._complete(txn, out, now)
         return out
 
-    def abort_timed_out(self, now: int, out: TxnOutput) -> None:
+    def abort_timed_out(self, now: Now, out: TxnOutput) -> None:
         for txn_id in sorted(self.txns):
             txn = self.txns[txn_id]
             if (txn.state is TxnState.ONGOING and txn.pending_state is None
-                    and txn.txn_start_ms + txn.timeout_ms < now):
+                    and txn.timeout_deadline_ms < now.monotonic_ms):
                 self._fence_and_abort(txn, now, out)
 
-    def expire_ids(self, now: int, out: TxnOutput) -> None:
+    def expire_ids(self, now: Now, out: TxnOutput) -> None:
         """Ids idle (no open transaction) for transactional.id.expiration.ms are written Dead (a
         tombstone) and forgotten; the next InitProducerId starts them afresh."""
         for txn_id in sorted(self.txns):
             txn = self.txns[txn_id]
             if (txn.state in _IDLE and txn.pending_state is None
-                    and txn.last_update_ms + self.config.id_expiration_ms <= now):
-                self._write(txn, replace(txn.stored(), state=TxnState.DEAD, last_update_ms=now),
+                    and txn.last_update_ms + self.config.id_expiration_ms <= now.wall_ms):
+                self._write(txn, replace(txn.stored(), state=TxnState.DEAD, last_update_ms=now.wall_ms),
                             lambda err, out, now: None, out)
 
     # ------------------------------------------------------------------ describe
@@ -402,7 +412,7 @@ class TransactionCoordinator:
         return (ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None) if txn is None else (ErrorCode.NONE, txn)
 
     def list_transactions(self, states: set[TxnState], producer_ids: set[int], min_duration_ms: int,
-                          now: int) -> tuple[ErrorCode, list[TransactionMetadata]]:
+                          now: Now) -> tuple[ErrorCode, list[TransactionMetadata]]:
         """ListTransactions: the ids this broker coordinates, filtered (empty filters take all;
         a duration takes those open at least that long)."""
         if any(status is PartitionStatus.LOADING for status in self.partitions.values()):
@@ -412,7 +422,7 @@ class TransactionCoordinator:
             txn = self.txns[txn_id]
             if states and txn.state not in states or producer_ids and txn.producer_id not in producer_ids:
                 continue
-            if min_duration_ms >= 0 and (txn.txn_start_ms < 0 or now - txn.txn_start_ms < min_duration_ms):
+            if min_duration_ms >= 0 and (txn.txn_start_ms < 0 or now.wall_ms - txn.txn_start_ms < min_duration_ms):
                 continue
             found.append(txn)
         return ErrorCode.NONE, found

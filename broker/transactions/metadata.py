@@ -54,22 +54,26 @@ class TransactionMetadata:
     last_update_ms: int = -1
     last_producer_id: int = -1
     last_producer_epoch: int = -1
-    # Not stored: what is being written now, and which markers are still to be written.
+    # Not stored: when an Ongoing transaction times out here (monotonic ms; txn_start_ms is
+    # the wall-clock time it began), what is being written now, which markers are still to
+    # be written.
+    timeout_deadline_ms: int = -1
     pending_state: TxnState | None = None
     pending_markers: set[TopicPartition] = field(default_factory=set)
 
     def stored(self) -> "TransactionMetadata":
-        """The persistent part (what a record holds), detached from this object."""
+        """The persistent part (what a record holds) and the timeout deadline, detached from this object."""
         return replace(self, pending_state=None, pending_markers=set())
 
     def apply(self, target: "TransactionMetadata") -> None:
-        """A written transition is committed: take its stored fields."""
+        """A written transition is committed: take its stored fields and timeout deadline."""
         self.producer_id = target.producer_id
         self.producer_epoch = target.producer_epoch
         self.timeout_ms = target.timeout_ms
         self.state = target.state
         self.partitions = target.partitions
         self.txn_start_ms = target.txn_start_ms
+        self.timeout_deadline_ms = target.timeout_deadline_ms
         self.last_update_ms = target.last_update_ms
         self.last_producer_id = target.last_producer_id
         self.last_producer_epoch = target.last_producer_epoch

@@ -45,7 +45,7 @@ def test_replay_reports_each_record_it_leaves_out():
     skipped = []
     good = _commit_batch(0, 5)
     key, value = next((r.key, r.value) for r in iter_records(good))
-    groups = replay([(b"\xff\xfe", b"x"), (key, value), (key[:5], value), (key, b"\x00\x09junk")], now=0,
+    groups = replay([(b"\xff\xfe", b"x"), (key, value), (key[:5], value), (key, b"\x00\x09junk")], wall_ms=0,
                     on_skip=lambda position, reason: skipped.append(position))
     assert skipped == [0, 2, 3]
     assert groups[GROUP].offsets[("t", 0)].offset == 5

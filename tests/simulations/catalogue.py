@@ -166,6 +166,8 @@ _TABLE = {
     "cleaner_ignores_aborted_transactions": (TXN, "storage.log.cleaner_txns.CleanedTransactions.__init__",
                                              CLUSTER_RUN),
     "txn_index_rebuild_skipped": (TXN, "storage.log.log.PartitionLog.txn_index_stale_from", CLUSTER_RUN),
+    "coordinator_timers_on_wall_clock": (TXN, "broker.coordinator_driver.CoordinatorDriver.now and .wake_time",
+                                         CLUSTER_RUN),
     # retention and log cleaning
     "retention_deletes_while_over_size": (RETENTION, "storage.log.retention.segments_to_delete (as log.py calls it)",
                                           CLUSTER_RUN),
@@ -255,4 +257,5 @@ FIRST_SEEDS.update({
     "transaction_verification_skipped": 0,
     "cleaner_ignores_aborted_transactions": 0,
     "txn_index_rebuild_skipped": None,  # survived 12 seeds; tests/broker/producer_state/test_txn_index_rebuild.py
+    "coordinator_timers_on_wall_clock": 13,
 })

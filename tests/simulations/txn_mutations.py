@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import broker.handlers.produce
 import broker.txn_driver
+from broker.coordinator_driver import CoordinatorDriver
+from broker.groups.timers import Now
 from broker.partition import Partition
 from broker.producer_state.manager import ProducerStateManager
 from broker.producer_state_hooks import ProducerStates
@@ -71,6 +73,20 @@ def txn_index_rebuild_skipped(monkeypatch) -> None:
     monkeypatch.setattr(PartitionLog, "txn_index_stale_from", property(lambda self: None))
 
 
+def coordinator_timers_on_wall_clock(monkeypatch) -> None:
+    """The coordinators keep their deadlines on the wall clock: a clock stepped forward and back
+    holds a timer (the retry of a Complete* record, a timeout check) for as long as the step."""
+    def now(self):
+        wall_ms = self.env.wall_ms()
+        return Now(monotonic_ms=wall_ms, wall_ms=wall_ms)
+
+    def wake_time(self, deadline_ms):
+        return self.env.now() + max(0, deadline_ms - self.env.wall_ms()) / 1000
+
+    monkeypatch.setattr(CoordinatorDriver, "now", now)
+    monkeypatch.setattr(CoordinatorDriver, "wake_time", wake_time)
+
+
 TXN_MUTATIONS = {
     "lso_not_held_by_open_transaction": lso_not_held_by_open_transaction,
     "fetch_omits_aborted_transactions": fetch_omits_aborted_transactions,
@@ -79,4 +95,5 @@ TXN_MUTATIONS = {
     "transaction_verification_skipped": transaction_verification_skipped,
     "cleaner_ignores_aborted_transactions": cleaner_ignores_aborted_transactions,
     "txn_index_rebuild_skipped": txn_index_rebuild_skipped,
+    "coordinator_timers_on_wall_clock": coordinator_timers_on_wall_clock,
 }

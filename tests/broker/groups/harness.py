@@ -1,10 +1,12 @@
-"""A toy driver for the coordinator core: a clock, a log per offsets partition, answers by token."""
+"""A toy driver for the coordinator core: two clocks, a log per offsets partition, answers by token."""
 from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from dataclasses import replace
 
 from broker.groups import GroupConfig, GroupCoordinator, Output, PendingAppend
+from broker.groups.timers import Now
 from wire.error_codes import ErrorCode
 
 CONFIG = GroupConfig(num_partitions=4)
@@ -15,7 +17,8 @@ class Harness:
     def __init__(self, config: GroupConfig = CONFIG, *, load: bool = True):
         ids = itertools.count(1)
         self.coord = GroupCoordinator(config, new_uuid=lambda: f"u{next(ids)}")
-        self.now = 1_000_000
+        # Far apart, so a timestamp taken from the wrong clock shows.
+        self.now = Now(monotonic_ms=1_000_000, wall_ms=1_767_225_600_000)
         self.log: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
         self.answers: dict[object, list[object]] = defaultdict(list)
         self.auto_append = True
@@ -47,12 +50,20 @@ class Harness:
             self.commit_append(append, error)
 
     def advance(self, ms: int) -> None:
-        """Move the clock, ticking at every deadline on the way (as a driver sleeping on them would)."""
-        target = self.now + ms
+        """Move both clocks, ticking at every deadline on the way (as a driver sleeping on them would)."""
+        target = self.now.monotonic_ms + ms
         while (deadline := self.coord.next_deadline()) is not None and deadline <= target:
-            self.now = max(self.now, deadline)
+            self._move_to(max(self.now.monotonic_ms, deadline))
             self.run(self.coord.tick(self.now))
-        self.now = target
+        self._move_to(target)
+
+    def _move_to(self, monotonic_ms: int) -> None:
+        self.now = Now(monotonic_ms, self.now.wall_ms + monotonic_ms - self.now.monotonic_ms)
+
+    def step_wall(self, ms: int) -> None:
+        """The wall clock alone jumps (NTP, an operator); the driver ticks as it would."""
+        self.now = replace(self.now, wall_ms=self.now.wall_ms + ms)
+        self.run(self.coord.tick(self.now))
 
     def token(self) -> int:
         return next(self._tokens)

@@ -237,7 +237,7 @@ def test_unload_answers_held_requests_with_not_coordinator():
     b, b_join = h.join_with_id(G)
     h.auto_append = False
     commit = h.commit(G, [("t", 0, 5, -1, "")], gen, a)
-    out = h.run(h.coord.unload_partition(h.coord.partition_for(G)))
+    out = h.run(h.coord.unload_partition(h.coord.partition_for(G), h.now))
     assert h.answer(b_join).error == E.NOT_COORDINATOR
     assert h.answer(commit).partitions[0].error == E.NOT_COORDINATOR
     assert G not in h.coord.groups and h.coord.pending_appends == []
@@ -247,9 +247,9 @@ def test_unload_answers_held_requests_with_not_coordinator():
 
 def test_next_deadline_tracks_timers():
     h = Harness()
-    assert h.coord.next_deadline() == h.now + h.coord.config.offsets_retention_check_interval_ms
+    assert h.coord.next_deadline() == h.now.monotonic_ms + h.coord.config.offsets_retention_check_interval_ms
     h.join_with_id(G)
-    assert h.coord.next_deadline() == h.now + 3_000
+    assert h.coord.next_deadline() == h.now.monotonic_ms + 3_000
 
 
 def test_leaving_while_a_join_is_held_answers_it():

@@ -2,14 +2,18 @@
 loading and the __transaction_state records."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from broker.groups.timers import Now
 from broker.transactions import TransactionCoordinator, TxnConfig, TxnOutput, TxnState
 from broker.transactions.log_records import decode_key, decode_value, encode_key, encode_value
 from wire.error_codes import ErrorCode as E
 from wire.errors import DecodeError
 
 TX = "tx"
+STEP_MS = 105_000  # a wall clock step well past every timeout here
 
 
 class Harness:
@@ -17,7 +21,8 @@ class Harness:
 
     def __init__(self, **config):
         self.c = TransactionCoordinator(TxnConfig(num_partitions=1, abort_check_interval_ms=1000, **config))
-        self.now = 1_000
+        # Far apart, so a timestamp taken from the wrong clock shows.
+        self.now = Now(monotonic_ms=1_000, wall_ms=1_767_225_600_000)
         self.c.load_partition(0, [], self.now)
         self.appended: list[tuple[bytes, bytes]] = []
         self.markers = []
@@ -48,6 +53,14 @@ class Harness:
                                             self.now))
         return markers
 
+    def advance(self, ms: int) -> None:
+        """Both clocks move on (a driver ticks only when asked here)."""
+        self.now = Now(self.now.monotonic_ms + ms, self.now.wall_ms + ms)
+
+    def step_wall(self, ms: int) -> None:
+        """The wall clock alone jumps (NTP, an operator)."""
+        self.now = replace(self.now, wall_ms=self.now.wall_ms + ms)
+
     @property
     def txn(self):
         return self.c.txns[TX]
@@ -68,7 +81,7 @@ def test_commit_goes_through_prepare_markers_and_complete():
     h = Harness()
     h.init()
     assert h.call("add_partitions", TX, 1000, 0, [("t", 0), ("t", 1)]).error == E.NONE
-    assert h.txn.state is TxnState.ONGOING and h.txn.txn_start_ms == h.now
+    assert h.txn.state is TxnState.ONGOING and h.txn.txn_start_ms == h.now.wall_ms
     written = len(h.appended)
     assert h.call("add_partitions", TX, 1000, 0, [("t", 1)]).error == E.NONE
     assert len(h.appended) == written  # already in the transaction: nothing to write
@@ -114,11 +127,11 @@ def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(
     h = Harness()
     h.init(timeout=5_000)
     h.call("add_partitions", TX, 1000, 0, [("t", 0)])
-    h.now += 3_000
+    h.advance(3_000)
     h.run(h.c.tick(h.now))
     assert h.txn.state is TxnState.ONGOING  # not yet: 3 s of 5
-    h.now += 3_000
-    assert h.c.next_deadline() <= h.now
+    h.advance(3_000)
+    assert h.c.next_deadline() <= h.now.monotonic_ms
     h.run(h.c.tick(h.now))
     assert h.txn.state is TxnState.PREPARE_ABORT and h.txn.producer_epoch == 1
     h.write_markers()
@@ -126,16 +139,65 @@ def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(
     assert h.call("add_partitions", TX, 1000, 0, [("t", 0)]).error == E.PRODUCER_FENCED
 
 
+def test_a_wall_clock_step_neither_fires_nor_delays_the_transaction_timeout():
+    h = Harness()
+    h.init(timeout=5_000)
+    h.call("add_partitions", TX, 1000, 0, [("t", 0)])
+    h.step_wall(STEP_MS)  # past the timeout by the wall clock only
+    h.advance(1_000)
+    h.run(h.c.tick(h.now))
+    assert h.txn.state is TxnState.ONGOING and h.txn.txn_start_ms == h.now.wall_ms - STEP_MS - 1_000
+    h.step_wall(-2 * STEP_MS)
+    h.advance(4_001)
+    h.run(h.c.tick(h.now))
+    assert h.txn.state is TxnState.PREPARE_ABORT and h.txn.producer_epoch == 1
+
+
+def test_a_wall_clock_step_neither_fires_nor_delays_the_retry_of_a_complete_record():
+    h = Harness()
+    h.init()
+    h.call("add_partitions", TX, 1000, 0, [("t", 0)])
+    h.call("end_txn", TX, 1000, 0, False)
+    [marker] = h.markers
+    h.run(h.c.markers_written(TX, 1000, 0, marker.partitions, h.now), E.REQUEST_TIMED_OUT)
+    assert h.txn.state is TxnState.PREPARE_ABORT  # the CompleteAbort record is retried in 1 s
+    h.step_wall(STEP_MS)
+    h.run(h.c.tick(h.now))
+    assert h.txn.state is TxnState.PREPARE_ABORT
+    h.step_wall(-2 * STEP_MS)
+    h.advance(1_000)
+    h.run(h.c.tick(h.now))
+    assert h.txn.state is TxnState.COMPLETE_ABORT
+    assert h.init(new_id=None).error == E.NONE
+
+
+@pytest.mark.parametrize("started_ago_ms, times_out_after_ms", [
+    (2_000, 3_000),        # what is left of its timeout
+    (-STEP_MS, 5_000),     # the writer's wall clock ran ahead: at most the whole timeout
+    (STEP_MS, 0),          # long gone: at the first check
+])
+def test_a_loaded_transaction_times_out_after_what_its_start_leaves_of_its_timeout(started_ago_ms,
+                                                                                   times_out_after_ms):
+    h = Harness()
+    h.init(timeout=5_000)
+    h.call("add_partitions", TX, 1000, 0, [("t", 0)])
+    h.step_wall(started_ago_ms)
+    other = TransactionCoordinator(TxnConfig(num_partitions=1, abort_check_interval_ms=100))
+    other.begin_loading(0)
+    other.load_partition(0, h.appended, h.now)
+    assert other.txns[TX].timeout_deadline_ms == h.now.monotonic_ms + times_out_after_ms
+
+
 def test_an_idle_id_expires_as_a_tombstone_and_starts_afresh():
     h = Harness(id_expiration_ms=60_000, expiry_check_interval_ms=10_000)
     h.init()
     h.call("add_partitions", TX, 1000, 0, [("t", 0)])
-    h.now += 120_000
+    h.advance(120_000)
     h.run(h.c.tick(h.now))
     assert TX in h.c.txns  # Ongoing: never expired (the timeout aborts it instead)
     h.write_markers()
     assert h.txn.state is TxnState.COMPLETE_ABORT
-    h.now += 61_000
+    h.advance(61_000)
     h.run(h.c.tick(h.now))
     assert TX not in h.c.txns and h.appended[-1] == (encode_key(TX), None)
     fresh = h.init(new_id=2000)
@@ -174,7 +236,7 @@ def test_loading_replays_records_and_resumes_markers_of_prepared_transactions():
     assert other.txns[TX].state is TxnState.PREPARE_ABORT
     [marker] = out.markers
     assert not marker.commit and marker.partitions == {("t", 0), ("u", 3)}
-    unloaded = other.unload_partition(0)
+    unloaded = other.unload_partition(0, h.now)
     assert TX not in other.txns and unloaded.completions == []
 
 
