@@ -31,10 +31,12 @@ import trio
 
 from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
 from raftkafka.client.accumulator import (
+    POSITION_BOUND,
     RECORD_OVERHEAD,
     ProducerBatch,
     RecordAccumulator,
-    estimated_size,
+    fixed_size,
+    length_size,
     value_sizes,
 )
 from raftkafka.client.cluster import Cluster
@@ -102,6 +104,7 @@ class Producer:
         self.retry_backoff = retry_backoff_ms / 1000
         self.max_request_size = max_request_size
         self._max_record_size = max_request_size - 61  # what fits beside a batch header
+        self._max_fixed_size = self._max_record_size - POSITION_BOUND  # a record's `fixed_size` at most
         self.buffer_memory = buffer_memory
         self.max_block = max_block_ms / 1000
         self.partitioner = Partitioner(partitioner, env.rng)
@@ -190,11 +193,11 @@ class Producer:
             route = await self._route(topic)
         if headers:
             headers = _headers(headers)
-            size = self._size(topic, key, value, headers)
+            size = fixed_size(key, value, headers)
         else:
-            size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-            if size > self._max_record_size:
-                raise _too_large(topic, size)
+            size = 2 + length_size(key) + length_size(value)  # `fixed_size`, inline
+        if size > self._max_fixed_size:
+            raise _too_large(topic, size + POSITION_BOUND)
         tp = route.only if partition is None else None
         if tp is None:
             tp = route.partition(self, partition, key)
@@ -206,6 +209,11 @@ class Producer:
         record = (key, value, headers, self._wall_ms() if timestamp_ms is None else timestamp_ms)
         batch = accumulator.append(tp, record, size)
         if batch is None:
+            if tp is route.sticky and key is None and partition is None:
+                # Its sticky partition's batch is full or sent: null keys move on, this record first.
+                tp = route.next_sticky(self)
+                if self.transactions is not None:
+                    await self.transactions.before_send(*tp)
             batch = self._open_batch(tp, record, size)
         elif self._flushing or batch.size >= accumulator.batch_size:
             self._wake_sender_now()
@@ -219,8 +227,8 @@ class Producer:
 
     async def send_values(self, topic: str, values: list[bytes], *, partition: int | None = None) -> BlockFuture:
         """Queue records with these values (bytes; no key, no headers), in order, a batch at a
-        time; returns one future for the block. Null-key records go to one partition per batch
-        (chosen as `send` chooses one for a null key), as Kafka's sticky partitioning does."""
+        time; returns one future for the block. They go to the topic's sticky partition, as
+        `send` sends a null-key record, and move on when its batch is full."""
         block = BlockFuture(len(values))
         if not values:
             return block
@@ -244,6 +252,8 @@ class Producer:
             batch, stop = accumulator.append_values(tp, values, start, limit, sizes, wall_ms, now)
             block._add_part(batch.outcome, stop - start)
             self._batch_grew(batch, now)
+            if stop < limit and tp is route.sticky:  # the batch is full: the next one goes elsewhere
+                route.next_sticky(self)
             start = stop
         return block
 
@@ -281,13 +291,6 @@ class Producer:
     def _wake_sender_now(self) -> None:
         if self._sender_asleep_until is not None:
             self._wake_sender(self.env.now())
-
-    def _size(self, topic: str, key, value, headers) -> int:
-        """A record's `estimated_size`, within max_request_size."""
-        size = estimated_size(key, value, headers)
-        if size > self._max_record_size:
-            raise _too_large(topic, size)
-        return size
 
     async def _wait_for_buffer(self, size: int, now: float) -> float:
         """Wait (up to max_block) until `size` more bytes fit in buffer_memory; the time then."""
@@ -572,7 +575,7 @@ class Producer:
 class _Route:
     """A topic's metadata as `send` uses it, good while the cluster's topics are the ones it came from."""
 
-    __slots__ = ("topics", "name", "count", "available", "partitions", "only")
+    __slots__ = ("topics", "name", "count", "available", "partitions", "only", "sticky")
 
     def __init__(self, topics: dict, info):
         self.topics = topics
@@ -582,15 +585,24 @@ class _Route:
         self.partitions = {p: (info.name, p) for p in info.partitions}  # made once, not per record
         # A topic of one partition: every partitioner picks it (and draws no random number).
         self.only = next(iter(self.partitions.values())) if self.count == 1 else None
+        self.sticky: tuple[str, int] | None = None  # where null-key records go now (drawn when first needed)
 
     def partition(self, producer: Producer, partition: int | None, key) -> tuple[str, int]:
         """(topic, partition) of a record: the partition asked for (if it exists) or the partitioner's."""
         if partition is None:
+            if key is None and producer.partitioner.sticky_nulls:
+                return self.sticky or self.next_sticky(producer)
             partition = producer.partitioner.partition(key, self.count, self.available)
         tp = self.partitions.get(partition)
         if tp is None:
             raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, context=f"{self.name}-{partition}")
         return tp
+
+    def next_sticky(self, producer: Producer) -> tuple[str, int]:
+        """Move null-key records to another partition (the sticky one's batch is full or sent)."""
+        previous = self.sticky[1] if self.sticky is not None else None
+        self.sticky = self.partitions[producer.partitioner.next_sticky(self.count, self.available, previous)]
+        return self.sticky
 
 
 class _Outbox:
