@@ -38,6 +38,7 @@ from raftkafka.client.accumulator import (
     fixed_size,
     length_size,
     value_sizes,
+    varint_size,
 )
 from raftkafka.client.cluster import Cluster
 from raftkafka.client.errors import (
@@ -194,8 +195,11 @@ class Producer:
         if headers:
             headers = _headers(headers)
             size = fixed_size(key, value, headers)
+        elif key is None and value is not None:  # `fixed_size`, inline: a null key, a value
+            n = len(value)
+            size = 3 + n + (1 if n < 64 else 2 if n < 8192 else varint_size(n))
         else:
-            size = 2 + length_size(key) + length_size(value)  # `fixed_size`, inline
+            size = 2 + length_size(key) + length_size(value)
         if size > self._max_fixed_size:
             raise _too_large(topic, size + POSITION_BOUND)
         tp = route.only if partition is None else None
@@ -362,24 +366,12 @@ class Producer:
                     self._abandon_producer_id()  # its sequence may be missing: later batches would wait forever
                 self._fail(batch, KafkaTimeoutError(
                     f"{batch.topic}-{batch.partition}: not delivered within delivery_timeout_ms"))
-            ready, next_time = self.accumulator.ready(now, self._flushing > 0)
-            if ready and self.idempotent and self.producer_id < 0:
-                await self._init_producer_id()
-                continue
-            by_node: dict[int, list[ProducerBatch]] = {}
-            for tp in ready:
-                leader = self.cluster.leader(*tp)
-                if leader < 0:
-                    self._request_metadata()
-                    next_time = min(next_time, now + self.retry_backoff)
+            if self.idempotent and self.producer_id < 0:
+                if self.accumulator.ready(now, self._flushing > 0)[0]:
+                    await self._init_producer_id()
                     continue
-                batch = self.accumulator.drain(tp)
-                self._assign_sequence(batch)
-                by_node.setdefault(leader, []).append(batch)
-            for node, batches in sorted(by_node.items()):
-                self._in_flight += len(batches)
-                self._outbox(node).put(batches)
-            if by_node:
+            drained, next_time = self._drain_ready(now)
+            if drained:
                 continue  # what it drained is muted now: look again for what else is ready
             if next_time == float("inf"):
                 self._wake = trio.Event()
@@ -390,6 +382,26 @@ class Producer:
                 await self.env.sleep_until(next_time)  # in the simulation a clock timer: no cancel scope
                 if self._sender_interrupt.cancel_called:
                     return  # interrupted as the sleep ended: renew the scope before any other await
+
+    def _drain_ready(self, now: float) -> tuple[bool, float]:
+        """Put every partition's ready batch into its leader's outbox, one Produce request per
+        broker (no awaits: the connection's reader calls it too, as answers unmute partitions).
+        (Whether it drained any, the earliest time another batch may become ready.)"""
+        ready, next_time = self.accumulator.ready(now, self._flushing > 0)
+        by_node: dict[int, list[ProducerBatch]] = {}
+        for tp in ready:
+            leader = self.cluster.leader(*tp)
+            if leader < 0:
+                self._request_metadata()
+                next_time = min(next_time, now + self.retry_backoff)
+                continue
+            batch = self.accumulator.drain(tp)
+            self._assign_sequence(batch)
+            by_node.setdefault(leader, []).append(batch)
+        for node, batches in sorted(by_node.items()):
+            self._in_flight += len(batches)
+            self._outbox(node).put(batches)
+        return bool(by_node), next_time
 
     def _wake_sender(self, due: float) -> None:
         """Something may be ready to send at `due` (Env time): wake the sender if it would sleep past it."""
@@ -509,6 +521,9 @@ class Producer:
                 else:
                     error = error_for(answer.error_code, answer.error_message, f"{batch.topic}-{batch.partition}")
                     self._retry_or_fail(batch, error)
+        if self.accumulator.has_queued() and not self._closed and (self.producer_id >= 0 or not self.idempotent):
+            # The answer unmuted its partitions: their next batches go out now, not a sender's turn later.
+            self._wake_sender(self._drain_ready(self.env.now())[1])
         self._notify()
 
     def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
