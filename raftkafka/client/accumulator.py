@@ -101,10 +101,10 @@ class ProducerBatch:
         """The batch bytes; built once, so a retry resends exactly what was sent first."""
         if self._payload is None:
             records = self.records
-            timestamps = [r[3] for r in records]
+            base_timestamp = records[0][3]
             self._payload = seal_batch(
-                encode_records(records, timestamps[0]), len(records), last_offset_delta=len(records) - 1,
-                base_timestamp=timestamps[0], max_timestamp=max(timestamps),
+                encode_records(records, base_timestamp), len(records), last_offset_delta=len(records) - 1,
+                base_timestamp=base_timestamp, max_timestamp=max([r[3] for r in records]),
                 compression=compression, compression_level=level,
                 producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence, transactional=self.transactional)

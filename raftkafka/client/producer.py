@@ -220,7 +220,7 @@ class Producer:
                     await self.transactions.before_send(*tp)
             batch = self._open_batch(tp, record, size)
         elif self._flushing or batch.size >= accumulator.batch_size:
-            self._wake_sender_now()
+            self._send_ready(self.env.now())
         return RecordFuture(batch.outcome, len(batch.records) - 1)
 
     async def send_many(self, topic: str, records, *, partition: int | None = None) -> list[RecordFuture]:
@@ -288,13 +288,21 @@ class Producer:
         when it is due. Metadata older than metadata_max_age is looked up afresh by the next
         send (checked here, not per record: Kafka refreshes it in the background too)."""
         accumulator = self.accumulator
-        self._wake_sender(now if self._flushing or accumulator.send_now(batch) else now + accumulator.linger)
+        if self._flushing or accumulator.send_now(batch):
+            self._send_ready(now)
+        else:
+            self._wake_sender(now + accumulator.linger)
         if now - self.cluster.last_refresh >= self.cluster.metadata_max_age:
             self._routes.clear()
 
-    def _wake_sender_now(self) -> None:
-        if self._sender_asleep_until is not None:
-            self._wake_sender(self.env.now())
+    def _send_ready(self, now: float) -> None:
+        """Batches may be ready now (one filled up, an answer unmuted a partition, a flush
+        waits): put them into their brokers' outboxes from the caller's task, not a sender's
+        turn later (the sender does it while the idempotent producer has no id yet)."""
+        if self._closed or (self.idempotent and self.producer_id < 0):
+            self._wake_sender(now)
+        else:
+            self._wake_sender(self._drain_ready(now)[1])
 
     async def _wait_for_buffer(self, size: int, now: float) -> float:
         """Wait (up to max_block) until `size` more bytes fit in buffer_memory; the time then."""
@@ -521,9 +529,8 @@ class Producer:
                 else:
                     error = error_for(answer.error_code, answer.error_message, f"{batch.topic}-{batch.partition}")
                     self._retry_or_fail(batch, error)
-        if self.accumulator.has_queued() and not self._closed and (self.producer_id >= 0 or not self.idempotent):
-            # The answer unmuted its partitions: their next batches go out now, not a sender's turn later.
-            self._wake_sender(self._drain_ready(self.env.now())[1])
+        if self.accumulator.has_queued():  # the answer unmuted its partitions
+            self._send_ready(self.env.now())
         self._notify()
 
     def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
@@ -571,8 +578,8 @@ class Producer:
         self.accumulator.finished(batch)
         if batch.producer_id >= 0 and batch.producer_id == self.producer_id:
             self._acknowledged[(batch.topic, batch.partition)] = (batch.base_sequence + batch.count) & 0x7FFFFFFF
-        timestamps = [record[3] for record in batch.records] if log_append_time < 0 else None
-        batch.outcome.complete(base_offset if base_offset >= 0 else -1, log_append_time, timestamps)
+        batch.outcome.complete(base_offset if base_offset >= 0 else -1, log_append_time,
+                               batch.records if log_append_time < 0 else None)
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         if self.transactions is not None:
