@@ -137,8 +137,8 @@ class RecordAccumulator:
         if batch is not None and batch._payload is None and not batch.attempts:
             records = batch.records
             index, stamp = len(records), record[3] - records[0][3]
-            body = fixed + (1 if index < 64 else 2 if index < 8192 else varint_size(index)) \
-                + (1 if 0 <= stamp < 64 else varint_size(stamp))
+            body = fixed + (1 if index < 64 else 2 if index < 8192 else 3 if index < 1048576 else varint_size(index)) \
+                + (1 if 0 <= stamp < 64 else 2 if 0 <= stamp < 8192 else varint_size(stamp))
             size = body + (1 if body < 64 else 2 if body < 8192 else varint_size(body))
             if batch.size + size <= self.batch_size:
                 records.append(record)
