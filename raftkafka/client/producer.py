@@ -219,8 +219,10 @@ class Producer:
                 if self.transactions is not None:
                     await self.transactions.before_send(*tp)
             batch = self._open_batch(tp, record, size)
-        elif self._flushing or batch.size >= accumulator.batch_size:
+        elif batch.size >= accumulator.batch_size:
             self._send_ready(self.env.now())
+        elif self._flushing and self._sender_asleep_until is not None:
+            self._wake_sender(self.env.now())  # a flush waits: the open batch goes now
         return RecordFuture(batch.outcome, len(batch.records) - 1)
 
     async def send_many(self, topic: str, records, *, partition: int | None = None) -> list[RecordFuture]:
