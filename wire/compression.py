@@ -78,6 +78,8 @@ def compress(codec: int, data, *, level: int | None = None, xerial: bool = True)
 
 def decompress(codec: int, data, *, max_output: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
     """Decompress `data`; raise CorruptRecordError if malformed or larger than `max_output`."""
+    if codec == Compression.NONE:  # most batches: no enum made
+        return bytes(data)
     try:
         codec = Compression(codec)
     except ValueError:

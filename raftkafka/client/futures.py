@@ -24,7 +24,7 @@ class RecordMetadata(NamedTuple):  # a tuple: made in C
 class BatchOutcome:
     """The answer for one batch of a partition, shared by its records' futures."""
 
-    __slots__ = ("topic", "partition", "done", "error", "base_offset", "log_append_time", "timestamps",
+    __slots__ = ("topic", "partition", "done", "error", "base_offset", "log_append_time", "records",
                  "_event", "_listeners", "_unordered")
 
     def __init__(self, topic: str, partition: int):
@@ -34,14 +34,14 @@ class BatchOutcome:
         self.error: BaseException | None = None
         self.base_offset = -1  # -1: unknown (acks=0)
         self.log_append_time = -1
-        self.timestamps: list[int] | None = None  # the records' create times, when they are theirs
+        self.records: list[tuple] | None = None  # the batch's records, whose create times are theirs
         self._event: trio.Event | None = None  # made only when someone waits
         self._listeners: list | None = None  # target, fn, target, fn, ...: fn(target) once done
         self._unordered = False
 
     def metadata(self, index: int) -> RecordMetadata:
         offset = self.base_offset + index if self.base_offset >= 0 else -1
-        timestamp = self.log_append_time if self.log_append_time >= 0 else self.timestamps[index]
+        timestamp = self.log_append_time if self.log_append_time >= 0 else self.records[index][3]
         return RecordMetadata(self.topic, self.partition, offset, timestamp)
 
     def listen(self, target, fn) -> None:
@@ -62,17 +62,19 @@ class BatchOutcome:
                 self._event = trio.Event()
             await self._event.wait()
 
-    def complete(self, base_offset: int, log_append_time: int, timestamps: list[int] | None) -> None:
-        self._finish(None, base_offset, log_append_time, timestamps)
+    def complete(self, base_offset: int, log_append_time: int, records: list[tuple] | None) -> None:
+        """Written at `base_offset`; `records`, (key, value, headers, timestamp ms) tuples, give the
+        create times unless the broker set `log_append_time`."""
+        self._finish(None, base_offset, log_append_time, records)
 
     def fail(self, error: BaseException) -> None:
         self._finish(error, -1, -1, None)
 
-    def _finish(self, error, base_offset: int, log_append_time: int, timestamps) -> None:
+    def _finish(self, error, base_offset: int, log_append_time: int, records) -> None:
         if self.done:
             return
-        self.error, self.base_offset, self.log_append_time, self.timestamps = \
-            error, base_offset, log_append_time, timestamps
+        self.error, self.base_offset, self.log_append_time, self.records = \
+            error, base_offset, log_append_time, records
         self.done = True
         if self._event is not None:
             self._event.set()

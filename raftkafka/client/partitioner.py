@@ -7,13 +7,16 @@ on key placement only if the librdkafka side sets `partitioner=murmur2_random`
 (confluent-kafka users do this for Java compatibility).
 
 Our default is `murmur2_random`, i.e. the Java placement for keyed records.
-Records without a key go to a random available partition (drawn from the
-Env's rng, so simulation runs stay deterministic). The librdkafka names are
-accepted:
+Records without a key are sticky, as in Kafka's producer (KIP-480): they all
+go to one available partition, drawn at random (from the Env's rng, so
+simulation runs stay deterministic), until its batch is full or sent; the
+next batch goes to another one (`Partitioner.next_sticky`, which the
+producer calls). The librdkafka names are accepted ("random" = sticky for
+null keys, random for each keyed record):
 
-    murmur2_random  murmur2 for keys, random for null keys   (default; Java)
+    murmur2_random  murmur2 for keys, sticky for null keys   (default; Java)
     murmur2         murmur2 for keys, murmur2(b"") for null keys
-    consistent_random  crc32 for keys, random for null keys  (librdkafka default)
+    consistent_random  crc32 for keys, sticky for null keys  (librdkafka default)
     consistent      crc32 for keys and null keys (crc32(b"") = 0)
     random          always random
 """
@@ -74,6 +77,7 @@ class Partitioner:
         self.name = name
         self._keyed, self._null = PARTITIONERS[name]
         self._rng = rng
+        self.sticky_nulls = self._null is None  # null keys stay on one partition a batch at a time
 
     def partition(self, key: bytes | None, num_partitions: int, available: Sequence[int] = ()) -> int:
         if num_partitions <= 0:
@@ -83,6 +87,14 @@ class Partitioner:
         if self._null is not None:
             return self._null(b"", num_partitions)
         choices = available or range(num_partitions)
+        return choices[self._rng.randrange(len(choices))] if len(choices) > 1 else choices[0]
+
+    def next_sticky(self, num_partitions: int, available: Sequence[int] = (), previous: int | None = None) -> int:
+        """The partition null-key records go to next: a random available one, other than
+        `previous` where there is a choice (Kafka's StickyPartitionCache.nextPartition)."""
+        choices = available or range(num_partitions)
+        if previous in choices and len(choices) > 1:
+            choices = [p for p in choices if p != previous]
         return choices[self._rng.randrange(len(choices))] if len(choices) > 1 else choices[0]
 
 

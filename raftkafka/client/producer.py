@@ -31,11 +31,14 @@ import trio
 
 from raftkafka.client.security import PLAINTEXT_CLIENT, ClientSecurity
 from raftkafka.client.accumulator import (
+    POSITION_BOUND,
     RECORD_OVERHEAD,
     ProducerBatch,
     RecordAccumulator,
-    estimated_size,
+    fixed_size,
+    length_size,
     value_sizes,
+    varint_size,
 )
 from raftkafka.client.cluster import Cluster
 from raftkafka.client.errors import (
@@ -102,6 +105,7 @@ class Producer:
         self.retry_backoff = retry_backoff_ms / 1000
         self.max_request_size = max_request_size
         self._max_record_size = max_request_size - 61  # what fits beside a batch header
+        self._max_fixed_size = self._max_record_size - POSITION_BOUND  # a record's `fixed_size` at most
         self.buffer_memory = buffer_memory
         self.max_block = max_block_ms / 1000
         self.partitioner = Partitioner(partitioner, env.rng)
@@ -190,11 +194,14 @@ class Producer:
             route = await self._route(topic)
         if headers:
             headers = _headers(headers)
-            size = self._size(topic, key, value, headers)
+            size = fixed_size(key, value, headers)
+        elif key is None and value is not None:  # `fixed_size`, inline: a null key, a value
+            n = len(value)
+            size = 3 + n + (1 if n < 64 else 2 if n < 8192 else varint_size(n))
         else:
-            size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-            if size > self._max_record_size:
-                raise _too_large(topic, size)
+            size = 2 + length_size(key) + length_size(value)
+        if size > self._max_fixed_size:
+            raise _too_large(topic, size + POSITION_BOUND)
         tp = route.only if partition is None else None
         if tp is None:
             tp = route.partition(self, partition, key)
@@ -206,9 +213,16 @@ class Producer:
         record = (key, value, headers, self._wall_ms() if timestamp_ms is None else timestamp_ms)
         batch = accumulator.append(tp, record, size)
         if batch is None:
+            if tp is route.sticky and key is None and partition is None:
+                # Its sticky partition's batch is full or sent: null keys move on, this record first.
+                tp = route.next_sticky(self)
+                if self.transactions is not None:
+                    await self.transactions.before_send(*tp)
             batch = self._open_batch(tp, record, size)
-        elif self._flushing or batch.size >= accumulator.batch_size:
-            self._wake_sender_now()
+        elif batch.size >= accumulator.batch_size:
+            self._send_ready(self.env.now())
+        elif self._flushing and self._sender_asleep_until is not None:
+            self._wake_sender(self.env.now())  # a flush waits: the open batch goes now
         return RecordFuture(batch.outcome, len(batch.records) - 1)
 
     async def send_many(self, topic: str, records, *, partition: int | None = None) -> list[RecordFuture]:
@@ -219,8 +233,8 @@ class Producer:
 
     async def send_values(self, topic: str, values: list[bytes], *, partition: int | None = None) -> BlockFuture:
         """Queue records with these values (bytes; no key, no headers), in order, a batch at a
-        time; returns one future for the block. Null-key records go to one partition per batch
-        (chosen as `send` chooses one for a null key), as Kafka's sticky partitioning does."""
+        time; returns one future for the block. They go to the topic's sticky partition, as
+        `send` sends a null-key record, and move on when its batch is full."""
         block = BlockFuture(len(values))
         if not values:
             return block
@@ -244,6 +258,8 @@ class Producer:
             batch, stop = accumulator.append_values(tp, values, start, limit, sizes, wall_ms, now)
             block._add_part(batch.outcome, stop - start)
             self._batch_grew(batch, now)
+            if stop < limit and tp is route.sticky:  # the batch is full: the next one goes elsewhere
+                route.next_sticky(self)
             start = stop
         return block
 
@@ -274,20 +290,21 @@ class Producer:
         when it is due. Metadata older than metadata_max_age is looked up afresh by the next
         send (checked here, not per record: Kafka refreshes it in the background too)."""
         accumulator = self.accumulator
-        self._wake_sender(now if self._flushing or accumulator.send_now(batch) else now + accumulator.linger)
+        if self._flushing or accumulator.send_now(batch):
+            self._send_ready(now)
+        else:
+            self._wake_sender(now + accumulator.linger)
         if now - self.cluster.last_refresh >= self.cluster.metadata_max_age:
             self._routes.clear()
 
-    def _wake_sender_now(self) -> None:
-        if self._sender_asleep_until is not None:
-            self._wake_sender(self.env.now())
-
-    def _size(self, topic: str, key, value, headers) -> int:
-        """A record's `estimated_size`, within max_request_size."""
-        size = estimated_size(key, value, headers)
-        if size > self._max_record_size:
-            raise _too_large(topic, size)
-        return size
+    def _send_ready(self, now: float) -> None:
+        """Batches may be ready now (one filled up, an answer unmuted a partition, a flush
+        waits): put them into their brokers' outboxes from the caller's task, not a sender's
+        turn later (the sender does it while the idempotent producer has no id yet)."""
+        if self._closed or (self.idempotent and self.producer_id < 0):
+            self._wake_sender(now)
+        else:
+            self._wake_sender(self._drain_ready(now)[1])
 
     async def _wait_for_buffer(self, size: int, now: float) -> float:
         """Wait (up to max_block) until `size` more bytes fit in buffer_memory; the time then."""
@@ -359,24 +376,12 @@ class Producer:
                     self._abandon_producer_id()  # its sequence may be missing: later batches would wait forever
                 self._fail(batch, KafkaTimeoutError(
                     f"{batch.topic}-{batch.partition}: not delivered within delivery_timeout_ms"))
-            ready, next_time = self.accumulator.ready(now, self._flushing > 0)
-            if ready and self.idempotent and self.producer_id < 0:
-                await self._init_producer_id()
-                continue
-            by_node: dict[int, list[ProducerBatch]] = {}
-            for tp in ready:
-                leader = self.cluster.leader(*tp)
-                if leader < 0:
-                    self._request_metadata()
-                    next_time = min(next_time, now + self.retry_backoff)
+            if self.idempotent and self.producer_id < 0:
+                if self.accumulator.ready(now, self._flushing > 0)[0]:
+                    await self._init_producer_id()
                     continue
-                batch = self.accumulator.drain(tp)
-                self._assign_sequence(batch)
-                by_node.setdefault(leader, []).append(batch)
-            for node, batches in sorted(by_node.items()):
-                self._in_flight += len(batches)
-                self._outbox(node).put(batches)
-            if by_node:
+            drained, next_time = self._drain_ready(now)
+            if drained:
                 continue  # what it drained is muted now: look again for what else is ready
             if next_time == float("inf"):
                 self._wake = trio.Event()
@@ -387,6 +392,26 @@ class Producer:
                 await self.env.sleep_until(next_time)  # in the simulation a clock timer: no cancel scope
                 if self._sender_interrupt.cancel_called:
                     return  # interrupted as the sleep ended: renew the scope before any other await
+
+    def _drain_ready(self, now: float) -> tuple[bool, float]:
+        """Put every partition's ready batch into its leader's outbox, one Produce request per
+        broker (no awaits: the connection's reader calls it too, as answers unmute partitions).
+        (Whether it drained any, the earliest time another batch may become ready.)"""
+        ready, next_time = self.accumulator.ready(now, self._flushing > 0)
+        by_node: dict[int, list[ProducerBatch]] = {}
+        for tp in ready:
+            leader = self.cluster.leader(*tp)
+            if leader < 0:
+                self._request_metadata()
+                next_time = min(next_time, now + self.retry_backoff)
+                continue
+            batch = self.accumulator.drain(tp)
+            self._assign_sequence(batch)
+            by_node.setdefault(leader, []).append(batch)
+        for node, batches in sorted(by_node.items()):
+            self._in_flight += len(batches)
+            self._outbox(node).put(batches)
+        return bool(by_node), next_time
 
     def _wake_sender(self, due: float) -> None:
         """Something may be ready to send at `due` (Env time): wake the sender if it would sleep past it."""
@@ -506,6 +531,8 @@ class Producer:
                 else:
                     error = error_for(answer.error_code, answer.error_message, f"{batch.topic}-{batch.partition}")
                     self._retry_or_fail(batch, error)
+        if self.accumulator.has_queued():  # the answer unmuted its partitions
+            self._send_ready(self.env.now())
         self._notify()
 
     def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
@@ -553,8 +580,8 @@ class Producer:
         self.accumulator.finished(batch)
         if batch.producer_id >= 0 and batch.producer_id == self.producer_id:
             self._acknowledged[(batch.topic, batch.partition)] = (batch.base_sequence + batch.count) & 0x7FFFFFFF
-        timestamps = [record[3] for record in batch.records] if log_append_time < 0 else None
-        batch.outcome.complete(base_offset if base_offset >= 0 else -1, log_append_time, timestamps)
+        batch.outcome.complete(base_offset if base_offset >= 0 else -1, log_append_time,
+                               batch.records if log_append_time < 0 else None)
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         if self.transactions is not None:
@@ -572,7 +599,7 @@ class Producer:
 class _Route:
     """A topic's metadata as `send` uses it, good while the cluster's topics are the ones it came from."""
 
-    __slots__ = ("topics", "name", "count", "available", "partitions", "only")
+    __slots__ = ("topics", "name", "count", "available", "partitions", "only", "sticky")
 
     def __init__(self, topics: dict, info):
         self.topics = topics
@@ -582,15 +609,24 @@ class _Route:
         self.partitions = {p: (info.name, p) for p in info.partitions}  # made once, not per record
         # A topic of one partition: every partitioner picks it (and draws no random number).
         self.only = next(iter(self.partitions.values())) if self.count == 1 else None
+        self.sticky: tuple[str, int] | None = None  # where null-key records go now (drawn when first needed)
 
     def partition(self, producer: Producer, partition: int | None, key) -> tuple[str, int]:
         """(topic, partition) of a record: the partition asked for (if it exists) or the partitioner's."""
         if partition is None:
+            if key is None and producer.partitioner.sticky_nulls:
+                return self.sticky or self.next_sticky(producer)
             partition = producer.partitioner.partition(key, self.count, self.available)
         tp = self.partitions.get(partition)
         if tp is None:
             raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, context=f"{self.name}-{partition}")
         return tp
+
+    def next_sticky(self, producer: Producer) -> tuple[str, int]:
+        """Move null-key records to another partition (the sticky one's batch is full or sent)."""
+        previous = self.sticky[1] if self.sticky is not None else None
+        self.sticky = self.partitions[producer.partitioner.next_sticky(self.count, self.available, previous)]
+        return self.sticky
 
 
 class _Outbox:
