@@ -49,10 +49,6 @@ class KeyedTimers:
     def cancel(self, key: Hashable) -> None:
         self._deadline.pop(key, None)
 
-    def deadline_of(self, key: Hashable) -> int | None:
-        entry = self._deadline.get(key)
-        return None if entry is None else entry[0]
-
     def _live(self, item: tuple[int, int, Hashable]) -> bool:
         return self._deadline.get(item[2]) == (item[0], item[1])
 
