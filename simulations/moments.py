@@ -32,11 +32,13 @@ watches the nodes for those moments and strikes right after one:
   on (maybe back to the same broker) while the lagging follower still fetches in the old one;
 - stale_isr: a leader proposed an ISR change: its requests to the controllers are held for
   1.2-2.5 s while another ISR member loses power and restarts at once, so the controller
-  changes the ISR under the proposal; when it has landed the leader and the other members die;
-- voter_link_reset: the connections between the Raft leader and one voter reset; once the
-  voter has heard from its leader again, the other voters are cut off from the leader and
-  from the brokers (which still reach the old leader) for 2.5-3.5 s, so a successor may be
-  elected that the brokers do not hear of for a while
+  changes the ISR under the proposal; when it has landed the leader and the other members die
+  (not held back by the other moments' strikes: ISR changes follow the restarts they cause);
+- voter_link_reset: once the Raft leader has led for a broker session less the voters' fetch
+  timeout (not held back by the other moments' strikes), the connections between it and one
+  voter reset; once the voter has heard from its leader again, the other voters are cut off
+  from the leader and from the brokers (which still reach the old leader) for 2.5-3.5 s, so a
+  successor may be elected that the brokers do not hear of for a while
   (voter_link_reset_successor counts those elected).
 
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway, reset,
