@@ -32,11 +32,13 @@ watches the nodes for those moments and strikes right after one:
   on (maybe back to the same broker) while the lagging follower still fetches in the old one;
 - stale_isr: a leader proposed an ISR change: its requests to the controllers are held for
   1.2-2.5 s while another ISR member loses power and restarts at once, so the controller
-  changes the ISR under the proposal; when it has landed the leader and the other members die;
-- voter_link_reset: the connections between the Raft leader and one voter reset; once the
-  voter has heard from its leader again, the other voters are cut off from the leader and
-  from the brokers (which still reach the old leader) for 2.5-3.5 s, so a successor may be
-  elected that the brokers do not hear of for a while
+  changes the ISR under the proposal; when it has landed the leader and the other members die
+  (not held back by the other moments' strikes: ISR changes follow the restarts they cause);
+- voter_link_reset: once the Raft leader has led for a broker session less the voters' fetch
+  timeout (not held back by the other moments' strikes), the connections between it and one
+  voter reset; once the voter has heard from its leader again, the other voters are cut off
+  from the leader and from the brokers (which still reach the old leader) for 2.5-3.5 s, so a
+  successor may be elected that the brokers do not hear of for a while
   (voter_link_reset_successor counts those elected);
 - coordinator_clock: a transaction coordinator just appended a transaction's
   CompleteCommit/CompleteAbort record: its wall clock steps 45-120 s forward and its
@@ -75,6 +77,7 @@ STRIKE_KINDS = (*MOMENT_KINDS, "isr_expand_hold", "isr_expand_bounce", "voter_li
 POLL = 0.01
 _COMPLETING = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
+VOTER_FETCH_TIMEOUT_S = 2.0  # the controllers' Raft fetch timeout (raft.config)
 
 
 def moments_enabled(selection: str) -> bool:
@@ -95,6 +98,8 @@ class Moments:
         self._expand_busy_until = 0.0  # no isr_expand strike before this
         self._hold_busy_until = 0.0  # no isr_expand strike with the answers held before this
         self._clock_busy_until = 0.0  # no coordinator_clock strike before this
+        self._stale_busy_until = 0.0  # no stale_isr strike before this
+        self._reset_busy_until = 0.0  # no voter_link_reset strike before this
         self._leaders: dict[int, set] = {}  # node -> the (topic, partition) it leads
         self._snapshots: dict[int, tuple] = {}  # node -> its Raft snapshot id
         self._producer_ids: dict[int, int] = {}  # node -> its allocator's next id
@@ -104,6 +109,9 @@ class Moments:
         self._next_bounce = 0.0
         self._next_reset = 0.0
         self._until = 0.0  # the end of the fault phase
+        self._raft_leader: tuple[int | None, float] = (None, 0.0)  # the Raft leader, and since when
+        settings = getattr(self.cluster, "node_settings", {})
+        self.session_timeout = float(settings.get("broker.session.timeout.ms", SESSION_TIMEOUT_S * 1000)) / 1000
 
     def describe(self) -> dict:
         return {"kinds": list(self.kinds), "strikes": dict(sorted(self.counts.items()))}
@@ -156,7 +164,15 @@ class Moments:
         if "isr_expand" in self.kinds and now >= self._next_bounce and self.cluster.mode == "cluster":
             self._next_bounce = now + self.rng.uniform(2.0, 5.0)
             self._bounce_follower(now)
-        if "voter_link_reset" in self.kinds and now >= self._next_reset and self.cluster.mode == "cluster":
+        if "voter_link_reset" in self.kinds and self.cluster.mode == "cluster":
+            leader = self.cluster.leader()
+            if leader != self._raft_leader[0]:
+                self._raft_leader = (leader, now)
+        # Only once its successor, elected a fetch timeout after the cut at the soonest, would
+        # find that the leader had been the controller for a whole broker session: only then may
+        # it take the leader's death as proof that no broker holds a lease from it.
+        if ("voter_link_reset" in self.kinds and now >= self._next_reset and self.cluster.mode == "cluster"
+                and now - self._raft_leader[1] >= self.session_timeout - VOTER_FETCH_TIMEOUT_S):
             self._next_reset = now + self.rng.uniform(3.0, 8.0)
             self._reset_voter_link(now)
 
@@ -407,7 +423,9 @@ class Moments:
         and once the proposal has landed the leader and the other members die: a stale ISR
         accepted would leave the member that lost records the one to lead."""
         hosts = self.cluster.hosts
-        if now < self._busy_until or not hosts[leader].up:
+        # Not held back by the other strikes: ISR changes follow the restarts they cause, so
+        # nearly every proposal comes within their pause.
+        if now < self._stale_busy_until or not hosts[leader].up:
             return False
         state = p.isr_state
         members = [r for r in state.isr if r not in (leader, state.adding, *state.removing)
@@ -417,7 +435,8 @@ class Moments:
         victim = self.rng.choice(members)
         hold = self.rng.uniform(1.2, 2.5)
         after = hold + self.rng.uniform(0.05, 0.3)
-        self._busy_until = now + after + self.rng.uniform(1.0, 4.0)
+        self._stale_busy_until = now + after + self.rng.uniform(1.0, 4.0)
+        self._busy_until = max(self._busy_until, self._stale_busy_until)
         self._record("stale_isr", node=hosts[leader].name, key=key, victim=hosts[victim].name, hold=round(hold, 6),
                      after=round(after, 6))
         for controller in self.cluster.voters:
@@ -435,7 +454,9 @@ class Moments:
         reach only the old leader, hear of no successor until the cut ends, which may be longer
         than the close grace after it took over. The successor must not take its predecessor
         for dead: it answered after the reset."""
-        if now < self._busy_until:
+        # Not held back by the other strikes' pauses: those mostly strike brokers, and one
+        # follows another so closely that this one would seldom come.
+        if now < self._reset_busy_until:
             return
         hosts = self.cluster.hosts
         leader = self.cluster.leader()
@@ -446,7 +467,8 @@ class Moments:
         if leader is None or not voters or now + heard + cut + 1.0 > self._until:
             return
         voter = self.rng.choice(voters)
-        self._busy_until = now + heard + cut + self.rng.uniform(1.0, 3.0)
+        self._reset_busy_until = now + heard + cut + self.rng.uniform(1.0, 3.0)
+        self._busy_until = max(self._busy_until, self._reset_busy_until)
         self._record("voter_link_reset", node=hosts[voter].name, leader=hosts[leader].name, heard=round(heard, 6),
                      cut=round(cut, 6))
         self.nemesis._apply({"kind": "reset", "a": hosts[voter].name, "b": hosts[leader].name}, now, self._nursery)
@@ -494,7 +516,7 @@ class Moments:
         if not leaders:
             return
         node_id = self.rng.choice(leaders)
-        seconds = SESSION_TIMEOUT_S + self.rng.uniform(0.2, 3.0)
+        seconds = self.session_timeout + self.rng.uniform(0.2, 3.0)
         self._busy_until = now + seconds + self.rng.uniform(1.0, 3.0)
         self._record("pause_leader", node=self.cluster.hosts[node_id].name, seconds=round(seconds, 3))
         self.nemesis._apply({"kind": "pause", "node": node_id, "seconds": seconds}, now, self._nursery)
