@@ -3,11 +3,14 @@
 A broker process that dies (kill -9, a crash) has its TCP connections closed by the OS at
 once; waiting out a whole session (`broker.session.timeout.ms`) before fencing it stalls
 acks=all writes on every partition it was in the ISR of. So the active controller remembers
-which broker epoch each of its connections carried (the last registration or accepted
-heartbeat on it) and, when such a connection closes and it was that broker's latest one,
-fences the broker unless a heartbeat of that broker epoch arrives within
-`broker.connection.close.grace.ms` (a live broker whose connection broke reconnects and
-retries at once: metadata.controller.client).
+which broker epoch each of its open connections carried (the last registration or accepted
+heartbeat on it) and, when such a connection closes and no other open connection carried
+that broker at that epoch or a newer one, fences the broker unless a heartbeat of that
+broker epoch arrives within `broker.connection.close.grace.ms` (a live broker whose
+connection broke reconnects and retries at once: metadata.controller.client). Every open
+connection counts, not only the one heard last: a heartbeat the broker sent on a connection
+it has since left may arrive after one on its new connection (a segment retransmitted), and
+the broker's lease is on the new one, which is still open.
 
 Fencing early is safe for data (it only moves leadership and shrinks ISRs, as a lapsed
 session does); a wrongly fenced broker is unfenced by its next caught-up heartbeat. A
@@ -33,15 +36,13 @@ DEFAULT_CLOSE_GRACE = 0.5  # broker.connection.close.grace.ms = 500
 class ConnectionGrace:
     def __init__(self, grace: float = DEFAULT_CLOSE_GRACE):
         self.grace = grace
-        self._carried: dict[Hashable, tuple[int, int]] = {}  # connection -> (broker, epoch)
-        self._latest: dict[int, Hashable] = {}  # broker -> the last connection it spoke on
+        self._carried: dict[Hashable, tuple[int, int]] = {}  # open connection -> (broker, epoch)
         self._deadlines: dict[int, tuple[int, float]] = {}  # broker -> (epoch, fence at)
         self._expected: set[int] = set()  # deadlines set by `expect`, not by a closed connection
 
     def reset(self) -> None:
         """Forget everything (on becoming the active controller)."""
         self._carried.clear()
-        self._latest.clear()
         self._deadlines.clear()
         self._expected.clear()
 
@@ -64,23 +65,19 @@ class ConnectionGrace:
         """An accepted registration or heartbeat of `broker_epoch` (on `connection`, if known)."""
         self._deadlines.pop(broker_id, None)
         self._expected.discard(broker_id)
-        if connection is None:
-            return
-        old = self._latest.get(broker_id)
-        if old is not None and old != connection:
-            self._carried.pop(old, None)
-        self._carried[connection] = (broker_id, broker_epoch)
-        self._latest[broker_id] = connection
+        if connection is not None:
+            self._carried[connection] = (broker_id, broker_epoch)
 
     def closed(self, connection: Hashable, now: float) -> int | None:
-        """`connection` closed: start the grace of the broker it was the latest one of."""
+        """`connection` closed: start the grace of the broker it carried, unless another open
+        connection carried that broker at that epoch or a newer one (the broker may hold its
+        session lease on that one)."""
         carried = self._carried.pop(connection, None)
         if carried is None:
             return None
         broker_id, epoch = carried
-        if self._latest.get(broker_id) != connection:
+        if any(b == broker_id and e >= epoch for b, e in self._carried.values()):
             return None
-        del self._latest[broker_id]
         self._deadlines[broker_id] = (epoch, now + self.grace)
         return broker_id
 

@@ -46,6 +46,28 @@ def test_an_older_connection_closing_after_a_newer_one_carried_the_broker_is_ign
     assert fence_closed_broker(img, grace, hb, 9.0) == ([], None)
 
 
+def test_a_late_heartbeat_on_a_left_connection_does_not_fence_over_the_open_one():
+    # The broker's heartbeat on "old" was retransmitted and arrives after the one on "new",
+    # then "old" closes (the broker had left it): its lease is on "new", still open.
+    img, hb, grace = setup()
+    epoch = img.brokers[1].epoch
+    grace.heard("new", 1, epoch)
+    grace.heard("old", 1, epoch)
+    assert grace.closed("old", 1.0) is None
+    assert fence_closed_broker(img, grace, hb, 9.0) == ([], None)
+    assert grace.closed("new", 10.0) == 1  # the last open one closing still fences
+    assert fence_closed_broker(img, grace, hb, 10.5)[1] == 1
+
+
+def test_an_open_connection_of_an_older_epoch_does_not_hold_off_the_fence():
+    img, hb, grace = setup()
+    epoch = img.brokers[1].epoch
+    grace.heard("before", 1, epoch - 1)  # the previous incarnation's, its close not yet seen
+    grace.heard("now", 1, epoch)
+    assert grace.closed("now", 1.0) == 1
+    assert fence_closed_broker(img, grace, hb, 1.5)[1] == 1
+
+
 def test_a_connection_that_carried_no_broker_or_another_incarnation_fences_nothing():
     img, hb, grace = setup()
     assert grace.closed("admin", 1.0) is None  # a tool's connection: no broker on it
