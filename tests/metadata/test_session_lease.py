@@ -185,7 +185,6 @@ async def test_an_unanswered_shutdown_heartbeat_does_not_count_as_asking(autojum
     assert lifecycle.asked_shutdown_with_lease is False
 
 
-
 async def test_the_lease_ends_when_its_own_node_stopping_closes_the_connection(autojump_clock, monkeypatch):
     # A node that halts (its metadata log dir failed) cancels all its tasks: the controller
     # connection's reader closes the socket on its way out and the controller, seeing the close,
