@@ -62,10 +62,13 @@ class RpcClient:
         return self._lost is not None
 
     async def run(self) -> None:
-        """Read answers until the connection breaks, then close it."""
+        """Read answers until the connection breaks, then close it. Cancelled (its node
+        stopping), it closes the connection too: the peer sees it closed, and so must `lost`
+        (a broker's session lease ends with its controller connection)."""
         try:
             await self._read()
         finally:
+            self._break(ConnectionLost("connection closed by this side"))
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.stream)
 
@@ -83,12 +86,18 @@ class RpcClient:
                         slot[1] = frame.message
                         slot[0].set()
         except (DecodeError, ConnectionLost, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-            self._lost = e if isinstance(e, ConnectionLost) else ConnectionLost(f"{type(e).__name__}: {e}")
-            for slot in self._waiting.values():
-                slot[1] = self._lost
-                slot[0].set()
-            if self.on_lost is not None:
-                self.on_lost()
+            self._break(e if isinstance(e, ConnectionLost) else ConnectionLost(f"{type(e).__name__}: {e}"))
+
+    def _break(self, why: ConnectionLost) -> None:
+        """The connection is gone (the first cause counts): fail every waiting call, tell `on_lost`."""
+        if self._lost is not None:
+            return
+        self._lost = why
+        for slot in self._waiting.values():
+            slot[1] = why
+            slot[0].set()
+        if self.on_lost is not None:
+            self.on_lost()
 
 
 @contextlib.asynccontextmanager

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 
 from metadata.broker_lifecycle import LEASE_FRACTION, BrokerLifecycle
+from metadata.controller import client as client_module
 from metadata.controller import rpc
-from metadata.controller.client import ControllerUnavailableError
+from metadata.controller.client import ControllerConnection, ControllerUnavailableError
 from storage.env import RealEnv
 from wire.error_codes import ErrorCode
+from wire.rpc import FrameDecoder, encode_frame
 
 SESSION = 3.0
 
@@ -180,3 +183,43 @@ async def test_an_unanswered_shutdown_heartbeat_does_not_count_as_asking(autojum
     lifecycle.conn.call = answer
     await lifecycle._heartbeat()
     assert lifecycle.asked_shutdown_with_lease is False
+
+
+async def test_the_lease_ends_when_its_own_node_stopping_closes_the_connection(autojump_clock, monkeypatch):
+    # A node that halts (its metadata log dir failed) cancels all its tasks: the controller
+    # connection's reader closes the socket on its way out and the controller, seeing the close,
+    # fences the broker after the grace, while the rest of the node may take longer to wind down.
+    ours, theirs = trio.testing.memory_stream_pair()
+
+    async def connect(env, host, port, **kw):
+        return ours
+
+    async def controller():
+        decoder = FrameDecoder()
+        while data := await theirs.receive_some(1 << 16):
+            decoder.feed(data)
+            for frame in decoder:
+                reply = rpc.BrokerHeartbeatResponse(ErrorCode.NONE, is_fenced=False)
+                await theirs.send_all(encode_frame(reply, frame.correlation_id))
+        closed.set()
+
+    monkeypatch.setattr(client_module, "open_rpc_stream", connect)
+    connection = ControllerConnection(RealEnv(seed=1), {1: ("n1", 9093)}, cluster_id="c")
+    lifecycle = BrokerLifecycle(connection.env, connection, broker_id=4, metadata_offset=lambda: 0,
+                                session_timeout=SESSION)
+    lifecycle.broker_epoch = 10  # registered
+    closed = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(controller)
+        node = trio.CancelScope()
+
+        async def node_tasks():
+            with node:
+                await connection.run()
+
+        nursery.start_soon(node_tasks)
+        await trio.sleep(0.1)
+        assert await lifecycle._heartbeat() and lifecycle.holds_session_lease()
+        node.cancel()
+        await closed.wait()  # the controller sees the connection closed
+        assert not lifecycle.holds_session_lease()
