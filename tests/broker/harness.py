@@ -432,8 +432,12 @@ class ThreadedCluster:
         return trio.from_thread.run_sync(fn, trio_token=self._token)
 
     def stop(self) -> None:
-        if self._cancel is not None:
-            trio.from_thread.run_sync(self._cancel.cancel, trio_token=self._token)
-        if self._thread is not None:
-            self._thread.join(30)
-        self.tmp.cleanup()
+        try:
+            if self._cancel is not None and self._error is None:
+                trio.from_thread.run_sync(self._cancel.cancel, trio_token=self._token)
+            if self._thread is not None:
+                self._thread.join(30)
+        finally:
+            self.tmp.cleanup()
+        if self._error is not None:  # the brokers' run ended early: say with what
+            raise RuntimeError(f"the brokers' trio run ended before stop(): {self._error!r}") from self._error

@@ -1,6 +1,6 @@
 """Fixtures for the command tests: real brokers with their group coordinator
-(tests/broker/harness.py's ThreadedCluster, three of them, shared by the session), a one-broker
-mini cluster (for what needs a small cluster), and `cli`, which runs `python -m raftkafka ...`
+(tests/broker/harness.py's ThreadedCluster, three of them, shared by the package's tests), a
+one-broker mini cluster (for what needs a small cluster), and `cli`, which runs `python -m raftkafka ...`
 in-process."""
 from __future__ import annotations
 
@@ -15,7 +15,10 @@ from tests.broker.harness import ThreadedCluster
 from tests.client.served import ServedMiniCluster
 
 
-@pytest.fixture(scope="session")
+# Package scope: they stop when tests/cli is done. Alive for the whole session, they ran in a
+# thread of the pytest process beside later tests that patch node code in that process (the
+# simulation's mutations).
+@pytest.fixture(scope="package")
 def brokers():
     # No initial rebalance delay: a console consumer joining an empty group starts at once.
     cluster = ThreadedCluster(3, static={"group.initial.rebalance.delay.ms": "0"})
@@ -24,7 +27,7 @@ def brokers():
     cluster.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def mini():
     with ServedMiniCluster(node_ids=(1,)) as served:
         yield served
