@@ -42,6 +42,7 @@ class MetadataChecker:
         self._last_seen: dict[tuple[int, str], tuple[int, MetadataImage, int]] = {}
         self.compared = 0
         self.on_image: list = []  # callbacks(image) for every committed image replayed, in order
+        self._fencing_watches: list[tuple[int, int, object]] = []  # see on_fencing
 
     # ------------------------------------------------------------------ replay
     def _catch_up(self) -> None:
@@ -63,7 +64,10 @@ class MetadataChecker:
                         self.raft.violate("MetadataReplayError", f"committed record in batch ending at "
                                           f"{item.last_offset} does not apply: {type(e).__name__}: {e}")
                 delta.set_provenance(item.last_offset, item.epoch)
-                self._image = delta.apply()
+                before, self._image = self._image, delta.apply()
+                for watch in [w for w in self._fencing_watches if _fenced(self._image, w[0], w[1])]:
+                    self._fencing_watches.remove(watch)
+                    watch[2](before)
                 self.images[item.last_offset] = self._image
                 for callback in self.on_image:
                     callback(self._image)
@@ -77,6 +81,19 @@ class MetadataChecker:
         """The image of the whole committed metadata log as far as any node applied it."""
         self._catch_up()
         return self._image
+
+    def on_fencing(self, broker_id: int, epoch: int, callback) -> None:
+        """Call `callback(image)` with the committed image just before the batch that fences
+        epoch `epoch` of `broker_id` (what the controller decided that fencing on): now if
+        the replayed log ends fenced, else once that batch is replayed."""
+        self._catch_up()
+        if not _fenced(self._image, broker_id, epoch):
+            self._fencing_watches.append((broker_id, epoch, callback))
+            return
+        for image in reversed(self.images.values()):
+            if not _fenced(image, broker_id, epoch):
+                callback(image)
+                return
 
     # ------------------------------------------------------------------ checks
     def observe(self, node: int, incarnation: int, kind: str, image: MetadataImage, replay_errors) -> None:
@@ -112,6 +129,11 @@ class MetadataChecker:
     def converged(self, offsets: dict[int, int], target: int) -> list[int]:
         """Nodes whose image offset is still below `target` (liveness after the heal)."""
         return sorted(n for n, o in offsets.items() if o < target)
+
+
+def _fenced(image: MetadataImage, broker_id: int, epoch: int) -> bool:
+    reg = image.brokers.get(broker_id)
+    return reg is not None and reg.epoch == epoch and reg.fenced
 
 
 def _difference(expected: MetadataImage, actual: MetadataImage) -> str:
