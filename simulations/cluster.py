@@ -509,7 +509,7 @@ class SimCluster:
             # Let go at once (it led nothing in the controller's image): its own metadata may
             # lag that image, so judge the image the controller decided on.
             self.metadata_log.on_fencing(host.node_id, reg.epoch,
-                                         lambda decided: self._report_leaderships(host, decided))
+                                         lambda decided: self._report_leaderships(host, decided or image))
         else:
             self._report_leaderships(host, image)
 

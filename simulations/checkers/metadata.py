@@ -64,11 +64,11 @@ class MetadataChecker:
                         self.raft.violate("MetadataReplayError", f"committed record in batch ending at "
                                           f"{item.last_offset} does not apply: {type(e).__name__}: {e}")
                 delta.set_provenance(item.last_offset, item.epoch)
-                before, self._image = self._image, delta.apply()
+                self._image = delta.apply()
+                self.images[item.last_offset] = self._image
                 for watch in [w for w in self._fencing_watches if _fenced(self._image, w[0], w[1])]:
                     self._fencing_watches.remove(watch)
-                    watch[2](before)
-                self.images[item.last_offset] = self._image
+                    watch[2](self._decided_fencing(watch[0], watch[1]))
                 for callback in self.on_image:
                     callback(self._image)
             else:  # a control entry moves a loader's offset, not the controller's image
@@ -83,17 +83,29 @@ class MetadataChecker:
         return self._image
 
     def on_fencing(self, broker_id: int, epoch: int, callback) -> None:
-        """Call `callback(image)` with the committed image just before the batch that fences
-        epoch `epoch` of `broker_id` (what the controller decided that fencing on): now if
-        the replayed log ends fenced, else once that batch is replayed."""
+        """Call `callback(image)` with the committed image the controller decided the latest
+        fencing of epoch `epoch` of `broker_id` on: now if the replayed log ends with it
+        fenced, else once that fencing is replayed."""
         self._catch_up()
-        if not _fenced(self._image, broker_id, epoch):
+        if _fenced(self._image, broker_id, epoch):
+            callback(self._decided_fencing(broker_id, epoch))
+        else:
             self._fencing_watches.append((broker_id, epoch, callback))
-            return
+
+    def _decided_fencing(self, broker_id: int, epoch: int) -> MetadataImage | None:
+        """The image before the fencing's batches: its registration change and, before
+        that, the batches that moved leadership and ISR membership off the broker
+        (metadata.controller.brokers.fence_broker)."""
+        decided = None
         for image in reversed(self.images.values()):
-            if not _fenced(image, broker_id, epoch):
-                callback(image)
-                return
+            if decided is None:
+                if not _fenced(image, broker_id, epoch):
+                    decided = image
+            elif _moved_off(image, decided, broker_id):
+                decided = image
+            else:
+                break
+        return decided
 
     # ------------------------------------------------------------------ checks
     def observe(self, node: int, incarnation: int, kind: str, image: MetadataImage, replay_errors) -> None:
@@ -134,6 +146,19 @@ class MetadataChecker:
 def _fenced(image: MetadataImage, broker_id: int, epoch: int) -> bool:
     reg = image.brokers.get(broker_id)
     return reg is not None and reg.epoch == epoch and reg.fenced
+
+
+def _moved_off(before: MetadataImage, after: MetadataImage, broker_id: int) -> bool:
+    """Whether `after` differs from `before` only by partitions that lost `broker_id` as
+    leader or ISR member (and `broker_id` is registered alike in both)."""
+    if before.brokers.get(broker_id) != after.brokers.get(broker_id) or before.topics_by_id.keys() != after.topics_by_id.keys():
+        return False
+    changed = [(p, after.topics_by_id[tid].partitions.get(pid))
+               for tid, topic in before.topics_by_id.items() if topic is not after.topics_by_id[tid]
+               for pid, p in topic.partitions.items() if p is not after.topics_by_id[tid].partitions.get(pid)]
+    return bool(changed) and all(
+        new is not None and (old.leader == broker_id or broker_id in old.isr)
+        and new.leader != broker_id and broker_id not in new.isr for old, new in changed)
 
 
 def _difference(expected: MetadataImage, actual: MetadataImage) -> str:

@@ -9,7 +9,9 @@ from types import SimpleNamespace
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE
 from metadata.log_format import encode_batch
-from metadata.records import BrokerRegistrationChange, Partition, RegisterBroker, RemoveTopic, Topic
+from metadata.records import (
+    BrokerRegistrationChange, Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic,
+)
 from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import RaftChecker
 from simulations.cluster import SimCluster
@@ -17,7 +19,8 @@ from simulations.trace import Trace
 
 BROKER, EPOCH, TOPIC = 5, 98, uuid.UUID(int=7)
 LEADING = [RegisterBroker(BROKER, uuid.UUID(int=1), EPOCH, fenced=False),
-           Topic("churn-7", TOPIC), Partition(0, TOPIC, (BROKER,), (BROKER,), leader=BROKER)]
+           Topic("churn-7", TOPIC), Partition(0, TOPIC, (BROKER, 4), (BROKER, 4), leader=BROKER)]
+MOVE = [PartitionChange(0, TOPIC, leader=4, isr=(4,))]  # what fencing it moves first
 FENCE = [BrokerRegistrationChange(BROKER, EPOCH, fenced=True)]
 
 
@@ -64,11 +67,19 @@ def test_a_broker_whose_leadership_ended_before_it_asked_may_stop_with_stale_met
     log.commit(FENCE)
     log.stop(image_of(LEADING))
     assert log.violations() == set()
+    # Also when the leadership ended by another broker taking it over before the ask.
+    log = Log()
+    log.commit(LEADING)
+    log.commit([PartitionChange(0, TOPIC, leader=4)])
+    log.commit(FENCE)
+    log.stop(image_of(LEADING))
+    assert log.violations() == set()
 
 
 def test_a_broker_let_stop_while_the_controller_saw_it_lead_is_reported():
     log = Log()
     log.commit(LEADING)
+    log.commit(MOVE)
     log.commit(FENCE)
     log.stop(image_of(LEADING))
     assert log.violations() == {"ControlledShutdownLeftLeaders"}
@@ -79,6 +90,8 @@ def test_the_stop_is_judged_once_its_fencing_is_replayed():
     log = Log()
     log.commit(LEADING)
     log.stop(image_of(LEADING))
+    assert log.violations() == set()
+    log.commit(MOVE)
     assert log.violations() == set()
     log.commit(FENCE)
     assert log.violations() == {"ControlledShutdownLeftLeaders"}
