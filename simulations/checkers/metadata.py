@@ -23,6 +23,7 @@ import dataclasses
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.log_format import BatchAssembler, CommittedBatch
+from metadata.records import NO_LEADER
 from raft.entry import Entry
 from simulations.checkers.raft import RaftChecker
 
@@ -149,16 +150,19 @@ def _fenced(image: MetadataImage, broker_id: int, epoch: int) -> bool:
 
 
 def _moved_off(before: MetadataImage, after: MetadataImage, broker_id: int) -> bool:
-    """Whether `after` differs from `before` only by partitions that lost `broker_id` as
-    leader or ISR member (and `broker_id` is registered alike in both)."""
-    if before.brokers.get(broker_id) != after.brokers.get(broker_id) or before.topics_by_id.keys() != after.topics_by_id.keys():
+    """Whether every partition that differs from `before` to `after` lost `broker_id` as
+    fencing takes it off (metadata.controller.replication.remove_broker_from_isrs): out of
+    its ISR, or as leader with no other to elect; topics and its registration alike."""
+    if (before.brokers.get(broker_id) != after.brokers.get(broker_id)
+            or before.topics_by_id.keys() != after.topics_by_id.keys()):
         return False
-    changed = [(p, after.topics_by_id[tid].partitions.get(pid))
+    changed = [(old, after.topics_by_id[tid].partitions.get(pid))
                for tid, topic in before.topics_by_id.items() if topic is not after.topics_by_id[tid]
-               for pid, p in topic.partitions.items() if p is not after.topics_by_id[tid].partitions.get(pid)]
+               for pid, old in topic.partitions.items() if old is not after.topics_by_id[tid].partitions.get(pid)]
     return bool(changed) and all(
-        new is not None and (old.leader == broker_id or broker_id in old.isr)
-        and new.leader != broker_id and broker_id not in new.isr for old, new in changed)
+        new is not None and ((broker_id in old.isr and broker_id not in new.isr)
+                             or (old.leader == broker_id and new.leader == NO_LEADER))
+        for old, new in changed)
 
 
 def _difference(expected: MetadataImage, actual: MetadataImage) -> str:
