@@ -42,6 +42,7 @@ from raftkafka.node import ControllerNode
 from raftkafka.node.assembly import shut_down_gracefully
 from raftkafka.node.config import load_config
 from raftkafka.node.metadata_roles import MetadataApp
+from simulations.checkers.metadata import MetadataChecker
 from simulations.checkers.raft import GENESIS_DIGEST, DurableLog, RaftChecker, entry_digest
 from simulations.env import SimEnv, SkewedClock, derive_seed
 from simulations.network import SimNetwork
@@ -271,6 +272,8 @@ class SimCluster:
         self._nursery: trio.Nursery | None = None
         self.crashes = 0
         self.on_start = []  # callbacks(host) run when an incarnation starts (checkers reset)
+        # The committed metadata log replayed (simulations.checkers.metadata), set by the runner.
+        self.metadata_log: MetadataChecker | None = None
         # node -> (its disk's durable_changes, quorum state, DurableLog) as last read: a disk
         # with nothing newly durable is not copied and re-read every poll.
         self._durable_seen: dict[int, tuple] = {}
@@ -490,7 +493,10 @@ class SimCluster:
         should_shutdown only once its leaderships moved and every live broker (this one
         too) reported metadata past the moves, and never elects a broker in controlled
         shutdown. (One the controller had fenced meanwhile is let stop at once, as in
-        Kafka; its metadata may be stale then.)"""
+        Kafka; its metadata may be stale then.) One that led nothing in the controller's
+        image when it asked is let stop at once too, as in Kafka, without waiting for its
+        metadata (which may still show a leadership that has ended since, e.g. of a deleted
+        topic): it is judged by the committed image that fencing was decided on."""
         role = host.broker_role()
         if role is None or role.kafka is None or role.lifecycle is None:
             return
@@ -499,6 +505,15 @@ class SimCluster:
         leased = role.lifecycle.asked_shutdown_with_lease
         if reg is None or reg.epoch != role.lifecycle.broker_epoch or not (leased or reg.in_controlled_shutdown):
             return
+        if not reg.in_controlled_shutdown and self.metadata_log is not None:
+            # Let go at once (it led nothing in the controller's image): its own metadata may
+            # lag that image, so judge the image the controller decided on.
+            self.metadata_log.on_fencing(host.node_id, reg.epoch,
+                                         lambda decided: self._report_leaderships(host, decided or image))
+        else:
+            self._report_leaderships(host, image)
+
+    def _report_leaderships(self, host: NodeHost, image) -> None:
         still = sorted(f"{t.name}-{p}" for t, p, part in image.iter_partitions() if part.leader == host.node_id)
         if still:
             self.checker.violate("ControlledShutdownLeftLeaders",

@@ -97,6 +97,7 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
                          mode="cluster", raft_settings=raft_settings,
                          node_settings={**NODE_SETTINGS, **options.node_settings})
     metadata = MetadataChecker(checker)
+    cluster.metadata_log = metadata
     authorization = AuthorizationChecker(metadata, AUTHORIZER, QUESTIONS)
     quotas = QuotaChecker(metadata, QUOTA_QUESTIONS)
     net.add_host(CLIENT_HOST)

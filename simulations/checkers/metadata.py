@@ -23,6 +23,7 @@ import dataclasses
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.log_format import BatchAssembler, CommittedBatch
+from metadata.records import NO_LEADER
 from raft.entry import Entry
 from simulations.checkers.raft import RaftChecker
 
@@ -42,6 +43,7 @@ class MetadataChecker:
         self._last_seen: dict[tuple[int, str], tuple[int, MetadataImage, int]] = {}
         self.compared = 0
         self.on_image: list = []  # callbacks(image) for every committed image replayed, in order
+        self._fencing_watches: list[tuple[int, int, object]] = []  # see on_fencing
 
     # ------------------------------------------------------------------ replay
     def _catch_up(self) -> None:
@@ -65,6 +67,9 @@ class MetadataChecker:
                 delta.set_provenance(item.last_offset, item.epoch)
                 self._image = delta.apply()
                 self.images[item.last_offset] = self._image
+                for watch in [w for w in self._fencing_watches if _fenced(self._image, w[0], w[1])]:
+                    self._fencing_watches.remove(watch)
+                    watch[2](self._decided_fencing(watch[0], watch[1]))
                 for callback in self.on_image:
                     callback(self._image)
             else:  # a control entry moves a loader's offset, not the controller's image
@@ -77,6 +82,31 @@ class MetadataChecker:
         """The image of the whole committed metadata log as far as any node applied it."""
         self._catch_up()
         return self._image
+
+    def on_fencing(self, broker_id: int, epoch: int, callback) -> None:
+        """Call `callback(image)` with the committed image the controller decided the latest
+        fencing of epoch `epoch` of `broker_id` on: now if the replayed log ends with it
+        fenced, else once that fencing is replayed."""
+        self._catch_up()
+        if _fenced(self._image, broker_id, epoch):
+            callback(self._decided_fencing(broker_id, epoch))
+        else:
+            self._fencing_watches.append((broker_id, epoch, callback))
+
+    def _decided_fencing(self, broker_id: int, epoch: int) -> MetadataImage | None:
+        """The image before the fencing's batches: its registration change and, before
+        that, the batches that moved leadership and ISR membership off the broker
+        (metadata.controller.brokers.fence_broker)."""
+        decided = None
+        for image in reversed(self.images.values()):
+            if decided is None:
+                if not _fenced(image, broker_id, epoch):
+                    decided = image
+            elif _moved_off(image, decided, broker_id):
+                decided = image
+            else:
+                break
+        return decided
 
     # ------------------------------------------------------------------ checks
     def observe(self, node: int, incarnation: int, kind: str, image: MetadataImage, replay_errors) -> None:
@@ -112,6 +142,27 @@ class MetadataChecker:
     def converged(self, offsets: dict[int, int], target: int) -> list[int]:
         """Nodes whose image offset is still below `target` (liveness after the heal)."""
         return sorted(n for n, o in offsets.items() if o < target)
+
+
+def _fenced(image: MetadataImage, broker_id: int, epoch: int) -> bool:
+    reg = image.brokers.get(broker_id)
+    return reg is not None and reg.epoch == epoch and reg.fenced
+
+
+def _moved_off(before: MetadataImage, after: MetadataImage, broker_id: int) -> bool:
+    """Whether every partition that differs from `before` to `after` lost `broker_id` as
+    fencing takes it off (metadata.controller.replication.remove_broker_from_isrs): out of
+    its ISR, or as leader with no other to elect; topics and its registration alike."""
+    if (before.brokers.get(broker_id) != after.brokers.get(broker_id)
+            or before.topics_by_id.keys() != after.topics_by_id.keys()):
+        return False
+    changed = [(old, after.topics_by_id[tid].partitions.get(pid))
+               for tid, topic in before.topics_by_id.items() if topic is not after.topics_by_id[tid]
+               for pid, old in topic.partitions.items() if old is not after.topics_by_id[tid].partitions.get(pid)]
+    return bool(changed) and all(
+        new is not None and ((broker_id in old.isr and broker_id not in new.isr)
+                             or (old.leader == broker_id and new.leader == NO_LEADER))
+        for old, new in changed)
 
 
 def _difference(expected: MetadataImage, actual: MetadataImage) -> str:

@@ -56,8 +56,8 @@ def test_kind_is_injected_counted_and_survived(kind, seed, workload):
 
 def test_a_controlled_shutdown_that_stops_before_its_leaderships_moved_is_caught(monkeypatch):
     """Mutation: the controller lets a broker that asks to shut down stop at once (fencing it,
-    which moves its leaderships in the same step): the broker stops while its metadata still
-    shows it leading, which the stop's checker reports."""
+    which moves its leaderships in the same step): the broker stops while the image the
+    controller decided that on shows it leading, which the stop's checker reports."""
     import metadata.controller.brokers as brokers
 
     original = brokers._next_state
