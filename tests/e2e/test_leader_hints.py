@@ -59,10 +59,13 @@ def _stop_leader_and_see_the_move(admin, pids, topic, lines, step, what):
         moved = next((i for i in range(start, len(lines)) if "updated with leader" in lines[i]), None)
     assert moved is not None, f"the client never took a new leader from a {what} answer (KIP-951)"
     # librdkafka takes the hinted leader while parsing the answer and may log that answer's
-    # error just after: the NOT_LEADER answer is the one right around the move.
-    around = "\n".join(lines[start:moved + 20])
-    assert re.search(r"Not leader for partition|NOT_LEADER_FOR_PARTITION|FENCED_LEADER_EPOCH", around), \
-        lines[start:moved + 20][-8:]
+    # error just after: the NOT_LEADER answer is the one right around the move. Its log lines
+    # reach `lines` only as the client is polled, so poll on until they have come.
+    refused = re.compile(r"Not leader for partition|NOT_LEADER_FOR_PARTITION|FENCED_LEADER_EPOCH")
+    deadline = time.monotonic() + 5
+    while not refused.search("\n".join(lines[start:moved + 20])) and time.monotonic() < deadline:
+        step()
+    assert refused.search("\n".join(lines[start:moved + 20])), lines[start:moved + 20][-8:]
     # Learnt from the answer: no Metadata answer had come since the leader stopped.
     assert not any("Received MetadataResponse" in line for line in lines[start:moved]), lines[start:moved]
     new = int(re.search(r"updated with leader (\d+)", lines[moved]).group(1))
