@@ -4,7 +4,9 @@ one method per event, and Kafka's request names for the `api` label.
 from __future__ import annotations
 
 from metrics.registry import MetricsRegistry
+from wire.error_codes import ErrorCode
 from wire.protocol import ApiKey
+from wire.protocol.error_counts import error_counts
 
 __all__ = ["BrokerMetrics", "api_name"]
 
@@ -26,6 +28,7 @@ class BrokerMetrics:
         self._replication_bytes_in = registry.counter("raftkafka_broker_topic_replication_bytes_in_total")
         self._replication_bytes_out = registry.counter("raftkafka_broker_topic_replication_bytes_out_total")
         self._requests = registry.counter("raftkafka_request_total")
+        self.errors = registry.counter("raftkafka_request_errors_total")
         self._latency = registry.histogram("raftkafka_request_latency_seconds")
         self.isr_shrinks = registry.counter("raftkafka_isr_shrinks_total")
         self.isr_expands = registry.counter("raftkafka_isr_expands_total")
@@ -35,6 +38,12 @@ class BrokerMetrics:
         api = _API_NAMES.get(api_key) or api_name(api_key)
         self._requests.labels(api).inc()
         self._latency.labels(api).observe(seconds)
+
+    def answered(self, api_key: int, response) -> None:
+        """A response is going out: count each of its error codes (Kafka's ErrorsPerSec)."""
+        api = _API_NAMES.get(api_key) or api_name(api_key)
+        for code, n in error_counts(response).items():
+            self.errors.labels(api, _error_name(code)).inc(n)
 
     def produced(self, topic: str, nbytes: int, nrecords: int) -> None:
         self._bytes_in.labels(topic).inc(nbytes)
@@ -54,6 +63,11 @@ class BrokerMetrics:
 
 
 _API_NAMES: dict[int, str] = {}
+_ERROR_NAMES = {int(code): code.name for code in ErrorCode}
+
+
+def _error_name(code: int) -> str:
+    return _ERROR_NAMES.get(code, "UNKNOWN")  # one series for codes we never define
 
 
 def api_name(api_key: int) -> str:

@@ -218,6 +218,7 @@ class KafkaServer:
                     and response.error_code == ErrorCode.NONE):
                 conn.replica = request.replica_id
                 self._fetch_connections[request.replica_id] = conn
+            self.broker.metrics.answered(header.api_key, response)
             parts = encode_response_parts(header, response)
             if self._throttle(conn, header, request, response, len(frame), parts, handling.seconds):
                 parts = encode_response_parts(header, response)  # now with its throttle_time_ms
@@ -276,7 +277,9 @@ _REPLICA_APIS = frozenset({ApiKey.FETCH, ApiKey.LIST_OFFSETS})
 def _error_answer(handler, broker, header, request, code: int):
     """The answer giving every item of the request `code`, or CLOSE."""
     try:
-        return encode_response_parts(header, handler.error(broker, header, request, code))
+        response = handler.error(broker, header, request, code)
+        broker.metrics.answered(header.api_key, response)
+        return encode_response_parts(header, response)
     except CloseConnection:
         return CLOSE
     except Exception:

@@ -84,6 +84,8 @@ CATALOGUE: list[MetricDef] = [
        "topic"),
     # request path (kafka.network:type=RequestMetrics)
     _c("raftkafka_request_total", "Requests handled, per API.", "api"),
+    _c("raftkafka_request_errors_total", "Error codes in responses, per API and error (each error_code field "
+       "of a response counts; NONE too), as Kafka's ErrorsPerSec.", "api", "error"),
     MetricDef("raftkafka_request_latency_seconds", HISTOGRAM,
               "Time from a decoded request to its encoded response, per API.", ("api",), LATENCY_BUCKETS),
     _g("raftkafka_broker_connections", "Client connections open on the Kafka listener."),
@@ -226,6 +228,10 @@ class Counter(_Metric):
     def value(self, *label_values) -> Number:
         child = self._children.get(tuple(str(v) for v in label_values))
         return 0 if child is None else child.value
+
+    def values(self) -> dict[tuple[str, ...], Number]:
+        """{label values: count} of every series counted so far."""
+        return {key: child.value for key, child in self._children.items()}
 
     def samples(self) -> list[str]:
         if not self.defn.labels and not self._children:

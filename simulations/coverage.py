@@ -15,7 +15,11 @@ Nothing here is in node code: the counts come from what the nodes already keep a
   snapshots loaded, controller activations, session fencings, Raft leaderships won.
 - Broker state polled every `POLL_EVERY` s (`poll`): producer-state rebuilds, log cleaning
   passes, log-start moves by retention or DeleteRecords.
-- Errors the clients were answered with (the History), fenced and not-leader ones included.
+- Errors the clients were answered with (the History), fenced and not-leader ones included:
+  what reached the workload after our client's retries (`client_error_*`).
+- Fenced and not-leader answers as the brokers gave them, polled from each broker's request
+  error counter (Kafka's ErrorsPerSec), replica fetches and retried requests included
+  (`answered_*`): the fencing that clients and followers handled themselves.
 - The strikes simulations.moments made (`strike_<moment>`), so a moment a run never reached
   shows as a zero too.
 - The faults the nemesis applied are reported beside these (`faults`), not among them.
@@ -87,6 +91,7 @@ KEYS = tuple(sorted({
     "producer_state_rebuild", "log_cleaning", "retention_delete",
     *(f"strike_{kind}" for kind in STRIKE_KINDS),
     *(f"client_error_{name.lower()}" for name in FENCED_ERRORS),
+    *(f"answered_{name.lower()}" for name in FENCED_ERRORS),
 }))
 # What the Raft workload (the controller quorum alone) can reach.
 RAFT_KEYS = ("raft_leadership_won", "raft_role_change", "raft_snapshot_install", "raft_snapshot_written")
@@ -141,15 +146,21 @@ class Coverage:
                 continue
             incarnation = (node_id, host.incarnation)
             self._grow(incarnation + ("rebuilds",), kafka.producer_states.rebuilds, "producer_state_rebuild")
+            for (api, error), n in kafka.metrics.errors.values().items():
+                if error in FENCED_ERRORS:
+                    self._grow(incarnation + ("answered", api, error), n, f"answered_{error.lower()}",
+                               first=0)
             manager = kafka.log_manager
             for tp, offset in list(manager._cleaner_offsets.items()):
                 self._grow(incarnation + ("cleaned", tp), offset, "log_cleaning", count_steps=True)
             for tp, plog in manager.all_logs():
                 self._grow(incarnation + ("start", tp), plog.log_start_offset, "retention_delete", count_steps=True)
 
-    def _grow(self, key: tuple, value: int, counter: str, *, count_steps: bool = False) -> None:
-        """Count how far (or, with count_steps, how often) `value` grew since the last poll."""
-        last = self._polled.get(key)
+    def _grow(self, key: tuple, value: int, counter: str, *, count_steps: bool = False,
+              first: int | None = None) -> None:
+        """Count how far (or, with count_steps, how often) `value` grew since the last poll;
+        `first`: what it was before the first poll (None: the first poll sets the baseline)."""
+        last = self._polled.get(key, first)
         self._polled[key] = value
         if last is not None and value > last:
             self.add(counter, 1 if count_steps else value - last)

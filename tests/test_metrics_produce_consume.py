@@ -111,6 +111,11 @@ async def test_scraped_counters_match_what_was_produced_and_consumed():
             assert not [s for fam in mid.values() for s in fam["samples"] if s[1].get("topic") == "nope"]
             assert _value(mid, "raftkafka_request_total", api="Produce") == produce_calls
             assert _latency_count(mid, "Produce") == produce_calls
+            # Each error_code field of an answer counts once, NONE included (Kafka's ErrorsPerSec).
+            assert _value(mid, "raftkafka_request_errors_total", api="Produce", error="NONE") == 12
+            assert _value(mid, "raftkafka_request_errors_total", api="Produce", error="CORRUPT_MESSAGE") == 1
+            assert _value(mid, "raftkafka_request_errors_total", api="Produce",
+                          error="UNKNOWN_TOPIC_OR_PARTITION") == 1
 
             consumed_bytes = consumed_records = fetch_calls = 0
             for partition in (0, 1):
@@ -133,6 +138,9 @@ async def test_scraped_counters_match_what_was_produced_and_consumed():
             assert _value(after, "raftkafka_request_total", api="Fetch") == fetch_calls
             assert _latency_count(after, "Fetch") == fetch_calls
             assert _value(after, "raftkafka_request_total", api="CreateTopics") == 1
+            # a Fetch answer carries its own error code and one per partition
+            assert _value(after, "raftkafka_request_errors_total", api="Fetch", error="NONE") == 2 * fetch_calls
+            assert _value(after, "raftkafka_request_errors_total", api="CreateTopics", error="NONE") == 1
             assert _value(after, "raftkafka_under_replicated_partitions") == 0
             assert _value(after, "raftkafka_partitions") == 2
             assert _value(after, "raftkafka_broker_connections") == 1

@@ -74,7 +74,8 @@ def test_a_clean_run_reports_every_coverage_counter():
     coverage = result["coverage"]
     assert set(KEYS) <= set(coverage)  # plus any other error code the clients were answered with
     for key in ("isr_shrink_committed", "isr_expand_committed", "raft_leadership_won", "topic_created",
-                "coordinator_load", "controller_activation", "producer_id_block"):
+                "coordinator_load", "controller_activation", "producer_id_block",
+                "answered_not_enough_replicas"):  # polled from the brokers' request error counters
         assert coverage[key] > 0, (key, coverage)
     assert any(line.split()[3] == "coverage" for line in result["trace"].lines[-5:])
 
