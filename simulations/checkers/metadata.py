@@ -96,12 +96,17 @@ class MetadataChecker:
     def _decided_fencing(self, broker_id: int, epoch: int) -> MetadataImage | None:
         """The image before the fencing's batches: its registration change and, before
         that, the batches that moved leadership and ISR membership off the broker
-        (metadata.controller.brokers.fence_broker)."""
+        (metadata.controller.brokers.fence_broker). A broker fenced from controlled shutdown
+        was fenced on the image it shut down in: the moves before that were the controlled
+        shutdown's own, not the fencing's."""
         decided = None
         for image in reversed(self.images.values()):
             if decided is None:
                 if not _fenced(image, broker_id, epoch):
                     decided = image
+                    reg = image.brokers.get(broker_id)
+                    if reg is not None and reg.in_controlled_shutdown:
+                        break
             elif _moved_off(image, decided, broker_id):
                 decided = image
             else:

@@ -97,3 +97,25 @@ def test_the_stop_is_judged_once_its_fencing_is_replayed():
     assert log.violations() == set()
     log.commit(FENCE)
     assert log.violations() == {"ControlledShutdownLeftLeaders"}
+
+
+def test_a_broker_fenced_at_the_end_of_its_controlled_shutdown_is_judged_where_it_shut_down():
+    # UNFENCED -> CONTROLLED_SHUTDOWN moves its leaderships (here to none: no other replica in
+    # the ISR), then SHUTDOWN_NOW fences it, clearing in_controlled_shutdown. Its metadata has
+    # the fencing; the moves before it were the controlled shutdown's, not the fencing's.
+    in_shutdown = [BrokerRegistrationChange(BROKER, EPOCH, in_controlled_shutdown=True)]
+    fenced = [BrokerRegistrationChange(BROKER, EPOCH, fenced=True, in_controlled_shutdown=False)]
+    log = Log()
+    log.commit(LEADING)
+    log.commit(in_shutdown)
+    log.commit([PartitionChange(0, TOPIC, leader=-1)])
+    log.commit(fenced)
+    log.stop(image_of(LEADING + in_shutdown + [PartitionChange(0, TOPIC, leader=-1)] + fenced))
+    assert log.violations() == set()
+    # The same shutdown fenced while still leading is reported.
+    log = Log()
+    log.commit(LEADING)
+    log.commit(in_shutdown)
+    log.commit(fenced)
+    log.stop(image_of(LEADING + in_shutdown))
+    assert log.violations() == {"ControlledShutdownLeftLeaders"}
