@@ -101,16 +101,20 @@ class RaftCore(Membership, Replication):
         self.quorum = QuorumState(node_id=node_id, observer=not self.may_campaign)
         self._actions = Actions()
         # The leader we followed until our link to it broke, while nothing has come from it
-        # since: a dead process closes its connections and sends nothing more. The metadata
-        # controller takes it as the previous controller's death (metadata.controller.service).
+        # since (`_lost_leader`); once a new connection to it is refused as well, nothing
+        # listens at its address: its process is gone (`departed_leader`). A reset link alone
+        # proves nothing (a middlebox, a stopped or cut-off process). The metadata controller
+        # takes the departed leader as the previous controller's death
+        # (metadata.controller.service).
+        self._lost_leader: int | None = None
         self.departed_leader: int | None = None
         self._restart(state, now)
 
     # ================================================================ public API
 
     def handle(self, src: int, msg: object, now: float) -> Actions:
-        if src == self.departed_leader:
-            self.departed_leader = None  # it lives
+        if src == self._lost_leader:
+            self._lost_leader = self.departed_leader = None  # it lives
         handler = self._HANDLERS.get(type(msg))
         if handler is not None and well_formed(msg):
             if msg.cluster_id != self.cluster_id:
@@ -131,10 +135,17 @@ class RaftCore(Membership, Replication):
         and a fetch answered meanwhile puts the deadline back."""
         st = self.quorum.role_state
         if self.quorum.role is Role.FOLLOWER and st.leader_id == peer:
-            self.departed_leader = peer
+            self._lost_leader = peer
             st.has_fetched = False
             delay = self.rng.uniform(0.0, self.config.election_timeout / 2)
             st.fetch_deadline = min(st.fetch_deadline, now + delay)
+        return self._finish(now)
+
+    def connect_refused(self, peer: int, now: float) -> Actions:
+        """A new connection to `peer` was refused: nothing listens at its address. If it is
+        the leader whose link broke with nothing from it since, its process is gone."""
+        if peer == self._lost_leader:
+            self.departed_leader = peer
         return self._finish(now)
 
     def append(self, payloads: list[bytes], now: float) -> tuple[int, Actions]:

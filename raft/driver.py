@@ -51,6 +51,7 @@ INBOX_SIZE = 10_000
 _WAKE = object()  # inbox item that only wakes the loop (a proposal arrived)
 _RESIGN = object()  # inbox item asking a leader to hand over (graceful shutdown)
 _LINK_LOST = object()  # inbox item (peer, _LINK_LOST): the connection to peer broke
+_CONNECT_REFUSED = object()  # inbox item (peer, _CONNECT_REFUSED): a connection to peer was refused
 DEFAULT_SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024  # Kafka: metadata.log.max.record.bytes.between.snapshots
 
 
@@ -170,6 +171,13 @@ class RaftDriver:
             self.inbox_send.send_nowait((peer, _LINK_LOST))
         except trio.WouldBlock:
             pass  # a full inbox: the fetch timeout still applies
+
+    def connect_refused(self, peer: int) -> None:
+        """The transport's connection to `peer` was refused (RaftCore.connect_refused)."""
+        try:
+            self.inbox_send.send_nowait((peer, _CONNECT_REFUSED))
+        except trio.WouldBlock:
+            pass  # a full inbox: the next refusal tells it again
     async def change_voters(self, change):
         """Run `change(core, now) -> (VoterChange, Actions)` (core.add_voter etc.) in the loop and
         return its VoterChange once the Voters entry it appended is committed.
@@ -232,6 +240,8 @@ class RaftDriver:
                     await self._resign()
                 elif msg is _LINK_LOST:
                     await self._carry_out(self.core.link_lost(src, self.env.now()))
+                elif msg is _CONNECT_REFUSED:
+                    await self._carry_out(self.core.connect_refused(src, self.env.now()))
                 elif isinstance(msg, _VoterOp):
                     await self._run_voter_op(msg)
                 elif msg is not _WAKE:

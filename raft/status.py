@@ -43,6 +43,7 @@ class QuorumStatus:
     observer: bool
     voters: list[ReplicaStatus] = field(default_factory=list)
     observers: list[ReplicaStatus] = field(default_factory=list)
-    # The leader this replica followed until its link to it broke, if nothing has come from
-    # it since (RaftCore.departed_leader): a sign its process is gone.
+    # The leader this replica followed until its link to it broke, once a new connection to
+    # it was refused and nothing has come from it since (RaftCore.departed_leader): its
+    # process is gone.
     departed_leader: int | None = None

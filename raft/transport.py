@@ -109,6 +109,8 @@ class _PeerLink:
                     stream = await open_rpc_stream(self.t.env, self.host, self.port, tls=self.t.security.client_tls,
                                                    login=self.t.login)
             except (OSError, trio.TooSlowError) as e:
+                if isinstance(e, ConnectionRefusedError) and self.t.on_connect_refused is not None:
+                    self.t.on_connect_refused(self.node_id)
                 self._drop_queued()
                 # Jitter keeps a restarted cluster's nodes from reconnecting in lockstep.
                 await self.t.env.sleep(backoff * (0.5 + self.t.env.rng.random()))
@@ -212,6 +214,7 @@ class Transport:
         on_client_closed: Callable[[object], None] | None = None,
         login: SaslCredentials | None = None,
         on_link_lost: Callable[[int], None] | None = None,
+        on_connect_refused: Callable[[int], None] | None = None,
     ):
         self.env = env
         self.node_id = node_id
@@ -221,6 +224,7 @@ class Transport:
         self.status = status  # (epoch, leader_id) for error answers
         self.on_client_closed = on_client_closed  # called with the connection once it closed
         self.on_link_lost = on_link_lost  # called with the peer's id when our link to it broke
+        self.on_connect_refused = on_connect_refused  # ... when a connection to it was refused
         self.links = {
             nid: _PeerLink(self, nid, host, port) for nid, (host, port) in sorted(peers.items()) if nid != node_id
         }

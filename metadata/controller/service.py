@@ -287,8 +287,9 @@ class ControllerService:
         """If the previous controller's process is gone, fence every broker that does not
         heartbeat within the close grace, instead of restarting full sessions.
 
-        Gone: Raft's departed leader (our link to the leader we followed broke and nothing
-        came from it since). Then every connection it had closed with it, so no broker holds
+        Gone: Raft's departed leader (our link to the leader we followed broke, a new connection
+        to it was refused, and nothing came from it since: nothing listens at its address).
+        Then every connection it had closed with it, so no broker holds
         a session lease from it, and a live broker heartbeats again at once (its lease ends
         with that connection: metadata.broker_lifecycle). A lease from a controller before it
         ends within a session of that controller being deposed; so this holds only once the
@@ -306,7 +307,7 @@ class ControllerService:
         self.grace.expect({bid: reg.epoch for bid, reg in sorted(self._spec.brokers.items())
                            if not reg.fenced}, now)
         self._tick_at(now + self.grace.grace)
-        log.info("controller %d is gone (its Raft link closed, nothing since): fencing brokers "
+        log.info("controller %d is gone (its Raft link closed, reconnecting refused): fencing brokers "
                  "that do not heartbeat within %.2fs", departed, self.grace.grace)
 
     def _deactivate(self, why: str) -> None:

@@ -192,6 +192,7 @@ class ControllerNode:
             client_handler=client_handler,
             on_client_closed=None if app is None else app.connection_closed,
             on_link_lost=driver.link_lost,
+            on_connect_refused=driver.connect_refused,
             status=epoch_and_leader,
             limits=config.connection_limits(),
             security=controller_security,

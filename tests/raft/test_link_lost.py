@@ -51,10 +51,33 @@ def test_the_departed_leader_is_reported_until_anything_comes_from_it():
     core = _follower_of_2()
     assert core.status().departed_leader is None
     core.link_lost(3, 0.1)  # not our leader
+    core.connect_refused(3, 0.1)
     assert core.status().departed_leader is None
     core.link_lost(2, 0.1)
+    core.connect_refused(2, 0.15)  # nothing listens at its address any more
     assert core.status().departed_leader == 2
     core.tick(5.0)  # campaigning meanwhile changes nothing: nothing came from 2
     assert core.status().departed_leader == 2
     core.handle(2, VoteRequest(CLUSTER, epoch=1, candidate_id=2, last_offset=0, last_epoch=0, pre_vote=True), 5.1)
     assert core.status().departed_leader is None  # it lives
+
+
+def test_a_broken_link_alone_does_not_make_the_leader_departed():
+    # A reset (a middlebox, a stopped process whose socket was dropped) is no proof of death:
+    # only a refused reconnect says nothing listens there any more.
+    core = _follower_of_2()
+    core.link_lost(2, 0.1)
+    core.tick(5.0)
+    assert core.status().departed_leader is None
+    core.connect_refused(2, 0.05 + 5.0)  # refused after the link broke, with nothing since
+    assert core.status().departed_leader == 2
+
+
+def test_a_refusal_without_a_broken_link_or_after_hearing_from_it_proves_nothing():
+    core = _follower_of_2()
+    core.connect_refused(2, 0.1)  # e.g. a reconnect that raced the leader's restart
+    assert core.status().departed_leader is None
+    core.link_lost(2, 0.2)
+    core.handle(2, VoteRequest(CLUSTER, epoch=1, candidate_id=2, last_offset=0, last_epoch=0, pre_vote=True), 0.3)
+    core.connect_refused(2, 0.4)  # it spoke after the break: a later refusal is a new story
+    assert core.status().departed_leader is None
