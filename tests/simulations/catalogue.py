@@ -18,7 +18,7 @@ from tests.simulations.retention_mutations import RETENTION_MUTATIONS
 from tests.simulations.state_mutations import STATE_MUTATIONS
 from tests.simulations.txn_mutations import TXN_MUTATIONS
 
-__all__ = ["Mutation", "CATALOGUE", "CLASSES", "FIRST_SEEDS", "by_name"]
+__all__ = ["Mutation", "CATALOGUE", "CLASSES", "FIRST_SEEDS", "SURVIVORS", "by_name"]
 
 ISR = "ISR membership"
 HW = "high watermark"
@@ -195,42 +195,45 @@ def by_name(name: str) -> Mutation:
 
 # The first catching seed of each mutation as last measured, all on one tree, with
 # `python -m tests.simulations.mutation_catalogue --limit 100` (None: masked by another rule, not
-# hunted; docs/simulation-mutations.md says why). Node-code changes move every seed's events, so
-# these drift: the suite hunts from seed 0 up to the limit anyway.
+# hunted, or one of SURVIVORS; docs/simulation-mutations.md says why). Node-code changes move
+# every seed's events, so these drift: the suite hunts from seed 0 up to the limit anyway.
 FIRST_SEEDS: dict[str, int | None] = {m.name: None for m in CATALOGUE}
+# Not caught within 100 seeds at that measurement: the simulation's open blind spots.
+SURVIVORS = frozenset({"pending_expand_not_counted_for_hw", "acks_all_answered_after_losing_leadership",
+                       "departed_leader_outlives_its_answer", "txn_index_rebuild_skipped"})
 FIRST_SEEDS.update({
-    "isr_join_below_high_watermark": 45,
-    "isr_join_before_leader_epoch_start": 80,
-    "pending_shrink_counts_as_committed": 11,
-    "pending_expand_not_counted_for_hw": 84,
-    "controller_accepts_stale_isr_change": 4,
-    "reassignment_trusts_new_replicas": 8,
+    "isr_join_below_high_watermark": 37,
+    "isr_join_before_leader_epoch_start": 19,
+    "pending_shrink_counts_as_committed": 3,
+    "pending_expand_not_counted_for_hw": None,
+    "controller_accepts_stale_isr_change": 33,
+    "reassignment_trusts_new_replicas": 4,
     "hw_without_isr": 1,
     "fetch_beyond_high_watermark": 0,
-    "new_leader_trusts_follower_ends": 14,
-    "follower_hw_is_own_log_end": 14,
-    "acks_all_answered_at_append": 0,
-    "broker_reads_min_isr_as_one": 8,
-    "acks_all_waits_for_one_less": 8,
+    "new_leader_trusts_follower_ends": 32,
+    "follower_hw_is_own_log_end": 32,
+    "acks_all_answered_at_append": 3,
+    "broker_reads_min_isr_as_one": 6,
+    "acks_all_waits_for_one_less": 1,
     "acks_all_survives_leader_epoch_change": None,
-    "acks_all_answered_after_losing_leadership": 2,
+    "acks_all_answered_after_losing_leadership": None,
     "fetch_leader_epoch_not_checked": None,
     "follower_takes_answers_of_old_epoch": None,
     "skip_follower_truncation": 1,
-    "leader_never_reports_divergence": 9,
+    "leader_never_reports_divergence": 19,
     "follower_ignores_diverging_epoch": 1,
-    "epoch_end_is_log_end": 9,
+    "epoch_end_is_log_end": 4,
     "truncation_ignores_leader_epoch_end": 1,
-    "epoch_cache_kept_on_truncation": 2,
-    "clean_election_falls_back_to_unclean": 4,
-    "elr_keeps_uncleanly_restarted_broker": 3,
-    "hw_advances_below_min_isr": 9,
+    "epoch_cache_kept_on_truncation": 5,
+    "clean_election_falls_back_to_unclean": 3,
+    "elr_keeps_uncleanly_restarted_broker": 14,
+    "hw_advances_below_min_isr": 6,
     "candidate_wins_without_majority": 0,
     "fencing_keeps_isr_and_leadership": 1,
     "producer_state_kept_across_truncation": 0,
     "producer_state_not_rebuilt_from_log": 0,
     "producer_id_block_reused": 0,
-    "offset_commit_acked_before_replicated": 9,
+    "offset_commit_acked_before_replicated": 12,
     "offset_load_keeps_first_commit": 0,
     "coordinator_serves_while_loading": 0,
     "log_append_not_fsynced": 0,
@@ -245,22 +248,22 @@ FIRST_SEEDS.update({
     "recovery_keeps_invalid_tail": 1,
     "high_watermark_not_bounded_by_log": 1,
     "retention_deletes_while_over_size": 0,
-    "retention_ignores_high_watermark": 10,
+    "retention_ignores_high_watermark": 0,
     "cleaner_drops_latest_record_of_key": 0,
     "voter_change_while_one_is_pending": 4,
     "removed_candidate_counts_its_own_vote": 12,
-    "reconnect_keeps_close_fence": 11,
-    "data_dir_lock_not_exclusive": 14,
+    "reconnect_keeps_close_fence": 2,
+    "data_dir_lock_not_exclusive": 12,
     "close_shrink_skips_controller": 0,
-    "hw_skips_closed_isr_member": 1,
-    "activation_fences_without_proof_of_death": 83,
-    "departed_leader_outlives_its_answer": 15,
+    "hw_skips_closed_isr_member": 6,
+    "activation_fences_without_proof_of_death": 84,
+    "departed_leader_outlives_its_answer": None,
     "lso_not_held_by_open_transaction": 0,
     "fetch_omits_aborted_transactions": 0,
     "abort_marker_written_as_commit": 0,
     "restored_producer_state_drops_open_transactions": 0,
-    "transaction_verification_skipped": 0,
-    "cleaner_ignores_aborted_transactions": 0,
-    "txn_index_rebuild_skipped": 47,
+    "transaction_verification_skipped": 2,
+    "cleaner_ignores_aborted_transactions": 2,
+    "txn_index_rebuild_skipped": None,
     "coordinator_timers_on_wall_clock": 13,
 })

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tests.simulations.catalogue import CATALOGUE, CLASSES, FIRST_SEEDS, by_name
+from tests.simulations.catalogue import CATALOGUE, CLASSES, FIRST_SEEDS, SURVIVORS, by_name
 from tests.simulations.mutation_catalogue import hunt
 
 SEED_LIMIT = 100  # every mutation must be caught within this many seeds
@@ -27,6 +27,7 @@ def test_catalogue_covers_every_class_with_two_mutations():
         assert sum(m.kind == kind for m in CATALOGUE) >= 2, kind
     assert len({m.name for m in CATALOGUE}) == len(CATALOGUE)
     assert set(FIRST_SEEDS) == {m.name for m in CATALOGUE}
+    assert SURVIVORS <= {name for name, seed in FIRST_SEEDS.items() if seed is None}
 
 
 def test_each_mutation_names_a_real_function_and_patches_it_reversibly():
