@@ -301,7 +301,9 @@ def _fuzz(args, first: int, last: int) -> int:
                 save_repro(os.path.join(args.save_failing, f"seed-{result['seed']}.json"), result, result["tail"])
             v = result["violations"][0]
             progress.clear()
-            print(f"FAIL seed {result['seed']}: {v['invariant']}: {v['message']}", flush=True)
+            # With --json, stdout holds the one JSON object alone.
+            print(f"FAIL seed {result['seed']}: {v['invariant']}: {v['message']}", flush=True,
+                  file=sys.stderr if args.json else sys.stdout)
         progress.update(done, len(failing), time.perf_counter() - wall0)
 
     if args.jobs > 1:
