@@ -178,6 +178,7 @@ class RaftDriver:
             self.inbox_send.send_nowait((peer, _CONNECT_REFUSED))
         except trio.WouldBlock:
             pass  # a full inbox: the next refusal tells it again
+
     async def change_voters(self, change):
         """Run `change(core, now) -> (VoterChange, Actions)` (core.add_voter etc.) in the loop and
         return its VoterChange once the Voters entry it appended is committed.
