@@ -619,12 +619,17 @@ class SimCluster:
 
     def leader(self) -> int | None:
         """The live node that is leader in the highest epoch, if any."""
+        best = self.leader_and_epoch()
+        return None if best is None else best[1]
+
+    def leader_and_epoch(self) -> tuple[int, int] | None:
+        """(epoch, node) of the live node that is leader in the highest epoch, if any."""
         best = None
         for node_id, host in sorted(self.hosts.items()):
             st = host.status() if host.up else None
             if st is not None and st.role is Role.LEADER and (best is None or st.epoch > best[0]):
                 best = (st.epoch, node_id)
-        return None if best is None else best[1]
+        return best
 
 
 def _leaf_exceptions(e: BaseException) -> list[BaseException]:

@@ -106,8 +106,8 @@ async def simulate_cluster(options, trace: Trace, state: dict, raft_settings: di
                                producers=2, churn=True, broker_ids=cluster.broker_ids)
     nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile,
                       replay=None if options.replay is None else options.replay.events)
-    moments = (Moments(nemesis, rng("moments"), min_isr=workload.min_isr)
-               if options.replay is None and moments_enabled(options.faults) else None)
+    moments = (Moments(nemesis, rng("moments"), min_isr=workload.min_isr, kinds=options.moments)
+               if options.replay is None and moments_enabled(options.faults, options.moments) else None)
     coverage = Coverage()
     state["log_watch"].bind(cluster, checker, coverage)
     state["applied_schedule"] = lambda: schedule_of(options, profile, nemesis.schedule).to_dict()

@@ -48,14 +48,27 @@ watches the nodes for those moments and strikes right after one:
   InitProducerId answers CONCURRENT_TRANSACTIONS meanwhile). Not held back by the other
   strikes, nor holding them back.
 
+Aimed strikes (AIMED_KINDS), struck only in runs that name them (SimOptions.moments, as the
+mutation catalogue's rows do), never drawn:
+
+- deposed_leader: a data partition leader whose ISR is full loses its links to the
+  controllers (only those) for a broker session and 0.3-1.5 s more: it is fenced and a
+  successor elected while it still takes produce requests that no follower fetches; when the
+  cut ends it follows the successor and truncates them;
+- controller_restart: the Raft leader dies and restarts at once, and is made to lead again
+  (the other voters cut off from each other, then the one elected cut off from both:
+  controller_restart_cut); once it has led for as long as voter_link_reset waits, that
+  strike follows.
+
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway, reset,
 pause), applied through it, so they are counted and recorded in the fault schedule, and each is
 counted as `strike_<moment>` in the run's coverage (simulations.coverage); a replay
 runs no Moments of its own and applies them at their recorded times, which is close to but not
 always exactly where a hook struck (inside a node's task, before its next send). Each seed enables a
 random subset of the moments (swarm testing) from a random stream of its own, so the
-nemesis's draws do not depend on them. At most one strike at a time, with a drawn pause
-after each. Moments run only when the selected faults include the crash group's kinds.
+nemesis's draws do not depend on them; a run that names its moments draws the subset all the
+same, so the rest of that stream is the seed's. At most one strike at a time, with a drawn pause
+after each. Drawn moments run only when the selected faults include the crash group's kinds.
 """
 from __future__ import annotations
 
@@ -70,28 +83,38 @@ __all__ = ["Moments", "MOMENT_KINDS", "STRIKE_KINDS", "moments_enabled"]
 
 MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "snapshot", "min_isr", "pause_leader",
                 "metadata_lag", "stale_isr", "voter_link_reset", "coordinator_clock")
+# Struck only where a run names them (SimOptions.moments), never drawn: each is aimed at one
+# rule's moment (tests/simulations/catalogue.py), and drawing them would change every seed's run.
+AIMED_KINDS = ("deposed_leader", "controller_restart")
 # What the coverage summary counts (simulations.coverage): the moments, the expansion strikes
 # that also hold the controllers' answers, the followers bounced for them, and the successors
 # elected under a voter_link_reset.
-STRIKE_KINDS = (*MOMENT_KINDS, "isr_expand_hold", "isr_expand_bounce", "voter_link_reset_successor")
+STRIKE_KINDS = (*MOMENT_KINDS, *AIMED_KINDS, "isr_expand_hold", "isr_expand_bounce", "voter_link_reset_successor",
+                "controller_restart_cut")
 POLL = 0.01
 _COMPLETING = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
 VOTER_FETCH_TIMEOUT_S = 2.0  # the controllers' Raft fetch timeout (raft.config)
 
 
-def moments_enabled(selection: str) -> bool:
-    return any(k in fault_kinds(selection) for k in ("kill", "kill_leader", "power_loss"))
+def moments_enabled(selection: str, named: tuple[str, ...] = ()) -> bool:
+    """Drawn moments run beside the crash kinds (most strikes kill); named ones always run."""
+    return bool(named) or any(k in fault_kinds(selection) for k in ("kill", "kill_leader", "power_loss"))
 
 
 class Moments:
-    def __init__(self, nemesis: Nemesis, rng: random.Random, *, min_isr: int = 2):
+    def __init__(self, nemesis: Nemesis, rng: random.Random, *, min_isr: int = 2, kinds: tuple[str, ...] = ()):
         self.nemesis = nemesis
         self.cluster = nemesis.cluster
         self.trace = nemesis.trace
         self.rng = rng
         self.min_isr = min_isr
         self.kinds = [k for k in MOMENT_KINDS if rng.random() < 0.6] or [rng.choice(MOMENT_KINDS)]
+        if kinds:  # chosen instead of drawn (after the draw, so the rest of the stream is the same)
+            unknown = sorted(set(kinds) - set(MOMENT_KINDS + AIMED_KINDS))
+            if unknown:
+                raise ValueError(f"unknown moment {unknown[0]!r} (one of {', '.join(MOMENT_KINDS + AIMED_KINDS)})")
+            self.kinds = list(kinds)
         self.counts: dict[str, int] = {}
         self._busy_until = 0.0  # no strike before this
         self._leader_busy_until = 0.0  # no leader_change strike before this
@@ -108,6 +131,8 @@ class Moments:
         self._next_lag = 0.0
         self._next_bounce = 0.0
         self._next_reset = 0.0
+        self._next_depose = 0.0
+        self._next_controller_restart = 0.0
         self._until = 0.0  # the end of the fault phase
         self._raft_leader: tuple[int | None, float] = (None, 0.0)  # the Raft leader, and since when
         settings = getattr(self.cluster, "node_settings", {})
@@ -124,6 +149,11 @@ class Moments:
             self._next_lag = trio.current_time() + self.rng.uniform(0.5, 4.0)
             self._next_bounce = trio.current_time() + self.rng.uniform(0.5, 3.0)
             self._next_reset = trio.current_time() + self.rng.uniform(0.5, 3.0)
+            # Drawn only where struck: the other moments' draws stay those of the seed.
+            if "deposed_leader" in self.kinds:
+                self._next_depose = trio.current_time() + self.rng.uniform(0.5, 3.0)
+            if "controller_restart" in self.kinds:
+                self._next_controller_restart = trio.current_time() + self.rng.uniform(0.5, 2.0)
             while trio.current_time() < until:
                 with trio.move_on_at(until):
                     await trio.sleep(POLL)
@@ -175,6 +205,12 @@ class Moments:
                 and now - self._raft_leader[1] >= self.session_timeout - VOTER_FETCH_TIMEOUT_S):
             self._next_reset = now + self.rng.uniform(3.0, 8.0)
             self._reset_voter_link(now)
+        if "deposed_leader" in self.kinds and now >= self._next_depose and self.cluster.mode == "cluster":
+            self._next_depose = now + self.rng.uniform(3.0, 8.0)
+            self._depose_unaware_leader(now)
+        if "controller_restart" in self.kinds and now >= self._next_controller_restart:
+            self._next_controller_restart = now + self.rng.uniform(15.0, 25.0)  # the sequence takes ~15 s
+            self._restart_controller(now)
 
     def _hook(self, node_id: int, kafka) -> None:
         settings = kafka.replicas.replication
@@ -488,6 +524,84 @@ class Moments:
             while self.cluster.leader() in (None, leader):
                 await trio.sleep(POLL)
             self._record("voter_link_reset_successor", node=self.cluster.hosts[self.cluster.leader()].name)
+
+    def _depose_unaware_leader(self, now: float) -> None:
+        """A data partition leader whose ISR is full loses its links to the controllers (only
+        those) for a broker session and 0.3-1.5 s more: it is fenced and a successor elected
+        while it, not told, still takes the produce requests of clients whose metadata is as old
+        as its own. Its followers fetch from the successor now, so what it appends waits for
+        acks=all that no follower will give; once the cut ends it follows the successor and
+        truncates those batches. Their waiting acknowledgements must not succeed."""
+        if now < self._busy_until:
+            return
+        hosts = self.cluster.hosts
+        leaders = []
+        for node_id in self.cluster.broker_ids:
+            kafka = hosts[node_id].kafka() if hosts[node_id].up else None
+            if kafka is not None and any(
+                    p.is_leader and not p.log.config.compact and len(p.isr_state.isr) > self.min_isr
+                    for _, p in sorted(kafka.replicas.partitions.items())):
+                leaders.append(node_id)
+        if not leaders:
+            return
+        leader = self.rng.choice(leaders)
+        seconds = self.session_timeout + self.rng.uniform(0.3, 1.5)
+        self._busy_until = now + seconds + self.rng.uniform(1.0, 3.0)
+        self._record("deposed_leader", node=hosts[leader].name, seconds=round(seconds, 3))
+        for controller in self.cluster.voters:
+            self._block(leader, controller, seconds)
+            self._block(controller, leader, seconds)
+
+    def _restart_controller(self, now: float) -> None:
+        """The Raft leader dies and restarts at once (its disk intact): the voters that followed
+        it find its link broken and a new connection refused, so they take it for dead. Then it
+        is made to lead again: the other two voters are cut off from each other, so whichever
+        wins the election, with the restarted leader's vote, replicates only to it; then the
+        winner is cut off from both until they elect again, and the restarted leader, whose log
+        is now the longer, wins. Once it has led as long as voter_link_reset waits, that strike
+        follows. A voter that took it for dead must take it for alive once it heard from it,
+        or the successor takes the leases of its second reign for gone with the first one's."""
+        if now < self._busy_until:
+            return
+        leading = self.cluster.leader_and_epoch()
+        if leading is None:
+            return
+        epoch, first = leading
+        others = [v for v in self.cluster.voters if v != first and self.cluster.hosts[v].up]
+        if len(others) != 2:
+            return
+        self._busy_until = now + self.rng.uniform(4.0, 6.0)
+        restart_after = self.rng.uniform(0.1, 0.5)
+        self._record("controller_restart", node=self.cluster.hosts[first].name, restart_after=round(restart_after, 6))
+        self._nursery.start_soon(self._kill_later, first, 0.0, False, restart_after)
+        a, b = others
+        self._block(a, b, 4.0)
+        self._block(b, a, 4.0)
+        self._nursery.start_soon(self._lead_again, first, epoch)
+
+    async def _lead_again(self, first: int, epoch: int) -> None:
+        hosts = self.cluster.hosts
+        for _ in range(2):
+            leading = None
+            with trio.move_on_after(8.0):
+                while leading is None or leading[0] <= epoch or not hosts[first].up:
+                    await trio.sleep(POLL)
+                    leading = self.cluster.leader_and_epoch()
+            if leading is None or leading[0] <= epoch:
+                return
+            epoch, leader = leading
+            if leader == first:
+                await trio.sleep(self.session_timeout - VOTER_FETCH_TIMEOUT_S)
+                if self.cluster.leader_and_epoch() == leading:
+                    self._reset_voter_link(trio.current_time())
+                return
+            await trio.sleep(0.3)  # its first entries reach the restarted leader, not the voter cut off
+            seconds = VOTER_FETCH_TIMEOUT_S + self.rng.uniform(1.0, 2.0)
+            self._record("controller_restart_cut", node=hosts[leader].name, seconds=round(seconds, 3))
+            for voter in self.cluster.voters:
+                if voter != leader:
+                    self._block(leader, voter, seconds)
+                    self._block(voter, leader, seconds)
 
     def _bounce_follower(self, now: float) -> None:
         """A follower of a data partition whose ISR is full dies and comes back at once, so

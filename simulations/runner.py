@@ -70,6 +70,9 @@ class SimOptions:
     # Node settings over the cluster workload's own (simulations.cluster_runner.NODE_SETTINGS),
     # e.g. to compare broker.session.timeout.ms values on the same seeds.
     node_settings: dict = field(default_factory=dict)
+    # The moments to strike (simulations.moments.MOMENT_KINDS), instead of a subset drawn from
+    # the seed: a hunt aimed at one rule's moment (tests/simulations/catalogue.py).
+    moments: tuple[str, ...] = ()
 
     @classmethod
     def replaying(cls, schedule: "FaultSchedule", **kw) -> "SimOptions":
@@ -151,7 +154,8 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict, *, spares: i
     membership = MembershipWorkload(client_env, cluster, trace, rng("membership")) if spares else None
     nemesis = Nemesis(cluster, net, trace, rng("nemesis"), profile,
                       replay=None if options.replay is None else options.replay.events)
-    moments = Moments(nemesis, rng("moments")) if options.replay is None and moments_enabled(options.faults) else None
+    moments = (Moments(nemesis, rng("moments"), kinds=options.moments)
+               if options.replay is None and moments_enabled(options.faults, options.moments) else None)
     coverage = Coverage(RAFT_KEYS)
     state["log_watch"].bind(cluster, checker, coverage)
     state["applied_schedule"] = lambda: schedule_of(options, profile, nemesis.schedule).to_dict()

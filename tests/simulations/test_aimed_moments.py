@@ -1,0 +1,47 @@
+"""Moments a run names (SimOptions.moments) instead of drawing them: the aimed strikes of the
+mutation catalogue (simulations.moments.AIMED_KINDS) do what they are for, on the real nodes."""
+from __future__ import annotations
+
+from simulations.runner import SimOptions, run_simulation
+
+KAFKA_SESSION = {"broker.session.timeout.ms": "9000", "broker.heartbeat.interval.ms": "2000"}
+
+
+def test_an_unknown_moment_is_refused():
+    result = run_simulation(SimOptions(seed=0, duration=1.0, moments=("isr_expand", "no_such_moment")))
+    assert [v["invariant"] for v in result["violations"]] == ["HarnessError"]
+    assert "unknown moment 'no_such_moment'" in result["violations"][0]["message"]
+
+
+def test_named_moments_are_the_only_ones_struck():
+    result = run_simulation(SimOptions(seed=3, duration=10.0, moments=("isr_expand",)))
+    assert result["moments"]["kinds"] == ["isr_expand"]
+    assert set(result["moments"]["strikes"]) <= {"isr_expand", "isr_expand_hold", "isr_expand_bounce"}
+
+
+def test_controller_restart_makes_the_restarted_leader_lead_again_until_it_is_cut_off():
+    result = run_simulation(SimOptions(seed=1, duration=20.0, faults="none", moments=("controller_restart",),
+                                       node_settings=KAFKA_SESSION))
+    assert not result["violations"]
+    events = result["schedule"]["events"]
+    killed = next(e for e in events if e["kind"] == "kill")
+    # The other two voters are cut off from each other while it is down.
+    assert sorted((e["src"], e["dst"]) for e in events if e["kind"] == "oneway" and e["at"] == killed["at"]) == \
+        sorted([("n1", "n2"), ("n2", "n1")])
+    # voter_link_reset strikes it only once it has led again for a broker session less the
+    # voters' 2 s fetch timeout; then a successor is elected.
+    reset = next(e for e in events if e["kind"] == "reset")
+    assert reset["b"] == f"n{killed['node']}"
+    assert reset["at"] - killed["at"] >= 9.0 - 2.0
+    assert result["moments"]["strikes"]["voter_link_reset_successor"] == 1
+
+
+def test_a_deposed_leader_is_fenced_and_follows_its_successor_without_losing_an_acknowledged_write():
+    result = run_simulation(SimOptions(seed=1, duration=10.0, faults="none", moments=("deposed_leader",)))
+    assert not result["violations"]
+    cuts = [e for e in result["schedule"]["events"] if e["kind"] == "oneway"]
+    assert {e["src"] for e in cuts if e["dst"] in ("n1", "n2", "n3")} == {"n4"}  # a broker, from every voter
+    assert all(e["seconds"] > 3.0 for e in cuts)  # longer than the runs' broker session
+    coverage = result["coverage"]
+    assert result["moments"]["strikes"]["deposed_leader"] >= 1
+    assert coverage["broker_session_fencing"] >= 1 and coverage["follower_truncation"] >= 1
