@@ -86,6 +86,9 @@ CATALOGUE: list[MetricDef] = [
     _c("raftkafka_request_total", "Requests handled, per API.", "api"),
     _c("raftkafka_request_errors_total", "Error codes in responses, per API and error (each error_code field "
        "of a response counts; NONE too), as Kafka's ErrorsPerSec.", "api", "error"),
+    _c("raftkafka_controller_request_errors_total", "Error codes in a controller's answers to the controller "
+       "RPCs (BrokerHeartbeat, AlterPartition, forwarded admin requests, ...), per RPC and top-level error "
+       "(NONE too): NOT_CONTROLLER on a controller that is not the active one.", "rpc", "error"),
     MetricDef("raftkafka_request_latency_seconds", HISTOGRAM,
               "Time from a decoded request to its encoded response, per API.", ("api",), LATENCY_BUCKETS),
     _g("raftkafka_broker_connections", "Client connections open on the Kafka listener."),

@@ -235,8 +235,12 @@ class NodeHost:
         return None if role is None else role.kafka
 
     def controller_state_machine(self):
+        role = self.controller_role()
+        return None if role is None else role.state_machine
+
+    def controller_role(self):
         app = self.node.app if self.node is not None and self.up else None
-        return None if app is None or app.controller is None else app.controller.state_machine
+        return None if app is None else app.controller
 
 
 ControllerHost = NodeHost  # the first milestone's name

@@ -18,8 +18,9 @@ Nothing here is in node code: the counts come from what the nodes already keep a
 - Errors the clients were answered with (the History), fenced and not-leader ones included:
   what reached the workload after our client's retries (`client_error_*`).
 - Fenced and not-leader answers as the brokers gave them, polled from each broker's request
-  error counter (Kafka's ErrorsPerSec), replica fetches and retried requests included
-  (`answered_*`): the fencing that clients and followers handled themselves.
+  error counter (Kafka's ErrorsPerSec), replica fetches and retried requests included, and as
+  the controllers answered the brokers' RPCs (NOT_CONTROLLER, STALE_BROKER_EPOCH), polled
+  from each controller's (`answered_*`): the fencing that clients and brokers handled themselves.
 - The strikes simulations.moments made (`strike_<moment>`), so a moment a run never reached
   shows as a zero too.
 - The faults the nemesis applied are reported beside these (`faults`), not among them.
@@ -155,6 +156,16 @@ class Coverage:
                 self._grow(incarnation + ("cleaned", tp), offset, "log_cleaning", count_steps=True)
             for tp, plog in manager.all_logs():
                 self._grow(incarnation + ("start", tp), plog.log_start_offset, "retention_delete", count_steps=True)
+        for node_id in cluster.voters:
+            host = cluster.hosts[node_id]
+            role = host.controller_role()
+            if role is None or role.requests is None:
+                continue
+            incarnation = (node_id, host.incarnation)
+            for (rpc, error), n in role.requests.errors.values().items():
+                if error in FENCED_ERRORS:
+                    self._grow(incarnation + ("controller_answered", rpc, error), n, f"answered_{error.lower()}",
+                               first=0)
 
     def _grow(self, key: tuple, value: int, counter: str, *, count_steps: bool = False,
               first: int | None = None) -> None:

@@ -28,6 +28,7 @@ from metadata.controller.dynamic_configs import (
 )
 from metadata.controller.elect_leaders import ElectionType, elect_leaders
 from metadata.controller.gate import admit, check_forwarder
+from metrics.registry import MetricsRegistry
 from metadata.controller.mutation_quota import MutationQuotas, MutationRequester
 from metadata.controller.producer_ids import allocate_producer_ids
 from metadata.controller.reassignment import (
@@ -49,6 +50,13 @@ __all__ = ["ControllerRequests"]
 log = logging.getLogger("raftkafka.metadata.controller")
 
 
+_ERROR_NAMES = {int(code): code.name for code in ErrorCode}
+
+
+def _error_name(code: int) -> str:
+    return _ERROR_NAMES.get(code, "UNKNOWN")
+
+
 def _error_reply(request, code: ErrorCode, message: str | None):
     """The response to `request` carrying one top-level error (and its message where the
     response has a field for it)."""
@@ -58,10 +66,14 @@ def _error_reply(request, code: ErrorCode, message: str | None):
 
 
 class ControllerRequests:
-    def __init__(self, service: ControllerService, *, rng: random.Random, cluster_id: str):
+    def __init__(self, service: ControllerService, *, rng: random.Random, cluster_id: str,
+                 metrics: MetricsRegistry | None = None):
         self.service = service
         self.cluster_id = cluster_id
         self.rng = rng
+        # Each answer's top-level error (NONE too) per RPC, as the brokers count theirs
+        # (raftkafka_request_errors_total): NOT_CONTROLLER, STALE_BROKER_EPOCH, ...
+        self.errors = (metrics or MetricsRegistry()).counter("raftkafka_controller_request_errors_total")
         # this controller's only (as Kafka's): not replicated
         self.mutation_quotas = MutationQuotas(QuotaWindow.of_settings(service.static))
         self._handlers = {
@@ -91,6 +103,11 @@ class ControllerRequests:
         handler = self._handlers.get(type(request))
         if handler is None:
             return None
+        response = await self._answer(handler, request, connection)
+        self.errors.labels(type(request).__name__.removesuffix("Request"), _error_name(response.error)).inc()
+        return response
+
+    async def _answer(self, handler, request, connection):
         response_type = rpc.CONTROLLER_REQUESTS[type(request)]
         refused = admit(request, self.cluster_id)
         if refused is not None:

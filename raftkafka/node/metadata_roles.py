@@ -229,10 +229,12 @@ class BrokerRole:
 
 
 class ControllerRole:
-    def __init__(self, env: Env, config: NodeConfig, *, follower: MetadataFollower | None = None):
+    def __init__(self, env: Env, config: NodeConfig, *, follower: MetadataFollower | None = None,
+                 metrics: MetricsRegistry | None = None):
         self.env = env
         self.config = config
         self.follower = follower
+        self.metrics = metrics
         self.schedule = _schedule(env, config)
         self.state_machine = ControllerStateMachine(schedule=self.schedule, follower=follower)
         if follower is not None:
@@ -250,7 +252,8 @@ class ControllerRole:
             session_timeout=self.config.broker_session_timeout_ms / 1000,
             close_grace=self.config.broker_connection_close_grace_ms / 1000,
             bootstrap_records=read_bootstrap_records(self.env.fs, self.config.metadata_log_dir))
-        self.requests = ControllerRequests(self.service, rng=self.env.rng, cluster_id=cluster_id)
+        self.requests = ControllerRequests(self.service, rng=self.env.rng, cluster_id=cluster_id,
+                                           metrics=self.metrics)
         await self.service.run(task_status=task_status)
 
     async def handle(self, request, connection=None):
@@ -269,7 +272,8 @@ class MetadataApp:
         self.security = all_listener_security(config)  # ConfigError (one line) if a TLS file is unusable
         self.broker = (BrokerRole(env, config, kafka_broker=kafka_broker, metrics=metrics, security=self.security)
                        if "broker" in config.roles else None)
-        self.controller = (ControllerRole(env, config, follower=self.broker and self.broker.follower)
+        self.controller = (ControllerRole(env, config, follower=self.broker and self.broker.follower,
+                                          metrics=metrics)
                            if "controller" in config.roles else None)
         self.state_machine = (self.controller.state_machine if self.controller is not None
                               else self.broker.follower)

@@ -166,6 +166,13 @@ def test_a_loaded_cluster_exports_a_value_for_every_dashboard_and_alert_metric(t
     wait_until(lambda: total(seen.scrape((1, 2, 3)), "raftkafka_isr_expands_total") > 0, 30,
                "ISR expansions", interval=0.3)
 
+    # The controllers count their answers to the brokers' RPCs: heartbeats, and the ISR changes.
+    answered: dict[tuple[str, str], float] = {}
+    for families in seen.last.values():
+        for labels, value in families.get("raftkafka_controller_request_errors_total", []):
+            answered[labels["rpc"], labels["error"]] = answered.get((labels["rpc"], labels["error"]), 0) + value
+    assert answered.get(("BrokerHeartbeat", "NONE"), 0) > 0 and answered.get(("AlterPartition", "NONE"), 0) > 0
+
     wanted = referenced_metrics()
     assert {"raftkafka_consumer_group_lag", "raftkafka_offline_partitions",
             "raftkafka_request_latency_seconds"} <= wanted  # the parse found the expressions
