@@ -87,8 +87,8 @@ MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "sna
 # rule's moment (tests/simulations/catalogue.py), and drawing them would change every seed's run.
 AIMED_KINDS = ("deposed_leader", "controller_restart")
 # What the coverage summary counts (simulations.coverage): the moments, the expansion strikes
-# that also hold the controllers' answers, the followers bounced for them, and the successors
-# elected under a voter_link_reset.
+# that also hold the controllers' answers, the followers bounced for them, the successors
+# elected under a voter_link_reset, and the winners a controller_restart cut off.
 STRIKE_KINDS = (*MOMENT_KINDS, *AIMED_KINDS, "isr_expand_hold", "isr_expand_bounce", "voter_link_reset_successor",
                 "controller_restart_cut")
 POLL = 0.01
