@@ -43,7 +43,7 @@ class BrokerMetrics:
         """A response is going out: count each of its error codes (Kafka's ErrorsPerSec)."""
         api = _API_NAMES.get(api_key) or api_name(api_key)
         for code, n in error_counts(response).items():
-            self.errors.labels(api, _error_name(code)).inc(n)
+            self.errors.labels(api, ErrorCode.name_of(code)).inc(n)
 
     def produced(self, topic: str, nbytes: int, nrecords: int) -> None:
         self._bytes_in.labels(topic).inc(nbytes)
@@ -63,13 +63,6 @@ class BrokerMetrics:
 
 
 _API_NAMES: dict[int, str] = {}
-_ERROR_NAMES = {int(code): code.name for code in ErrorCode}
-
-
-def _error_name(code: int) -> str:
-    return _ERROR_NAMES.get(code, "UNKNOWN")  # one series for codes we never define
-
-
 def api_name(api_key: int) -> str:
     """Kafka's request name for an api key (`Produce`, `ListOffsets`, ...), as in its RequestMetrics."""
     try:

@@ -149,3 +149,12 @@ class ErrorCode(enum.IntEnum):
             return cls(code)
         except ValueError:
             return cls.UNKNOWN_SERVER_ERROR
+
+    @classmethod
+    def name_of(cls, code: int) -> str:
+        """A wire code's name for a metric label; one label, UNKNOWN, for every code this table
+        lacks (`of` would pass them off as UNKNOWN_SERVER_ERROR)."""
+        return _NAMES.get(code, "UNKNOWN")
+
+
+_NAMES = {int(code): code.name for code in ErrorCode}

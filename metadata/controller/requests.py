@@ -50,13 +50,6 @@ __all__ = ["ControllerRequests"]
 log = logging.getLogger("raftkafka.metadata.controller")
 
 
-_ERROR_NAMES = {int(code): code.name for code in ErrorCode}
-
-
-def _error_name(code: int) -> str:
-    return _ERROR_NAMES.get(code, "UNKNOWN")
-
-
 def _error_reply(request, code: ErrorCode, message: str | None):
     """The response to `request` carrying one top-level error (and its message where the
     response has a field for it)."""
@@ -104,7 +97,7 @@ class ControllerRequests:
         if handler is None:
             return None
         response = await self._answer(handler, request, connection)
-        self.errors.labels(type(request).__name__.removesuffix("Request"), _error_name(response.error)).inc()
+        self.errors.labels(type(request).__name__.removesuffix("Request"), ErrorCode.name_of(response.error)).inc()
         return response
 
     async def _answer(self, handler, request, connection):
