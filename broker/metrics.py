@@ -63,6 +63,8 @@ class BrokerMetrics:
 
 
 _API_NAMES: dict[int, str] = {}
+
+
 def api_name(api_key: int) -> str:
     """Kafka's request name for an api key (`Produce`, `ListOffsets`, ...), as in its RequestMetrics."""
     try:

@@ -70,8 +70,8 @@ class SimOptions:
     # Node settings over the cluster workload's own (simulations.cluster_runner.NODE_SETTINGS),
     # e.g. to compare broker.session.timeout.ms values on the same seeds.
     node_settings: dict = field(default_factory=dict)
-    # The moments to strike (simulations.moments.MOMENT_KINDS), instead of a subset drawn from
-    # the seed: a hunt aimed at one rule's moment (tests/simulations/catalogue.py).
+    # The moments to strike (simulations.moments: MOMENT_KINDS, AIMED_KINDS), instead of a
+    # subset drawn from the seed: a hunt aimed at one rule's moment (tests/simulations/catalogue.py).
     moments: tuple[str, ...] = ()
 
     @classmethod

@@ -28,7 +28,6 @@ from metadata.controller.dynamic_configs import (
 )
 from metadata.controller.elect_leaders import ElectionType, elect_leaders
 from metadata.controller.gate import admit, check_forwarder
-from metrics.registry import MetricsRegistry
 from metadata.controller.mutation_quota import MutationQuotas, MutationRequester
 from metadata.controller.producer_ids import allocate_producer_ids
 from metadata.controller.reassignment import (
@@ -42,6 +41,7 @@ from metadata.controller.topics import (
 )
 from metadata.errors import ApiError
 from metadata.records import Endpoint
+from metrics.registry import MetricsRegistry
 from metrics.sampled_stats import QuotaWindow
 from wire.error_codes import ErrorCode
 
