@@ -3,6 +3,7 @@ durations named by their flag."""
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 
@@ -53,3 +54,17 @@ def test_a_bad_duration_is_one_line_naming_its_flag():
         "error: --duration '-5s': not a duration (e.g. 30s, 2m, 500ms)"]
     done = _simulate("--seed", "1", "--duration")  # a flag without its value: one line too
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "--duration" in done.stderr
+
+
+def test_with_json_a_failing_seed_is_named_on_stderr_and_stdout_stays_one_json_object():
+    # A real run of a seed that fails: the catalogue's fetch_beyond_high_watermark, patched in.
+    code = ("import pytest\n"
+            "from tests.simulations.catalogue import by_name\n"
+            "by_name('fetch_beyond_high_watermark').apply(pytest.MonkeyPatch())\n"
+            "from raftkafka.cli.main import main\n"
+            "main(['simulate', '--seeds', '0..0', '--duration', '10s', '--json'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["seeds"] == 1 and summary["failing"] == [0]
+    assert "FAIL seed 0: " in done.stderr
