@@ -17,7 +17,8 @@ target ISR holds every adding replica (Kafka's maybeCompleteReassignment) and, w
 removed replicas, still min(min.insync.replicas, target size) members — stricter than Kafka's
 KRaft controller, so that dropping in-sync replicas never leaves a target replica that fell
 behind as the only hope of the partition. The replicas become the target, removed replicas
-leave the ISR, and a leader that was removed gives way to the election above.
+leave the ISR, and a leader that was removed gives way to the election above. Any change
+that removes a replica from the assignment bumps the leader epoch, as in Kafka.
 
 ELR maintenance (only when enabled): with |ISR| >= min.insync.replicas, ELR and
 last-known-ELR are cleared; below it, replicas leaving the ISR join the ELR unless they
@@ -143,6 +144,12 @@ def _diff(topic_id, partition_id, part, *, leader, isr, replicas, elr, last_know
     if recovery != part.leader_recovery_state:
         fields["leader_recovery_state"] = recovery
     if leader != part.leader:
+        fields["leader"] = leader
+    elif any(r not in replicas for r in part.replicas):
+        # A replica left the assignment: the same leader takes a new epoch (Kafka's
+        # triggerLeaderEpochBumpIfNeeded), which fences the removed replica's fetches. Else a
+        # replica removed and added back, still fetching with its old log before it learns of
+        # the removal (and deletes that log), counts as in sync for records it is about to lose.
         fields["leader"] = leader
     if not fields:
         return None

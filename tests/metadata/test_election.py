@@ -81,3 +81,16 @@ def test_only_changed_fields_are_written():
     assert c.leader == NO_LEADER_CHANGE and c.isr == (1, 2) and c.replicas is None
     p = part.merge(c)
     assert (p.leader_epoch, p.partition_epoch) == (0, 1)
+
+
+def test_removing_a_replica_bumps_the_leader_epoch_and_an_isr_change_does_not():
+    part = PartitionRegistration((4, 6, 5), (4, 6, 5), leader=4)
+    shrink = change(part, {4, 5, 6}, target_isr=(4, 5))
+    assert shrink.leader == NO_LEADER_CHANGE and part.merge(shrink).leader_epoch == 0
+    # A reassignment that drops 6 and completes at once: the same leader, a new epoch, so 6's
+    # fetches in the old epoch are fenced (it may be added back before it learns of this).
+    moved = change(part, {4, 5, 6}, target_replicas=(4, 6, 5), target_removing=(6,))
+    after = part.merge(moved)
+    assert (after.replicas, after.leader, after.leader_epoch) == ((4, 5), 4, 1)
+    grown = change(after, {4, 5, 6}, target_replicas=(4, 5, 6), target_adding=(6,))
+    assert grown.leader == NO_LEADER_CHANGE and after.merge(grown).leader_epoch == 1
