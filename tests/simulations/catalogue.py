@@ -98,6 +98,7 @@ _TABLE = {
     # the deposed_leader strike, never drawn (simulations.moments.AIMED_KINDS).
     "acks_all_answered_after_losing_leadership": (FENCING, "broker.delayed_produce.status",
                                                   {**CLUSTER_RUN, "moments": ("deposed_leader",)}),
+    "replica_removal_keeps_leader_epoch": (FENCING, "metadata.controller.election._diff", CLUSTER_RUN),
     "fetch_leader_epoch_not_checked": (FENCING, "broker.handlers.fetch.check_leader_epoch", CLUSTER_RUN),
     "follower_takes_answers_of_old_epoch": (FENCING, "broker.replica_fetcher.ReplicaFetcher._current", CLUSTER_RUN),
     # truncation
@@ -226,6 +227,7 @@ FIRST_SEEDS.update({
     "acks_all_waits_for_one_less": 1,
     "acks_all_survives_leader_epoch_change": None,
     "acks_all_answered_after_losing_leadership": 22,
+    "replica_removal_keeps_leader_epoch": None,
     "fetch_leader_epoch_not_checked": None,
     "follower_takes_answers_of_old_epoch": None,
     "skip_follower_truncation": 1,

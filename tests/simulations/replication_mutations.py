@@ -24,7 +24,7 @@ import metadata.controller.election
 from broker.isr import IsrState
 from broker.partition import Partition
 from broker.replica_fetcher import ReplicaFetcher
-from metadata.records import NO_LEADER
+from metadata.records import NO_LEADER, NO_LEADER_CHANGE
 from storage.log.epoch_cache import LeaderEpochCache
 
 # ---------------------------------------------------------------- ISR membership
@@ -152,6 +152,21 @@ def acks_all_answered_after_losing_leadership(monkeypatch) -> None:
     monkeypatch.setattr(broker.delayed_produce, "status", status)
 
 
+def replica_removal_keeps_leader_epoch(monkeypatch) -> None:
+    """A change that removes a replica from the assignment keeps the leader epoch: a replica
+    removed and added back is counted in sync on fetches from the log it is about to delete."""
+    election = metadata.controller.election
+    original = election._diff
+
+    def diff(topic_id, partition_id, part, *, leader, **fields):
+        change = original(topic_id, partition_id, part, leader=leader, **fields)
+        if change is not None and change.leader == part.leader:
+            change = dataclasses.replace(change, leader=NO_LEADER_CHANGE)
+        return change
+
+    monkeypatch.setattr(election, "_diff", diff)
+
+
 def fetch_leader_epoch_not_checked(monkeypatch) -> None:
     """Fetch (consumer and follower) ignores current_leader_epoch: a follower of an older epoch is served."""
     monkeypatch.setattr(broker.handlers.fetch, "check_leader_epoch", lambda requested, current: 0)
@@ -256,7 +271,7 @@ REPLICATION_MUTATIONS = {f.__name__: f for f in (
     new_leader_trusts_follower_ends, follower_hw_is_own_log_end,
     broker_reads_min_isr_as_one, acks_all_waits_for_one_less,
     acks_all_survives_leader_epoch_change, acks_all_answered_after_losing_leadership,
-    fetch_leader_epoch_not_checked, follower_takes_answers_of_old_epoch,
+    replica_removal_keeps_leader_epoch, fetch_leader_epoch_not_checked, follower_takes_answers_of_old_epoch,
     leader_never_reports_divergence, follower_ignores_diverging_epoch,
     epoch_end_is_log_end, truncation_ignores_leader_epoch_end, epoch_cache_kept_on_truncation,
     clean_election_falls_back_to_unclean, elr_keeps_uncleanly_restarted_broker, hw_advances_below_min_isr,

@@ -29,3 +29,15 @@ def test_every_regression_says_what_it_found():
 def test_schedule_that_once_failed_has_no_violations(path):
     result = run_simulation(SimOptions.replaying(FaultSchedule.load(path)))
     assert result["violations"] == [], result["violations"]
+
+
+def test_the_schedules_that_found_the_missing_leader_epoch_bump_catch_its_mutation(monkeypatch):
+    """The fuzz found the rule (removing a replica bumps the leader epoch) missing on these two
+    schedules; with the rule broken again (the catalogue's mutation) both fail once more."""
+    from tests.simulations.catalogue import by_name
+
+    by_name("replica_removal_keeps_leader_epoch").apply(monkeypatch)
+    for name in ("seed-6353-10s.json", "seed-7727-10s.json"):
+        path = Path(__file__).parent / "regressions" / name
+        result = run_simulation(SimOptions.replaying(FaultSchedule.load(path)))
+        assert "committed-record-lost" in {v["invariant"] for v in result["violations"]}, name
