@@ -209,8 +209,10 @@ def by_name(name: str) -> Mutation:
 # hunted, or one of SURVIVORS; docs/simulation-mutations.md says why). Node-code changes move
 # every seed's events, so these drift: the suite hunts from seed 0 up to the limit anyway.
 FIRST_SEEDS: dict[str, int | None] = {m.name: None for m in CATALOGUE}
-# Not caught within 100 seeds at that measurement: the simulation's open blind spots (none).
-SURVIVORS: frozenset[str] = frozenset()
+# Not caught within 100 seeds at that measurement: the simulation's open blind spots. The
+# missing leader epoch bump was found by the fuzz (2 seeds in 8,000); its two schedules are
+# regressions that catch it (tests/simulations/test_regression_seeds.py), no strike aims at it yet.
+SURVIVORS = frozenset({"replica_removal_keeps_leader_epoch"})
 FIRST_SEEDS.update({
     "isr_join_below_high_watermark": 37,
     "isr_join_before_leader_epoch_start": 19,
