@@ -246,7 +246,7 @@ FIRST_SEEDS.update({
     "producer_state_kept_across_truncation": 0,
     "producer_state_not_rebuilt_from_log": 0,
     "producer_id_block_reused": 0,
-    "offset_commit_acked_before_replicated": 12,
+    "offset_commit_acked_before_replicated": 36,
     "offset_load_keeps_first_commit": 6,
     "coordinator_serves_while_loading": 1,
     "log_append_not_fsynced": 0,
