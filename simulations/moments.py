@@ -426,6 +426,24 @@ class Moments:
     def _may_lose_power(self, node_id: int) -> bool:
         return self.cluster.loses_page_cache(node_id) or self.nemesis.broker_power_losses < BROKER_POWER_LOSS_BUDGET
 
+    def _full_isr_partitions(self) -> list[tuple[int, tuple, object]]:
+        """(leader, key, partition) of every data partition led on a live broker whose ISR is its
+        whole replica set and above min.insync.replicas."""
+        hosts = self.cluster.hosts
+        full = []
+        for node_id in self.cluster.broker_ids:
+            kafka = hosts[node_id].kafka() if hosts[node_id].up else None
+            for key, p in sorted(kafka.replicas.partitions.items()) if kafka is not None else ():
+                if (p.is_leader and not p.log.config.compact and len(p.isr_state.isr) > self.min_isr
+                        and len(p.isr_state.isr) == len(p.registration.replicas)):
+                    full.append((node_id, key, p))
+        return full
+
+    def _cut(self, a: int, b: int, seconds: float) -> None:
+        """Nothing crosses between a and b, either way, for `seconds`."""
+        self._block(a, b, seconds)
+        self._block(b, a, seconds)
+
     def _block(self, src: int, dst: int, seconds: float) -> None:
         hosts = self.cluster.hosts
         self.nemesis._apply({"kind": "oneway", "src": hosts[src].name, "dst": hosts[dst].name, "seconds": seconds},
@@ -518,8 +536,7 @@ class Moments:
         for voter in others:
             for node in [leader, *self.cluster.broker_ids]:
                 if node != voter:
-                    self._block(node, voter, cut)
-                    self._block(voter, node, cut)
+                    self._cut(node, voter, cut)
         with trio.move_on_after(cut):  # for the coverage: how often a successor took over
             while self.cluster.leader() in (None, leader):
                 await trio.sleep(POLL)
@@ -534,23 +551,15 @@ class Moments:
         truncates those batches. Their waiting acknowledgements must not succeed."""
         if now < self._busy_until:
             return
-        hosts = self.cluster.hosts
-        leaders = []
-        for node_id in self.cluster.broker_ids:
-            kafka = hosts[node_id].kafka() if hosts[node_id].up else None
-            if kafka is not None and any(
-                    p.is_leader and not p.log.config.compact and len(p.isr_state.isr) > self.min_isr
-                    for _, p in sorted(kafka.replicas.partitions.items())):
-                leaders.append(node_id)
+        leaders = sorted({node_id for node_id, _, _ in self._full_isr_partitions()})
         if not leaders:
             return
         leader = self.rng.choice(leaders)
         seconds = self.session_timeout + self.rng.uniform(0.3, 1.5)
         self._busy_until = now + seconds + self.rng.uniform(1.0, 3.0)
-        self._record("deposed_leader", node=hosts[leader].name, seconds=round(seconds, 3))
+        self._record("deposed_leader", node=self.cluster.hosts[leader].name, seconds=round(seconds, 3))
         for controller in self.cluster.voters:
-            self._block(leader, controller, seconds)
-            self._block(controller, leader, seconds)
+            self._cut(leader, controller, seconds)
 
     def _restart_controller(self, now: float) -> None:
         """The Raft leader dies and restarts at once (its disk intact): the voters that followed
@@ -575,8 +584,7 @@ class Moments:
         self._record("controller_restart", node=self.cluster.hosts[first].name, restart_after=round(restart_after, 6))
         self._nursery.start_soon(self._kill_later, first, 0.0, False, restart_after)
         a, b = others
-        self._block(a, b, 4.0)
-        self._block(b, a, 4.0)
+        self._cut(a, b, 4.0)
         self._nursery.start_soon(self._lead_again, first, epoch)
 
     async def _lead_again(self, first: int, epoch: int) -> None:
@@ -600,24 +608,17 @@ class Moments:
             self._record("controller_restart_cut", node=hosts[leader].name, seconds=round(seconds, 3))
             for voter in self.cluster.voters:
                 if voter != leader:
-                    self._block(leader, voter, seconds)
-                    self._block(voter, leader, seconds)
+                    self._cut(leader, voter, seconds)
 
     def _bounce_follower(self, now: float) -> None:
         """A follower of a data partition whose ISR is full dies and comes back at once, so
         that ISR shrinks and grows again while still at min.insync.replicas: the expansion the
         isr_expand strike with held answers waits for (faults leave most ISRs below it). Not
         held back by the other strikes, which leave little time between them."""
-        hosts = self.cluster.hosts
-        full = []
-        for node_id in self.cluster.broker_ids:
-            kafka = hosts[node_id].kafka() if hosts[node_id].up else None
-            for key, p in sorted(kafka.replicas.partitions.items()) if kafka is not None else ():
-                if (p.is_leader and not p.log.config.compact and len(p.isr_state.isr) > self.min_isr
-                        and len(p.isr_state.isr) == len(p.registration.replicas)):
-                    full.append((node_id, key, p))
+        full = self._full_isr_partitions()
         if not full:
             return
+        hosts = self.cluster.hosts
         leader, key, p = self.rng.choice(full)
         follower = self.rng.choice([r for r in p.isr_state.isr if r != leader])
         self._record("isr_expand_bounce", node=hosts[follower].name, key=key)
@@ -655,7 +656,6 @@ class Moments:
         self._busy_until = now + seconds + self.rng.uniform(1.0, 3.0)
         self._record("metadata_lag", node=hosts[lagging].name, seconds=round(seconds, 3))
         for controller in self.cluster.voters:
-            self._block(lagging, controller, seconds)
-            self._block(controller, lagging, seconds)
+            self._cut(lagging, controller, seconds)
         leader = self.rng.choice(sorted(followers[lagging]))
         self._nursery.start_soon(self._kill_later, leader, self.rng.uniform(0.05, min(1.0, seconds)), False)
