@@ -147,10 +147,7 @@ class Coverage:
                 continue
             incarnation = (node_id, host.incarnation)
             self._grow(incarnation + ("rebuilds",), kafka.producer_states.rebuilds, "producer_state_rebuild")
-            for (api, error), n in kafka.metrics.errors.values().items():
-                if error in FENCED_ERRORS:
-                    self._grow(incarnation + ("answered", api, error), n, f"answered_{error.lower()}",
-                               first=0)
+            self._grow_answers(incarnation + ("answered",), kafka.metrics.errors)
             manager = kafka.log_manager
             for tp, offset in list(manager._cleaner_offsets.items()):
                 self._grow(incarnation + ("cleaned", tp), offset, "log_cleaning", count_steps=True)
@@ -161,11 +158,13 @@ class Coverage:
             role = host.controller_role()
             if role is None or role.requests is None:
                 continue
-            incarnation = (node_id, host.incarnation)
-            for (rpc, error), n in role.requests.errors.values().items():
-                if error in FENCED_ERRORS:
-                    self._grow(incarnation + ("controller_answered", rpc, error), n, f"answered_{error.lower()}",
-                               first=0)
+            self._grow_answers((node_id, host.incarnation, "controller_answered"), role.requests.errors)
+
+    def _grow_answers(self, key: tuple, errors) -> None:
+        """The fenced answers an error counter ({(request, error name): n}) added since the last poll."""
+        for (request, error), n in errors.values().items():
+            if error in FENCED_ERRORS:
+                self._grow(key + (request, error), n, f"answered_{error.lower()}", first=0)
 
     def _grow(self, key: tuple, value: int, counter: str, *, count_steps: bool = False,
               first: int | None = None) -> None:
