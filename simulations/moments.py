@@ -59,6 +59,14 @@ mutation catalogue's rows do), never drawn:
   (the other voters cut off from each other, then the one elected cut off from both:
   controller_restart_cut); once it has led for as long as voter_link_reset waits, that
   strike follows.
+- replica_removal: the active controller was asked for a reassignment that removes a live
+  follower from a data partition: before the change commits, that follower loses its links to
+  the controllers (only those) for 1.5-2.3 s, within its broker session, so it still follows
+  the partition in the leader epoch it knew and does not learn of its removal. If meanwhile
+  the partition got it back (another reassignment) and the committed ISR counts it again, then
+  when the cut ends the leader stops answering it and dies with the other ISR members, so the
+  follower leads (replica_removal_readded). A follower counted in sync on
+  fetches from a log its own metadata is about to delete would lead with what is left of it.
 
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway, reset,
 pause), applied through it, so they are counted and recorded in the fault schedule, and each is
@@ -77,6 +85,7 @@ import random
 import trio
 
 from broker.transactions import TxnState
+from metadata.controller import rpc
 from simulations.nemesis import BROKER_POWER_LOSS_BUDGET, Nemesis, fault_kinds
 
 __all__ = ["Moments", "MOMENT_KINDS", "STRIKE_KINDS", "moments_enabled"]
@@ -85,12 +94,13 @@ MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "sna
                 "metadata_lag", "stale_isr", "voter_link_reset", "coordinator_clock")
 # Struck only where a run names them (SimOptions.moments), never drawn: each is aimed at one
 # rule's moment (tests/simulations/catalogue.py), and drawing them would change every seed's run.
-AIMED_KINDS = ("deposed_leader", "controller_restart")
+AIMED_KINDS = ("deposed_leader", "controller_restart", "replica_removal")
 # What the coverage summary counts (simulations.coverage): the moments, the expansion strikes
 # that also hold the controllers' answers, the followers bounced for them, the successors
-# elected under a voter_link_reset, and the winners a controller_restart cut off.
+# elected under a voter_link_reset, the winners a controller_restart cut off, and the removed
+# followers counted in sync again under a replica_removal.
 STRIKE_KINDS = (*MOMENT_KINDS, *AIMED_KINDS, "isr_expand_hold", "isr_expand_bounce", "voter_link_reset_successor",
-                "controller_restart_cut")
+                "controller_restart_cut", "replica_removal_readded")
 POLL = 0.01
 _COMPLETING = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
@@ -123,6 +133,7 @@ class Moments:
         self._clock_busy_until = 0.0  # no coordinator_clock strike before this
         self._stale_busy_until = 0.0  # no stale_isr strike before this
         self._reset_busy_until = 0.0  # no voter_link_reset strike before this
+        self._removal_busy_until = 0.0  # no replica_removal strike before this
         self._leaders: dict[int, set] = {}  # node -> the (topic, partition) it leads
         self._snapshots: dict[int, tuple] = {}  # node -> its Raft snapshot id
         self._producer_ids: dict[int, int] = {}  # node -> its allocator's next id
@@ -174,6 +185,8 @@ class Moments:
                 continue
             if "snapshot" in self.kinds:
                 self._watch_snapshot(node_id, host, now)
+            if "replica_removal" in self.kinds and self.cluster.mode == "cluster":
+                self._hook_reassignments(node_id, host.controller_role())
             kafka = host.kafka() if self.cluster.mode == "cluster" else None
             if kafka is None:
                 continue
@@ -310,6 +323,22 @@ class Moments:
             if follower != node_id and follower in hosts:
                 self._block(node_id, follower, seconds)
         self._strike("leader_change", node_id, now, key=p.key, force=True)
+
+    def _hook_reassignments(self, node_id: int, role) -> None:
+        """Told when a controller takes a reassignment request, before the change it makes is
+        committed: once committed, the removed follower would learn of it within milliseconds."""
+        handlers = role.requests._handlers if role is not None and role.requests is not None else None
+        if handlers is None or getattr(handlers[rpc.AlterPartitionReassignmentsRequest], "moments", None) is self:
+            return
+        original = handlers[rpc.AlterPartitionReassignmentsRequest]
+
+        async def alter_reassignments(request, original=original, role=role):
+            if self._nursery is not None and self.cluster.leader() == node_id:
+                self._remove_replica(role.state_machine.image, request)
+            return await original(request)
+
+        alter_reassignments.moments = self
+        handlers[rpc.AlterPartitionReassignmentsRequest] = alter_reassignments
 
     def _hook_transaction_coordinator(self, node_id: int, kafka) -> None:
         """Told at once when the broker's transaction coordinator appends a Complete* record
@@ -609,6 +638,59 @@ class Moments:
             for voter in self.cluster.voters:
                 if voter != leader:
                     self._cut(leader, voter, seconds)
+
+    def _remove_replica(self, image, request) -> None:
+        now = trio.current_time()
+        hosts = self.cluster.hosts
+        if now < self._removal_busy_until:
+            return
+        for asked in request.reassignments:
+            topic = image.topic(asked.topic) if asked.replicas is not None else None
+            part = topic.partitions.get(asked.partition) if topic is not None else None
+            if part is None or asked.topic.startswith("__"):
+                continue
+            removed = [r for r in part.replicas if r not in asked.replicas and r != part.leader
+                       and r in hosts and hosts[r].up]
+            if not removed:
+                continue
+            follower = self.rng.choice(removed)
+            # Within the session (3 s, heartbeats every 0.5 s): a fenced follower may not join.
+            seconds = self.rng.uniform(1.5, 2.3)
+            self._removal_busy_until = now + seconds + self.rng.uniform(0.5, 2.0)
+            key = (asked.topic, asked.partition)
+            self._record("replica_removal", node=hosts[follower].name, key=key, seconds=round(seconds, 3))
+            for controller in self.cluster.voters:
+                self._cut(follower, controller, seconds)
+            self._nursery.start_soon(self._strike_if_readded, follower, key, seconds)
+            return
+
+    async def _strike_if_readded(self, follower: int, key, seconds: float) -> None:
+        hosts = self.cluster.hosts
+        cut_ends = trio.current_time() + seconds
+        removed = False  # the committed assignment went without the follower during the cut
+        while not removed and trio.current_time() < cut_ends:
+            with trio.move_on_at(cut_ends):
+                await trio.sleep(POLL)
+            part = self._committed_partition(key)
+            removed = part is not None and follower not in part.replicas
+        await trio.sleep_until(cut_ends)
+        part = self._committed_partition(key) if removed else None
+        # Counted in sync again while it could not have heard of its removal.
+        if part is None or follower not in part.isr or part.leader not in hosts or not hosts[part.leader].up:
+            return
+        others = tuple(r for r in part.isr if r not in (part.leader, follower))
+        self._record("replica_removal_readded", node=hosts[part.leader].name, key=key,
+                     follower=hosts[follower].name, epoch=part.leader_epoch)
+        self._block(part.leader, follower, 1.0)
+        for node in (part.leader, *others):
+            self._nursery.start_soon(self._kill_later, node, 0.0, False)
+
+    def _committed_partition(self, key):
+        """The partition's registration in the active controller's image (None: no such)."""
+        controller = self.cluster.leader()
+        machine = self.cluster.hosts[controller].controller_state_machine() if controller is not None else None
+        topic = machine.image.topic(key[0]) if machine is not None else None
+        return topic.partitions.get(key[1]) if topic is not None else None
 
     def _bounce_follower(self, now: float) -> None:
         """A follower of a data partition whose ISR is full dies and comes back at once, so
