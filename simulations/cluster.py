@@ -323,7 +323,9 @@ class SimCluster:
         voters = [VoterSpec(i, self.hosts[i].name, CONTROLLER_PORT, self.directory_id(self.hosts[i]))
                   for i in self.initial_voters]
         meta = MetaProperties(CLUSTER_ID, host.node_id, self.directory_id(host, host.wipes))
-        await format_data_dir(host.disk, DATA_DIR, meta, voters)
+        # A crash during the format may leave it done but the node not yet started: formatted
+        # again at the next start, as an operator's script does it (kafka-storage's --ignore-formatted).
+        await format_data_dir(host.disk, DATA_DIR, meta, voters, ignore_formatted=True)
 
     def wipe(self, node_id: int) -> None:
         """The node (down) gets a new, empty disk, formatted again before its next start."""
@@ -333,8 +335,12 @@ class SimCluster:
         host.wipes += 1
         host.needs_format = True
         self._durable_seen.pop(node_id, None)
-        committed = [h.status().high_watermark for h in self.hosts.values() if h.up and h.status() is not None]
-        self.checker.forget_disk(node_id, max(committed, default=0), self.directory_id(host, host.wipes))
+        statuses = [h.status() for h in self.hosts.values() if h.up and h.status() is not None]
+        committed = [st.high_watermark for st in statuses]
+        # A leader may still count what the node acknowledged before it lost its disk.
+        acknowledged = [r.log_end_offset for st in statuses if st.role is Role.LEADER for r in st.voters
+                        if r.replica_id == node_id]
+        self.checker.forget_disk(node_id, max(committed + acknowledged, default=0), self.directory_id(host, host.wipes))
         self.trace.record(host.name, "wiped", wipes=host.wipes)
 
     def config_for(self, node_id: int, port_shift: int = 0):

@@ -51,11 +51,13 @@ class FaultSchedule:
     profile: FaultProfile
     events: list[dict] = field(default_factory=list)  # in order; "at": seconds into the fault phase
     note: str = ""  # what this schedule found, for a regression
+    node_settings: dict = field(default_factory=dict)  # the run's settings over the workload's own
 
     def to_dict(self) -> dict:
+        settings = {"node_settings": self.node_settings} if self.node_settings else {}
         return {"format": FORMAT, "seed": self.seed, "duration": self.duration, "faults": self.faults,
                 "workload": self.workload, "controllers": self.controllers, "brokers": self.brokers,
-                "note": self.note, "profile": profile_to_dict(self.profile), "events": self.events}
+                **settings, "note": self.note, "profile": profile_to_dict(self.profile), "events": self.events}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FaultSchedule":
@@ -64,7 +66,8 @@ class FaultSchedule:
         return cls(seed=int(data["seed"]), duration=float(data["duration"]), faults=str(data["faults"]),
                    workload=str(data["workload"]), controllers=int(data["controllers"]),
                    brokers=int(data["brokers"]), profile=profile_from_dict(data["profile"]),
-                   events=list(data["events"]), note=str(data.get("note", "")))
+                   events=list(data["events"]), note=str(data.get("note", "")),
+                   node_settings={str(k): str(v) for k, v in dict(data.get("node_settings", {})).items()})
 
     @classmethod
     def load(cls, path: str | Path) -> "FaultSchedule":
@@ -97,4 +100,4 @@ def schedule_of(options, profile: FaultProfile, applied: list[dict]) -> FaultSch
     """The schedule a run applied (`Nemesis.schedule`)."""
     note = options.replay.note if options.replay is not None else ""
     return FaultSchedule(options.seed, options.duration, options.faults, options.workload, options.controllers,
-                         options.brokers, profile, applied, note)
+                         options.brokers, profile, applied, note, dict(options.node_settings))

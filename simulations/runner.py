@@ -67,8 +67,8 @@ class SimOptions:
     brokers: int = 3  # broker-only nodes in the cluster workload; 0 = the controllers are combined nodes
     step_checks: bool = False  # in-memory checks after every trio task step (~2x slower), not every POLL
     replay: "FaultSchedule | None" = None  # apply this schedule's faults instead of drawing them
-    # Node settings over the cluster workload's own (simulations.cluster_runner.NODE_SETTINGS),
-    # e.g. to compare broker.session.timeout.ms values on the same seeds.
+    # Node settings over the workload's own (simulations.cluster_runner.NODE_SETTINGS, or the
+    # Raft runs' RAFT_SETTINGS), e.g. to compare broker.session.timeout.ms values on the same seeds.
     node_settings: dict = field(default_factory=dict)
     # The moments to strike (simulations.moments: MOMENT_KINDS, AIMED_KINDS), instead of a
     # subset drawn from the seed: a hunt aimed at one rule's moment (tests/simulations/catalogue.py).
@@ -77,6 +77,7 @@ class SimOptions:
     @classmethod
     def replaying(cls, schedule: "FaultSchedule", **kw) -> "SimOptions":
         """The options a schedule was recorded with, replaying it."""
+        kw.setdefault("node_settings", dict(schedule.node_settings))
         return cls(seed=schedule.seed, duration=schedule.duration, faults=schedule.faults,
                    controllers=schedule.controllers, workload=schedule.workload, brokers=schedule.brokers,
                    replay=schedule, **kw)
@@ -146,8 +147,7 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict, *, spares: i
                  controllers=options.controllers, kinds=profile.kinds, mean_gap=round(profile.mean_gap, 6))
     net = SimNetwork(rng("network"), trace, default_profile=profile.link)
     checker = RaftChecker(trace, list(range(1, options.controllers + 1)))
-    cluster = SimCluster(seed, net, trace, checker, controllers=options.controllers, raft_settings=RAFT_SETTINGS,
-                         spares=spares)
+    cluster = SimCluster(seed, net, trace, checker, controllers=options.controllers, raft_settings={**RAFT_SETTINGS, **options.node_settings}, spares=spares)
     net.add_host("client")
     client_env = SimEnv("client", seed=seed, incarnation=1, net=net, disk=MemFileSystem(), clock=SkewedClock())
     workload = AppendWorkload(client_env, cluster, checker, trace, rng("workload"))

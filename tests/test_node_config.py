@@ -74,3 +74,13 @@ def test_the_authorizer_settings_reach_the_broker():
                                     "super.users": "User:admin;User:CN=node,O=x",
                                     "allow.everyone.if.no.acl.found": "true"}), "c").authorizer
     assert on.enabled and on.allow_if_no_acl and on.super_users == {"User:admin", "User:CN=node,O=x"}
+
+
+def test_the_quorum_fetch_sizes_reach_raft_kip_1219():
+    assert (load_config(BASE).raft_config().fetch_max_bytes, load_config(BASE).raft_config().snapshot_chunk_bytes) \
+        == (1024 * 1024, 1024 * 1024)
+    raft = load_config({**BASE, "controller.quorum.fetch.max.bytes": "4096",
+                        "controller.quorum.fetch.snapshot.max.bytes": 65536}).raft_config()
+    assert (raft.fetch_max_bytes, raft.snapshot_chunk_bytes) == (4096, 65536)
+    with pytest.raises(ConfigError, match="controller.quorum.fetch.max.bytes"):
+        load_config({**BASE, "controller.quorum.fetch.max.bytes": 0})

@@ -58,7 +58,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--check-every-step", action="store_true",
                    help="run the in-memory checks after every task step, not every 20 ms (about 2x slower)")
     p.add_argument("--set", dest="node_settings", action="append", default=[], metavar="NAME=VALUE",
-                   help="a node setting over the cluster workload's own (repeatable)")
+                   help="a node setting over the workload's own (repeatable)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes for --seeds (default 1)")
     p.add_argument("--progress-every", type=int, default=0, metavar="N",
                    help="--seeds off a terminal: a progress line every N seeds (default: about 20 lines)")

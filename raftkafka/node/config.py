@@ -223,6 +223,9 @@ SETTINGS = [
     Setting("controller.quorum.election.backoff.max.ms", "election_backoff_max_ms", _int(0), 1000),
     Setting("controller.quorum.append.linger.ms", "append_linger_ms", _int(0), 25),
     Setting("controller.quorum.request.timeout.ms", "request_timeout_ms", _int(1), 2000),
+    # KIP-1219 (Kafka 4.3): what one Raft Fetch / FetchSnapshot answer may carry.
+    Setting("controller.quorum.fetch.max.bytes", "raft_fetch_max_bytes", _int(1), 1024 * 1024),
+    Setting("controller.quorum.fetch.snapshot.max.bytes", "raft_fetch_snapshot_max_bytes", _int(1), 1024 * 1024),
     Setting("metadata.log.segment.bytes", "metadata_segment_bytes", _int(1024), 16 * 1024 * 1024),
     Setting("metadata.log.max.record.bytes.between.snapshots", "snapshot_interval_bytes", _int(1), 20 * 1024 * 1024),
     Setting("metadata.log.max.snapshot.interval.ms", "snapshot_interval_ms", _int(1), 3_600_000),
@@ -302,6 +305,8 @@ class NodeConfig:
     election_backoff_max_ms: int = 1000
     append_linger_ms: int = 25
     request_timeout_ms: int = 2000
+    raft_fetch_max_bytes: int = 1024 * 1024
+    raft_fetch_snapshot_max_bytes: int = 1024 * 1024
     metadata_segment_bytes: int = 16 * 1024 * 1024
     snapshot_interval_bytes: int = 20 * 1024 * 1024
     snapshot_interval_ms: int = 3_600_000
@@ -393,6 +398,8 @@ class NodeConfig:
             election_backoff_max=self.election_backoff_max_ms / 1000,
             append_linger=self.append_linger_ms / 1000,
             request_timeout=self.request_timeout_ms / 1000,
+            fetch_max_bytes=self.raft_fetch_max_bytes,
+            snapshot_chunk_bytes=self.raft_fetch_snapshot_max_bytes,
         )
 
 

@@ -75,7 +75,7 @@ class RaftChecker:
         self.prefix: list[bytes] = [GENESIS_DIGEST]  # prefix[n] = digest of committed[0..n)
         self.applied_end: dict[int, int] = {}
         self.acked: dict[bytes, int] = {}  # acknowledged payload -> offset
-        self.replaced: dict[int, int] = {}  # voter whose disk was wiped -> committed end then (forget_disk)
+        self.replaced: dict[int, int] = {}  # voter whose disk was wiped -> the end it lost (forget_disk)
         self.voter_changes: list[tuple[int, list[int]]] = []  # committed Voters records: (offset, ids)
         self.new_directories: dict[int, str] = {}  # wiped node -> the directory id it was formatted with
 
@@ -181,14 +181,15 @@ class RaftChecker:
             if holder != leader_id:
                 self.violate("SingleLeader", f"epoch {epoch} has persisted leaders {holder} and {leader_id}")
 
-    def forget_disk(self, node: int, committed_end: int, directory_id: str = "") -> None:
-        """The node's disk was wiped when the log was committed up to `committed_end`: its
-        persisted election state starts afresh, and it no longer holds any voter's log (it
-        rejoins as an observer: raftkafka.node.assembly.replaced_voter). What was committed
-        then has lost that copy to the fault: one holder fewer is required of it. A voter change
-        that adds the node back with `directory_id` (its new disk) makes it a full voter again."""
+    def forget_disk(self, node: int, lost_end: int, directory_id: str = "") -> None:
+        """The node's disk was wiped when the log was committed, or acknowledged by the node to a
+        leader (which may still count that acknowledgement), up to `lost_end`: its persisted
+        election state starts afresh, and it no longer holds any voter's log (it rejoins as an
+        observer: raftkafka.node.assembly.replaced_voter). What lies below `lost_end` has lost
+        that copy to the fault: one holder fewer is required of it. A voter change that adds
+        the node back with `directory_id` (its new disk) makes it a full voter again."""
         self.persisted_epoch.pop(node, None)
-        self.replaced[node] = max(committed_end, self.max_hw)
+        self.replaced[node] = max(lost_end, self.max_hw)
         self.new_directories[node] = directory_id
 
     def check_majority(self, leader: int, hw: int, durable: dict[int, "DurableLog"], *,
