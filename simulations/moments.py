@@ -67,6 +67,15 @@ mutation catalogue's rows do), never drawn:
   when the cut ends the leader stops answering it and dies with the other ISR members, so the
   follower leads (replica_removal_readded). A follower counted in sync on
   fetches from a log its own metadata is about to delete would lead with what is left of it.
+- figure_8 (Raft runs; Raft's Figure 8): a Raft leader with entries no follower has yet is
+  cut off from the other voters for 5 s. The voter elected meanwhile is made unheard (its
+  messages to the others are held), so its LeaderChange record stays its own, at offsets where
+  the old leader holds its tail. The old leader, back with the third voter only, is elected again
+  and brings that voter its tail one fetch at a time; the moment it applies an entry of its
+  tail, of its earlier epoch, it is cut off and killed, and the unheard voter is heard again
+  (figure_8_commit). An old epoch's entry counted as committed before the new epoch's first
+  entry is on a majority is then overwritten by the unheard voter, elected with the third
+  voter's vote.
 
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway, reset,
 pause), applied through it, so they are counted and recorded in the fault schedule, and each is
@@ -94,13 +103,14 @@ MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "sna
                 "metadata_lag", "stale_isr", "voter_link_reset", "coordinator_clock")
 # Struck only where a run names them (SimOptions.moments), never drawn: each is aimed at one
 # rule's moment (tests/simulations/catalogue.py), and drawing them would change every seed's run.
-AIMED_KINDS = ("deposed_leader", "controller_restart", "replica_removal")
+AIMED_KINDS = ("deposed_leader", "controller_restart", "replica_removal", "figure_8")
 # What the coverage summary counts (simulations.coverage): the moments, the expansion strikes
 # that also hold the controllers' answers, the followers bounced for them, the successors
-# elected under a voter_link_reset, the winners a controller_restart cut off, and the removed
-# followers counted in sync again under a replica_removal.
+# elected under a voter_link_reset, the winners a controller_restart cut off, the removed
+# followers counted in sync again under a replica_removal, and the old leaders a figure_8
+# killed as they applied their old tail.
 STRIKE_KINDS = (*MOMENT_KINDS, *AIMED_KINDS, "isr_expand_hold", "isr_expand_bounce", "voter_link_reset_successor",
-                "controller_restart_cut", "replica_removal_readded")
+                "controller_restart_cut", "replica_removal_readded", "figure_8_commit")
 POLL = 0.01
 _COMPLETING = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
@@ -134,6 +144,8 @@ class Moments:
         self._stale_busy_until = 0.0  # no stale_isr strike before this
         self._reset_busy_until = 0.0  # no voter_link_reset strike before this
         self._removal_busy_until = 0.0  # no replica_removal strike before this
+        self._figure_8: dict | None = None  # the figure_8 strike under way
+        self._figure_8_next = 0.0  # no figure_8 strike before this
         self._leaders: dict[int, set] = {}  # node -> the (topic, partition) it leads
         self._snapshots: dict[int, tuple] = {}  # node -> its Raft snapshot id
         self._producer_ids: dict[int, int] = {}  # node -> its allocator's next id
@@ -185,6 +197,8 @@ class Moments:
                 continue
             if "snapshot" in self.kinds:
                 self._watch_snapshot(node_id, host, now)
+            if "figure_8" in self.kinds:
+                self._hook_raft_leadership(node_id, host)
             if "replica_removal" in self.kinds and self.cluster.mode == "cluster":
                 self._hook_reassignments(node_id, host.controller_role())
             kafka = host.kafka() if self.cluster.mode == "cluster" else None
@@ -221,6 +235,9 @@ class Moments:
         if "deposed_leader" in self.kinds and now >= self._next_depose and self.cluster.mode == "cluster":
             self._next_depose = now + self.rng.uniform(3.0, 8.0)
             self._depose_unaware_leader(now)
+        if "figure_8" in self.kinds:
+            self._hook_applies()
+            self._watch_figure_8(now)
         if "controller_restart" in self.kinds and now >= self._next_controller_restart:
             self._next_controller_restart = now + self.rng.uniform(15.0, 25.0)  # the sequence takes ~15 s
             self._restart_controller(now)
@@ -691,6 +708,94 @@ class Moments:
         machine = self.cluster.hosts[controller].controller_state_machine() if controller is not None else None
         topic = machine.image.topic(key[0]) if machine is not None else None
         return topic.partitions.get(key[1]) if topic is not None else None
+
+    def _hook_raft_leadership(self, node_id: int, host) -> None:
+        """Told when a voter wins an election, before its first message leaves."""
+        core = host.node.driver.core if host.up and host.node is not None and host.node.driver is not None else None
+        if core is None or getattr(core._become_leader, "moments", None) is self:
+            return
+        original = core._become_leader
+
+        def become_leader(now: float, original=original, core=core) -> None:
+            original(now)
+            if self._nursery is not None:
+                self._figure_8_leader(node_id, core.quorum.epoch, core.log.end_offset - 1)
+
+        become_leader.moments = self
+        core._become_leader = become_leader
+
+    def _hook_applies(self) -> None:
+        """Told of every entry a node applies (the checker's own report), as it applies it."""
+        checker = self.cluster.checker
+        if getattr(checker.on_apply, "moments", None) is self:
+            return
+        original = checker.on_apply
+
+        def on_apply(node: int, offset: int, epoch: int, payload: bytes, control: bool, original=original) -> None:
+            original(node, offset, epoch, payload, control)
+            if self._nursery is not None:
+                self._figure_8_applied(node, offset, epoch)
+
+        on_apply.moments = self
+        checker.on_apply = on_apply
+
+    def _watch_figure_8(self, now: float) -> None:
+        hosts = self.cluster.hosts
+        f = self._figure_8
+        if f is not None:
+            if now > f["until"]:
+                self._figure_8 = None  # it did not come together: another try later
+            return
+        if now < self._figure_8_next or now + 12.0 > self._until:
+            return
+        leader = self.cluster.leader()
+        st = hosts[leader].status() if leader is not None else None
+        if st is None:
+            return
+        followers = [r.log_end_offset for r in st.voters if r.replica_id != leader]
+        if len(followers) != 2 or st.log_end_offset <= max(followers) + 1:
+            return  # a tail of two entries at least: the third voter takes it one fetch at a time
+        others = [v for v in self.cluster.voters if v != leader]
+        self._figure_8 = {"leader": leader, "epoch": st.epoch, "tail": max(followers), "unheard": None,
+                          "until": now + 12.0}
+        self._figure_8_next = now + 12.0 + self.rng.uniform(1.0, 3.0)
+        self._record("figure_8", node=hosts[leader].name, epoch=st.epoch, tail=max(followers),
+                     end=st.log_end_offset)
+        for voter in others:
+            self._cut(leader, voter, 5.0)
+
+    def _figure_8_leader(self, node_id: int, epoch: int, leader_change_offset: int) -> None:
+        f = self._figure_8
+        if f is None:
+            return
+        if f["unheard"] is None and node_id != f["leader"] and epoch > f["epoch"]:
+            # Elected while the old leader is cut off: its messages are held from now on, so its
+            # LeaderChange record stays its own. The old leader stays cut off from it.
+            f["unheard"] = node_id
+            f["tail"] = leader_change_offset  # the old leader's entries from here conflict with it
+            for other in self.cluster.voters:
+                if other != node_id:
+                    self._block(node_id, other, 8.0)
+            self._cut(node_id, f["leader"], 8.0)
+        elif f["unheard"] is not None and node_id == f["leader"]:
+            f["epoch_again"] = epoch
+
+    def _figure_8_applied(self, node_id: int, offset: int, epoch: int) -> None:
+        f = self._figure_8
+        if (f is None or f.get("epoch_again") is None or node_id != f["leader"] or epoch != f["epoch"]
+                or offset < f["tail"]):
+            return
+        # The old leader, leading again, applies an entry of its tail: it dies now, and the
+        # unheard voter is heard again (a held pair's block ends 1 ms from now).
+        self._figure_8 = None
+        hosts = self.cluster.hosts
+        third = [v for v in self.cluster.voters if v not in (node_id, f["unheard"])]
+        self._record("figure_8_commit", node=hosts[node_id].name, offset=offset, epoch=epoch,
+                     unheard=hosts[f["unheard"]].name)
+        for voter in third:
+            self._cut(node_id, voter, 3.0)
+            self._block(f["unheard"], voter, 0.001)
+        self._nursery.start_soon(self._kill_later, node_id, 0.0, False, self.rng.uniform(1.0, 3.0))
 
     def _bounce_follower(self, now: float) -> None:
         """A follower of a data partition whose ISR is full dies and comes back at once, so

@@ -69,3 +69,30 @@ def test_replica_removal_shows_a_removed_follower_counted_in_sync_on_its_old_log
     result = run_simulation(SimOptions(**mutation.sim_options(10)))
     assert result["moments"]["strikes"]["replica_removal_readded"] == 1
     assert "committed-record-lost" in {v["invariant"] for v in result["violations"]}
+
+
+ONE_ENTRY_PER_FETCH = {"controller.quorum.fetch.max.bytes": "1"}
+
+
+def test_figure_8_brings_back_the_old_leader_and_kills_it_as_it_applies_its_old_tail():
+    result = run_simulation(SimOptions(seed=0, duration=20.0, faults="none", workload="raft", moments=("figure_8",),
+                                       node_settings=ONE_ENTRY_PER_FETCH))
+    assert not result["violations"]
+    assert result["moments"]["strikes"] == {"figure_8": 1, "figure_8_commit": 1}
+    events = result["schedule"]["events"]
+    kill = next(e for e in events if e["kind"] == "kill")
+    # The old leader was cut off from both other voters first, then killed as it applied.
+    first_cut = [e for e in events if e["kind"] == "oneway"][:4]
+    assert {e["src"] for e in first_cut} | {e["dst"] for e in first_cut} == {"n1", "n2", "n3"}
+    assert all(f"n{kill['node']}" in (e["src"], e["dst"]) for e in first_cut)
+
+
+def test_figure_8_shows_an_older_epoch_committed_by_counting_its_replicas(monkeypatch):
+    from tests.simulations.catalogue import by_name
+
+    mutation = by_name("commit_entries_of_earlier_epoch")
+    mutation.apply(monkeypatch)
+    result = run_simulation(SimOptions(**mutation.sim_options(26)))
+    assert result["moments"]["strikes"]["figure_8_commit"] == 1
+    violation = next(v for v in result["violations"] if v["invariant"] == "ConsistentCommittedData")
+    assert "first committed in epoch 1" in violation["message"]
