@@ -64,10 +64,10 @@ ONE_ENTRY_PER_FETCH = {"controller.quorum.fetch.max.bytes": "1"}
 @pytest.mark.slow
 def test_seeds_with_one_entry_per_fetch_on_five_voters_have_no_violations():
     with multiprocessing.get_context("spawn").Pool(2) as pool:
-        results = pool.map(_one_entry_run, range(40))
+        results = pool.map(_one_entry_run, range(20))
     failures = [(seed, r["violations"][:2], r["trace_tail"]) for seed, r in enumerate(results) if r["violations"]]
     assert not failures, failures[:3]
-    assert sum(r["faults"].get("wipe", 0) for r in results) >= 5
+    assert sum(r["faults"].get("wipe", 0) for r in results) >= 3
 
 
 def _one_entry_run(seed: int) -> dict:
