@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tests.simulations.catalogue import CATALOGUE, CLASSES, FIRST_SEEDS, SURVIVORS, by_name
+from tests.simulations.catalogue import CATALOGUE, CLASSES, EQUIVALENT, FIRST_SEEDS, SURVIVORS, by_name
 from tests.simulations.mutation_catalogue import hunt
 
 SEED_LIMIT = 100  # every mutation must be caught within this many seeds
@@ -28,10 +28,12 @@ def test_catalogue_covers_every_class_with_two_mutations():
     assert len({m.name for m in CATALOGUE}) == len(CATALOGUE)
     assert set(FIRST_SEEDS) == {m.name for m in CATALOGUE}
     assert SURVIVORS <= {name for name, seed in FIRST_SEEDS.items() if seed is None}
+    assert all(seed is None or seed < SEED_LIMIT for seed in FIRST_SEEDS.values())
+    assert not {m.name for m in EQUIVALENT} & {m.name for m in CATALOGUE}
 
 
 def test_each_mutation_names_a_real_function_and_patches_it_reversibly():
-    for m in CATALOGUE:
+    for m in CATALOGUE + EQUIVALENT:
         assert m.bug, m.name
         dotted = m.patches.split()[0]
         module_name, _, attr = dotted.rpartition(".")
@@ -76,3 +78,17 @@ def test_todays_mutation_is_caught_by_a_seed_clean_without_it(name):
     assert result["seed"] is not None, f"mutation {name} survived {SEED_LIMIT} seeds"
     assert "HarnessError" not in result["invariants"], result
     assert result["clean"], f"seed {result['seed']} fails without the mutation too"
+
+
+def test_the_docs_table_lists_every_mutation_with_its_first_catching_seed():
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "simulation-mutations.md").read_text()
+    table = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        if len(cells) == 6 and cells[0].startswith("`"):
+            table[cells[0].strip("`")] = cells[4].split()[0]
+    assert set(table) == {m.name for m in CATALOGUE}
+    for name, seed in FIRST_SEEDS.items():
+        assert table[name] == ("survived" if seed is None else str(seed)), name
