@@ -339,7 +339,7 @@ class ReplicaFetcher:
                 elif pd.error_code != ErrorCode.NONE:
                     self._delay_after_error(key, state, pd.error_code)
                 elif pd.diverging_epoch.end_offset >= 0:
-                    await self._truncate_on_divergence(key, state, p, pd.diverging_epoch)
+                    await self._truncate_on_divergence(key, state, p, pd.diverging_epoch, pd.log_start_offset)
                     skipped = True  # its HW not taken
                 else:
                     await _start_at_first_batch(p, pd.records, pd.log_start_offset)
@@ -352,11 +352,24 @@ class ReplicaFetcher:
         if out_of_range:
             await self._reset_out_of_range(link, out_of_range)
 
-    async def _truncate_on_divergence(self, key: Key, state: _State, p: Partition, diverging) -> None:
+    async def _truncate_on_divergence(self, key: Key, state: _State, p: Partition, diverging,
+                                      leader_log_start: int) -> None:
         """Kafka's truncateOnFetchResponse: cut our log back to where the leader's copy of the
         diverging epoch ends (or ours, if it ends earlier) and go on fetching; the next fetch
         carries our new last epoch, which the leader checks again. The answer's HW is not
-        taken: it may lie past the records we drop. (The point is bounded by our log end.)"""
+        taken: it may lie past the records we drop. (The point is bounded by our log end.)
+
+        Where the leader's answer ends at its log start and our log starts below it, the
+        leader's epoch cache, truncated from the start with its records, no longer reaches our
+        records there: it cannot tell whether they are its own. The log starts again at the
+        leader's log start, which following the leader drops anyway; kept, a record of ours
+        there that the leader never had would be served if we led (simulation seed 6639)."""
+        if _beyond_leader_history(p.log, diverging.end_offset, leader_log_start):
+            log.info("%s-%d: the leader's history starts at its log start %d, past records of ours it "
+                     "cannot vouch for; starting there", key[0], key[1], leader_log_start)
+            await p.log.truncate_fully_and_start_at(leader_log_start)
+            state.truncating = False
+            return
         offset, _ = _truncation_point(p, diverging.epoch, diverging.end_offset)
         await self._truncate_to(key, state, offset, done=True)
 
@@ -437,6 +450,12 @@ def _names(keys: list[Key], most: int = 20) -> str:
     """topic-partition names for a log line, the first `most` of them."""
     names = ", ".join(f"{t}-{i}" for t, i in keys[:most])
     return names if len(keys) <= most else f"{names} and {len(keys) - most} more"
+
+
+def _beyond_leader_history(plog, diverging_end: int, leader_log_start: int) -> bool:
+    """A diverging answer the leader could only give from the first epoch its cache still holds
+    (its end at or below the leader's log start), for a log holding records below that start."""
+    return diverging_end <= leader_log_start and plog.log_start_offset < leader_log_start
 
 
 def _truncation_point(p: Partition, leader_epoch: int, leader_end: int) -> tuple[int, bool]:

@@ -212,6 +212,12 @@ def epoch_end_is_log_end(monkeypatch) -> None:
     monkeypatch.setattr(LeaderEpochCache, "end_offset_for_epoch", end_offset_for_epoch)
 
 
+def follower_keeps_records_below_leader_log_start(monkeypatch) -> None:
+    """A follower keeps its records below the leader's log start where the leader, its epoch history cut there, cannot vouch for them."""
+    monkeypatch.setattr(broker.replica_fetcher, "_beyond_leader_history",
+                        lambda plog, diverging_end, leader_log_start: False)
+
+
 def truncation_ignores_leader_epoch_end(monkeypatch) -> None:
     """A follower truncates to where its own copy of the epoch ends, ignoring where the leader's ended."""
     original = broker.replica_fetcher._truncation_point
@@ -272,7 +278,7 @@ REPLICATION_MUTATIONS = {f.__name__: f for f in (
     broker_reads_min_isr_as_one, acks_all_waits_for_one_less,
     acks_all_survives_leader_epoch_change, acks_all_answered_after_losing_leadership,
     replica_removal_keeps_leader_epoch, fetch_leader_epoch_not_checked, follower_takes_answers_of_old_epoch,
-    leader_never_reports_divergence, follower_ignores_diverging_epoch,
+    leader_never_reports_divergence, follower_ignores_diverging_epoch, follower_keeps_records_below_leader_log_start,
     epoch_end_is_log_end, truncation_ignores_leader_epoch_end, epoch_cache_kept_on_truncation,
     clean_election_falls_back_to_unclean, elr_keeps_uncleanly_restarted_broker, hw_advances_below_min_isr,
 )}

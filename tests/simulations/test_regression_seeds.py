@@ -41,3 +41,20 @@ def test_the_schedules_that_found_the_missing_leader_epoch_bump_catch_its_mutati
         path = Path(__file__).parent / "regressions" / name
         result = run_simulation(SimOptions.replaying(FaultSchedule.load(path)))
         assert "committed-record-lost" in {v["invariant"] for v in result["violations"]}, name
+
+
+def test_seed_6639_a_follower_does_not_keep_records_below_its_leaders_log_start(monkeypatch):
+    """Fuzz seed 6639 (of 5036399): a follower whose uncommitted records diverged at offsets
+    below where its leader's retention then moved the log start took the leader's answer for
+    its epoch (the leader's epoch cache no longer reached back there) as agreement, kept those
+    records, joined the ISR before any later answer reached it, and led with them: records read
+    at offsets whose acknowledged records were others. Its schedule does not replay the
+    failure (the follower's restart lands elsewhere), so the seed's own run is the regression;
+    with the rule broken again (the catalogue's mutation) it fails once more."""
+    from tests.simulations.catalogue import by_name
+
+    options = SimOptions(seed=6639, duration=10.0, faults="all")
+    assert run_simulation(options)["violations"] == []
+    by_name("follower_keeps_records_below_leader_log_start").apply(monkeypatch)
+    invariants = {v["invariant"] for v in run_simulation(options)["violations"]}
+    assert "committed-record-lost" in invariants, invariants
