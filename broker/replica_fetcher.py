@@ -365,8 +365,8 @@ class ReplicaFetcher:
         leader's log start, which following the leader drops anyway; kept, a record of ours
         there that the leader never had would be served if we led (simulation seed 6639)."""
         if _beyond_leader_history(p.log, diverging.end_offset, leader_log_start):
-            log.info("%s-%d: the leader's history starts at its log start %d, past records of ours it "
-                     "cannot vouch for; starting there", key[0], key[1], leader_log_start)
+            log.info("%s-%d: the leader cannot vouch for our records below its log start %d; starting there",
+                     key[0], key[1], leader_log_start)
             await p.log.truncate_fully_and_start_at(leader_log_start)
             state.truncating = False
             return

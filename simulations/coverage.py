@@ -56,8 +56,8 @@ LOG_EVENTS: dict[str, dict[str, str]] = {
     "broker.replica_fetcher": {
         "%s-%d: truncating to %d (leo %d, hw %d) for leader %d epoch %d": "follower_truncation",
         "%s-%d: behind the leader's log start %d; starting there": "follower_restart_at_log_start",
-        "%s-%d: the leader's history starts at its log start %d, past records of ours it cannot vouch for; "
-        "starting there": "follower_restart_at_log_start",
+        "%s-%d: the leader cannot vouch for our records below its log start %d; starting there":
+            "follower_restart_at_log_start",
     },
     "broker.group_driver": {
         "coordinator for %s-%d (epoch %d): %d records replayed": "coordinator_load",
