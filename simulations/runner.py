@@ -147,7 +147,8 @@ async def _simulate(options: SimOptions, trace: Trace, state: dict, *, spares: i
                  controllers=options.controllers, kinds=profile.kinds, mean_gap=round(profile.mean_gap, 6))
     net = SimNetwork(rng("network"), trace, default_profile=profile.link)
     checker = RaftChecker(trace, list(range(1, options.controllers + 1)))
-    cluster = SimCluster(seed, net, trace, checker, controllers=options.controllers, raft_settings={**RAFT_SETTINGS, **options.node_settings}, spares=spares)
+    cluster = SimCluster(seed, net, trace, checker, controllers=options.controllers,
+                         raft_settings={**RAFT_SETTINGS, **options.node_settings}, spares=spares)
     net.add_host("client")
     client_env = SimEnv("client", seed=seed, incarnation=1, net=net, disk=MemFileSystem(), clock=SkewedClock())
     workload = AppendWorkload(client_env, cluster, checker, trace, rng("workload"))

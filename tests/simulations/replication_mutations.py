@@ -213,7 +213,8 @@ def epoch_end_is_log_end(monkeypatch) -> None:
 
 
 def follower_keeps_records_below_leader_log_start(monkeypatch) -> None:
-    """A follower keeps its records below the leader's log start where the leader, its epoch history cut there, cannot vouch for them."""
+    """A follower keeps its records below the leader's log start where the leader, its epoch
+    history cut there, cannot vouch for them."""
     monkeypatch.setattr(broker.replica_fetcher, "_beyond_leader_history",
                         lambda plog, diverging_end, leader_log_start: False)
 
