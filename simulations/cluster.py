@@ -335,7 +335,7 @@ class SimCluster:
         host.wipes += 1
         host.needs_format = True
         self._durable_seen.pop(node_id, None)
-        statuses = [h.status() for h in self.hosts.values() if h.up and h.status() is not None]
+        statuses = [st for h in self.hosts.values() if h.up and (st := h.status()) is not None]
         committed = [st.high_watermark for st in statuses]
         # A leader may still count what the node acknowledged before it lost its disk.
         acknowledged = [r.log_end_offset for st in statuses if st.role is Role.LEADER for r in st.voters

@@ -62,6 +62,8 @@ MEMBERSHIP_RUN = {"workload": "membership", "duration": 20.0}
 KAFKA_SESSION_RUN = {**CLUSTER_RUN, "node_settings": {"broker.session.timeout.ms": "9000",
                                                       "broker.heartbeat.interval.ms": "2000"}}
 KAFKA_SESSION_LONG_RUN = {**KAFKA_SESSION_RUN, "duration": 20.0}
+# One entry per Raft fetch answer: KIP-1219's controller.quorum.fetch.max.bytes at its floor.
+ONE_ENTRY_PER_FETCH = {"controller.quorum.fetch.max.bytes": "1"}
 
 _ALL = {**RAFT_MUTATIONS, **DATA_MUTATIONS, **REPLICATION_MUTATIONS, **STATE_MUTATIONS, **FAILOVER_MUTATIONS,
         **TXN_MUTATIONS, **RETENTION_MUTATIONS}
@@ -161,7 +163,7 @@ _TABLE = {
     # never drawn (simulations.moments.AIMED_KINDS).
     "commit_entries_of_earlier_epoch": (RAFT, "raft.commit.next_high_watermark",
                                         {**RAFT_RUN, "moments": ("figure_8",),
-                                         "node_settings": {"controller.quorum.fetch.max.bytes": "1"}}),
+                                         "node_settings": ONE_ENTRY_PER_FETCH}),
     "follower_skips_truncation": (RAFT, "raft.replication.Replication._truncate_to_leader", RAFT_RUN),
     # The Raft runs' recording state machine writes no snapshots: the cluster runs' metadata
     # quorum snapshots every 40 records and cleans its log after each.

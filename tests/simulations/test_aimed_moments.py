@@ -3,6 +3,7 @@ mutation catalogue (simulations.moments.AIMED_KINDS) do what they are for, on th
 from __future__ import annotations
 
 from simulations.runner import SimOptions, run_simulation
+from tests.simulations.catalogue import ONE_ENTRY_PER_FETCH, by_name
 
 KAFKA_SESSION = {"broker.session.timeout.ms": "9000", "broker.heartbeat.interval.ms": "2000"}
 
@@ -62,16 +63,12 @@ def test_replica_removal_cuts_the_removed_follower_off_from_the_controllers_with
 
 
 def test_replica_removal_shows_a_removed_follower_counted_in_sync_on_its_old_log(monkeypatch):
-    from tests.simulations.catalogue import by_name
-
     mutation = by_name("replica_removal_keeps_leader_epoch")
     mutation.apply(monkeypatch)
     result = run_simulation(SimOptions(**mutation.sim_options(10)))
     assert result["moments"]["strikes"]["replica_removal_readded"] == 1
     assert "committed-record-lost" in {v["invariant"] for v in result["violations"]}
 
-
-ONE_ENTRY_PER_FETCH = {"controller.quorum.fetch.max.bytes": "1"}
 
 
 def test_figure_8_brings_back_the_old_leader_and_kills_it_as_it_applies_its_old_tail():
@@ -88,8 +85,6 @@ def test_figure_8_brings_back_the_old_leader_and_kills_it_as_it_applies_its_old_
 
 
 def test_figure_8_shows_an_older_epoch_committed_by_counting_its_replicas(monkeypatch):
-    from tests.simulations.catalogue import by_name
-
     mutation = by_name("commit_entries_of_earlier_epoch")
     mutation.apply(monkeypatch)
     result = run_simulation(SimOptions(**mutation.sim_options(26)))
