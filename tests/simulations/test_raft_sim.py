@@ -55,9 +55,10 @@ def _raft_run(seed: int) -> dict:
 
 
 # One entry per fetch answer (ONE_ENTRY_PER_FETCH): the followers of five voters trail their
-# leader entry by entry, so a leader counts acknowledgements one at a time. These seeds found a checker error (a wiped voter's earlier acknowledgement still
-# counted: regressions/seed-17-20s.json) and a harness one (seed 19: a voter that lost power while
-# being formatted again after a wipe was refused at its next start as already formatted).
+# leader entry by entry, so a leader counts acknowledgements one at a time. These seeds found a
+# checker error (a wiped voter's earlier acknowledgement still counted:
+# regressions/seed-17-20s.json) and a harness one (seed 19: a voter that lost power while being
+# formatted again after a wipe was refused at its next start as already formatted).
 @pytest.mark.slow
 def test_seeds_with_one_entry_per_fetch_on_five_voters_have_no_violations():
     with multiprocessing.get_context("spawn").Pool(2) as pool:
