@@ -76,6 +76,18 @@ mutation catalogue's rows do), never drawn:
   (figure_8_commit). An old epoch's entry counted as committed before the new epoch's first
   entry is on a majority is then overwritten by the unheard voter, elected with the third
   voter's vote.
+- log_start_divergence: the leader of the retention workload's `retained` partition, its ISR
+  full, is cut off from the controllers and the other brokers for a broker session and 0.3-1.5 s
+  more, so a successor is elected while it still appends the acks=1 filler: records the
+  successor never had. It stays cut off from the brokers until the successor's retention has
+  moved its log start past where the two logs part, so the successor's epoch history no longer
+  reaches them. Meanwhile, on an append that rolls a segment at the HW, the successor's other
+  follower is cut off, the HW stands at that segment's base and retention moves the log start
+  up to it. Then the old leader comes back, asks with its old epoch and hears that the
+  successor's history starts at its log start; once it fetches at that offset it is counted in
+  sync (the HW), its fetch answers are held, and when the controller has committed it to the
+  ISR the successor and the other follower die (log_start_divergence_joined), so it leads with
+  whatever it kept below that log start.
 
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway, reset,
 pause), applied through it, so they are counted and recorded in the fault schedule, and each is
@@ -90,12 +102,14 @@ after each. Drawn moments run only when the selected faults include the crash gr
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 import trio
 
 from broker.transactions import TxnState
 from metadata.controller import rpc
 from simulations.nemesis import BROKER_POWER_LOSS_BUDGET, Nemesis, fault_kinds
+from simulations.workloads.retention import RETAINED
 
 __all__ = ["Moments", "MOMENT_KINDS", "STRIKE_KINDS", "moments_enabled"]
 
@@ -103,18 +117,35 @@ MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "sna
                 "metadata_lag", "stale_isr", "voter_link_reset", "coordinator_clock")
 # Struck only where a run names them (SimOptions.moments), never drawn: each is aimed at one
 # rule's moment (tests/simulations/catalogue.py), and drawing them would change every seed's run.
-AIMED_KINDS = ("deposed_leader", "controller_restart", "replica_removal", "figure_8")
+AIMED_KINDS = ("deposed_leader", "controller_restart", "replica_removal", "figure_8", "log_start_divergence")
 # What the coverage summary counts (simulations.coverage): the moments, the expansion strikes
 # that also hold the controllers' answers, the followers bounced for them, the successors
 # elected under a voter_link_reset, the winners a controller_restart cut off, the removed
-# followers counted in sync again under a replica_removal, and the old leaders a figure_8
-# killed as they applied their old tail.
+# followers counted in sync again under a replica_removal, the old leaders a figure_8
+# killed as they applied their old tail, and the old leaders a log_start_divergence left to lead.
 STRIKE_KINDS = (*MOMENT_KINDS, *AIMED_KINDS, "isr_expand_hold", "isr_expand_bounce", "voter_link_reset_successor",
-                "controller_restart_cut", "replica_removal_readded", "figure_8_commit")
+                "controller_restart_cut", "replica_removal_readded", "figure_8_commit", "log_start_divergence_joined")
 POLL = 0.01
 _COMPLETING = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
 VOTER_FETCH_TIMEOUT_S = 2.0  # the controllers' Raft fetch timeout (raft.config)
+
+
+@dataclass
+class _LogStartDivergence:
+    """A log_start_divergence strike under way. Its stages: `deposed` (the old leader cut off,
+    a successor to be elected), `rolling` (waiting for a segment rolled at the successor's HW),
+    `frozen` (the HW held there, waiting for the log start to reach it), `rejoining` (the old
+    leader let back, waiting for it to be counted in sync) and `joining` (its answers held,
+    waiting for the committed ISR)."""
+    old_leader: int
+    epoch: int  # the old leader's last epoch: its records from `divergence` on are of it
+    give_up: float
+    stage: str = "deposed"
+    leader: int | None = None  # the successor
+    follower: int | None = None  # the successor's other ISR member
+    divergence: int = -1  # where the successor's own epochs start: the logs part there
+    base: int = -1  # the segment base the successor's HW is held at
 
 
 def moments_enabled(selection: str, named: tuple[str, ...] = ()) -> bool:
@@ -146,6 +177,8 @@ class Moments:
         self._removal_busy_until = 0.0  # no replica_removal strike before this
         self._figure_8: dict | None = None  # the figure_8 strike under way
         self._figure_8_next = 0.0  # no figure_8 strike before this
+        self._log_start: _LogStartDivergence | None = None  # the log_start_divergence strike under way
+        self._next_log_start = 0.0  # no log_start_divergence strike before this
         self._leaders: dict[int, set] = {}  # node -> the (topic, partition) it leads
         self._snapshots: dict[int, tuple] = {}  # node -> its Raft snapshot id
         self._producer_ids: dict[int, int] = {}  # node -> its allocator's next id
@@ -177,6 +210,8 @@ class Moments:
                 self._next_depose = trio.current_time() + self.rng.uniform(0.5, 3.0)
             if "controller_restart" in self.kinds:
                 self._next_controller_restart = trio.current_time() + self.rng.uniform(0.5, 2.0)
+            if "log_start_divergence" in self.kinds:
+                self._next_log_start = trio.current_time() + self.rng.uniform(0.5, 2.0)
             while trio.current_time() < until:
                 with trio.move_on_at(until):
                     await trio.sleep(POLL)
@@ -238,6 +273,8 @@ class Moments:
         if "figure_8" in self.kinds:
             self._hook_applies()
             self._watch_figure_8(now)
+        if "log_start_divergence" in self.kinds and self.cluster.mode == "cluster":
+            self._watch_log_start(now)
         if "controller_restart" in self.kinds and now >= self._next_controller_restart:
             self._next_controller_restart = now + self.rng.uniform(15.0, 25.0)  # the sequence takes ~15 s
             self._restart_controller(now)
@@ -245,7 +282,8 @@ class Moments:
     def _hook(self, node_id: int, kafka) -> None:
         settings = kafka.replicas.replication
         # Marked on the wrapper, not remembered by id(): ids are reused, differently in each process.
-        if getattr(settings.on_isr_change, "moments", None) is self or not ({"isr_expand", "isr_shrink", "stale_isr"} & set(self.kinds)):
+        if (getattr(settings.on_isr_change, "moments", None) is self
+                or not ({"isr_expand", "isr_shrink", "stale_isr", "log_start_divergence"} & set(self.kinds))):
             return
         original = settings.on_isr_change
         replicas = kafka.replicas
@@ -255,6 +293,8 @@ class Moments:
                 original(kind)
             if self._nursery is None:
                 return
+            if kind == "expand" and self._log_start is not None:
+                self._log_start_expanding(node_id, replicas)
             moment = "isr_expand" if kind == "expand" else "isr_shrink"
             if moment not in self.kinds and "stale_isr" not in self.kinds:
                 return
@@ -308,7 +348,7 @@ class Moments:
         """Told at once when a partition of this broker becomes leader (its change callback,
         called on role changes and appends): polling would see it only after the followers
         have fetched from the new leader, and the moment would be gone."""
-        if "leader_change" not in self.kinds:
+        if not {"leader_change", "log_start_divergence"} & set(self.kinds):
             return
         for _, p in sorted(kafka.replicas.partitions.items()):
             if getattr(p._on_change, "moments", None) is self:
@@ -319,7 +359,11 @@ class Moments:
             def on_change(key, p=p, original=original, led=led) -> None:
                 if original is not None:
                     original(key)
-                if self._nursery is not None and p.is_leader and led[0] != p.leader_epoch:
+                if self._nursery is None or not p.is_leader:
+                    return
+                if self._log_start is not None:
+                    self._log_start_appended(node_id, p)
+                if led[0] != p.leader_epoch and "leader_change" in self.kinds:
                     led[0] = p.leader_epoch
                     self._new_leader(node_id, p)
 
@@ -701,6 +745,122 @@ class Moments:
         self._block(part.leader, follower, 1.0)
         for node in (part.leader, *others):
             self._nursery.start_soon(self._kill_later, node, 0.0, False)
+
+    def _watch_log_start(self, now: float) -> None:
+        s = self._log_start
+        if s is None:
+            if now >= self._next_log_start and now >= self._busy_until:
+                self._depose_retained_leader(now)
+            return
+        key = (RETAINED, 0)
+        if now > s.give_up or not self.cluster.hosts[s.old_leader].up:
+            self._end_log_start(s, now)
+        elif s.stage == "deposed":
+            self._log_start_successor(s)
+        elif s.stage == "rolling":
+            old, new = self._partition(s.old_leader, key), self._partition(s.leader, key)
+            if old is None or new is None or not new.is_leader or new.log.high_watermark > old.log.log_end_offset:
+                self._end_log_start(s, now)  # no segment can roll at the HW below the old leader's log end now
+        elif s.stage in ("frozen", "rejoining"):
+            new = self._partition(s.leader, key)
+            if new is None or not new.is_leader or new.log.high_watermark != s.base:
+                self._end_log_start(s, now)  # the cut-off follower left the ISR: the HW moved on
+            elif s.stage == "frozen" and new.log.log_start_offset == s.base:
+                s.stage = "rejoining"
+                for broker in self.cluster.broker_ids:
+                    if broker != s.old_leader:
+                        self._cut(s.old_leader, broker, 0.001)  # the long cut ends 1 ms from now
+        elif s.stage == "joining":
+            new = self._partition(s.leader, key)
+            if new is None or not new.is_leader:
+                self._end_log_start(s, now)
+            elif s.old_leader in new.isr_state.isr:  # the change committed, as the successor heard
+                hosts = self.cluster.hosts
+                self._log_start = None
+                self._record("log_start_divergence_joined", node=hosts[s.leader].name,
+                             follower=hosts[s.old_leader].name, base=s.base, epoch=new.leader_epoch)
+                # Back only after both sessions ended: the old leader is the one ISR member to lead.
+                restart_after = self.rng.uniform(3.5, 5.0)
+                for node in (s.leader, s.follower):
+                    self._nursery.start_soon(self._kill_later, node, 0.0, False, restart_after)
+
+    def _depose_retained_leader(self, now: float) -> None:
+        """The retained partition's leader, its ISR full, is cut off from the controllers for a
+        broker session and 0.3-1.5 s more, and from the other brokers until its successor's log
+        start has passed where their logs part (at most the strike's 12 s)."""
+        full = [(leader, p) for leader, key, p in self._full_isr_partitions() if key == (RETAINED, 0)]
+        if not full or now + 9.0 > self._until:  # the strike takes some 8 s
+            return
+        leader, p = full[0]
+        seconds = self.session_timeout + self.rng.uniform(0.3, 1.5)
+        self._log_start = _LogStartDivergence(old_leader=leader, epoch=p.leader_epoch, give_up=now + 12.0)
+        self._next_log_start = now + 12.0 + self.rng.uniform(1.0, 3.0)
+        self._record("log_start_divergence", node=self.cluster.hosts[leader].name, epoch=p.leader_epoch,
+                     seconds=round(seconds, 3))
+        for controller in self.cluster.voters:
+            self._cut(leader, controller, seconds)
+        for broker in self.cluster.broker_ids:
+            if broker != leader:
+                self._cut(leader, broker, 12.0)
+
+    def _log_start_successor(self, s: _LogStartDivergence) -> None:
+        """The successor, as it knows itself: leading in a later epoch, with one other ISR member."""
+        key = (RETAINED, 0)
+        for broker in self.cluster.broker_ids:
+            new = self._partition(broker, key) if broker != s.old_leader else None
+            if new is None or not new.is_leader or new.leader_epoch <= s.epoch:
+                continue
+            others = [r for r in new.isr_state.isr if r != broker]
+            starts = [start for epoch, start in new.log.epoch_cache.entries() if epoch > s.epoch]
+            if len(others) == 1 and s.old_leader not in new.isr_state.isr and starts:
+                s.leader, s.follower, s.divergence, s.stage = broker, others[0], min(starts), "rolling"
+            return
+
+    def _log_start_appended(self, node_id: int, p) -> None:
+        """The successor appended: if that rolled a segment at its HW, above where the logs part
+        and within the old leader's log, its other follower is cut off before it fetches, so
+        the HW stands at that segment's base."""
+        s = self._log_start
+        if s.stage != "rolling" or node_id != s.leader or p.key != (RETAINED, 0):
+            return
+        log = p.log
+        base = log.active_segment.base_offset
+        old = self._partition(s.old_leader, p.key)
+        if (old is None or base != log.high_watermark or base >= log.log_end_offset or base <= s.divergence
+                or base > old.log.log_end_offset):
+            return
+        s.stage, s.base = "frozen", base
+        self._cut(s.leader, s.follower, s.give_up - trio.current_time())
+
+    def _log_start_expanding(self, node_id: int, replicas) -> None:
+        """The successor proposed the old leader for the ISR: its answers to it are held from
+        now on, so it never hears the log start it would follow."""
+        s = self._log_start
+        p = replicas.partitions.get((RETAINED, 0))
+        if (s.stage != "rejoining" or node_id != s.leader or p is None or not p.is_leader
+                or p.isr_state.adding != s.old_leader):
+            return
+        s.stage = "joining"
+        self._block(s.leader, s.old_leader, s.give_up - trio.current_time())
+
+    def _end_log_start(self, s: _LogStartDivergence, now: float) -> None:
+        """It did not come together: the cuts it made end, and another try comes later."""
+        self._log_start = None
+        self._next_log_start = max(self._next_log_start, now + self.rng.uniform(1.0, 3.0))
+        if s.stage in ("deposed", "rolling", "frozen"):
+            for broker in self.cluster.broker_ids:
+                if broker != s.old_leader:
+                    self._cut(s.old_leader, broker, 0.001)
+        if s.stage in ("frozen", "rejoining", "joining"):
+            self._cut(s.leader, s.follower, 0.001)
+        if s.stage == "joining":
+            self._block(s.leader, s.old_leader, 0.001)
+
+    def _partition(self, node_id: int, key):
+        """A live broker's replica of the partition (None: none)."""
+        host = self.cluster.hosts.get(node_id)
+        kafka = host.kafka() if host is not None and host.up else None
+        return None if kafka is None else kafka.replicas.partitions.get(key)
 
     def _committed_partition(self, key):
         """The partition's registration in the active controller's image (None: no such)."""

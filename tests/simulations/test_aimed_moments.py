@@ -70,7 +70,6 @@ def test_replica_removal_shows_a_removed_follower_counted_in_sync_on_its_old_log
     assert "committed-record-lost" in {v["invariant"] for v in result["violations"]}
 
 
-
 def test_figure_8_brings_back_the_old_leader_and_kills_it_as_it_applies_its_old_tail():
     result = run_simulation(SimOptions(seed=0, duration=20.0, faults="none", workload="raft", moments=("figure_8",),
                                        node_settings=ONE_ENTRY_PER_FETCH))
@@ -91,3 +90,28 @@ def test_figure_8_shows_an_older_epoch_committed_by_counting_its_replicas(monkey
     assert result["moments"]["strikes"]["figure_8_commit"] == 1
     violation = next(v for v in result["violations"] if v["invariant"] == "ConsistentCommittedData")
     assert "first committed in epoch 1" in violation["message"]
+
+
+def test_log_start_divergence_lets_the_old_leader_lead_after_its_successor_moved_its_log_start():
+    result = run_simulation(SimOptions(seed=0, duration=20.0, faults="none", moments=("log_start_divergence",)))
+    assert not result["violations"]
+    assert result["moments"]["strikes"] == {"log_start_divergence": 1, "log_start_divergence_joined": 1}
+    events = result["schedule"]["events"]
+    first = [e for e in events if e["kind"] == "oneway"][:10]
+    old = first[0]["src"]
+    # The old leader cut off from the three voters and the two other brokers, both ways.
+    assert {(e["src"], e["dst"]) for e in first} == {
+        pair for other in {"n1", "n2", "n3", "n4", "n5", "n6"} - {old} for pair in ((old, other), (other, old))}
+    # Its successor and the other follower die together once it was counted in sync.
+    kills = [e for e in events if e["kind"] == "kill"]
+    assert len(kills) == 2 and old not in {f"n{e['node']}" for e in kills}
+    # With the rule the old leader dropped what it held below its successor's log start.
+    assert result["coverage"]["follower_restart_at_log_start"] >= 1
+
+
+def test_log_start_divergence_shows_records_kept_below_the_leader_log_start(monkeypatch):
+    mutation = by_name("follower_keeps_records_below_leader_log_start")
+    mutation.apply(monkeypatch)
+    result = run_simulation(SimOptions(**mutation.sim_options(2)))
+    assert result["moments"]["strikes"]["log_start_divergence_joined"] == 1
+    assert "committed-record-lost" in {v["invariant"] for v in result["violations"]}
