@@ -132,6 +132,18 @@ VOTER_FETCH_TIMEOUT_S = 2.0  # the controllers' Raft fetch timeout (raft.config)
 
 
 @dataclass
+class _Figure8:
+    """A figure_8 strike under way: the old leader cut off, then (once elected) the unheard
+    voter, then the old leader leading again in `epoch_again`."""
+    leader: int  # the old leader
+    epoch: int  # its epoch: its tail is of it
+    tail: int  # its entries from here conflict with what the unheard voter holds
+    until: float  # given up after this
+    unheard: int | None = None  # the voter elected while it was cut off
+    epoch_again: int | None = None  # the old leader's epoch once elected again
+
+
+@dataclass
 class _LogStartDivergence:
     """A log_start_divergence strike under way. Its stages: `deposed` (the old leader cut off,
     a successor to be elected), `rolling` (waiting for a segment rolled at the successor's HW),
@@ -175,7 +187,7 @@ class Moments:
         self._stale_busy_until = 0.0  # no stale_isr strike before this
         self._reset_busy_until = 0.0  # no voter_link_reset strike before this
         self._removal_busy_until = 0.0  # no replica_removal strike before this
-        self._figure_8: dict | None = None  # the figure_8 strike under way
+        self._figure_8: _Figure8 | None = None  # the figure_8 strike under way
         self._figure_8_next = 0.0  # no figure_8 strike before this
         self._log_start: _LogStartDivergence | None = None  # the log_start_divergence strike under way
         self._next_log_start = 0.0  # no log_start_divergence strike before this
@@ -903,7 +915,7 @@ class Moments:
         hosts = self.cluster.hosts
         f = self._figure_8
         if f is not None:
-            if now > f["until"]:
+            if now > f.until:
                 self._figure_8 = None  # it did not come together: another try later
             return
         if now < self._figure_8_next or now + 12.0 > self._until:
@@ -916,8 +928,7 @@ class Moments:
         if len(followers) != 2 or st.log_end_offset <= max(followers) + 1:
             return  # a tail of two entries at least: the third voter takes it one fetch at a time
         others = [v for v in self.cluster.voters if v != leader]
-        self._figure_8 = {"leader": leader, "epoch": st.epoch, "tail": max(followers), "unheard": None,
-                          "until": now + 12.0}
+        self._figure_8 = _Figure8(leader=leader, epoch=st.epoch, tail=max(followers), until=now + 12.0)
         self._figure_8_next = now + 12.0 + self.rng.uniform(1.0, 3.0)
         self._record("figure_8", node=hosts[leader].name, epoch=st.epoch, tail=max(followers),
                      end=st.log_end_offset)
@@ -928,33 +939,32 @@ class Moments:
         f = self._figure_8
         if f is None:
             return
-        if f["unheard"] is None and node_id != f["leader"] and epoch > f["epoch"]:
+        if f.unheard is None and node_id != f.leader and epoch > f.epoch:
             # Elected while the old leader is cut off: its messages are held from now on, so its
             # LeaderChange record stays its own. The old leader stays cut off from it.
-            f["unheard"] = node_id
-            f["tail"] = leader_change_offset  # the old leader's entries from here conflict with it
+            f.unheard = node_id
+            f.tail = leader_change_offset  # the old leader's entries from here conflict with it
             for other in self.cluster.voters:
                 if other != node_id:
                     self._block(node_id, other, 8.0)
-            self._cut(node_id, f["leader"], 8.0)
-        elif f["unheard"] is not None and node_id == f["leader"]:
-            f["epoch_again"] = epoch
+            self._cut(node_id, f.leader, 8.0)
+        elif f.unheard is not None and node_id == f.leader:
+            f.epoch_again = epoch
 
     def _figure_8_applied(self, node_id: int, offset: int, epoch: int) -> None:
         f = self._figure_8
-        if (f is None or f.get("epoch_again") is None or node_id != f["leader"] or epoch != f["epoch"]
-                or offset < f["tail"]):
+        if f is None or f.epoch_again is None or node_id != f.leader or epoch != f.epoch or offset < f.tail:
             return
         # The old leader, leading again, applies an entry of its tail: it dies now, and the
         # unheard voter is heard again (a held pair's block ends 1 ms from now).
         self._figure_8 = None
         hosts = self.cluster.hosts
-        third = [v for v in self.cluster.voters if v not in (node_id, f["unheard"])]
+        third = [v for v in self.cluster.voters if v not in (node_id, f.unheard)]
         self._record("figure_8_commit", node=hosts[node_id].name, offset=offset, epoch=epoch,
-                     unheard=hosts[f["unheard"]].name)
+                     unheard=hosts[f.unheard].name)
         for voter in third:
             self._cut(node_id, voter, 3.0)
-            self._block(f["unheard"], voter, 0.001)
+            self._block(f.unheard, voter, 0.001)
         self._nursery.start_soon(self._kill_later, node_id, 0.0, False, self.rng.uniform(1.0, 3.0))
 
     def _bounce_follower(self, now: float) -> None:

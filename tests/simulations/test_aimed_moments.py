@@ -3,9 +3,7 @@ mutation catalogue (simulations.moments.AIMED_KINDS) do what they are for, on th
 from __future__ import annotations
 
 from simulations.runner import SimOptions, run_simulation
-from tests.simulations.catalogue import ONE_ENTRY_PER_FETCH, by_name
-
-KAFKA_SESSION = {"broker.session.timeout.ms": "9000", "broker.heartbeat.interval.ms": "2000"}
+from tests.simulations.catalogue import KAFKA_SESSION_RUN, ONE_ENTRY_PER_FETCH, by_name
 
 
 def test_an_unknown_moment_is_refused():
@@ -22,7 +20,7 @@ def test_named_moments_are_the_only_ones_struck():
 
 def test_controller_restart_makes_the_restarted_leader_lead_again_until_it_is_cut_off():
     result = run_simulation(SimOptions(seed=1, duration=20.0, faults="none", moments=("controller_restart",),
-                                       node_settings=KAFKA_SESSION))
+                                       node_settings=KAFKA_SESSION_RUN["node_settings"]))
     assert not result["violations"]
     events = result["schedule"]["events"]
     killed = next(e for e in events if e["kind"] == "kill")

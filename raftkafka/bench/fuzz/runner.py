@@ -190,9 +190,9 @@ def _error_codes(value, out: list) -> list:
 def _judge_kafka(data: bytes, outcome: str, answer: bytes) -> tuple[str, str | None]:
     """(outcome, finding detail or None) for a Kafka case."""
     try:
-        header, request = decode_request(data[4:])
+        header, _ = decode_request(data[4:])
     except DecodeError:
-        header = request = None
+        header = None
     if outcome == "timeout":
         if header is not None and not answer and header.api_key in _PARKING_APIS:
             return "parked", None
