@@ -15,7 +15,8 @@ librdkafka's figures on the same cluster in the same run.
    For scale, the same query over a Python source that yields ready-made Arrow batches of
    the same schema ("Spark's floor": what Spark itself costs per row here).
 4. Streaming: availableNow with maxOffsetsPerTrigger into a noop sink; the median
-   `triggerExecution` of the micro-batches after the first is the steady-state latency.
+   `triggerExecution` of the micro-batches after the first is the steady-state latency, and
+   the median of each of Spark's phases (`durationMs`) says where it goes.
 5. Sink: a streaming query copies the topic into another through the exactly-once sink
    (sinkId, availableNow, 250,000 rows per micro-batch); rows/s over the query's run and
    over the micro-batches after the first, and the target's record count checked against N.
@@ -203,11 +204,16 @@ def run(args, bootstrap: str) -> None:
              .option("maxOffsetsPerTrigger", str(args.per_trigger)).load()
              .writeStream.format("noop").trigger(availableNow=True).start())
     query.awaitTermination()
-    durations = [p["durationMs"]["triggerExecution"] for p in query.recentProgress if p["numInputRows"]]
+    progress = [p["durationMs"] for p in query.recentProgress if p["numInputRows"]]
+    durations = [d["triggerExecution"] for d in progress]
     steady = durations[1:] or durations
     print(f"micro-batches of {args.per_trigger:,} rows: {len(durations)}; first {durations[0]} ms; "
           f"steady-state median {statistics.median(steady):.0f} ms (min {min(steady)}, max {max(steady)})",
           flush=True)
+    # Where a steady micro-batch's time goes, by Spark's own phases (the median of each).
+    phases = sorted({k for d in progress[1:] for k in d} - {"triggerExecution"})
+    print("  steady-state medians by phase (ms): " + ", ".join(
+        f"{k} {statistics.median(d.get(k, 0) for d in progress[1:]):.0f}" for k in phases), flush=True)
 
     with tempfile.TemporaryDirectory(prefix="raftkafka-bench-sink-") as checkpoint:
         started = time.perf_counter()
