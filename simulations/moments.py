@@ -129,6 +129,7 @@ POLL = 0.01
 _COMPLETING = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
 VOTER_FETCH_TIMEOUT_S = 2.0  # the controllers' Raft fetch timeout (raft.config)
+RETAINED_KEY = (RETAINED, 0)  # the partition the log_start_divergence strike works on
 
 
 @dataclass
@@ -764,17 +765,16 @@ class Moments:
             if now >= self._next_log_start and now >= self._busy_until:
                 self._depose_retained_leader(now)
             return
-        key = (RETAINED, 0)
         if now > s.give_up or not self.cluster.hosts[s.old_leader].up:
             self._end_log_start(s, now)
         elif s.stage == "deposed":
             self._log_start_successor(s)
         elif s.stage == "rolling":
-            old, new = self._partition(s.old_leader, key), self._partition(s.leader, key)
+            old, new = self._partition(s.old_leader, RETAINED_KEY), self._partition(s.leader, RETAINED_KEY)
             if old is None or new is None or not new.is_leader or new.log.high_watermark > old.log.log_end_offset:
                 self._end_log_start(s, now)  # no segment can roll at the HW below the old leader's log end now
         elif s.stage in ("frozen", "rejoining"):
-            new = self._partition(s.leader, key)
+            new = self._partition(s.leader, RETAINED_KEY)
             if new is None or not new.is_leader or new.log.high_watermark != s.base:
                 self._end_log_start(s, now)  # the cut-off follower left the ISR: the HW moved on
             elif s.stage == "frozen" and new.log.log_start_offset == s.base:
@@ -783,7 +783,7 @@ class Moments:
                     if broker != s.old_leader:
                         self._cut(s.old_leader, broker, 0.001)  # the long cut ends 1 ms from now
         elif s.stage == "joining":
-            new = self._partition(s.leader, key)
+            new = self._partition(s.leader, RETAINED_KEY)
             if new is None or not new.is_leader:
                 self._end_log_start(s, now)
             elif s.old_leader in new.isr_state.isr:  # the change committed, as the successor heard
@@ -800,7 +800,7 @@ class Moments:
         """The retained partition's leader, its ISR full, is cut off from the controllers for a
         broker session and 0.3-1.5 s more, and from the other brokers until its successor's log
         start has passed where their logs part (at most the strike's 12 s)."""
-        full = [(leader, p) for leader, key, p in self._full_isr_partitions() if key == (RETAINED, 0)]
+        full = [(leader, p) for leader, key, p in self._full_isr_partitions() if key == RETAINED_KEY]
         if not full or now + 9.0 > self._until:  # the strike takes some 8 s
             return
         leader, p = full[0]
@@ -817,9 +817,8 @@ class Moments:
 
     def _log_start_successor(self, s: _LogStartDivergence) -> None:
         """The successor, as it knows itself: leading in a later epoch, with one other ISR member."""
-        key = (RETAINED, 0)
         for broker in self.cluster.broker_ids:
-            new = self._partition(broker, key) if broker != s.old_leader else None
+            new = self._partition(broker, RETAINED_KEY) if broker != s.old_leader else None
             if new is None or not new.is_leader or new.leader_epoch <= s.epoch:
                 continue
             others = [r for r in new.isr_state.isr if r != broker]
@@ -833,7 +832,7 @@ class Moments:
         and within the old leader's log, its other follower is cut off before it fetches, so
         the HW stands at that segment's base."""
         s = self._log_start
-        if s.stage != "rolling" or node_id != s.leader or p.key != (RETAINED, 0):
+        if s.stage != "rolling" or node_id != s.leader or p.key != RETAINED_KEY:
             return
         log = p.log
         base = log.active_segment.base_offset
@@ -848,7 +847,7 @@ class Moments:
         """The successor proposed the old leader for the ISR: its answers to it are held from
         now on, so it never hears the log start it would follow."""
         s = self._log_start
-        p = replicas.partitions.get((RETAINED, 0))
+        p = replicas.partitions.get(RETAINED_KEY)
         if (s.stage != "rejoining" or node_id != s.leader or p is None or not p.is_leader
                 or p.isr_state.adding != s.old_leader):
             return
