@@ -110,6 +110,7 @@ class SourceOptions:
     max_trigger_delay_ms: int = 15 * 60 * 1000
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    min_records_per_partition: int | None = 50_000  # ours: smaller ranges share a task (pack_ranges); 0 → None
     fail_on_data_loss: bool = True
     include_headers: bool = False
     request_timeout_ms: int = 30_000
@@ -144,7 +145,7 @@ _SOURCE = _COMMON + [
     "startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
     "endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp",
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
-    "minPartitions", "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders",
+    "minPartitions", "maxRecordsPerPartition", "minRecordsPerPartition", "failOnDataLoss", "includeHeaders",
     "groupIdPrefix", "kafka.group.id", "sourceId",
     "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
 ]
@@ -379,6 +380,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         min_partitions=_positive_int(opts["minpartitions"], "minPartitions") if "minpartitions" in opts else None,
         max_records_per_partition=(_positive_int(opts["maxrecordsperpartition"], "maxRecordsPerPartition")
                                    if "maxrecordsperpartition" in opts else None),
+        min_records_per_partition=(_non_negative_int(opts["minrecordsperpartition"], "minRecordsPerPartition") or None
+                                   if "minrecordsperpartition" in opts else SourceOptions.min_records_per_partition),
         fail_on_data_loss=_bool(opts.get("failondataloss", "true"), "failOnDataLoss"),
         include_headers=_bool(opts.get("includeheaders", "false"), "includeHeaders"),
         request_timeout_ms=_positive_int(opts.get("kafka.request.timeout.ms", "30000"), "kafka.request.timeout.ms"),

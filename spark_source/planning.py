@@ -3,7 +3,9 @@
 Nothing here talks to a broker; the readers feed it offsets they resolved.
 The splitting and rate-limit rules are those of Spark's Kafka source
 (`KafkaOffsetRangeCalculator`, `KafkaMicroBatchStream.rateLimit`), so a query
-plans the same tasks and batches after switching from `format("kafka")`.
+plans the same batches after switching from `format("kafka")`. One rule is ours:
+small ranges are packed into one task (`pack_ranges`), because a Spark task of a
+Python source costs tens of milliseconds before it reads a record.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ __all__ = [
     "report_data_loss",
     "plan_ranges",
     "split_ranges",
+    "pack_ranges",
     "rate_limit",
     "clamp_latest",
 ]
@@ -109,6 +112,28 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None = None,
             ideal = total / min_partitions
             out = [piece for r in out for piece in _divide(r, max(int(math.floor(r.size / ideal + 0.5)), 1))]
     return [r for r in out if r.size > 0]
+
+
+def pack_ranges(ranges: list[OffsetRange], min_records: int | None,
+                max_records: int | None = None) -> list[tuple[OffsetRange, ...]]:
+    """Group consecutive ranges into tasks: a task takes the next range while it holds fewer than
+    `min_records` records, and never goes past `max_records` (maxRecordsPerPartition) by packing.
+    None: one range per task, as Spark's Kafka source plans.
+
+    Deterministic in its inputs, so a replayed micro-batch gives each task the same rows (the
+    sink's precondition, sink_protocol.py)."""
+    if not min_records:
+        return [(r,) for r in ranges]
+    tasks: list[list[OffsetRange]] = []
+    held = 0
+    for r in ranges:
+        if tasks and held < min_records and (max_records is None or held + r.size <= max_records):
+            tasks[-1].append(r)
+            held += r.size
+        else:
+            tasks.append([r])
+            held = r.size
+    return [tuple(task) for task in tasks]
 
 
 def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:

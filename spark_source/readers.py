@@ -21,7 +21,7 @@ from spark_source.cluster_io import EARLIEST_TS, LATEST_TS, LogClient, shared_cl
 from spark_source.initial_offsets import describe_source, initial_offsets
 from spark_source.offsets import PartitionOffsets, from_json_dict, to_json_dict
 from spark_source.options import SourceOptions
-from spark_source.planning import OffsetRange, clamp_latest, plan_ranges, rate_limit, split_ranges
+from spark_source.planning import OffsetRange, clamp_latest, pack_ranges, plan_ranges, rate_limit, split_ranges
 from spark_source.range_reader import read_range
 from spark_source.resolve import discover, resolve
 
@@ -29,14 +29,14 @@ __all__ = ["RangePartition", "RaftKafkaBatchReader", "RaftKafkaStreamReader"]
 
 
 class RangePartition(InputPartition):
-    """Records [start, end) of one topic partition: everything a task's read() needs."""
+    """The offset ranges one task reads, in order: everything a task's read() needs."""
 
-    def __init__(self, topic: str, partition: int, start: int, end: int):
-        super().__init__((topic, partition, start, end))
-        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+    def __init__(self, ranges: tuple[OffsetRange, ...]):
+        super().__init__(ranges)
+        self.ranges = ranges
 
     def __repr__(self) -> str:
-        return f"RangePartition({self.topic}-{self.partition} [{self.start}, {self.end}))"
+        return "RangePartition(" + ", ".join(f"{r.topic}-{r.partition} [{r.start}, {r.end})" for r in self.ranges) + ")"
 
 
 class _ReaderBase:
@@ -48,8 +48,12 @@ class _ReaderBase:
         return shared_client(o.bootstrap_servers, o.client_id, o.request_timeout_ms, o.security, o.tuning)
 
     def _to_partitions(self, ranges: list[OffsetRange]) -> list[RangePartition]:
-        pieces = split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
-        return [RangePartition(r.topic, r.partition, r.start, r.end) for r in pieces]
+        o = self.options
+        pieces = split_ranges(ranges, o.min_partitions, o.max_records_per_partition)
+        # minPartitions asks for parallelism: then every piece is its own task, as in Spark's Kafka source.
+        packed = pack_ranges(pieces, None if o.min_partitions else o.min_records_per_partition,
+                             o.max_records_per_partition)
+        return [RangePartition(task) for task in packed]
 
     def _earliest(self, tps) -> PartitionOffsets:
         return self._client().list_offsets(sorted(tps), EARLIEST_TS) if tps else {}
@@ -57,10 +61,11 @@ class _ReaderBase:
     def read(self, partition):
         if not isinstance(partition, RangePartition):
             return  # Spark's placeholder when there is nothing to read
-        r = OffsetRange(partition.topic, partition.partition, partition.start, partition.end)
-        yield from read_range(self._client(), r, include_headers=self.options.include_headers,
-                              fail_on_data_loss=self.options.fail_on_data_loss,
-                              wait_timeout_s=(self.options.poll_timeout_ms or self.options.request_timeout_ms) / 1000)
+        o = self.options
+        for r in partition.ranges:
+            yield from read_range(self._client(), r, include_headers=o.include_headers,
+                                  fail_on_data_loss=o.fail_on_data_loss,
+                                  wait_timeout_s=(o.poll_timeout_ms or o.request_timeout_ms) / 1000)
 
 
 class RaftKafkaBatchReader(_ReaderBase, DataSourceReader):

@@ -37,11 +37,18 @@ def test_bootstrap_alias_and_missing():
                              streaming=False)
 
 
+def test_min_records_per_partition_defaults_to_packing_and_zero_turns_it_off():
+    assert parse_source_options(opts(), streaming=False).min_records_per_partition == 50_000
+    assert parse_source_options(opts(minrecordsperpartition="7"), streaming=False).min_records_per_partition == 7
+    assert parse_source_options(opts(minrecordsperpartition="0"), streaming=False).min_records_per_partition is None
+
+
 @pytest.mark.parametrize("extra, needle", [
     ({"subscribepattern": "t.*"}, "subscribe, subscribePattern, assign"),
     ({"bogus": "1"}, "unknown option 'bogus'"),
     ({"kafka.auto.offset.reset": "earliest"}, "auto.offset.reset"),
     ({"minpartitions": "0"}, "minPartitions"),
+    ({"minrecordsperpartition": "-1"}, "minRecordsPerPartition"),
     ({"failondataloss": "maybe"}, "failOnDataLoss"),
     ({"startingoffsets": "latest"}, "can't be latest"),
     ({"endingoffsets": "earliest"}, "can't be earliest"),

@@ -5,7 +5,8 @@ import logging
 
 import pytest
 
-from spark_source.planning import DataLossError, OffsetRange, clamp_latest, plan_ranges, rate_limit, split_ranges
+from spark_source.planning import DataLossError, OffsetRange, clamp_latest, pack_ranges, plan_ranges, rate_limit, \
+    split_ranges
 from spark_source.cluster_io import AmbiguousWriteError
 from spark_source.sink_protocol import SINK_HEADER, append_ledger, ledger_topic, write_task
 from spark_source.sink_rows import SinkRows
@@ -45,6 +46,21 @@ def test_split_min_partitions_like_kafka():
     odd = split_ranges([OffsetRange("t", 0, 0, 10)], 3)
     assert [r.size for r in odd] == [3, 3, 4] and odd[-1].end == 10  # last piece takes the remainder
     assert [r.size for r in split_ranges([OffsetRange("t", 0, 0, 10)], None, 4)] == [3, 3, 4]
+
+
+def test_pack_ranges_fills_tasks_up_to_the_minimum_and_never_past_the_maximum():
+    quarter = [OffsetRange("t", p, 0, 25_000) for p in range(4)]
+    assert pack_ranges(quarter, None) == [(r,) for r in quarter]  # Spark's plan: one range per task
+    assert pack_ranges(quarter, 50_000) == [tuple(quarter[:2]), tuple(quarter[2:])]
+    assert pack_ranges(quarter, 100_000) == [tuple(quarter)]
+    big_then_small = [OffsetRange("t", 0, 0, 60), OffsetRange("t", 1, 0, 10), OffsetRange("t", 2, 0, 10)]
+    assert pack_ranges(big_then_small, 50) == [(big_then_small[0],), tuple(big_then_small[1:])]
+    assert pack_ranges(big_then_small, 50, max_records=15) == [(r,) for r in big_then_small]
+    # Every record is planned once, in order: the same ranges as before, only grouped.
+    many = [OffsetRange("t", p, 5, 5 + p) for p in range(1, 30)]
+    packed = pack_ranges(many, 40)
+    assert [r for task in packed for r in task] == many
+    assert all(sum(r.size for r in task[:-1]) < 40 for task in packed)
 
 
 def test_rate_limit_is_proportional_and_never_starves():

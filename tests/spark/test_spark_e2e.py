@@ -41,6 +41,11 @@ def test_batch_read_equals_what_was_produced_auto_discovered(spark, cluster):
         per_partition.setdefault(r.partition, []).append((r.key, r.value))
     assert per_partition == expected
     assert src(spark, cluster, subscribe="sp-batch", minPartitions="7").rdd.getNumPartitions() >= 6
+    # The three small ranges are read by one task (minRecordsPerPartition); 0 plans one task per
+    # partition, as Spark's Kafka source does. The rows are the same either way.
+    assert df.rdd.getNumPartitions() == 1
+    unpacked = src(spark, cluster, subscribe="sp-batch", minRecordsPerPartition="0")
+    assert unpacked.rdd.getNumPartitions() == 3 and rows_of(unpacked) == rows_of(df)
     assert src(spark, cluster, subscribePattern="sp-ba.*").count() == 90
 
 
