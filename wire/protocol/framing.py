@@ -169,7 +169,7 @@ def decode_request(frame, *, max_items: int | None = None) -> tuple[RequestHeade
     api_key, api_version, correlation_id = _HEAD.unpack_from(buf, 0)
     header = RequestHeader(api_key, api_version, correlation_id)
     cls = REQUESTS.get(api_key)
-    if cls is None or api_version not in cls._decoders:
+    if cls is None or not cls.supports(api_version):
         try:  # best effort, for logs: header v1 and v2 both start with client_id
             header.client_id, _ = P.read_nullable_string(buf, 8)
         except (DecodeError, struct.error, ValueError):

@@ -4,7 +4,8 @@ Every struct spec becomes a small `__slots__` class with keyword constructor
 defaults, attribute access, value equality and a readable repr. Handlers build
 responses by constructing these; decoders fill them in without calling
 `__init__`. A message class adds its API key, version range and per-version
-compiled codecs:
+codecs, compiled on first use of a version (a process that speaks a few APIs
+compiles only those):
 
     req = ProduceRequest.decode(body_bytes, version=8)
     data = ProduceResponse(responses=[...]).encode(version=8)
@@ -134,11 +135,22 @@ class Message(Struct):
             api_key=cls.API_KEY, version=version)
 
     @classmethod
+    def supports(cls, version: int) -> bool:
+        return version in cls.VERSIONS
+
+    @classmethod
+    def _compile(cls, codecs: dict[int, Any], compile_codec, version: int):
+        if version not in cls.VERSIONS:
+            raise cls._unsupported(version)
+        codec = codecs[version] = compile_codec(cls.SPEC, version, version in cls._flexible_versions)
+        return codec
+
+    @classmethod
     def decode_from(cls, buf: memoryview, pos: int, version: int):
         """Decode at `pos` of a byte memoryview; returns (message, new_pos)."""
         decoder = cls._decoders.get(version)
         if decoder is None:
-            raise cls._unsupported(version)
+            decoder = cls._compile(cls._decoders, compile_decoder, version)
         try:
             return decoder(buf, pos)
         except DecodeError:
@@ -158,7 +170,7 @@ class Message(Struct):
     def encode_into(self, out: list, version: int) -> None:
         encoder = self._encoders.get(version)
         if encoder is None:
-            raise self._unsupported(version)
+            encoder = self._compile(self._encoders, compile_encoder, version)
         encoder(self, out)
 
     def encode(self, version: int) -> bytes:
@@ -169,7 +181,7 @@ class Message(Struct):
 
 def define_message(class_name: str, fields: list[FieldSpec], *, api_key: int | None, kind: str,
                    versions: str, flexible: str | None = None) -> type:
-    """Build a message class and compile its codecs for every version in range."""
+    """Build a message class; its codecs are compiled per version on first use."""
     spec = StructSpec(class_name, list(fields))
     vrange = parse_versions(versions)
     frange = parse_versions(flexible)
@@ -187,10 +199,6 @@ def define_message(class_name: str, fields: list[FieldSpec], *, api_key: int | N
     cls._decoders = {}
     cls._encoders = {}
     cls._flexible_versions = frozenset(v for v in range(vrange.lo, vrange.hi + 1) if v in frange)
-    for v in range(vrange.lo, vrange.hi + 1):
-        flex = v in frange
-        cls._decoders[v] = compile_decoder(spec, v, flex)
-        cls._encoders[v] = compile_encoder(spec, v, flex)
     return cls
 
 

@@ -285,7 +285,7 @@ def kafka_case(rng: random.Random, seeds: list[bytes]) -> tuple[bytes, str]:
 
 
 def _encode(header, body, version: int, cls) -> bytes:
-    encode_version = version if version in cls._encoders else header.api_version
+    encode_version = version if cls.supports(version) else header.api_version
     frame = bytearray(encode_request(body, encode_version, header.correlation_id, header.client_id))
     struct.pack_into(">h", frame, 6, version)  # an unknown version goes out with the body of a known one
     return bytes(frame)
