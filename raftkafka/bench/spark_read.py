@@ -9,8 +9,9 @@ librdkafka's figures on the same cluster in the same run.
    is N) and reads them back: the reference figures. Then the source's and the sink's own
    code without Spark, in one thread: the range reader over all partitions (Arrow rows),
    and one sink task (`write_task`) copying them into another topic.
-2. Cold read: a SparkSession is started (timed), then the first query of the session
-   counts a small topic (1,000 records).
+2. Cold read, each in a fresh process: a SparkSession is started (timed), then the first
+   query of the session counts a small topic (1,000 records); for scale, the same over
+   Spark's floor source (1,000 ready-made rows): what a Python source's first query costs.
 3. Batch read: `format("raftkafka")` → noop sink, all columns materialised, rows/s (warm).
    For scale, the same query over a Python source that yields ready-made Arrow batches of
    the same schema ("Spark's floor": what Spark itself costs per row here).
@@ -24,6 +25,7 @@ librdkafka's figures on the same cluster in the same run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -106,7 +108,12 @@ def main(argv=None) -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--per-trigger", type=int, default=100_000)
+    parser.add_argument("--cold", choices=("raftkafka", "floor"), help=argparse.SUPPRESS)  # one cold query
+    parser.add_argument("--topic", help=argparse.SUPPRESS)  # with --cold raftkafka
     args = parser.parse_args(argv)
+    if args.cold:
+        print(json.dumps(cold_query(args.cold, args.bootstrap_server, args.topic)))
+        return
     if bool(args.bootstrap_server) == bool(args.dev_nodes):
         parser.error("give one of --bootstrap-server or --dev-nodes")
 
@@ -150,6 +157,45 @@ def without_spark(bootstrap: str, topic: str, partitions: int) -> None:
         client.close()
 
 
+def start_session():
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master("local[2]").appName("raftkafka-bench")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "1g")
+             .config("spark.sql.adaptive.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def cold_query(source: str, bootstrap: str | None, topic: str | None) -> dict:
+    """In this (fresh) process: the session start and the first query, counting 1,000 rows."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    started = time.perf_counter()
+    spark = start_session()
+    session = time.perf_counter() - started
+    started = time.perf_counter()
+    if source == "raftkafka":
+        from spark_source.datasource import RaftKafkaDataSource
+        spark.dataSource.register(RaftKafkaDataSource)
+        frame = spark.read.format("raftkafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    else:
+        from raftkafka.bench.spark_floor import FLOOR_PARTITIONS, SparkFloor
+        spark.dataSource.register(SparkFloor)
+        frame = spark.read.format(SparkFloor.name()).option("rows", 1000 // FLOOR_PARTITIONS).option("batches", 1)
+    rows = frame.load().count()
+    first = time.perf_counter() - started
+    spark.stop()
+    return {"session_s": session, "first_query_s": first, "rows": rows}
+
+
+def cold_in_fresh_process(source: str, bootstrap: str, topic: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "raftkafka.bench.spark_read", "--cold", source,
+                           "--bootstrap-server", bootstrap, "--topic", topic],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run(args, bootstrap: str) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -166,14 +212,13 @@ def run(args, bootstrap: str) -> None:
     print(f"librdkafka: write {write:,.0f} rec/s (acks=all), read {read:,.0f} rec/s", flush=True)
     without_spark(bootstrap, topic, args.partitions)
 
-    started = time.perf_counter()
-    from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[2]").appName("raftkafka-bench")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "1g")
-             .config("spark.sql.adaptive.enabled", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    session = time.perf_counter() - started
+    for source in ("raftkafka", "floor"):
+        cold = cold_in_fresh_process(source, bootstrap, small)
+        label = "cold read" if source == "raftkafka" else "Spark's floor, cold (1,000 ready-made rows)"
+        print(f"{label}, fresh process: session start {cold['session_s']:.2f}s; first query: {cold['rows']:,} rows "
+              f"in {cold['first_query_s']:.2f}s", flush=True)
+
+    spark = start_session()
     from spark_source.datasource import RaftKafkaDataSource
     from raftkafka.bench.spark_floor import FLOOR_ROWS_TOTAL, SparkFloor
     spark.dataSource.register(RaftKafkaDataSource)
@@ -182,10 +227,6 @@ def run(args, bootstrap: str) -> None:
     def source(name: str):
         return spark.read.format("raftkafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", name)
 
-    started = time.perf_counter()
-    count = source(small).load().count()
-    print(f"session start {session:.2f}s; cold read (first query): {count:,} rows in "
-          f"{time.perf_counter() - started:.2f}s", flush=True)
 
     def timed(label: str, frame, rows: int) -> None:
         started = time.perf_counter()
