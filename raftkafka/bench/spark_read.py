@@ -17,10 +17,13 @@ librdkafka's figures on the same cluster in the same run.
    the same schema ("Spark's floor": what Spark itself costs per row here).
 4. Streaming: availableNow with maxOffsetsPerTrigger into a noop sink; the median
    `triggerExecution` of the micro-batches after the first is the steady-state latency, and
-   the median of each of Spark's phases (`durationMs`) says where it goes.
+   the median of each of Spark's phases (`durationMs`) says where it goes. For scale, the
+   same over micro-batches of ready-made rows, in as many tasks as topic partitions and in 2.
 5. Sink: a streaming query copies the topic into another through the exactly-once sink
    (sinkId, availableNow, 250,000 rows per micro-batch); rows/s over the query's run and
-   over the micro-batches after the first, and the target's record count checked against N.
+   over the micro-batches after the first, and the target's record count checked against N;
+   the CPU every kind of process on the machine spent meanwhile (Spark's JVM, its Python
+   workers, the brokers).
 """
 from __future__ import annotations
 
@@ -157,6 +160,37 @@ def without_spark(bootstrap: str, topic: str, partitions: int) -> None:
         client.close()
 
 
+_KINDS = (("Spark's JVM", "java"), ("brokers", "raftkafka node"), ("Spark's Python workers", "pyspark.daemon"),
+          ("Spark's Python workers", "pyspark.worker"), ("this benchmark", "spark_read"))
+
+
+def cpu_by_process() -> dict[tuple[int, str], float]:
+    """CPU seconds (user + system) of every process on the machine, by (pid, kind); empty
+    where there is no /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # gone meanwhile
+        kind = next((name for name, needle in _KINDS if needle in command), "other")
+        out[(int(entry.name), kind)] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
+def cpu_spent(before: dict, after: dict) -> dict[str, float]:
+    spent: dict[str, float] = {}
+    for key, seconds in after.items():
+        spent[key[1]] = spent.get(key[1], 0.0) + seconds - before.get(key, 0.0)
+    return {kind: seconds for kind, seconds in spent.items() if seconds >= 0.05}
+
+
 def start_session():
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local[2]").appName("raftkafka-bench")
@@ -227,7 +261,6 @@ def run(args, bootstrap: str) -> None:
     def source(name: str):
         return spark.read.format("raftkafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", name)
 
-
     def timed(label: str, frame, rows: int) -> None:
         started = time.perf_counter()
         frame.write.format("noop").mode("overwrite").save()
@@ -255,8 +288,17 @@ def run(args, bootstrap: str) -> None:
     phases = sorted({k for d in progress[1:] for k in d} - {"triggerExecution"})
     print("  steady-state medians by phase (ms): " + ", ".join(
         f"{k} {statistics.median(d.get(k, 0) for d in progress[1:]):.0f}" for k in phases), flush=True)
+    for tasks in (args.partitions, 2):
+        query = (spark.readStream.format(SparkFloor.name()).option("perBatch", args.per_trigger)
+                 .option("total", args.records).option("tasks", tasks).load()
+                 .writeStream.format("noop").trigger(availableNow=True).start())
+        query.awaitTermination()
+        floor = [p["durationMs"]["triggerExecution"] for p in query.recentProgress if p["numInputRows"]][1:]
+        print(f"  Spark's floor, micro-batches of {args.per_trigger:,} ready-made rows in {tasks} tasks: "
+              f"median {statistics.median(floor):.0f} ms (min {min(floor)}, max {max(floor)})", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="raftkafka-bench-sink-") as checkpoint:
+        cpu_before = cpu_by_process()
         started = time.perf_counter()
         query = (spark.readStream.format("raftkafka").option("kafka.bootstrap.servers", bootstrap)
                  .option("subscribe", topic).option("startingOffsets", "earliest")
@@ -266,6 +308,7 @@ def run(args, bootstrap: str) -> None:
                  .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         query.awaitTermination()
         took = time.perf_counter() - started
+        cpu = cpu_spent(cpu_before, cpu_by_process())
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     took_ms = [p["durationMs"]["triggerExecution"] for p in progress]
     steady = progress[1:] or progress  # the first micro-batch also starts the sink's Python workers
@@ -276,6 +319,9 @@ def run(args, bootstrap: str) -> None:
     print(f"sink (exactly-once, streaming): {args.records:,} rows in {took:.2f}s = {args.records / took:,.0f} rows/s; "
           f"micro-batches {took_ms} ms, after the first {steady_rate:,.0f} rows/s (read + write); "
           f"target holds {written:,} records", flush=True)
+    if cpu:
+        print("  CPU seconds during the sink query, by process kind: " + ", ".join(
+            f"{kind} {seconds:.2f}" for kind, seconds in sorted(cpu.items(), key=lambda kv: -kv[1])), flush=True)
     spark.stop()
 
 
