@@ -86,6 +86,10 @@ class LogClient(Protocol):
         `until`: the caller reads on up to that offset (a client may fetch ahead)."""
         ...
 
+    def prefetch_raw(self, tp: TopicPartition, offset: int, *, max_wait_s: float) -> None:
+        """A hint: `fetch_raw` of `offset` follows soon; a client may start fetching it now."""
+        ...
+
     def produce(self, rows: list[tuple[TopicPartition, SimpleRecord]]) -> None:
         """Append each record to its partition, in order per partition, acks=all, idempotently.
         Raises AmbiguousWriteError when any record's outcome is unknown."""
@@ -232,6 +236,10 @@ class RemoteLogClient:
 
     async def _fetch_raw(self, admin, tp, offset, max_wait_s, until) -> RawFetched:
         return await self._range_fetcher.fetch(admin.cluster, tp, offset, max_wait_s, until)
+
+    def prefetch_raw(self, tp: TopicPartition, offset: int, *, max_wait_s: float = 0.2) -> None:
+        self._admin.run_in_loop(lambda admin: self._range_fetcher.fetch_ahead(admin.cluster, tuple(tp), offset,
+                                                                               max_wait_s))
 
 
     # ------------------------------------------------------------------ writes

@@ -4,7 +4,9 @@ A `RangeFetcher` lives in a client's trio loop and sends one-partition Fetch req
 to the leader its `Cluster` knows, answering with the record batches as they came
 (`spark_source.arrow_batches` decodes them column-wise, with no Python object per
 record). When the caller says how far it reads (`until`), the Fetch of what follows an
-answer is started before the answer is returned: it travels while the caller decodes.
+answer is started before the answer is returned: it travels while the caller decodes; a
+caller that reads several ranges starts the next range's first Fetch the same way
+(`fetch_ahead`).
 
 A moved leader, a lost connection or a retriable error answers "nothing yet" after a
 back-off and a metadata refresh (the range reader bounds how long it waits); a position
@@ -59,6 +61,12 @@ class RangeFetcher:
                 self._ahead[tp] = ahead = _Ahead(follows)
                 trio.lowlevel.spawn_system_task(ahead.run, self._fetch_once, cluster, tp, follows, max_wait_s)
         return result
+
+    def fetch_ahead(self, cluster, tp, offset: int, max_wait_s: float) -> None:
+        """Start the Fetch of `offset` now, for a `fetch` of it later (a task's next range)."""
+        if tp not in self._ahead:
+            self._ahead[tp] = ahead = _Ahead(offset)
+            trio.lowlevel.spawn_system_task(ahead.run, self._fetch_once, cluster, tp, offset, max_wait_s)
 
     async def _fetch_once(self, cluster, tp, offset: int, max_wait_s: float) -> RawFetched:
         try:

@@ -19,11 +19,13 @@ from typing import Iterator
 from spark_source.cluster_io import EARLIEST_TS, LogClient
 from spark_source.planning import OffsetRange, report_data_loss
 
-__all__ = ["read_range"]
+__all__ = ["read_range", "POLL_WAIT_S"]
+
+POLL_WAIT_S = 0.2  # how long one Fetch waits for records at the end of what the log holds
 
 
 def read_range(client: LogClient, r: OffsetRange, *, include_headers: bool = False, fail_on_data_loss: bool = True,
-               wait_timeout_s: float = 30.0, poll_wait_s: float = 0.2) -> Iterator:
+               wait_timeout_s: float = 30.0, poll_wait_s: float = POLL_WAIT_S) -> Iterator:
     """Yield pyarrow RecordBatches covering [r.start, r.end) in offset order."""
     from spark_source.arrow_batches import decode_fetched  # numpy: only where rows are read
     tp = (r.topic, r.partition)

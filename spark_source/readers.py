@@ -22,7 +22,7 @@ from spark_source.initial_offsets import describe_source, initial_offsets
 from spark_source.offsets import PartitionOffsets, from_json_dict, to_json_dict
 from spark_source.options import SourceOptions
 from spark_source.planning import OffsetRange, clamp_latest, pack_ranges, plan_ranges, rate_limit, split_ranges
-from spark_source.range_reader import read_range
+from spark_source.range_reader import POLL_WAIT_S, read_range
 from spark_source.resolve import discover, resolve
 
 __all__ = ["RangePartition", "RaftKafkaBatchReader", "RaftKafkaStreamReader"]
@@ -61,9 +61,12 @@ class _ReaderBase:
     def read(self, partition):
         if not isinstance(partition, RangePartition):
             return  # Spark's placeholder when there is nothing to read
-        o = self.options
-        for r in partition.ranges:
-            yield from read_range(self._client(), r, include_headers=o.include_headers,
+        o, client = self.options, self._client()
+        for i, r in enumerate(partition.ranges):
+            if i + 1 < len(partition.ranges):  # its first answer travels while this range is decoded
+                after = partition.ranges[i + 1]
+                client.prefetch_raw((after.topic, after.partition), after.start, max_wait_s=POLL_WAIT_S)
+            yield from read_range(client, r, include_headers=o.include_headers,
                                   fail_on_data_loss=o.fail_on_data_loss,
                                   wait_timeout_s=(o.poll_timeout_ms or o.request_timeout_ms) / 1000)
 

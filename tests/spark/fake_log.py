@@ -24,6 +24,7 @@ class FakeLog:
         self.produce_calls = 0
         self.records_per_fetch = 50
         self.topic_configs: dict[str, dict[str, str]] = {}
+        self.prefetched: list[tuple[tuple[str, int], int]] = []  # prefetch_raw hints, in order
 
     def add_topic(self, name: str, partitions: int) -> None:
         for p in range(partitions):
@@ -69,6 +70,9 @@ class FakeLog:
         append_time = any(r.timestamp_type == 1 for r in records)
         return RawFetched(build_batch([SimpleRecord(r.key, r.value, r.headers, r.timestamp) for r in records],
                                       base_offset=records[0].offset, log_append_time=append_time))
+
+    def prefetch_raw(self, tp, offset, *, max_wait_s):
+        self.prefetched.append((tp, offset))
 
     def produce(self, rows):
         self._produce_call(lambda: [(tp, r.key, r.value, r.timestamp if r.timestamp is not None else 1000, r.headers)

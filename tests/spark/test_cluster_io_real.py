@@ -30,6 +30,12 @@ def test_topics_offsets_ranged_fetch_and_idempotent_writes(client):
     got = list(scan(client, ("io-t", 0), 5, 15))
     assert [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in got] == [
         (j, b"k%d" % (2 * j), b"v%d" % (2 * j), (("h", b"%d" % (2 * j)),), 1_000 + 2 * j) for j in range(5, 15)]
+    # a range fetched ahead (the next range of a packed task) answers as a fetch of it would
+    plain = client.fetch_raw(("io-t", 1), 3, max_wait_s=0.5)
+    client.prefetch_raw(("io-t", 1), 3, max_wait_s=0.5)
+    assert client.fetch_raw(("io-t", 1), 3, max_wait_s=0.5).records == plain.records and plain.records
+    client.prefetch_raw(("io-t", 1), 7, max_wait_s=0.5)  # a hint not taken up is dropped at the next fetch
+    assert client.fetch_raw(("io-t", 1), 3, max_wait_s=0.5).records == plain.records
     # a fetch past the log end is reported as out of range (the range reader then waits or reports loss)
     beyond = client.fetch(("io-t", 0), 25, max_records=10, max_wait_s=0.1)
     assert beyond.out_of_range and beyond.records == []

@@ -58,6 +58,22 @@ def test_range_reader_loops_over_small_fetches():
     assert pa.Table.from_batches(batches).column("offset").to_pylist() == list(range(3, 97))
 
 
+def test_a_packed_task_reads_its_ranges_in_order_and_hints_each_next_range_first():
+    pa = pytest.importorskip("pyarrow")
+    from spark_source.readers import RaftKafkaBatchReader, RangePartition
+    log = FakeLog({"t": 3})
+    for i in range(30):
+        log.append(("t", i % 3), b"v%d" % i)
+    reader = RaftKafkaBatchReader(parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t"},
+                                                       streaming=False))
+    reader._client = lambda: log
+    task = RangePartition((OffsetRange("t", 2, 4, 10), OffsetRange("t", 0, 0, 3), OffsetRange("t", 1, 5, 6)))
+    rows = pa.Table.from_batches(list(reader.read(task)))
+    assert list(zip(rows.column("partition").to_pylist(), rows.column("offset").to_pylist())) == \
+        [(2, o) for o in range(4, 10)] + [(0, 0), (0, 1), (0, 2), (1, 5)]
+    assert log.prefetched == [(("t", 0), 0), (("t", 1), 5)]
+
+
 def test_range_reader_waits_bounded_for_a_short_log_then_reports_loss():
     pytest.importorskip("pyarrow")
     from spark_source.range_reader import read_range
