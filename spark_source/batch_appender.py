@@ -8,8 +8,10 @@ Appends go in rounds: each round sends every partition's next batches, up to 5 o
 (the last 5 are what the broker deduplicates, Kafka's limit for an idempotent producer),
 in up to 5 Produce requests per leader: request i holds the i-th batch of each of that
 leader's partitions, and they go on the leader's connection in that order, each sent
-before the next is written (the broker answers a connection's requests in order). After a
-retriable error or a lost answer the same bytes (same producer id and sequence) go again in
+before the next is written (the broker answers a connection's requests in order).
+Sections may also keep arriving while earlier ones are in flight (`append_from`: the sink
+appends a task's first rows while Spark still hands it the rest); each round takes what
+has arrived. After a retriable error or a lost answer the same bytes (same producer id and sequence) go again in
 the next round, to the leader of the moment, until `delivery_timeout_s` has passed, with
 the partition's batches behind it (the broker refuses those with
 OUT_OF_ORDER_SEQUENCE_NUMBER while the earlier one is missing): a copy that had landed is
@@ -25,6 +27,7 @@ producer does then: a lost answer may duplicate a batch.
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 
 import trio
@@ -58,13 +61,32 @@ class BatchAppender:
 
     async def append(self, cluster, sections: list[Section], timestamp_ms: int) -> None:
         """Append each section as one batch to its partition (in the given order per partition)."""
+        send, receive = trio.open_memory_channel(math.inf)
+        for section in sections:
+            send.send_nowait(section)
+        send.close()
+        await self.append_from(cluster, receive, timestamp_ms)
+
+    async def append_from(self, cluster, incoming: trio.MemoryReceiveChannel, timestamp_ms: int) -> None:
+        """As `append`, for sections that arrive on `incoming` until it is closed, while earlier ones
+        are in flight: each round sends what has arrived by then."""
         queued: dict[tuple[str, int], deque[tuple[bytes, int]]] = {}
-        for tp, section, count in sections:
-            queued.setdefault(tp, deque()).append((section, count))
         depth = _PIPELINE if self.idempotent else 1
         sending: dict[tuple[str, int], list[_Batch]] = {}  # per partition, in sequence order
         failures: list[str] = []
-        while queued or sending:
+        given_up: set[tuple[str, int]] = set()  # partitions whose later sections would follow a gap
+        arriving = True
+        while arriving or queued or sending:
+            while arriving:  # take what has arrived; wait for more only when nothing else is to be done
+                try:
+                    tp, section, count = incoming.receive_nowait() if queued or sending else await incoming.receive()
+                except trio.WouldBlock:
+                    break
+                except trio.EndOfChannel:
+                    arriving = False
+                    break
+                if tp not in given_up:
+                    queued.setdefault(tp, deque()).append((section, count))
             for tp in sorted(queued):
                 window = sending.setdefault(tp, [])
                 while len(window) < depth and tp in queued:
@@ -86,6 +108,7 @@ class BatchAppender:
                         continue
                     kept = []  # the rest would follow a gap: not sent again
                     queued.pop(tp, None)
+                    given_up.add(tp)
                     if self._identity is not None and self._identity[0] == batch.producer_id:
                         self._identity = None
                     failures.append(f"{tp[0]}-{tp[1]}: {error}")

@@ -12,10 +12,11 @@ blocking wrappers (Spark calls us from plain threads):
 - pooled `BlockingConsumer`s for the other reads (`fetch`: the sink's ledger and
   rescans): assign + seek + poll, with auto_offset_reset=none so a position the
   log no longer holds is reported to us (data loss), never silently reset;
-- the sink's writes (`produce_sections`): record sections the sink encoded
-  itself, appended as whole batches by an idempotent `BatchAppender` (acks=all)
-  in the admin's loop: the broker drops a batch re-sent after a lost answer or a
-  leader change, so retries inside a task never duplicate a record;
+- the sink's writes (`produce_sections`, or `open_sections` while its input still
+  arrives): record sections the sink encoded itself, appended as whole batches by an
+  idempotent `BatchAppender` (acks=all) in the admin's loop: the broker drops a batch
+  re-sent after a lost answer or a leader change, so retries inside a task never
+  duplicate a record;
 - one idempotent `BlockingProducer` (acks=all) for single records (the initial-offsets store).
 
 The `kafka.*` options (`ClientTuning`) override those consumer and producer
@@ -27,12 +28,14 @@ per (bootstrap, client id, timeout, security, tuning) in a module global (`share
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Protocol
 
+import trio
 from raftkafka.client.admin import NewTopic
 from raftkafka.client.blocking import BlockingAdmin, BlockingConsumer, BlockingProducer
 from raftkafka.client.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
@@ -46,8 +49,8 @@ from wire.compression import Compression
 from wire.error_codes import ErrorCode
 from wire.records import SimpleRecord
 
-__all__ = ["LogClient", "Fetched", "RawFetched", "RemoteLogClient", "AmbiguousWriteError", "shared_client", "scan",
-           "EARLIEST_TS", "LATEST_TS"]
+__all__ = ["LogClient", "SectionWriter", "Fetched", "RawFetched", "RemoteLogClient", "AmbiguousWriteError",
+           "appending", "shared_client", "scan", "EARLIEST_TS", "LATEST_TS"]
 
 EARLIEST_TS = -2
 LATEST_TS = -1
@@ -101,9 +104,38 @@ class LogClient(Protocol):
         any batch's outcome is unknown."""
         ...
 
+    def open_sections(self, timestamp_ms: int) -> "SectionWriter":
+        """`produce_sections` for sections given a few at a time (`add`): they are appended as
+        they come, in order per partition; `close()` waits for all of them and raises as
+        `produce_sections` does."""
+        ...
+
+
+class SectionWriter(Protocol):
+    def add(self, sections: list[Section]) -> None: ...
+
+    def close(self) -> None: ...
+
     def ensure_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
         """Create `name` unless it exists (replication factor: the cluster default)."""
         ...
+
+
+@contextmanager
+def appending(client: LogClient, timestamp_ms: int) -> Iterator[SectionWriter]:
+    """`client.open_sections` for a with-block, closed at its end (raising as `close` does). When
+    the block raises, what it added lands (or not) before that error goes on: a retry that
+    rescans then sees all of it."""
+    writer = client.open_sections(timestamp_ms)
+    try:
+        yield writer
+    except BaseException:
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001 - the block's own error is the one to report
+            pass
+        raise
+    writer.close()
 
 
 def scan(client: LogClient, tp: TopicPartition, start: int, end: int, *,
@@ -259,6 +291,46 @@ class RemoteLogClient:
 
     async def _append(self, admin, sections, timestamp_ms) -> None:
         await self._appender.append(admin.cluster, sections, timestamp_ms)
+
+    def open_sections(self, timestamp_ms: int) -> "_StreamedSections":
+        return _StreamedSections(self._admin, self._appender, timestamp_ms)
+
+
+class _StreamedSections:
+    """An `append_from` running in the admin's loop, fed from the caller's thread."""
+
+    def __init__(self, admin: BlockingAdmin, appender: BatchAppender, timestamp_ms: int):
+        self._admin = admin
+        self._finished = trio.Event()
+        self._error: BaseException | None = None
+        self._send = admin.run_in_loop(self._start, appender, timestamp_ms)
+
+    def _start(self, admin, appender: BatchAppender, timestamp_ms: int) -> trio.MemorySendChannel:
+        send, receive = trio.open_memory_channel(math.inf)
+
+        async def run() -> None:
+            try:
+                await appender.append_from(admin.cluster, receive, timestamp_ms)
+            except Exception as exc:  # raised to the caller by close()
+                self._error = exc
+            finally:
+                self._finished.set()
+
+        trio.lowlevel.spawn_system_task(run)
+        return send
+
+    def add(self, sections: list[Section]) -> None:
+        if sections:
+            self._admin.run_in_loop(lambda _: [self._send.send_nowait(section) for section in sections])
+
+    def close(self) -> None:
+        async def finish(_) -> None:
+            self._send.close()
+            await self._finished.wait()
+
+        self._admin.run_in_loop(finish)
+        if self._error is not None:
+            raise self._error
 
 
 # ---------------------------------------------------------------------- routines run in a client's loop

@@ -11,9 +11,11 @@ Task (batch B, Spark partition P), in `write_task`:
    partitions from the marks in it and collect the row indexes it already wrote
    (each record carries a header `raftkafka.sink` = "S:B:P:i"). Otherwise
    append `begin` (with each target partition's high watermark as its mark)
-   before writing any data.
+   before writing any data. The target partitions are those of the `topic`
+   option, or else those the task's rows go to (all rows are read first then).
 3. Append the rows not yet written, in order per target partition, as whole
-   batches (`SinkRows.sections`), acks=all, idempotently (`BatchAppender`): a
+   batches (`SinkRows.sections`), a chunk of rows at a time as Spark hands them
+   over, acks=all, idempotently (`BatchAppender`): a
    batch re-sent inside this attempt (lost answer, leader change) is dropped by
    the broker if it had landed. If the appender gives up on a batch (delivery
    timeout, fatal error), the task fails with
@@ -42,8 +44,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Iterable
 
-from spark_source.cluster_io import EARLIEST_TS, LATEST_TS, LogClient, scan
+from spark_source.cluster_io import EARLIEST_TS, LATEST_TS, LogClient, appending, scan
 from spark_source.offsets import TopicPartition
 from spark_source.sink_rows import SinkRows
 from wire.batch_header import HEADER_SIZE
@@ -117,24 +120,34 @@ def already_written(client: LogClient, marks: dict[TopicPartition, int], sink_id
     return done
 
 
-def write_task(client: LogClient, sink_id: str, batch_id: int, task: int, rows: SinkRows, *,
-               timestamp_ms: int) -> TaskResult:
-    """Steps 1-3 of the protocol for one task; `rows` in the task's input order."""
+def write_task(client: LogClient, sink_id: str, batch_id: int, task: int, chunks: Iterable[SinkRows], *,
+               timestamp_ms: int, targets: list[TopicPartition] | None = None) -> TaskResult:
+    """Steps 1-3 of the protocol for one task. `chunks`: the task's rows in input order, a chunk
+    at a time as Spark hands them over. `targets`: every partition a row may go to, when known
+    before the rows (the `topic` option's): then each chunk is appended as it comes, while the
+    next is read; otherwise all chunks are read first, to mark the partitions they use."""
     view = read_ledger(client, sink_id, batch_id, task)
     if view.committed:
-        return TaskResult(0, len(rows), True)
+        return TaskResult(0, sum(len(chunk) for chunk in chunks), True)
     marks = view.marks
+    done: set[int] = set()
     if marks is None:
-        targets = rows.used_targets()
+        if targets is None:
+            chunks = list(chunks)
+            targets = sorted({tp for chunk in chunks for tp in chunk.used_targets()})
         marks = client.list_offsets(targets, LATEST_TS) if targets else {}
         append_ledger(client, sink_id, {"kind": "begin", "batch": batch_id, "task": task,
                                         "marks": _nested(marks)}, timestamp_ms)
-        done: set[int] = set()
     else:
-        done = {i for i in already_written(client, marks, sink_id, batch_id, task) if i < len(rows)}
+        done = already_written(client, marks, sink_id, batch_id, task)
+    tag, rows = _tag(sink_id, batch_id, task).encode(), 0
     # AmbiguousWriteError fails the task; the next attempt resumes from the ledger.
-    client.produce_sections(rows.sections(done, _tag(sink_id, batch_id, task).encode()), timestamp_ms)
-    return TaskResult(len(rows) - len(done), len(done), False)
+    with appending(client, timestamp_ms) as writer:
+        for chunk in chunks:
+            rows += len(chunk)
+            writer.add(chunk.sections(done, tag))
+    skipped = sum(1 for i in done if i < rows)
+    return TaskResult(rows - skipped, skipped, False)
 
 
 def _nested(marks: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:

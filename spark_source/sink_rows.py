@@ -65,12 +65,14 @@ def murmur2_partitions(keys: pa.Array, num_partitions: int) -> np.ndarray:
 
 
 class SinkRows:
-    """Rows (key, value, own headers) and the index of each one's target in `targets`."""
+    """Rows (key, value, own headers) and the index of each one's target in `targets`. A task's
+    rows may come in several of these, in order: `first_row` is the task's index of row 0 here."""
 
     def __init__(self, targets: list[tuple[str, int]], target_of: np.ndarray, keys: pa.Array, values: pa.Array,
-                 headers: list | None = None):
+                 headers: list | None = None, first_row: int = 0):
         self.targets, self.target_of = targets, target_of
         self.keys, self.values, self.headers = keys, values, headers
+        self.first_row = first_row
 
     def __len__(self) -> int:
         return len(self.target_of)
@@ -89,11 +91,13 @@ class SinkRows:
 
     @classmethod
     def from_arrow(cls, batches: Iterable[pa.RecordBatch], *, topic_option: str | None, task: int,
-                   partition_counts: Callable[[str], int]) -> "SinkRows":
-        """`partition_counts(topic)`: the topic's partition count (raises if it does not exist)."""
+                   partition_counts: Callable[[str], int], first_row: int = 0) -> "SinkRows":
+        """`partition_counts(topic)`: the topic's partition count (raises if it does not exist).
+        `first_row`: the task's index of the first row here (rows of a null key are spread by it)."""
         batches = [b for b in batches if b.num_rows]
         if not batches:
-            return cls([], np.zeros(0, dtype=np.int64), pa.array([], pa.binary()), pa.array([], pa.binary()))
+            return cls([], np.zeros(0, dtype=np.int64), pa.array([], pa.binary()), pa.array([], pa.binary()),
+                       first_row=first_row)
         table = pa.Table.from_batches(batches).combine_chunks()
         names = {name.lower(): name for name in table.column_names}
         n = table.num_rows
@@ -130,7 +134,7 @@ class SinkRows:
             if hashed.any():
                 partitions[hashed] = murmur2_partitions(keys.filter(pa.array(hashed)), count)
             spread = of_topic & (partitions < 0)
-            partitions[spread] = (task + np.flatnonzero(spread)) % count
+            partitions[spread] = (task + first_row + np.flatnonzero(spread)) % count
         width = int(partitions.max()) + 1
         unique, target_of = np.unique(topics * width + partitions, return_inverse=True)
         targets = [(topic_names[int(u) // width], int(u) % width) for u in unique]
@@ -138,14 +142,16 @@ class SinkRows:
         header_column = column("headers")
         if header_column is not None and header_column.null_count < n:
             headers = [[(h["key"], h["value"]) for h in row] if row else None for row in header_column.to_pylist()]
-        return cls(targets, target_of.reshape(-1).astype(np.int64), keys, values, headers)
+        return cls(targets, target_of.reshape(-1).astype(np.int64), keys, values, headers, first_row)
 
     def sections(self, skip: set[int], tag_prefix: bytes | None, max_bytes: int = SECTION_BYTES) -> list[Section]:
-        """Records of the rows not in `skip`, per target partition in row order, in sections of
-        at most about `max_bytes`. With `tag_prefix`, row i carries raftkafka.sink = prefix + i."""
+        """Records of the rows not in `skip` (task row indexes), per target partition in row order,
+        in sections of at most about `max_bytes`. With `tag_prefix`, the task's row i carries
+        raftkafka.sink = prefix + i."""
         keep = np.ones(len(self), dtype=bool)
+        first = self.first_row
         if skip:
-            keep[np.fromiter((i for i in skip if 0 <= i < len(self)), dtype=np.int64)] = False
+            keep[np.fromiter((i - first for i in skip if first <= i < first + len(self)), dtype=np.int64)] = False
         sizes = (pc.binary_length(self.keys).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
                  + pc.binary_length(self.values).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64) + 64)
         out: list[Section] = []
@@ -157,7 +163,7 @@ class SinkRows:
             for piece in np.split(rows, np.flatnonzero(np.diff(chunk_of)) + 1):
                 taken = pa.array(piece)
                 section = encode_records(self.keys.take(taken), self.values.take(taken), tag_prefix=tag_prefix,
-                                         tag_numbers=piece if tag_prefix is not None else None,
+                                         tag_numbers=piece + first if tag_prefix is not None else None,
                                          headers=[self.headers[i] for i in piece] if self.headers else None)
                 out.append((tp, section, len(piece)))
         return out

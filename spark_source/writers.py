@@ -7,7 +7,9 @@ hash, murmur2 like Kafka's Java producer, or spread by row for null keys) and
 
 Both take Spark's rows as Arrow batches (`SinkRows`, no Python object per row) and
 append them as whole record batches with the shared client's idempotent appender
-(acks=all), so a batch re-sent inside a task never duplicates a record. The batch writer is
+(acks=all), so a batch re-sent inside a task never duplicates a record. Rows are
+appended a chunk at a time while Spark hands over the rest (for the streaming
+writer when the `topic` option names the target; see `sink_protocol.write_task`). The batch writer is
 still at-least-once across task attempts (a retried task re-sends its rows under
 a new producer id); the streaming writer is exactly-once across attempts and
 query restarts under the conditions in `sink_protocol`.
@@ -15,17 +17,22 @@ query restarts under the conditions in `sink_protocol`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from spark_source.cluster_io import shared_client
+from spark_source.cluster_io import appending, shared_client
 from spark_source.options import InvalidOptionError, SinkOptions
 from spark_source.sink_protocol import append_ledger, ledger_topic, write_task
 from spark_source.sink_rows import SinkRows
 
 __all__ = ["RaftKafkaBatchWriter", "RaftKafkaStreamWriter", "SinkCommitMessage", "check_sink_schema"]
+
+# Spark's Arrow batches are taken this many bytes at a time: with 4 target partitions, about one
+# section (SECTION_BYTES) each.
+CHUNK_BYTES = 4 << 20
 
 
 @dataclass
@@ -70,8 +77,7 @@ class _WriterBase:
         o = self.options
         return shared_client(o.bootstrap_servers, o.client_id, o.request_timeout_ms, o.security, o.tuning)
 
-    def _rows(self, batches, task: int) -> SinkRows:
-        """Spark's Arrow batches → rows with their target partitions (deterministic for the same input)."""
+    def _partition_counts(self) -> Callable[[str], int]:
         client, counts = self._client(), {}
 
         def partition_count(topic: str) -> int:
@@ -82,8 +88,30 @@ class _WriterBase:
                 counts[topic] = len(found[topic])
             return counts[topic]
 
-        return SinkRows.from_arrow(batches, topic_option=self.options.topic, task=task,
-                                   partition_counts=partition_count)
+        return partition_count
+
+    def _targets(self, partition_count: Callable[[str], int]) -> list[tuple[str, int]] | None:
+        """Every partition a row may go to, when the `topic` option names it."""
+        topic = self.options.topic
+        return [(topic, p) for p in range(partition_count(topic))] if topic else None
+
+    def _chunks(self, batches, task: int, partition_count: Callable[[str], int]) -> Iterator[SinkRows]:
+        """Spark's Arrow batches → rows with their target partitions (deterministic for the same
+        input), a chunk of about CHUNK_BYTES at a time, so the first are appended while Spark
+        still hands over the rest."""
+        pending, size, first_row = [], 0, 0
+        for batch in batches:
+            pending.append(batch)
+            size += batch.nbytes
+            if size >= CHUNK_BYTES:
+                chunk = SinkRows.from_arrow(pending, topic_option=self.options.topic, task=task,
+                                            partition_counts=partition_count, first_row=first_row)
+                first_row += len(chunk)
+                pending, size = [], 0
+                yield chunk
+        if pending:
+            yield SinkRows.from_arrow(pending, topic_option=self.options.topic, task=task,
+                                      partition_counts=partition_count, first_row=first_row)
 
 
 def _wall_ms() -> int:
@@ -95,9 +123,12 @@ class RaftKafkaBatchWriter(_WriterBase, DataSourceArrowWriter):
     def write(self, iterator):
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx else 0
-        rows = self._rows(iterator, task)
-        self._client().produce_sections(rows.sections(set(), None), _wall_ms())
-        return SinkCommitMessage(task, len(rows))
+        rows = 0
+        with appending(self._client(), _wall_ms()) as writer:
+            for chunk in self._chunks(iterator, task, self._partition_counts()):
+                rows += len(chunk)
+                writer.add(chunk.sections(set(), None))
+        return SinkCommitMessage(task, rows)
 
 
 class RaftKafkaStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
@@ -112,8 +143,10 @@ class RaftKafkaStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
         ctx = TaskContext.get()
         batch_id = int(ctx.getLocalProperty("streaming.sql.batchId"))
         task = ctx.partitionId()
-        rows = self._rows(iterator, task)
-        result = write_task(self._client(), self.options.sink_id, batch_id, task, rows, timestamp_ms=_wall_ms())
+        counts = self._partition_counts()
+        result = write_task(self._client(), self.options.sink_id, batch_id, task,
+                            self._chunks(iterator, task, counts), timestamp_ms=_wall_ms(),
+                            targets=self._targets(counts))
         return SinkCommitMessage(task, result.written, result.skipped_as_duplicates)
 
     def commit(self, messages, batchId: int) -> None:

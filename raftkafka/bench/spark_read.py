@@ -152,7 +152,7 @@ def without_spark(bootstrap: str, topic: str, partitions: int) -> None:
         started = time.perf_counter()
         sink_rows = SinkRows.from_arrow([b.select(["key", "value"]) for b in batches], topic_option=target, task=0,
                                         partition_counts=lambda name: partitions)
-        write_task(client, sink_id, 0, 0, sink_rows, timestamp_ms=int(time.time() * 1000))
+        write_task(client, sink_id, 0, 0, [sink_rows], timestamp_ms=int(time.time() * 1000))
         took = time.perf_counter() - started
         print(f"sink task (write_task), one thread, no Spark: {rows:,} rows in {took:.2f}s = "
               f"{rows / took:,.0f} rows/s", flush=True)

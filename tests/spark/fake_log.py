@@ -86,6 +86,19 @@ class FakeLog:
                 yield from ((tp, r.key, r.value, r.timestamp, r.headers) for r in decoded)
         self._produce_call(records)
 
+    def open_sections(self, timestamp_ms):
+        """Each `add` appended at once, as one produce_sections call."""
+        log = self
+
+        class Writer:
+            def add(self, sections):
+                log.produce_sections(sections, timestamp_ms)
+
+            def close(self):
+                pass
+
+        return Writer()
+
     def _produce_call(self, records) -> None:
         self.produce_calls += 1
         if self.produce_calls == self.fail_on_produce_call:

@@ -207,3 +207,27 @@ def test_sections_split_large_inputs_in_row_order():
     for _, section, count in sections:
         values += [r.value for r in decode_batch(seal_batch(section, count, timestamp_ms=1))[1]]
     assert values == [b"%06d" % i + b"x" * 90 for i in range(n)]
+
+
+def test_rows_taken_in_chunks_go_where_and_carry_the_tags_they_would_taken_whole():
+    n = 23
+    batch = pa.RecordBatch.from_pydict({
+        "key": pa.array([None if i % 3 else b"k%d" % i for i in range(n)], pa.binary()),
+        "value": pa.array([b"v%d" % i for i in range(n)], pa.binary()),
+    })
+    counts = lambda topic: 4  # noqa: E731
+
+    def placed(chunks, skip):
+        out = {}
+        for chunk in chunks:
+            for tp, section, count in chunk.sections(skip, b"s:0:1:"):
+                _, records = decode_batch(seal_batch(section, count, timestamp_ms=1))
+                out.setdefault(tp, []).extend((r.value, dict(r.headers)["raftkafka.sink"]) for r in records)
+        return out
+
+    whole = SinkRows.from_arrow([batch], topic_option="t", task=1, partition_counts=counts)
+    chunks = [SinkRows.from_arrow([batch.slice(start, length)], topic_option="t", task=1, partition_counts=counts,
+                                  first_row=start) for start, length in ((0, 5), (5, 11), (16, 7))]
+    for skip in (set(), {0, 4, 5, 22}):
+        assert placed(chunks, skip) == placed([whole], skip)
+    assert sum(len(v) for v in placed(chunks, {0, 4, 5, 22}).values()) == n - 4

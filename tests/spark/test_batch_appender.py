@@ -58,3 +58,54 @@ async def test_a_batch_that_cannot_be_delivered_stops_its_partition_and_is_ambig
         await BatchAppender().append(cluster, _sections(3), 1000)
     assert mini.records("t", 0) == []  # those behind it were refused and not sent again
     assert [r.value for r in mini.records("t", 1)] == [b"p1-%d" % i for i in range(3)]
+
+
+async def test_sections_arriving_while_others_are_in_flight_keep_their_order(nursery, autojump_clock):
+    mini, cluster = await _setup(nursery)
+    sections = _sections(9)
+    send, receive = trio.open_memory_channel(100)
+    appender = BatchAppender()
+    done = trio.Event()
+
+    async def append():
+        await appender.append_from(cluster, receive, 1000)
+        done.set()
+
+    nursery.start_soon(append)
+    for start, end in ((0, 4), (4, 10), (10, 18)):  # three arrivals, the later ones while earlier ones are in flight
+        for section in sections[start:end]:
+            await send.send(section)
+        await trio.sleep(0)
+        if start == 0:
+            await trio.sleep(1)  # the first arrival is appended before the rest is given
+            assert [r.value for r in mini.records("t", 0)] == [b"p0-0", b"p0-1"]
+    assert not done.is_set()  # open input: the appender waits for more
+    await send.aclose()
+    await done.wait()
+    for p in (0, 1):
+        assert [r.value for r in mini.records("t", p)] == [b"p%d-%d" % (p, i) for i in range(9)]
+
+
+async def test_a_partition_given_up_drops_what_arrives_for_it_later(nursery, autojump_clock):
+    mini, cluster = await _setup(nursery)
+    mini.fail_next(ApiKey.PRODUCE, ErrorCode.INVALID_TOPIC_EXCEPTION)  # partition 0's first batch
+    send, receive = trio.open_memory_channel(100)
+    for section in _sections(2):
+        send.send_nowait(section)
+    outcome = []
+
+    async def append():
+        try:
+            await BatchAppender().append_from(cluster, receive, 1000)
+        except AmbiguousWriteError as exc:
+            outcome.append(exc)
+
+    async with trio.open_nursery() as inner:
+        inner.start_soon(append)
+        await trio.sleep(1)  # the first round is answered: partition 0 is given up
+        for section in _sections(4)[4:]:  # the 3rd and 4th batch of each partition
+            await send.send(section)
+        await send.aclose()
+    assert outcome and "t-0" in str(outcome[0])
+    assert mini.records("t", 0) == []
+    assert [r.value for r in mini.records("t", 1)] == [b"p1-%d" % i for i in range(4)]

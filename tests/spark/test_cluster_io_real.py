@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_source.cluster_io import RemoteLogClient, scan
+from spark_source.cluster_io import RemoteLogClient, appending, scan
 from wire.records import SimpleRecord
 
 pytestmark = pytest.mark.e2e
@@ -68,7 +68,11 @@ def test_sections_appended_idempotently_read_back_as_arrow_rows(cluster):
         sections = rows.sections(set(), b"io:0:0:", max_bytes=64 * 1024)
         assert len(sections) > 2
         writer.produce_sections(sections, 1_700_000_000_000)
-        writer.produce_sections(rows.sections(set(), b"io:1:0:", max_bytes=64 * 1024), 1_700_000_000_001)
+        # the second copy given a few sections at a time while the first ones are in flight
+        with appending(writer, 1_700_000_000_001) as streamed:
+            later = rows.sections(set(), b"io:1:0:", max_bytes=64 * 1024)
+            for start in range(0, len(later), 3):
+                streamed.add(later[start:start + 3])
     finally:
         writer.close()
     reader = RemoteLogClient(cluster.bootstrap_servers, request_timeout_ms=15_000)
@@ -81,6 +85,9 @@ def test_sections_appended_idempotently_read_back_as_arrow_rows(cluster):
                 got += b.to_pylist()
     finally:
         reader.close()
+    second = sorted(int(row["headers"][0]["value"][len(b"io:1:0:"):]) for row in got
+                    if row["headers"][0]["value"].startswith(b"io:1:0:"))
+    assert second == list(range(n))
     first = [row for row in got if row["headers"][0]["value"].startswith(b"io:0:0:")]
     by_index = {int(row["headers"][0]["value"][len(b"io:0:0:"):]): row for row in first}
     assert sorted(by_index) == list(range(n))

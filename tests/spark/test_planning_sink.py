@@ -116,7 +116,7 @@ def _values(log):
 
 def test_sink_first_attempt_writes_each_row_once():
     log = FakeLog({"out": 2, ledger_topic("q"): 1})
-    result = write_task(log, "q", 0, 0, _rows(10), timestamp_ms=1)
+    result = write_task(log, "q", 0, 0, [_rows(10)], timestamp_ms=1)
     assert (result.written, result.skipped_as_duplicates) == (10, 0)
     assert _values(log) == sorted(f"r{i}".encode() for i in range(10))
     tags = [dict(r.headers)[SINK_HEADER] for r in log.logs[("out", 1)]]
@@ -137,38 +137,38 @@ def test_sink_task_retry_after_partial_write_skips_written_rows():
         raise RuntimeError("executor lost")
     log.produce_sections = dying
     with pytest.raises(RuntimeError):
-        write_task(log, "q", 0, 0, _rows(10), timestamp_ms=1)
+        write_task(log, "q", 0, 0, [_rows(10)], timestamp_ms=1)
     log.produce_sections = orig
     assert len(_values(log)) == 6
-    result = write_task(log, "q", 0, 0, _rows(10), timestamp_ms=1)
+    result = write_task(log, "q", 0, 0, [_rows(10)], timestamp_ms=1)
     assert (result.written, result.skipped_as_duplicates) == (4, 6)
     assert _values(log) == sorted(f"r{i}".encode() for i in range(10))
 
 
 def test_sink_ambiguous_write_fails_the_task_and_the_next_attempt_rescans():
     log = FakeLog({"out": 2, ledger_topic("q"): 1})
-    write_task(log, "q", 0, 1, SinkRows.from_records([]), timestamp_ms=1)  # another task's begin in the ledger
+    write_task(log, "q", 0, 1, [SinkRows.from_records([])], timestamp_ms=1)  # another task's begin in the ledger
     log.fail_after_append = 2  # the begin record and the data land but report failure
     with pytest.raises(AmbiguousWriteError):
-        write_task(log, "q", 1, 0, _rows(6), timestamp_ms=1)
+        write_task(log, "q", 1, 0, [_rows(6)], timestamp_ms=1)
     with pytest.raises(AmbiguousWriteError):  # (the begin record's own failure)
-        write_task(log, "q", 1, 0, _rows(6), timestamp_ms=1)
-    again = write_task(log, "q", 1, 0, _rows(6), timestamp_ms=1)
+        write_task(log, "q", 1, 0, [_rows(6)], timestamp_ms=1)
+    again = write_task(log, "q", 1, 0, [_rows(6)], timestamp_ms=1)
     assert (again.written, again.skipped_as_duplicates) == (0, 6)
     assert _values(log) == sorted(f"r{i}".encode() for i in range(6))
     log.fail_on_produce_call = log.produce_calls + 2  # a write that never left: the re-run writes it all
     with pytest.raises(AmbiguousWriteError):
-        write_task(log, "q", 2, 0, _rows(3), timestamp_ms=1)
-    assert write_task(log, "q", 2, 0, _rows(3), timestamp_ms=1).written == 3
+        write_task(log, "q", 2, 0, [_rows(3)], timestamp_ms=1)
+    assert write_task(log, "q", 2, 0, [_rows(3)], timestamp_ms=1).written == 3
 
 
 def test_sink_replayed_committed_batch_writes_nothing():
     log = FakeLog({"out": 2, ledger_topic("q"): 1})
-    write_task(log, "q", 0, 0, _rows(5), timestamp_ms=1)
+    write_task(log, "q", 0, 0, [_rows(5)], timestamp_ms=1)
     append_ledger(log, "q", {"kind": "commit", "batch": 0}, 1)
-    again = write_task(log, "q", 0, 0, _rows(5), timestamp_ms=1)
+    again = write_task(log, "q", 0, 0, [_rows(5)], timestamp_ms=1)
     assert again.batch_already_committed and again.written == 0
-    nxt = write_task(log, "q", 1, 0, _rows(5), timestamp_ms=1)
+    nxt = write_task(log, "q", 1, 0, [_rows(5)], timestamp_ms=1)
     assert nxt.written == 5 and len(_values(log)) == 10
 
 
@@ -176,8 +176,38 @@ def test_sink_ledger_scan_reaches_past_many_entries():
     log = FakeLog({"out": 1, ledger_topic("q"): 1})
     append_ledger(log, "q", {"kind": "commit", "batch": 0}, 1)
     rows = SinkRows.from_records([(("out", 0), SimpleRecord(None, b"x"))])
-    write_task(log, "q", 1, 0, rows, timestamp_ms=1)
+    write_task(log, "q", 1, 0, [rows], timestamp_ms=1)
     for task in range(1, 300):  # many other tasks' begin records after ours
         append_ledger(log, "q", {"kind": "begin", "batch": 1, "task": task, "marks": {}}, 1)
-    result = write_task(log, "q", 1, 0, rows, timestamp_ms=1)
+    result = write_task(log, "q", 1, 0, [rows], timestamp_ms=1)
     assert (result.written, result.skipped_as_duplicates) == (0, 1)
+
+
+def test_sink_with_known_targets_appends_each_chunk_as_it_comes_and_a_retry_skips_those_written():
+    log = FakeLog({"out": 2, ledger_topic("q"): 1})
+    chunks = [SinkRows.from_records([(("out", i % 2), SimpleRecord(None, b"r%d" % i)) for i in range(4)])]
+    chunks.append(SinkRows.from_records([(("out", 0), SimpleRecord(None, b"r%d" % i)) for i in range(4, 7)]))
+    chunks[1].first_row = 4
+    targets = [("out", 0), ("out", 1)]
+    orig = log.produce_sections
+
+    def dies_on_the_second_chunk(sections, timestamp_ms):
+        if sections[0][0][0] == "out" and any(tp == ("out", 0) and count == 3 for tp, _, count in sections):
+            raise RuntimeError("executor lost")
+        return orig(sections, timestamp_ms)
+
+    def given(rows):  # the input as Spark hands it over: read only as the task goes
+        yield from rows
+
+    log.produce_sections = dies_on_the_second_chunk
+    with pytest.raises(RuntimeError):
+        write_task(log, "q", 0, 0, given(chunks), timestamp_ms=1, targets=targets)
+    log.produce_sections = orig
+    assert _values(log) == [b"r0", b"r1", b"r2", b"r3"]  # the first chunk landed before the second was read
+    begin = json.loads(log.logs[(ledger_topic("q"), 0)][0].value)
+    assert begin["marks"] == {"out": {"0": 0, "1": 0}}
+    result = write_task(log, "q", 0, 0, given(chunks), timestamp_ms=1, targets=targets)
+    assert (result.written, result.skipped_as_duplicates) == (3, 4)
+    assert _values(log) == sorted(b"r%d" % i for i in range(7))
+    tags = [dict(r.headers)[SINK_HEADER] for r in log.logs[("out", 0)]]
+    assert tags == [b"q:0:0:0", b"q:0:0:2", b"q:0:0:4", b"q:0:0:5", b"q:0:0:6"]
