@@ -103,6 +103,7 @@ def _scan_one_by_one(data, pos: int, first: int, stop: int, end: int) -> tuple[i
     low, high = _NO_LOW, _NO_HIGH
     keyless = 0
     index = first
+    valid_keys: set[bytes] = set()
     try:
         for index in range(first, stop):
             b = data[pos]  # record length (varint)
@@ -168,7 +169,7 @@ def _scan_one_by_one(data, pos: int, first: int, stop: int, end: int) -> tuple[i
             if data[pos] == 0:  # no headers
                 pos += 1
             else:
-                pos = _scan_headers(data, pos, record_end)
+                pos = _scan_headers(data, pos, record_end, valid_keys)
             if pos != record_end:
                 raise CorruptRecordError(f"record fields end {pos - record_end} bytes off its length")
     except CorruptRecordError as exc:
@@ -178,21 +179,42 @@ def _scan_one_by_one(data, pos: int, first: int, stop: int, end: int) -> tuple[i
     return pos, low, high, keyless
 
 
-def _scan_headers(data, pos: int, record_end: int) -> int:
-    count, pos = _varint(data, pos, 5)
+def _scan_headers(data, pos: int, record_end: int, valid_keys: set[bytes]) -> int:
+    """A record's headers from `pos` (their count): the position after them. `valid_keys`: header
+    keys of this batch already found to be UTF-8 (a producer repeats the same few keys)."""
+    b = data[pos]
+    if b < 0x80:
+        count = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        count, pos = _varint(data, pos, 5)
     if count < 0 or count > record_end - pos:
         raise CorruptRecordError(f"invalid header count {count}")
     for _ in range(count):
-        key_length, pos = _varint(data, pos, 5)
+        b = data[pos]
+        if b < 0x80:
+            key_length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            key_length, pos = _varint(data, pos, 5)
         if key_length < 0 or pos + key_length > record_end:
             raise CorruptRecordError(f"invalid header key length {key_length}")
-        try:
-            bytes(data[pos : pos + key_length]).decode("utf-8")
-        except UnicodeDecodeError:
-            raise CorruptRecordError("header key is not UTF-8") from None
+        key = bytes(data[pos : pos + key_length])
+        if key not in valid_keys:
+            try:
+                key.decode("utf-8")
+            except UnicodeDecodeError:
+                raise CorruptRecordError("header key is not UTF-8") from None
+            valid_keys.add(key)
         pos += key_length
-        value_length, pos = _varint(data, pos, 5)
+        b = data[pos]
+        if b < 0x80:
+            value_length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            value_length, pos = _varint(data, pos, 5)
         if value_length < -1 or pos + value_length > record_end:
             raise CorruptRecordError(f"invalid header value length {value_length}")
-        pos += max(value_length, 0)
+        if value_length > 0:
+            pos += value_length
     return pos
