@@ -201,6 +201,19 @@ def start_session():
     return spark
 
 
+def micro_batches(query) -> list[dict]:
+    """Spark's `durationMs` of each micro-batch that read rows."""
+    return [p["durationMs"] for p in query.recentProgress if p["numInputRows"]]
+
+
+def phase_medians(query) -> str:
+    """Where a steady micro-batch's time goes, by Spark's own phases: the median of each over
+    the micro-batches after the first."""
+    steady = micro_batches(query)[1:]
+    phases = sorted({k for d in steady for k in d} - {"triggerExecution"})
+    return ", ".join(f"{k} {statistics.median(d.get(k, 0) for d in steady):.0f}" for k in phases)
+
+
 def cold_query(source: str, bootstrap: str | None, topic: str | None) -> dict:
     """In this (fresh) process: the session start and the first query, counting 1,000 rows."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -278,24 +291,21 @@ def run(args, bootstrap: str) -> None:
              .option("maxOffsetsPerTrigger", str(args.per_trigger)).load()
              .writeStream.format("noop").trigger(availableNow=True).start())
     query.awaitTermination()
-    progress = [p["durationMs"] for p in query.recentProgress if p["numInputRows"]]
-    durations = [d["triggerExecution"] for d in progress]
+    durations = [d["triggerExecution"] for d in micro_batches(query)]
     steady = durations[1:] or durations
     print(f"micro-batches of {args.per_trigger:,} rows: {len(durations)}; first {durations[0]} ms; "
           f"steady-state median {statistics.median(steady):.0f} ms (min {min(steady)}, max {max(steady)})",
           flush=True)
-    # Where a steady micro-batch's time goes, by Spark's own phases (the median of each).
-    phases = sorted({k for d in progress[1:] for k in d} - {"triggerExecution"})
-    print("  steady-state medians by phase (ms): " + ", ".join(
-        f"{k} {statistics.median(d.get(k, 0) for d in progress[1:]):.0f}" for k in phases), flush=True)
+    print(f"  steady-state medians by phase (ms): {phase_medians(query)}", flush=True)
     for tasks in (args.partitions, 2):
         query = (spark.readStream.format(SparkFloor.name()).option("perBatch", args.per_trigger)
                  .option("total", args.records).option("tasks", tasks).load()
                  .writeStream.format("noop").trigger(availableNow=True).start())
         query.awaitTermination()
-        floor = [p["durationMs"]["triggerExecution"] for p in query.recentProgress if p["numInputRows"]][1:]
+        floor = [d["triggerExecution"] for d in micro_batches(query)][1:]
         print(f"  Spark's floor, micro-batches of {args.per_trigger:,} ready-made rows in {tasks} tasks: "
-              f"median {statistics.median(floor):.0f} ms (min {min(floor)}, max {max(floor)})", flush=True)
+              f"median {statistics.median(floor):.0f} ms (min {min(floor)}, max {max(floor)}); "
+              f"by phase: {phase_medians(query)}", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="raftkafka-bench-sink-") as checkpoint:
         cpu_before = cpu_by_process()
