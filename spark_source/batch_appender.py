@@ -11,14 +11,15 @@ leader's partitions, and they go on the leader's connection in that order, each 
 before the next is written (the broker answers a connection's requests in order).
 Sections may also keep arriving while earlier ones are in flight (`append_from`: the sink
 appends a task's first rows while Spark still hands it the rest); each round takes what
-has arrived. After a retriable error or a lost answer the same bytes (same producer id and sequence) go again in
-the next round, to the leader of the moment, until `delivery_timeout_s` has passed, with
-the partition's batches behind it (the broker refuses those with
-OUT_OF_ORDER_SEQUENCE_NUMBER while the earlier one is missing): a copy that had landed is
-dropped by the broker, which answers DUPLICATE_SEQUENCE_NUMBER (success here). A batch
-that cannot be delivered ends that partition's appends and the call raises
-AmbiguousWriteError (its outcome is unknown); the producer id is given up, as a later
-batch under it would follow a gap in the sequence.
+has arrived. After a retriable error or a lost answer the same bytes (same producer id and
+sequence) go again in the next round, to the leader of the moment, until
+`delivery_timeout_s` has passed, with the partition's batches behind it (the broker
+refuses those with OUT_OF_ORDER_SEQUENCE_NUMBER while the earlier one is missing): a copy
+that had landed is dropped by the broker, which answers DUPLICATE_SEQUENCE_NUMBER (success
+here). A batch that cannot be delivered ends that partition's appends (sections that
+arrive for it later are dropped) and the call raises AmbiguousWriteError (its outcome is
+unknown); the producer id is given up, as a later batch under it would follow a gap in
+the sequence.
 
 With idempotence off (the sink's `kafka.enable.idempotence=false`, or acks other than
 all) batches carry no producer id, one batch of a partition is in flight at a time (so a

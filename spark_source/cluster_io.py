@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Iterator, Protocol
 
 import trio
+
 from raftkafka.client.admin import NewTopic
 from raftkafka.client.blocking import BlockingAdmin, BlockingConsumer, BlockingProducer
 from raftkafka.client.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
@@ -110,15 +111,15 @@ class LogClient(Protocol):
         `produce_sections` does."""
         ...
 
+    def ensure_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+        """Create `name` unless it exists (replication factor: the cluster default)."""
+        ...
+
 
 class SectionWriter(Protocol):
     def add(self, sections: list[Section]) -> None: ...
 
     def close(self) -> None: ...
-
-    def ensure_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
-        """Create `name` unless it exists (replication factor: the cluster default)."""
-        ...
 
 
 @contextmanager
@@ -272,7 +273,6 @@ class RemoteLogClient:
     def prefetch_raw(self, tp: TopicPartition, offset: int, *, max_wait_s: float = 0.2) -> None:
         self._admin.run_in_loop(lambda admin: self._range_fetcher.fetch_ahead(admin.cluster, tuple(tp), offset,
                                                                                max_wait_s))
-
 
     # ------------------------------------------------------------------ writes
 
