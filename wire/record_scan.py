@@ -103,7 +103,6 @@ def _scan_one_by_one(data, pos: int, first: int, stop: int, end: int) -> tuple[i
     low, high = _NO_LOW, _NO_HIGH
     keyless = 0
     index = first
-    valid_keys: set[bytes] = set()
     try:
         for index in range(first, stop):
             b = data[pos]  # record length (varint)
@@ -169,7 +168,7 @@ def _scan_one_by_one(data, pos: int, first: int, stop: int, end: int) -> tuple[i
             if data[pos] == 0:  # no headers
                 pos += 1
             else:
-                pos = _scan_headers(data, pos, record_end, valid_keys)
+                pos = _scan_headers(data, pos, record_end)
             if pos != record_end:
                 raise CorruptRecordError(f"record fields end {pos - record_end} bytes off its length")
     except CorruptRecordError as exc:
@@ -179,9 +178,9 @@ def _scan_one_by_one(data, pos: int, first: int, stop: int, end: int) -> tuple[i
     return pos, low, high, keyless
 
 
-def _scan_headers(data, pos: int, record_end: int, valid_keys: set[bytes]) -> int:
-    """A record's headers from `pos` (their count): the position after them. `valid_keys`: header
-    keys of this batch already found to be UTF-8 (a producer repeats the same few keys)."""
+def _scan_headers(data, pos: int, record_end: int) -> int:
+    """A record's headers from `pos` (their count): the position after them. One-byte varints
+    are read inline, as in `_scan_one_by_one`."""
     b = data[pos]
     if b < 0x80:
         count = (b >> 1) ^ -(b & 1)
@@ -199,13 +198,10 @@ def _scan_headers(data, pos: int, record_end: int, valid_keys: set[bytes]) -> in
             key_length, pos = _varint(data, pos, 5)
         if key_length < 0 or pos + key_length > record_end:
             raise CorruptRecordError(f"invalid header key length {key_length}")
-        key = bytes(data[pos : pos + key_length])
-        if key not in valid_keys:
-            try:
-                key.decode("utf-8")
-            except UnicodeDecodeError:
-                raise CorruptRecordError("header key is not UTF-8") from None
-            valid_keys.add(key)
+        try:
+            bytes(data[pos : pos + key_length]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptRecordError("header key is not UTF-8") from None
         pos += key_length
         b = data[pos]
         if b < 0x80:
