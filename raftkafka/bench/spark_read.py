@@ -39,6 +39,9 @@ import tempfile
 import time
 import uuid
 
+from raftkafka.bench.processes import cpu_seconds
+
+
 def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
     """N records of 100-byte values round-robin over the partitions, with raftkafka's own
     idempotent producer (acks=all); the seconds it took. (Setup for other benchmarks.)"""
@@ -167,20 +170,18 @@ _KINDS = (("Spark's JVM", "java"), ("brokers", "raftkafka node"), ("Spark's Pyth
 def cpu_by_process() -> dict[tuple[int, str], float]:
     """CPU seconds (user + system) of every process on the machine, by (pid, kind); empty
     where there is no /proc."""
-    ticks = os.sysconf("SC_CLK_TCK")
     out = {}
     for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
         if not entry.name.isdigit():
             continue
         try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
             with open(f"/proc/{entry.name}/cmdline", "rb") as f:
                 command = f.read().replace(b"\0", b" ").decode(errors="replace")
+            spent = cpu_seconds(int(entry.name))
         except OSError:
             continue  # gone meanwhile
         kind = next((name for name, needle in _KINDS if needle in command), "other")
-        out[(int(entry.name), kind)] = (int(fields[11]) + int(fields[12])) / ticks
+        out[(int(entry.name), kind)] = spent
     return out
 
 

@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from raftkafka.bench.processes import ports_free
+from raftkafka.bench.processes import cpu_seconds, ports_free
 from raftkafka.bench.raft_quorum import free_ports
 
 __all__ = ["main"]
@@ -64,9 +64,7 @@ class Bench:
     def node_cpu(self) -> float:
         if self.node_pid is None:
             return 0.0
-        with open(f"/proc/{self.node_pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.node_pid)
 
     def run(self, args: list[str], stdin=None, stdout=subprocess.PIPE) -> tuple[str, float, float, float]:
         """Run `python -m raftkafka ARGS`: (its stdout, wall seconds, CPU seconds, node CPU seconds).

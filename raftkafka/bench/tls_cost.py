@@ -21,6 +21,7 @@ from dataclasses import replace
 import trio
 
 from raftkafka.bench import load_librdkafka
+from raftkafka.bench.processes import cpu_seconds
 from raftkafka.bench.raft_quorum import free_ports
 from raftkafka.client import Admin, NewTopic
 from raftkafka.cli.common import format_table
@@ -30,12 +31,6 @@ from raftkafka.cli.format_storage import random_cluster_id
 from storage.env import RealEnv
 
 HOST = "127.0.0.1"
-
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _start_node(folder: str) -> tuple[subprocess.Popen, int, int]:
@@ -85,14 +80,14 @@ def main(argv=None) -> int:
                     topic = f"tls-cost-{mode.lower()}-{round_}"
                     trio.run(_create, f"{HOST}:{plain}", topic)
                     for kind in ("produce", "consume"):
-                        before = _cpu_seconds(proc.pid)
+                        before = cpu_seconds(proc.pid)
                         if kind == "produce":
                             result = load_librdkafka.produce(bootstrap, topic, args.num_records, args.record_size, -1,
                                                              {"acks": "1", **props}, None)
                         else:
                             result = load_librdkafka.consume(bootstrap, topic, args.num_records, 10.0, props,
                                                              None, None)
-                        cpu = _cpu_seconds(proc.pid) - before
+                        cpu = cpu_seconds(proc.pid) - before
                         rows.append([round_, mode, kind, result.records, f"{result.records_per_s:,.0f}",
                                      f"{result.mb_per_s:.1f}", f"{cpu:.2f}",
                                      f"{cpu * 1e6 / max(1, result.records):.2f}", result.errors])
