@@ -99,19 +99,25 @@ class _WriterBase:
         """Spark's Arrow batches → rows with their target partitions (deterministic for the same
         input), a chunk of about CHUNK_BYTES at a time, so the first are appended while Spark
         still hands over the rest."""
-        pending, size, first_row = [], 0, 0
-        for batch in batches:
-            pending.append(batch)
-            size += batch.nbytes
-            if size >= CHUNK_BYTES:
-                chunk = SinkRows.from_arrow(pending, topic_option=self.options.topic, task=task,
-                                            partition_counts=partition_count, first_row=first_row)
-                first_row += len(chunk)
-                pending, size = [], 0
-                yield chunk
-        if pending:
-            yield SinkRows.from_arrow(pending, topic_option=self.options.topic, task=task,
-                                      partition_counts=partition_count, first_row=first_row)
+        first_row = 0
+        for group in _grouped(batches, CHUNK_BYTES):
+            chunk = SinkRows.from_arrow(group, topic_option=self.options.topic, task=task,
+                                        partition_counts=partition_count, first_row=first_row)
+            first_row += len(chunk)
+            yield chunk
+
+
+def _grouped(batches, min_bytes: int) -> Iterator[list]:
+    """Consecutive Arrow batches in groups of at least `min_bytes` (the last may hold fewer)."""
+    group, size = [], 0
+    for batch in batches:
+        group.append(batch)
+        size += batch.nbytes
+        if size >= min_bytes:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
 
 
 def _wall_ms() -> int:

@@ -231,3 +231,13 @@ def test_rows_taken_in_chunks_go_where_and_carry_the_tags_they_would_taken_whole
     for skip in (set(), {0, 4, 5, 22}):
         assert placed(chunks, skip) == placed([whole], skip)
     assert sum(len(v) for v in placed(chunks, {0, 4, 5, 22}).values()) == n - 4
+
+
+def test_a_writer_groups_sparks_batches_into_chunks_of_at_least_the_chunk_size_in_order():
+    from spark_source.writers import _grouped
+    batches = [pa.RecordBatch.from_pydict({"value": pa.array([b"x" * 100] * n, pa.binary())}) for n in (5, 30, 2, 9, 1)]
+    groups = list(_grouped(iter(batches), min_bytes=batches[1].nbytes))
+    assert [b for group in groups for b in group] == batches
+    assert [len(group) for group in groups] == [2, 3]  # the last group holds what is left
+    assert all(sum(b.nbytes for b in group) >= batches[1].nbytes for group in groups[:-1])
+    assert list(_grouped(iter([]), min_bytes=1)) == []
