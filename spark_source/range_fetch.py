@@ -58,12 +58,12 @@ class RangeFetcher:
         if until is not None and result.records and not result.out_of_range:
             follows = max((h.next_offset for _, h in iter_batches(result.records, validate=False)), default=offset)
             if offset < follows < until:
-                self._ahead[tp] = ahead = _Ahead(follows)
-                trio.lowlevel.spawn_system_task(ahead.run, self._fetch_once, cluster, tp, follows, max_wait_s)
+                self.fetch_ahead(cluster, tp, follows, max_wait_s)
         return result
 
     def fetch_ahead(self, cluster, tp, offset: int, max_wait_s: float) -> None:
-        """Start the Fetch of `offset` now, for a `fetch` of it later (a task's next range)."""
+        """Start the Fetch of `offset` now, for a `fetch` of it later (what follows an answer, or
+        a task's next range); nothing if one of `tp` is already under way."""
         if tp not in self._ahead:
             self._ahead[tp] = ahead = _Ahead(offset)
             trio.lowlevel.spawn_system_task(ahead.run, self._fetch_once, cluster, tp, offset, max_wait_s)

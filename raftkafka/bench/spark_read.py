@@ -193,6 +193,8 @@ def cpu_spent(before: dict, after: dict) -> dict[str, float]:
 
 
 def start_session():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local[2]").appName("raftkafka-bench")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -217,8 +219,6 @@ def phase_medians(query) -> str:
 
 def cold_query(source: str, bootstrap: str | None, topic: str | None) -> dict:
     """In this (fresh) process: the session start and the first query, counting 1,000 rows."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     started = time.perf_counter()
     spark = start_session()
     session = time.perf_counter() - started
@@ -245,8 +245,6 @@ def cold_in_fresh_process(source: str, bootstrap: str, topic: str) -> dict:
 
 
 def run(args, bootstrap: str) -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from raftkafka.client.blocking import BlockingAdmin
 
     suffix = uuid.uuid4().hex[:8]
