@@ -10,18 +10,7 @@ Public surface:
 - controller operations, each `(records or batches, result)` over an image:
   metadata.controller.{topics, brokers, heartbeats, alter_partition, dynamic_configs, producer_ids,
   elect_leaders, election, placement, replication}
-"""
-from metadata.delta import LocalReplicaChanges, MetadataDelta, TopicPartition
-from metadata.errors import ApiError, InvalidRecordError
-from metadata.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage, TopicImage
-from metadata.loader import MetadataLoader, MetadataPublisher
-from metadata.partition import PartitionRegistration
-from metadata.records import decode_record, encode_record
-from metadata.snapshot import delta_between, image_from_records, image_to_records
 
-__all__ = [
-    "LocalReplicaChanges", "MetadataDelta", "TopicPartition", "ApiError",
-    "InvalidRecordError", "EMPTY_IMAGE", "BrokerRegistration", "MetadataImage", "TopicImage",
-    "MetadataLoader", "MetadataPublisher", "PartitionRegistration", "decode_record",
-    "encode_record", "delta_between", "image_from_records", "image_to_records",
-]
+The package imports none of them itself: importing one module (a client command reads
+metadata.authorizer for its options) loads what that module needs, not the controller.
+"""

@@ -30,7 +30,7 @@ from metadata.metadata_follower import MetadataFollower
 from metadata.snapshot import image_from_records
 from raftkafka.bench.metadata_image import build_records
 from raftkafka.bench.raft_quorum import free_ports, percentile
-from raftkafka.node import ControllerNode
+from raftkafka.node.assembly import ControllerNode
 from raftkafka.node.config import load_config
 from raftkafka.node.metadata_roles import MetadataApp
 from storage.env import RealEnv

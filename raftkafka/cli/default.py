@@ -12,11 +12,8 @@ from __future__ import annotations
 import logging
 import sys
 
-import trio
-
 from raftkafka.cli.dev import check_ports_free, existing_cluster_id, node_layout, prepare_node, voters_of
 from raftkafka.cli.format_storage import random_cluster_id
-from raftkafka.node import run_node
 from raftkafka.node.config import load_config
 from storage.env import RealEnv
 
@@ -31,6 +28,10 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import trio  # the node's stack is loaded by the command that runs it, not by every command's parser
+
+    from raftkafka.node.assembly import run_node
+
     layout = node_layout(1, 1, args.base_port, args.data_dir)
     config = load_config(layout.settings)
     check_ports_free([layout])

@@ -27,7 +27,6 @@ from functools import partial
 
 import trio
 
-from metadata.controller.client import ControllerClient, ControllerConnection, ControllerUnavailableError
 from raftkafka.client.security import ClientSecurity
 from raftkafka.cli.dev_security import SECURITY_MODES, prepare_security
 from raftkafka.cli.format_storage import random_cluster_id
@@ -141,6 +140,9 @@ async def wait_ready(controller_ports: dict[int, int], cluster_id: str, brokers:
                      still_running=lambda: True, poll_s: float = 0.2, tls=None, login=None) -> None:
     """Until the quorum has an active controller and every broker is registered and unfenced.
     `tls`/`login`: the nodes' own TLS context and SASL login when the controller listener uses them."""
+    # Here, not at the top: every command's parser imports this module (for `dev` and the bare command).
+    from metadata.controller.client import ControllerClient, ControllerConnection, ControllerUnavailableError
+
     conn = ControllerConnection(RealEnv(), {i: (HOST, p) for i, p in controller_ports.items()}, cluster_id=cluster_id,
                                 tls=tls, login=login)
     client = ControllerClient(conn)

@@ -22,12 +22,8 @@ from __future__ import annotations
 import logging
 import sys
 
-import trio
-
 from process.halt import DirectoryHalt
-from raftkafka.node import run_node
 from raftkafka.node.config import add_config_arguments, load_config, settings_from_args
-from storage.env import RealEnv
 
 __all__ = ["add_parser", "run"]
 
@@ -39,6 +35,11 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    import trio  # the node's stack is loaded by the command that runs it, not by every command's parser
+
+    from raftkafka.node.assembly import run_node
+    from storage.env import RealEnv
+
     config = load_config(settings_from_args(args))
     logging.basicConfig(
         stream=sys.stderr,

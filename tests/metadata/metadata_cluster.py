@@ -9,7 +9,7 @@ import trio
 
 from metadata.controller.client import ControllerClient, ControllerConnection
 from raftkafka.bench.raft_quorum import free_ports
-from raftkafka.node import ControllerNode
+from raftkafka.node.assembly import ControllerNode
 from raftkafka.node.config import load_config
 from raftkafka.node.metadata_roles import MetadataApp
 from storage.env import RealEnv

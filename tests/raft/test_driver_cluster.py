@@ -13,7 +13,7 @@ from raft.codec import DiagAppendRequest, ErrorResponse
 from raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, VoteRequest, VoteResponse
 from raft.node_client import open_client
 from raftkafka.bench.raft_quorum import free_ports
-from raftkafka.node import ControllerNode
+from raftkafka.node.assembly import ControllerNode
 from raftkafka.node.config import load_config
 from storage.env import RealEnv
 from storage.memfs import MemFileSystem
