@@ -243,6 +243,8 @@ class RaftCore(Membership, Replication):
             # Ex-leaders never lead again in the same epoch: unflushed entries may be lost,
             # and (offset, epoch) must keep naming exactly one entry.
             self._become_resigned(now, [])
+            if self._only_voter():
+                self.quorum.role_state.election_deadline = now  # nobody to hand over to or wait for
         elif state.leader_id is not None and state.leader_id != self.node_id:
             self._become_follower(state.epoch, state.leader_id, now)
         else:
@@ -261,9 +263,14 @@ class RaftCore(Membership, Replication):
         """Elections tried in a row, carried from the role we leave (none at start)."""
         return 0 if self.quorum.role_state is None else self.quorum.role_state.retries
 
+    def _only_voter(self) -> bool:
+        return self.may_campaign and self.voters == [self.node_id]
+
     def _become_unattached(self, epoch: int, now: float, voted_id: int | None = None) -> None:
         retries = self._retries()
-        timeout = random_election_timeout(self.config.election_timeout, self.rng)
+        # The only voter needs no one's vote and can split none: it campaigns at once, as
+        # Kafka's KafkaRaftClient.initialize has it, not after an election timeout.
+        timeout = 0.0 if self._only_voter() else random_election_timeout(self.config.election_timeout, self.rng)
         self._transition(
             UnattachedState(self.may_campaign, now + timeout, discover_at=now, retries=retries),
             epoch=epoch,
