@@ -34,6 +34,9 @@ __all__ = ["RecordingStateMachine", "ControllerNode", "run_node", "voter_address
 
 log = logging.getLogger("raftkafka.node")
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0  # then the broker stops anyway (its leaderships fail over)
+# An active controller that stops keeps serving this long for the controlled shutdowns of
+# brokers told to stop at the same moment (their first heartbeat may still be on its way).
+PEER_SHUTDOWN_LINGER_S = 0.2
 
 
 class RecordingStateMachine:
@@ -303,6 +306,26 @@ async def _announce_when_serving(node: "ControllerNode", announce, ready) -> Non
         ready(node)
 
 
+async def _serve_peer_shutdowns(node: "ControllerNode") -> None:
+    """The active controller stops only once no other broker is in controlled shutdown (for
+    PEER_SHUTDOWN_LINGER_S at least, at most CONTROLLED_SHUTDOWN_TIMEOUT_S). When every node of
+    a cluster stops at once (`dev`'s Ctrl-C), a controller that left at once took its vote with
+    it: the next node to leave took the majority, and the last broker's controlled shutdown
+    waited out its whole timeout for a controller no quorum could elect."""
+    service = node.app.controller.service if node.app is not None and node.app.controller is not None else None
+    if service is None or not service.active:
+        return
+    env, own = node.env, node.config.node_id
+    linger_until, give_up_at = env.now() + PEER_SHUTDOWN_LINGER_S, env.now() + CONTROLLED_SHUTDOWN_TIMEOUT_S
+    while service.active and env.now() < give_up_at:
+        image = service.image
+        stopping = image is not None and any(
+            reg.in_controlled_shutdown and not reg.fenced for broker, reg in image.brokers.items() if broker != own)
+        if not stopping and env.now() >= linger_until:
+            return
+        await env.sleep(0.02)
+
+
 async def shut_down_gracefully(node: "ControllerNode") -> bool | None:
     """Kafka's controlled shutdown: leadership moves away, then Raft leadership; the caller
     then stops the node (cancelling the broker flushes and closes its logs and writes the
@@ -314,6 +337,7 @@ async def shut_down_gracefully(node: "ControllerNode") -> bool | None:
     if broker is not None and broker.lifecycle is not None and broker.lifecycle.registered.is_set():
         done = await broker.lifecycle.controlled_shutdown(timeout=CONTROLLED_SHUTDOWN_TIMEOUT_S)
         log.info("controlled shutdown %s", "complete" if done else "timed out")
+    await _serve_peer_shutdowns(node)
     # A leader hands over first, so the others need not wait out a timeout.
     with node.env.move_on_after(1.0):
         await node.driver.resign()
