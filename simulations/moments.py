@@ -88,6 +88,13 @@ mutation catalogue's rows do), never drawn:
   sync (the HW), its fetch answers are held, and when the controller has committed it to the
   ISR the successor and the other follower die (log_start_divergence_joined), so it leads with
   whatever it kept below that log start.
+- stop_together (runs of combined nodes and no other faults): every node is stopped at once,
+  as `dev`'s Ctrl-C stops a cluster (SIGTERM: each node's controlled shutdown), and restarted
+  0.5-2 s after it is down. Each broker's controlled shutdown must complete: the active
+  controller's node serves those of the brokers stopping with it before it leaves; a controller
+  that left at once took its vote with it, the next node to leave took the majority, and the
+  last broker waited for a controller until its session lease ran out (ControlledShutdownStalled:
+  a controlled shutdown that took longer than a broker session).
 
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway, reset,
 pause), applied through it, so they are counted and recorded in the fault schedule, and each is
@@ -117,7 +124,8 @@ MOMENT_KINDS = ("isr_expand", "isr_shrink", "leader_change", "producer_id", "sna
                 "metadata_lag", "stale_isr", "voter_link_reset", "coordinator_clock")
 # Struck only where a run names them (SimOptions.moments), never drawn: each is aimed at one
 # rule's moment (tests/simulations/catalogue.py), and drawing them would change every seed's run.
-AIMED_KINDS = ("deposed_leader", "controller_restart", "replica_removal", "figure_8", "log_start_divergence")
+AIMED_KINDS = ("deposed_leader", "controller_restart", "replica_removal", "figure_8", "log_start_divergence",
+               "stop_together")
 # What the coverage summary counts (simulations.coverage): the moments, the expansion strikes
 # that also hold the controllers' answers, the followers bounced for them, the successors
 # elected under a voter_link_reset, the winners a controller_restart cut off, the removed
@@ -192,6 +200,7 @@ class Moments:
         self._figure_8_next = 0.0  # no figure_8 strike before this
         self._log_start: _LogStartDivergence | None = None  # the log_start_divergence strike under way
         self._next_log_start = 0.0  # no log_start_divergence strike before this
+        self._next_stop_together = 0.0  # no stop_together strike before this
         self._leaders: dict[int, set] = {}  # node -> the (topic, partition) it leads
         self._snapshots: dict[int, tuple] = {}  # node -> its Raft snapshot id
         self._producer_ids: dict[int, int] = {}  # node -> its allocator's next id
@@ -225,6 +234,8 @@ class Moments:
                 self._next_controller_restart = trio.current_time() + self.rng.uniform(0.5, 2.0)
             if "log_start_divergence" in self.kinds:
                 self._next_log_start = trio.current_time() + self.rng.uniform(0.5, 2.0)
+            if "stop_together" in self.kinds:
+                self._next_stop_together = trio.current_time() + self.rng.uniform(1.0, 3.0)
             while trio.current_time() < until:
                 with trio.move_on_at(until):
                     await trio.sleep(POLL)
@@ -288,6 +299,8 @@ class Moments:
             self._watch_figure_8(now)
         if "log_start_divergence" in self.kinds and self.cluster.mode == "cluster":
             self._watch_log_start(now)
+        if "stop_together" in self.kinds and now >= self._next_stop_together and self.cluster.mode == "cluster":
+            self._stop_together(now)
         if "controller_restart" in self.kinds and now >= self._next_controller_restart:
             self._next_controller_restart = now + self.rng.uniform(15.0, 25.0)  # the sequence takes ~15 s
             self._restart_controller(now)
@@ -663,6 +676,43 @@ class Moments:
         self._record("deposed_leader", node=self.cluster.hosts[leader].name, seconds=round(seconds, 3))
         for controller in self.cluster.voters:
             self._cut(leader, controller, seconds)
+
+    def _stop_together(self, now: float) -> None:
+        """Stop every node at once (their controlled shutdowns), where that must leave no broker
+        waiting: every node up, each both broker and controller, an active controller, and no
+        other fault in the run (a cut link or a paused node may hold a shutdown up rightly)."""
+        hosts = self.cluster.hosts
+        if now > self._until - self.session_timeout - 1.0:
+            return  # the stops must end before the fault phase does (its end kills a node still stopping)
+        if (self.nemesis.profile.kinds or not all(h.up and h.is_broker and h.is_controller for h in hosts.values())
+                or self.cluster.leader() is None):
+            self._next_stop_together = now + 1.0
+            return
+        self._next_stop_together = now + self.rng.uniform(15.0, 20.0)  # the stops take up to 10 s
+        self._record("stop_together", nodes=len(hosts))
+        self._nursery.start_soon(self._stop_all, sorted(hosts), self.rng.uniform(0.5, 2.0))
+
+    async def _stop_all(self, node_ids: list[int], restart_after: float) -> None:
+        """Stop them together; restart them once all are down (a node back earlier would give
+        a broker still waiting the quorum it was waiting for)."""
+        began, took = trio.current_time(), {}
+
+        async def stop(node_id: int) -> None:
+            await self.cluster.stop(node_id)  # returns once the node is down
+            took[node_id] = trio.current_time() - began
+
+        async with trio.open_nursery() as nursery:
+            for node_id in node_ids:
+                nursery.start_soon(stop, node_id)
+        for node_id in node_ids:
+            self.nemesis._restart_at[node_id] = trio.current_time() + restart_after
+        for node_id, seconds in sorted(took.items()):
+            # With a controller to answer, moving its leaderships takes a few heartbeats; a
+            # broker that took a session got out only because its lease ran out.
+            if seconds > self.session_timeout:
+                self.cluster.checker.violate(
+                    "ControlledShutdownStalled", f"{self.cluster.hosts[node_id].name}, stopped with every other "
+                                                 f"node, took {seconds:.1f} s for its controlled shutdown")
 
     def _restart_controller(self, now: float) -> None:
         """The Raft leader dies and restarts at once (its disk intact): the voters that followed

@@ -142,6 +142,12 @@ _TABLE = {
     # off: the controller_restart strike, never drawn (simulations.moments.AIMED_KINDS).
     "departed_leader_outlives_its_answer": (CONTROLLER, "raft.core.RaftCore.handle",
                                             {**KAFKA_SESSION_LONG_RUN, "moments": ("controller_restart",)}),
+    # Every node stopped at once needs combined nodes and no other fault (a cut link may hold a
+    # controlled shutdown up rightly): the stop_together strike, never drawn
+    # (simulations.moments.AIMED_KINDS).
+    "controller_leaves_before_peer_shutdowns": (CONTROLLER, "raftkafka.node.assembly._serve_peer_shutdowns",
+                                                {**CLUSTER_RUN, "brokers": 0, "faults": "none",
+                                                 "moments": ("stop_together",)}),
     # producer state
     "producer_state_kept_across_truncation": (PRODUCER, "broker.producer_state_hooks.ProducerStates.state_for",
                                               CLUSTER_RUN),
@@ -289,6 +295,7 @@ FIRST_SEEDS.update({
     "hw_skips_closed_isr_member": 6,
     "activation_fences_without_proof_of_death": 84,
     "departed_leader_outlives_its_answer": 12,
+    "controller_leaves_before_peer_shutdowns": 0,
     "lso_not_held_by_open_transaction": 0,
     "fetch_omits_aborted_transactions": 0,
     "abort_marker_written_as_commit": 0,

@@ -110,7 +110,17 @@ def departed_leader_outlives_its_answer(monkeypatch) -> None:
     monkeypatch.setattr(RaftCore, "handle", handle)
 
 
+def controller_leaves_before_peer_shutdowns(monkeypatch) -> None:
+    """The active controller's node, stopping, hands over at once, without serving the controlled
+    shutdowns of the brokers stopping with it."""
+
+    async def leave_at_once(node) -> None:
+        return None
+
+    monkeypatch.setattr(raftkafka.node.assembly, "_serve_peer_shutdowns", leave_at_once)
+
+
 FAILOVER_MUTATIONS = {f.__name__: f for f in (
     reconnect_keeps_close_fence, data_dir_lock_not_exclusive, close_shrink_skips_controller,
     hw_skips_closed_isr_member, activation_fences_without_proof_of_death,
-    departed_leader_outlives_its_answer)}
+    departed_leader_outlives_its_answer, controller_leaves_before_peer_shutdowns)}

@@ -113,3 +113,20 @@ def test_log_start_divergence_shows_records_kept_below_the_leader_log_start(monk
     result = run_simulation(SimOptions(**mutation.sim_options(2)))
     assert result["moments"]["strikes"]["log_start_divergence_joined"] == 1
     assert "committed-record-lost" in {v["invariant"] for v in result["violations"]}
+
+
+STOP_TOGETHER = dict(duration=10.0, brokers=0, faults="none", moments=("stop_together",))
+
+
+def test_stop_together_stops_every_combined_node_and_each_controlled_shutdown_completes():
+    result = run_simulation(SimOptions(seed=1, **STOP_TOGETHER))
+    assert result["moments"]["strikes"] == {"stop_together": 1}
+    assert result["violations"] == []
+    assert result["workload"]["ops"]["send_ok"] > 0
+
+
+def test_stop_together_shows_a_controller_that_leaves_before_the_others_shutdowns(monkeypatch):
+    by_name("controller_leaves_before_peer_shutdowns").apply(monkeypatch)
+    result = run_simulation(SimOptions(seed=1, **STOP_TOGETHER))
+    stalled = [v for v in result["violations"] if v["invariant"] == "ControlledShutdownStalled"]
+    assert len(stalled) == 1 and "stopped with every other node" in stalled[0]["message"], result["violations"]
