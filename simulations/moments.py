@@ -89,8 +89,8 @@ mutation catalogue's rows do), never drawn:
   ISR the successor and the other follower die (log_start_divergence_joined), so it leads with
   whatever it kept below that log start.
 - stop_together (runs of combined nodes and no other faults): every node is stopped at once,
-  as `dev`'s Ctrl-C stops a cluster (SIGTERM: each node's controlled shutdown), and restarted
-  0.5-2 s after it is down. Each broker's controlled shutdown must complete: the active
+  as `dev`'s Ctrl-C stops a cluster (SIGTERM: each node's controlled shutdown), and all are
+  restarted 0.5-2 s after the last is down. Each broker's controlled shutdown must complete: the active
   controller's node serves those of the brokers stopping with it before it leaves; a controller
   that left at once took its vote with it, the next node to leave took the majority, and the
   last broker waited for a controller until its session lease ran out (ControlledShutdownStalled:
