@@ -38,8 +38,7 @@ import trio
 from raft.entry import Entry
 from raft.node_storage import METADATA_DIR, NodeStorage
 from raft.quorum_state import Role
-from raftkafka.node.assembly import ControllerNode
-from raftkafka.node.assembly import shut_down_gracefully
+from raftkafka.node.assembly import ControllerNode, shut_down_gracefully
 from raftkafka.node.config import load_config
 from raftkafka.node.metadata_roles import MetadataApp
 from simulations.checkers.metadata import MetadataChecker

@@ -90,11 +90,11 @@ mutation catalogue's rows do), never drawn:
   whatever it kept below that log start.
 - stop_together (runs of combined nodes and no other faults): every node is stopped at once,
   as `dev`'s Ctrl-C stops a cluster (SIGTERM: each node's controlled shutdown), and all are
-  restarted 0.5-2 s after the last is down. Each broker's controlled shutdown must complete: the active
-  controller's node serves those of the brokers stopping with it before it leaves; a controller
-  that left at once took its vote with it, the next node to leave took the majority, and the
-  last broker waited for a controller until its session lease ran out (ControlledShutdownStalled:
-  a controlled shutdown that took longer than a broker session).
+  restarted 0.5-2 s after the last is down. Each broker's controlled shutdown must complete:
+  the active controller's node serves those of the brokers stopping with it before it leaves;
+  a controller that left at once took its vote with it, the next node to leave took the
+  majority, and the last broker waited for a controller until its session lease ran out
+  (ControlledShutdownStalled: a controlled shutdown that took longer than a broker session).
 
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway, reset,
 pause), applied through it, so they are counted and recorded in the fault schedule, and each is
