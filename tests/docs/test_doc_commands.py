@@ -64,7 +64,7 @@ def test_readme_opens_with_the_commands_ci_runs():
     venv_steps = setup.split(" && ")[:2]  # python3 -m venv .venv, . .venv/bin/activate
     for step in venv_steps + tests.split(" && "):
         assert step in ci, f".ci/run lacks the README's step {step!r}"
-    assert ci.rstrip().endswith("python -m pytest -q tests")
+    assert ci.rstrip().endswith("python -m pytest -q -n 2 tests")
 
 
 @pytest.mark.e2e
