@@ -11,14 +11,18 @@ IN_PROCESS = {"simulations", "wire"}  # tests/<these>/: no ports, no node proces
 TOGETHER = "real-processes"
 
 
+def scheduling_unit(nodeid: str) -> str:
+    """What xdist hands to one worker as a whole: a test of an in-process directory alone,
+    every other test in the one unit TOGETHER (run in collection order)."""
+    parts = nodeid.split("/", 2)  # tests/<directory or file>/...
+    return nodeid if len(parts) == 3 and parts[1] in IN_PROCESS else TOGETHER
+
+
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class InProcessSharedOut(LoadScopeScheduling):
-        """A test of an in-process directory is a unit of its own; every other test is in one unit."""
-
         def _split_scope(self, nodeid: str) -> str:
-            parts = nodeid.split("/", 2)  # tests/<directory or file>/...
-            return nodeid if len(parts) == 3 and parts[1] in IN_PROCESS else TOGETHER
+            return scheduling_unit(nodeid)
 
     return InProcessSharedOut(config, log)
