@@ -100,7 +100,11 @@ The strikes are the nemesis's own faults (kill, power_loss within its budget, on
 pause), applied through it, so they are counted and recorded in the fault schedule, and each is
 counted as `strike_<moment>` in the run's coverage (simulations.coverage); a replay
 runs no Moments of its own and applies them at their recorded times, which is close to but not
-always exactly where a hook struck (inside a node's task, before its next send). Each seed enables a
+always exactly where a hook struck (inside a node's task, before its next send). stop_together is
+the exception: it stops the nodes through the cluster itself, since it restarts them only once
+the last is down (the nemesis's stop restarts each node on its own clock), so its stops are
+neither counted as faults nor in the fault schedule, and a replay does not repeat them; such a
+run is reproduced from its seed and options, which name the strike. Each seed enables a
 random subset of the moments (swarm testing) from a random stream of its own, so the
 nemesis's draws do not depend on them; a run that names its moments draws the subset all the
 same, so the rest of that stream is the seed's. At most one strike at a time, with a drawn pause
