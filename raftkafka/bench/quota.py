@@ -43,7 +43,7 @@ import trio
 from raftkafka.bench.raft_quorum import free_ports
 from raftkafka.cli.common import format_table
 from raftkafka.cli.dev import node_layout, prepare_node, voters_of
-from raftkafka.cli.format_storage import random_cluster_id
+from raftkafka.cli.format_storage import random_uuid_text
 from raftkafka.client import Admin, NewTopic
 from storage.env import RealEnv
 
@@ -61,7 +61,7 @@ def start_node(folder: str, quota_window_num: int) -> tuple[subprocess.Popen, in
         "controller.quorum.voters": f"1@{HOST}:{controller}", "log.retention.check.interval.ms": "5000",
         "quota.window.num": str(quota_window_num)})
     layout = replace(layout, controller_port=controller)
-    prepare_node(layout, voters_of([layout]), random_cluster_id(RealEnv()))
+    prepare_node(layout, voters_of([layout]), random_uuid_text(RealEnv()))
     log_path = os.path.join(folder, "node.log")
     proc = subprocess.Popen([sys.executable, "-m", "raftkafka", "node", "--config", layout.config_path],
                             stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)

@@ -42,7 +42,7 @@ import trio
 from raftkafka.bench.fuzz.runner import FuzzConfig, find_tracebacks, run_fuzz, traceback_class
 from raftkafka.bench.processes import ports_free
 from raftkafka.cli.dev import HOST, node_layout, prepare_node, spawn_node, voters_of, wait_ready
-from raftkafka.cli.format_storage import random_cluster_id
+from raftkafka.cli.format_storage import random_uuid_text
 from storage.env import RealEnv
 
 TOPIC = "soak"
@@ -82,7 +82,7 @@ class Soak:
         self.layouts = {i: node_layout(i, 3, base, os.path.join(self.data_dir, f"node-{i}"),
                                        {"min.insync.replicas": 2, "default.replication.factor": 3})
                         for i in (1, 2, 3)}
-        self.cluster_id = random_cluster_id(RealEnv())
+        self.cluster_id = random_uuid_text(RealEnv())
         voters = voters_of(list(self.layouts.values()))
         for layout in self.layouts.values():
             prepare_node(layout, voters, self.cluster_id)

@@ -27,7 +27,7 @@ from raftkafka.client import Admin, NewTopic
 from raftkafka.cli.common import format_table
 from raftkafka.cli.dev_certs import CertificateAuthority
 from raftkafka.cli.dev import node_layout, prepare_node, voters_of
-from raftkafka.cli.format_storage import random_cluster_id
+from raftkafka.cli.format_storage import random_uuid_text
 from storage.env import RealEnv
 
 HOST = "127.0.0.1"
@@ -44,7 +44,7 @@ def _start_node(folder: str) -> tuple[subprocess.Popen, int, int]:
         "ssl.keystore.location": node.keystore, "ssl.truststore.location": ca_path,
     })
     layout = replace(layout, controller_port=controller)
-    prepare_node(layout, voters_of([layout]), random_cluster_id(RealEnv()))
+    prepare_node(layout, voters_of([layout]), random_uuid_text(RealEnv()))
     log = open(os.path.join(folder, "node.log"), "wb")
     proc = subprocess.Popen([sys.executable, "-m", "raftkafka", "node", "--config", layout.config_path],
                             stdout=log, stderr=subprocess.STDOUT)

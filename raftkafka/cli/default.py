@@ -13,7 +13,7 @@ import logging
 import sys
 
 from raftkafka.cli.dev import check_ports_free, existing_cluster_id, node_layout, prepare_node, voters_of
-from raftkafka.cli.format_storage import random_cluster_id
+from raftkafka.cli.format_storage import random_uuid_text
 from raftkafka.node.config import load_config
 from storage.env import RealEnv
 
@@ -35,7 +35,7 @@ def run(args) -> int:
     layout = node_layout(1, 1, args.base_port, args.data_dir)
     config = load_config(layout.settings)
     check_ports_free([layout])
-    cluster_id = existing_cluster_id([layout]) or random_cluster_id(RealEnv())
+    cluster_id = existing_cluster_id([layout]) or random_uuid_text(RealEnv())
     if prepare_node(layout, voters_of([layout]), cluster_id):
         print(f"Formatted {layout.data_dir} (cluster {cluster_id})", flush=True)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,

@@ -29,11 +29,11 @@ import trio
 
 from raftkafka.client.security import ClientSecurity
 from raftkafka.cli.dev_security import SECURITY_MODES, prepare_security
-from raftkafka.cli.format_storage import random_cluster_id
+from raftkafka.cli.format_storage import random_uuid_text
 from raftkafka.node.config import ConfigError, controller_login, load_config
 from storage.env import RealEnv
 from storage.meta_properties import (
-    META_PROPERTIES, MetaProperties, VoterSpec, format_data_dir, read_meta_properties, uuid_to_str,
+    META_PROPERTIES, MetaProperties, VoterSpec, format_data_dir, read_meta_properties,
 )
 
 __all__ = ["add_parser", "run", "NodeLayout", "node_layout", "prepare_node", "write_node_toml", "wait_ready",
@@ -113,7 +113,7 @@ def prepare_node(layout: NodeLayout, voters: list[VoterSpec], cluster_id: str, b
     env = RealEnv()
     formatted = False
     if not os.path.exists(os.path.join(layout.data_dir, META_PROPERTIES)):
-        meta = MetaProperties(cluster_id=cluster_id, node_id=layout.node_id, directory_id=uuid_to_str(env.uuid()))
+        meta = MetaProperties(cluster_id=cluster_id, node_id=layout.node_id, directory_id=random_uuid_text(env))
         formatted = trio.run(partial(format_data_dir, env.fs, layout.data_dir, meta, voters,
                                      bootstrap_records=bootstrap_records))
     write_node_toml(layout)
@@ -200,7 +200,7 @@ def run(args) -> int:
     for layout in layouts:
         load_config(layout.settings)  # a bad --set stops here, naming the setting
     check_ports_free(layouts)
-    cluster_id = existing_cluster_id(layouts) or random_cluster_id(RealEnv())
+    cluster_id = existing_cluster_id(layouts) or random_uuid_text(RealEnv())
     voters = voters_of(layouts)
     for layout in layouts:
         prepare_node(layout, voters, cluster_id, security.bootstrap_records if security else b"")

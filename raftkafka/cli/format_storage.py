@@ -44,9 +44,9 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def random_cluster_id(env) -> str:
-    """A new cluster id. Like Kafka's Uuid.randomUuid, never one that starts with '-',
-    which a command line would take for a flag."""
+def random_uuid_text(env) -> str:
+    """A new cluster or directory id. Like Kafka's Uuid.randomUuid, never one that starts with
+    '-', which a command line (`--controller-directory-id`, `--cluster-id`) would take for a flag."""
     while True:
         text = uuid_to_str(env.uuid())
         if not text.startswith("-"):
@@ -66,7 +66,7 @@ def standalone_voter(values: dict, node_id: int, directory_id: str) -> VoterSpec
 def run(args) -> int:
     env = RealEnv()
     if args.random_uuid:
-        print(random_cluster_id(env))
+        print(random_uuid_text(env))
         return 0
     values = settings_from_args(args)
     if not args.cluster_id:
@@ -78,7 +78,7 @@ def run(args) -> int:
     if args.standalone:
         if args.initial_voters:
             raise ConfigError("give --standalone or --initial-controllers, not both")
-        directory_id = args.directory_id or uuid_to_str(env.uuid())
+        directory_id = args.directory_id or random_uuid_text(env)
         voters = [standalone_voter(values, node_id, directory_id)]
     else:
         voters_text = args.initial_voters or values.get("controller.quorum.voters") or ""
@@ -88,7 +88,7 @@ def run(args) -> int:
             raise ConfigError("--initial-voters is required (or --standalone, or set controller.quorum.voters)")
         directory_id = args.directory_id or next(
             (v.directory_id for v in voters if v.node_id == node_id and v.directory_id), None
-        ) or uuid_to_str(env.uuid())
+        ) or random_uuid_text(env)
     meta = MetaProperties(cluster_id=args.cluster_id, node_id=node_id, directory_id=directory_id)
     records = [credential_record(a.name, a.mechanism_id, a.iterations, a.salt, a.salted_password)
                for text in args.add_scram for a in parse_scram_args(text, name_required=True)]
