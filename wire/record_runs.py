@@ -2,12 +2,15 @@
 
 Producers mostly send records of one shape: the same encoded length, the
 same widths of the timestamp and offset deltas, the same key and value
-lengths, no headers. Records of one shape lie at a fixed stride, so each
-field is a column `data[start::size]` that C code can slice and compare
-without a Python step per record (`uniform_run`):
+lengths, no headers or the same header keys with values of the same length
+(a tracing header, the Spark sink's tag). Records of one shape lie at a fixed
+stride, so each field is a column `data[start::size]` that C code can slice
+and compare without a Python step per record (`uniform_run`):
 
-- record length, key length, value length and header count: one constant
-  byte per varint position (`bytes.lstrip` finds the first that differs);
+- record length, key length, value length, header count, header key lengths,
+  header keys and header value lengths: one constant byte per position
+  (`bytes.lstrip` finds the first that differs); header keys are checked for
+  UTF-8 once, in the first record, as the others equal it byte for byte;
 - timestamp delta: continuation bits set on every byte but the last (a
   regular expression finds the first exception);
 - offset delta: exactly the run's record indexes, compared with precomputed
@@ -42,6 +45,7 @@ _PROBE = 32  # a run is first checked over this many records, then over all it m
 _WHOLE = 4 * _PROBE  # a run of at most this many is checked whole at once
 _CONTINUATION = re.compile(b"[\x00-\x7f]")  # a byte that ends a varint
 _HIGH_BIT = re.compile(b"[\x80-\xff]")  # a byte that does not
+_MAX_HEADER_CONSTANTS = 64  # header bytes compared column by column at most (longer: one by one)
 
 
 class _Shape(NamedTuple):
@@ -56,12 +60,13 @@ class _Shape(NamedTuple):
     value_at: int
     value_bytes: bytes
     headers_at: int
+    header_bytes: tuple[tuple[int, bytes], ...]  # (offset, bytes) every record repeats from headers_at on
     keyless: bool
 
 
-def _shape(data, pos: int) -> _Shape | None:
-    """The layout of the record at `pos`, or None if it is not one a run can repeat (headers,
-    anything malformed: the one-by-one reader reports those)."""
+def _shape(data, pos: int, *, headers: bool = False) -> _Shape | None:
+    """The layout of the record at `pos`, or None if it is not one a run can repeat (headers
+    unless `headers`, anything malformed: the one-by-one reader reports those)."""
     try:
         length, p = decode_varint(data, pos)
         record_end = p + length
@@ -78,13 +83,53 @@ def _shape(data, pos: int) -> _Shape | None:
         value_length, p = decode_varint(data, value_at)
         value_end = p
         p += max(value_length, 0)
-        if key_length < -1 or value_length < -1 or p + 1 != record_end or data[p] != 0:
+        if key_length < -1 or value_length < -1:
             return None
-    except (DecodeError, IndexError):
+        headers_at = p
+        if data[p] == 0:
+            header_bytes = ((p - pos, b"\x00"),)
+            p += 1
+        elif not headers:
+            return None
+        else:
+            header_bytes, p = _header_bytes(data, p, pos, record_end)
+        if p != record_end:
+            return None
+    except (DecodeError, IndexError, UnicodeDecodeError):
         return None
     return _Shape(record_end - pos, bytes(data[pos:length_end]), length_end + 1 - pos, offset_at - length_end - 1,
                   offset_at - pos, key_at - offset_at, key_at - pos, bytes(data[key_at:key_end]), value_at - pos,
-                  bytes(data[value_at:value_end]), p - pos, key_length == -1)
+                  bytes(data[value_at:value_end]), headers_at - pos, header_bytes, key_length == -1)
+
+
+def _header_bytes(data, p: int, pos: int, record_end: int) -> tuple[tuple[tuple[int, bytes], ...], int]:
+    """The headers from `p` (their count) of the record at `pos`: the (offset in the record, bytes)
+    pieces a run repeats (count, key lengths, keys, value lengths; not the values), and the
+    position after them. DecodeError when a run cannot repeat them."""
+    start = p
+    count, p = decode_varint(data, p)
+    if count < 0:
+        raise DecodeError("negative header count")
+    pieces = []
+    piece_at = start
+    for _ in range(count):
+        key_length, p = decode_varint(data, p)
+        if key_length < 0 or p + key_length > record_end:
+            raise DecodeError("invalid header key length")
+        bytes(data[p:p + key_length]).decode("utf-8")
+        value_length, p = decode_varint(data, p + key_length)
+        if value_length < -1:
+            raise DecodeError("invalid header value length")
+        pieces.append((piece_at - pos, bytes(data[piece_at:p])))
+        p += max(value_length, 0)
+        piece_at = p
+        if p > record_end:
+            raise DecodeError("header value overruns the record")
+    if count == 0:
+        pieces.append((start - pos, bytes(data[start:p])))
+    if sum(len(piece) for _, piece in pieces) > _MAX_HEADER_CONSTANTS:
+        raise DecodeError("headers too long to compare column by column")
+    return tuple(pieces), p
 
 
 @functools.cache
@@ -104,7 +149,7 @@ def uniform_run(data, pos: int, index: int, count: int) -> tuple[int, int, int, 
     """Records index, index+1, ... from `pos` that share the first one's shape and are valid:
     (how many, position after them, smallest and largest timestamp delta, keyless among them),
     or None when fewer than MIN_RUN do."""
-    run = uniform_run_shape(data, pos, index, count)
+    run = _uniform_run(data, pos, index, count, headers=True)
     if run is None:
         return None
     n, shape = run
@@ -113,9 +158,14 @@ def uniform_run(data, pos: int, index: int, count: int) -> tuple[int, int, int, 
 
 
 def uniform_run_shape(data, pos: int, index: int, count: int) -> tuple[int, _Shape] | None:
-    """`uniform_run`'s run as (how many records, their shape), for a reader that slices their
-    fields out as columns (each record is `shape.size` bytes; offset deltas are the indexes)."""
-    shape = _shape(data, pos)
+    """`uniform_run`'s run of records without headers as (how many records, their shape), for a
+    reader that slices their fields out as columns (each record is `shape.size` bytes; offset
+    deltas are the indexes)."""
+    return _uniform_run(data, pos, index, count, headers=False)
+
+
+def _uniform_run(data, pos: int, index: int, count: int, *, headers: bool) -> tuple[int, _Shape] | None:
+    shape = _shape(data, pos, headers=headers)
     if shape is None or shape.ts_width > 2 or shape.offset_width > 3:
         return None
     first, offset_columns = _offset_columns(shape.offset_width)
@@ -143,7 +193,7 @@ def _run_length(data, pos: int, table_at: int, shape: _Shape, offset_columns: li
         return data[pos + at : pos + at + n * size : size]
 
     constants = ((0, shape.length_bytes), (shape.key_at, shape.key_bytes), (shape.value_at, shape.value_bytes),
-                 (shape.headers_at, b"\x00"))
+                 *shape.header_bytes)
     return _columns_match(column, n, shape, constants, offset_columns, table_at)
 
 

@@ -199,3 +199,47 @@ def test_runs_of_records_differing_only_in_value_length_are_judged_exactly_as_on
         assert verdict == _one_by_one(bytes(raw))
         refused_count += verdict is None
     assert refused_count > 0
+
+
+@pytest.mark.parametrize("count,headers", [
+    (70, (("raftkafka.sink", b"s1:0:3:"),)),  # the Spark sink's tag, its row number added below
+    (300, (("trace-id", b"0123456789abcdef"), ("empty", b""), ("null", None))),
+    (150, ((("ключ"), b"v"),)),  # a UTF-8 key of two-byte characters
+])
+def test_runs_of_records_with_headers_are_judged_exactly_as_one_by_one(count, headers):
+    """Records whose headers repeat their keys and value lengths are checked a column at a time;
+    random damage (in a header key too: it must stay UTF-8) gets the field-by-field verdict."""
+    rng = random.Random(count)
+    tagged = headers[0][0] == "raftkafka.sink"
+    base = bytearray(build_batch([
+        SimpleRecord(b"k", b"v" * 40, timestamp=10 + i % 30,
+                     headers=((headers[0][0], headers[0][1] + b"%05d" % i),) if tagged else headers)
+        for i in range(count)]))
+    data = bytes(base[HEADER_SIZE:])
+    assert uniform_run(data, 0, 0, count)[0] == min(count, 64)  # the fast path is what is tested here
+    assert _scanned(bytes(base)) == _one_by_one(bytes(base)) != None
+    refused_count = 0
+    for _ in range(400):
+        raw = bytearray(base)
+        raw[rng.randrange(HEADER_SIZE, len(raw))] = rng.randrange(256)
+        verdict = _scanned(bytes(raw))
+        assert verdict == _one_by_one(bytes(raw))
+        refused_count += verdict is None
+    assert refused_count > 0
+
+
+def test_a_header_key_that_is_not_utf8_is_refused_inside_a_run():
+    recs = [SimpleRecord(None, b"v", headers=(("hk", b"x"),)) for _ in range(40)]
+    raw = bytearray(build_batch(recs))
+    at = raw.index(b"hk", HEADER_SIZE + 30 * 10)  # a record well inside the run
+    raw[at] = 0xFF
+    assert _one_by_one(bytes(raw)) is None
+    assert "UTF-8" in refused(bytes(raw))
+
+
+def test_readers_that_slice_columns_take_no_runs_with_headers():
+    from wire.record_runs import uniform_run_shape
+
+    data = build_batch([SimpleRecord(None, b"v", headers=(("h", b"x"),)) for _ in range(40)])[HEADER_SIZE:]
+    assert uniform_run(data, 0, 0, 40)[0] == 40
+    assert uniform_run_shape(data, 0, 0, 40) is None
