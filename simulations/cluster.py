@@ -626,6 +626,12 @@ class SimCluster:
         self._durable_seen[node_id] = (changes, stored, log)
         return log
 
+    @property
+    def broker_session_timeout(self) -> float:
+        """The nodes' broker.session.timeout.ms in seconds; where a run leaves it unset (the Raft
+        runs, whose moments time voter links by it) the cluster runs' 3 s."""
+        return float(self.node_settings.get("broker.session.timeout.ms", 3000)) / 1000
+
     def leader(self) -> int | None:
         """The live node that is leader in the highest epoch, if any."""
         best = self.leader_and_epoch()

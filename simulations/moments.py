@@ -90,21 +90,20 @@ mutation catalogue's rows do), never drawn:
   whatever it kept below that log start.
 - stop_together (runs of combined nodes and no other faults): every node is stopped at once,
   as `dev`'s Ctrl-C stops a cluster (SIGTERM: each node's controlled shutdown), and all are
-  restarted 0.5-2 s after the last is down. Each broker's controlled shutdown must complete:
-  the active controller's node serves those of the brokers stopping with it before it leaves;
-  a controller that left at once took its vote with it, the next node to leave took the
-  majority, and the last broker waited for a controller until its session lease ran out
-  (ControlledShutdownStalled: a controlled shutdown that took longer than a broker session).
+  restarted 0.5-2 s after the last is down (the nemesis's stop_together fault). Each broker's
+  controlled shutdown must complete: the active controller's node serves those of the brokers
+  stopping with it before it leaves; a controller that left at once took its vote with it, the
+  next node to leave took the majority, and the last broker waited for a controller until its
+  session lease ran out (ControlledShutdownStalled: a controlled shutdown still under way a
+  broker session after the stop).
 
 The strikes are the nemesis's own faults (kill, power_loss within its budget, oneway, reset,
-pause), applied through it, so they are counted and recorded in the fault schedule, and each is
-counted as `strike_<moment>` in the run's coverage (simulations.coverage); a replay
-runs no Moments of its own and applies them at their recorded times, which is close to but not
-always exactly where a hook struck (inside a node's task, before its next send). stop_together is
-the exception: it stops the nodes through the cluster itself, since it restarts them only once
-the last is down (the nemesis's stop restarts each node on its own clock), so its stops are
-neither counted as faults nor in the fault schedule, and a replay does not repeat them; such a
-run is reproduced from its seed and options, which name the strike. Each seed enables a
+pause, stop_together), applied through it, so they are counted and recorded in the fault
+schedule, and each is counted as `strike_<moment>` in the run's coverage (simulations.coverage);
+a replay runs no Moments of its own and applies them at their recorded times, which is close to
+but not always exactly where a hook struck (inside a node's task, before its next send). A rule
+a strike is aimed at is checked where the fault is applied (stop_together's
+ControlledShutdownStalled in the nemesis), so a replay checks it too. Each seed enables a
 random subset of the moments (swarm testing) from a random stream of its own, so the
 nemesis's draws do not depend on them; a run that names its moments draws the subset all the
 same, so the rest of that stream is the seed's. At most one strike at a time, with a drawn pause
@@ -139,7 +138,6 @@ STRIKE_KINDS = (*MOMENT_KINDS, *AIMED_KINDS, "isr_expand_hold", "isr_expand_boun
                 "controller_restart_cut", "replica_removal_readded", "figure_8_commit", "log_start_divergence_joined")
 POLL = 0.01
 _COMPLETING = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms of the cluster runs (simulations.cluster_runner)
 VOTER_FETCH_TIMEOUT_S = 2.0  # the controllers' Raft fetch timeout (raft.config)
 RETAINED_KEY = (RETAINED, 0)  # the partition the log_start_divergence strike works on
 
@@ -217,8 +215,7 @@ class Moments:
         self._next_controller_restart = 0.0
         self._until = 0.0  # the end of the fault phase
         self._raft_leader: tuple[int | None, float] = (None, 0.0)  # the Raft leader, and since when
-        settings = getattr(self.cluster, "node_settings", {})
-        self.session_timeout = float(settings.get("broker.session.timeout.ms", SESSION_TIMEOUT_S * 1000)) / 1000
+        self.session_timeout = self.cluster.broker_session_timeout
 
     def describe(self) -> dict:
         return {"kinds": list(self.kinds), "strikes": dict(sorted(self.counts.items()))}
@@ -694,29 +691,8 @@ class Moments:
             return
         self._next_stop_together = now + self.rng.uniform(15.0, 20.0)  # the stops take up to 10 s
         self._record("stop_together", nodes=len(hosts))
-        self._nursery.start_soon(self._stop_all, sorted(hosts), self.rng.uniform(0.5, 2.0))
-
-    async def _stop_all(self, node_ids: list[int], restart_after: float) -> None:
-        """Stop them together; restart them once all are down (a node back earlier would give
-        a broker still waiting the quorum it was waiting for)."""
-        began, took = trio.current_time(), {}
-
-        async def stop(node_id: int) -> None:
-            await self.cluster.stop(node_id)  # returns once the node is down
-            took[node_id] = trio.current_time() - began
-
-        async with trio.open_nursery() as nursery:
-            for node_id in node_ids:
-                nursery.start_soon(stop, node_id)
-        for node_id in node_ids:
-            self.nemesis._restart_at[node_id] = trio.current_time() + restart_after
-        for node_id, seconds in sorted(took.items()):
-            # With a controller to answer, moving its leaderships takes a few heartbeats; a
-            # broker that took a session got out only because its lease ran out.
-            if seconds > self.session_timeout:
-                self.cluster.checker.violate(
-                    "ControlledShutdownStalled", f"{self.cluster.hosts[node_id].name}, stopped with every other "
-                                                 f"node, took {seconds:.1f} s for its controlled shutdown")
+        strike = {"kind": "stop_together", "nodes": sorted(hosts), "restart_after": self.rng.uniform(0.5, 2.0)}
+        self.nemesis._apply(strike, now, self._nursery)
 
     def _restart_controller(self, now: float) -> None:
         """The Raft leader dies and restarts at once (its disk intact): the voters that followed

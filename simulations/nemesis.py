@@ -40,6 +40,9 @@ saved schedule can be replayed instead of drawing.
   a leader comes back as a zombie (see SimCluster.pause for what is frozen).
 - stop: SIGTERM, a graceful stop (SimCluster.stop: Kafka's controlled shutdown moves the
   broker's leaderships away first), restarted 0.1-5 s after it stopped.
+- stop_together: a set of nodes stopped as `stop` at once, all restarted only once the last
+  is down; each must be down within a broker session (ControlledShutdownStalled). Never
+  drawn: simulations.moments strikes it, and a replayed schedule repeats it.
 - duplicate: a second process of a running broker-only node on the same disk with other ports
   (SimCluster.start_duplicate); the data dir lock must refuse it. Drawn after every other
   draw of the profile, so seeds without it run as before.
@@ -215,6 +218,9 @@ class Nemesis:
             if now >= until:
                 return
             self._apply(dict(event), now, nursery)
+        # The faults under way (a partition to heal, nodes still stopping) keep their recorded
+        # course: `run` cancels them when this returns, as the drawn loops return at `until`.
+        await trio.sleep_until(until)
 
     def _duration(self, lo: float = 0.2, hi: float = 6.0) -> float:
         return self.rng.uniform(lo, hi)
@@ -472,6 +478,12 @@ class Nemesis:
                 return  # already stopping
             self._count("stop", node=host.name)
             nursery.start_soon(self._stop, host.node_id, event["restart_after"])
+        elif kind == "stop_together":  # struck by simulations.moments, never drawn
+            nodes = event["nodes"]
+            if not all(hosts[n].up and hosts[n].stop_scope is None for n in nodes):
+                return  # replayed: not every node is up as it was
+            self._count("stop_together", nodes=[hosts[n].name for n in nodes])
+            nursery.start_soon(self._stop_together, nodes, event["restart_after"])
         elif kind == "duplicate":
             if host.duplicates:
                 return  # one at a time
@@ -567,6 +579,38 @@ class Nemesis:
     async def _stop(self, node_id: int, restart_after: float) -> None:
         await self.cluster.stop(node_id)
         self._restart_at[node_id] = trio.current_time() + restart_after
+
+    async def _stop_together(self, node_ids: list[int], restart_after: float) -> None:
+        """Stop the nodes at once (each its controlled shutdown, as `dev`'s Ctrl-C stops a
+        cluster) and restart them once the last is down: a node back earlier would give a broker
+        still waiting the quorum it waits for. Each must be down within a broker session: with
+        a controller to answer, moving its leaderships takes a few heartbeats; a broker still
+        stopping after a session gets out only when its lease runs out, if ever."""
+        down: set[int] = set()
+
+        async def stop(node_id: int) -> None:
+            await self.cluster.stop(node_id)  # returns once the node is down
+            down.add(node_id)
+
+        async def watch() -> None:
+            session = self.cluster.broker_session_timeout
+            await trio.sleep(session)
+            for node_id in node_ids:
+                if node_id not in down:
+                    self.cluster.checker.violate(
+                        "ControlledShutdownStalled", f"{self.cluster.hosts[node_id].name}, stopped with every other "
+                                                     f"node, was still in its controlled shutdown after {session:.1f} s")
+
+        for node_id in node_ids:
+            self._restart_at[node_id] = float("inf")  # not revived (`_revive_due`) while the others stop
+        async with trio.open_nursery() as watching:
+            watching.start_soon(watch)
+            async with trio.open_nursery() as stopping:
+                for node_id in node_ids:
+                    stopping.start_soon(stop, node_id)
+            watching.cancel_scope.cancel()
+        for node_id in node_ids:
+            self._restart_at[node_id] = trio.current_time() + restart_after
 
     def _revive_due(self, now: float) -> None:
         for node_id, host in sorted(self.cluster.hosts.items()):

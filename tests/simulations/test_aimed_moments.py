@@ -123,6 +123,10 @@ def test_stop_together_stops_every_combined_node_and_each_controlled_shutdown_co
     assert result["moments"]["strikes"] == {"stop_together": 1}
     assert result["violations"] == []
     assert result["workload"]["ops"]["send_ok"] > 0
+    # The nemesis restarts them only once the last is down, all three at once.
+    [strike, *restarts] = result["schedule"]["events"]
+    assert strike["kind"] == "stop_together" and sorted(e["node"] for e in restarts) == [1, 2, 3]
+    assert len({e["at"] for e in restarts}) == 1 and restarts[0]["at"] >= strike["at"] + strike["restart_after"]
 
 
 def test_stop_together_shows_a_controller_that_leaves_before_the_others_shutdowns(monkeypatch):
@@ -130,3 +134,23 @@ def test_stop_together_shows_a_controller_that_leaves_before_the_others_shutdown
     result = run_simulation(SimOptions(seed=1, **STOP_TOGETHER))
     stalled = [v for v in result["violations"] if v["invariant"] == "ControlledShutdownStalled"]
     assert len(stalled) == 1 and "stopped with every other node" in stalled[0]["message"], result["violations"]
+
+
+def test_a_stop_together_failure_replays_from_its_fault_schedule(monkeypatch):
+    """The strike is a nemesis fault: it is in the schedule, and a replay (which runs no moments)
+    stops the nodes together again and checks their controlled shutdowns again."""
+    import json
+
+    from simulations.fault_schedule import FaultSchedule
+
+    by_name("controller_leaves_before_peer_shutdowns").apply(monkeypatch)
+    result = run_simulation(SimOptions(seed=1, **STOP_TOGETHER))
+    assert "ControlledShutdownStalled" in {v["invariant"] for v in result["violations"]}
+    schedule = FaultSchedule.from_dict(json.loads(json.dumps(result["schedule"])))
+    [strike] = [e for e in schedule.events if e["kind"] == "stop_together"]
+    assert strike["nodes"] == [1, 2, 3] and 0.5 <= strike["restart_after"] <= 2.0
+    again = run_simulation(SimOptions.replaying(schedule))
+    assert again["moments"] == {}  # the schedule struck, not a moment of the replay's own
+    assert [v["invariant"] for v in again["violations"]].count("ControlledShutdownStalled") == 1, again["violations"]
+    monkeypatch.undo()
+    assert run_simulation(SimOptions.replaying(schedule))["violations"] == []
