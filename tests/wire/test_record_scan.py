@@ -152,6 +152,21 @@ def _scanned(raw: bytes):
         return None
 
 
+def _random_damage_gets_the_one_by_one_verdict(base: bytearray, rng: random.Random, tries: int, *,
+                                               most_bytes: int = 1) -> None:
+    """Damage up to `most_bytes` random bytes of a copy of `base`, `tries` times: each time the scan
+    gives the field-by-field reader's verdict, and some damage is refused."""
+    refused_count = 0
+    for _ in range(tries):
+        raw = bytearray(base)
+        for _ in range(rng.randrange(1, most_bytes + 1) if most_bytes > 1 else 1):
+            raw[rng.randrange(HEADER_SIZE, len(raw))] = rng.randrange(256)
+        verdict = _scanned(bytes(raw))
+        assert verdict == _one_by_one(bytes(raw))
+        refused_count += verdict is None
+    assert refused_count > 0
+
+
 @pytest.mark.parametrize("count", [9, 70, 150, 300, 8300])
 def test_runs_of_same_shaped_records_are_judged_exactly_as_one_by_one(count):
     """Same-shaped records are checked a column at a time (wire.record_runs); damage anywhere in a
@@ -162,14 +177,7 @@ def test_runs_of_same_shaped_records_are_judged_exactly_as_one_by_one(count):
     assert _scanned(bytes(base)) == _one_by_one(bytes(base)) != None
     data = bytes(base[HEADER_SIZE:])
     assert uniform_run(data, 0, 0, count)[0] == min(count, 64)  # the fast path is what is tested here
-    refused_count = 0
-    for _ in range(150 if count > 1000 else 400):
-        raw = bytearray(base)
-        raw[rng.randrange(HEADER_SIZE, len(raw))] = rng.randrange(256)
-        verdict = _scanned(bytes(raw))
-        assert verdict == _one_by_one(bytes(raw))
-        refused_count += verdict is None
-    assert refused_count > 0
+    _random_damage_gets_the_one_by_one_verdict(base, rng, 150 if count > 1000 else 400)
 
 
 def test_runs_broken_by_other_shapes_are_read_correctly():
@@ -190,15 +198,7 @@ def test_runs_of_records_differing_only_in_value_length_are_judged_exactly_as_on
     data = bytes(base[HEADER_SIZE:])
     assert uniform_run(data, 0, 0, count) is None and varied_run(data, 0, 0, count)[0] == min(count, 64)
     assert _scanned(bytes(base)) == _one_by_one(bytes(base)) != None
-    refused_count = 0
-    for _ in range(100 if count > 1000 else 500):
-        raw = bytearray(base)
-        for _ in range(rng.randrange(1, 3)):
-            raw[rng.randrange(HEADER_SIZE, len(raw))] = rng.randrange(256)
-        verdict = _scanned(bytes(raw))
-        assert verdict == _one_by_one(bytes(raw))
-        refused_count += verdict is None
-    assert refused_count > 0
+    _random_damage_gets_the_one_by_one_verdict(base, rng, 100 if count > 1000 else 500, most_bytes=2)
 
 
 @pytest.mark.parametrize("count,headers", [
@@ -218,14 +218,7 @@ def test_runs_of_records_with_headers_are_judged_exactly_as_one_by_one(count, he
     data = bytes(base[HEADER_SIZE:])
     assert uniform_run(data, 0, 0, count)[0] == min(count, 64)  # the fast path is what is tested here
     assert _scanned(bytes(base)) == _one_by_one(bytes(base)) != None
-    refused_count = 0
-    for _ in range(400):
-        raw = bytearray(base)
-        raw[rng.randrange(HEADER_SIZE, len(raw))] = rng.randrange(256)
-        verdict = _scanned(bytes(raw))
-        assert verdict == _one_by_one(bytes(raw))
-        refused_count += verdict is None
-    assert refused_count > 0
+    _random_damage_gets_the_one_by_one_verdict(base, rng, 400)
 
 
 def test_a_header_key_that_is_not_utf8_is_refused_inside_a_run():
