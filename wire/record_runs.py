@@ -59,8 +59,8 @@ class _Shape(NamedTuple):
     key_bytes: bytes  # the key length varint
     value_at: int
     value_bytes: bytes
-    headers_at: int
-    header_bytes: tuple[tuple[int, bytes], ...]  # (offset, bytes) every record repeats from headers_at on
+    # (offset, bytes) pieces every record repeats: header count, key lengths, keys, value lengths
+    header_bytes: tuple[tuple[int, bytes], ...]
     keyless: bool
 
 
@@ -85,7 +85,6 @@ def _shape(data, pos: int, *, headers: bool = False) -> _Shape | None:
         p += max(value_length, 0)
         if key_length < -1 or value_length < -1:
             return None
-        headers_at = p
         if data[p] == 0:
             header_bytes = ((p - pos, b"\x00"),)
             p += 1
@@ -99,7 +98,7 @@ def _shape(data, pos: int, *, headers: bool = False) -> _Shape | None:
         return None
     return _Shape(record_end - pos, bytes(data[pos:length_end]), length_end + 1 - pos, offset_at - length_end - 1,
                   offset_at - pos, key_at - offset_at, key_at - pos, bytes(data[key_at:key_end]), value_at - pos,
-                  bytes(data[value_at:value_end]), headers_at - pos, header_bytes, key_length == -1)
+                  bytes(data[value_at:value_end]), header_bytes, key_length == -1)
 
 
 def _header_bytes(data, p: int, pos: int, record_end: int) -> tuple[tuple[tuple[int, bytes], ...], int]:
