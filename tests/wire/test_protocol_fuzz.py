@@ -177,6 +177,24 @@ def test_frame_reader_handles_split_and_coalesced_input():
     assert reader.buffered == 0
 
 
+@FUZZ
+@given(st.lists(st.binary(max_size=300), max_size=8), st.lists(st.integers(1, 400), min_size=1, max_size=30))
+def test_frame_reader_gives_back_the_frames_of_any_chunking(payloads, cuts):
+    """Frames of any size, empty ones too, fed in chunks of any sizes (a frame inside one
+    chunk, across many, its prefix split): the same frames come out, and nothing is left."""
+    blob = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+    reader = FrameReader()
+    got, pos, i = [], 0, 0
+    while pos < len(blob):
+        step = cuts[i % len(cuts)]
+        chunk = blob[pos:pos + step]
+        reader.feed(chunk if i % 2 else bytearray(chunk))  # trio hands bytes; a bytearray is copied
+        pos, i = pos + len(chunk), i + 1
+        got.extend(reader)
+        assert reader.buffered == pos - sum(4 + len(f) for f in got) - (4 if reader.pending_size() is not None else 0)
+    assert got == payloads and reader.buffered == 0
+
+
 @pytest.mark.parametrize("size", [-1, -(1 << 31), 1 << 20])
 def test_frame_reader_rejects_bad_sizes(size):
     reader = FrameReader(max_frame_size=1 << 19)
