@@ -72,6 +72,16 @@ async def test_idle_and_trickling_connections_are_closed():
         assert (await busy.call(B.metadata("t"), 5)).brokers
 
 
+async def test_a_request_stalled_after_its_size_prefix_is_closed_by_the_read_timeout():
+    """Four bytes are a request arriving, not an idle connection: socket.request.read.timeout.ms
+    closes it, long before connections.max.idle.ms would."""
+    limits = ConnectionLimits(idle_timeout_s=60.0, request_read_timeout_s=0.3)
+    async with running_cluster(broker_overrides={"connection_limits": limits}) as c:
+        stalled = await RawClient.connect(c.brokers[0].port)
+        await stalled.send_raw(struct.pack(">i", 100))  # the size prefix alone
+        assert await stalled.is_closed(timeout=5)
+
+
 async def test_a_request_is_read_only_when_its_bytes_fit_the_pool():
     frame = encode_request(B.metadata("t"), 5, 1, "x")
     limits = ConnectionLimits(queued_max_request_bytes=len(frame) + 10)

@@ -191,8 +191,18 @@ def test_frame_reader_gives_back_the_frames_of_any_chunking(payloads, cuts):
         reader.feed(chunk if i % 2 else bytearray(chunk))  # trio hands bytes; a bytearray is copied
         pos, i = pos + len(chunk), i + 1
         got.extend(reader)
-        assert reader.buffered == pos - sum(4 + len(f) for f in got) - (4 if reader.pending_size() is not None else 0)
+        assert reader.buffered == pos - sum(4 + len(f) for f in got)  # received, not yet taken out
     assert got == payloads and reader.buffered == 0
+
+
+def test_a_size_prefix_alone_counts_as_a_frame_arriving():
+    """A server times a connection holding only a request's size prefix as a request arriving
+    (socket.request.read.timeout), not as an idle one (broker/request_reader.py)."""
+    reader = FrameReader()
+    reader.feed(struct.pack(">i", 10))
+    assert reader.next_frame() is None and reader.pending_size() == 10 and reader.buffered == 4
+    reader.feed(b"0123456789")
+    assert reader.next_frame() == b"0123456789" and reader.buffered == 0
 
 
 @pytest.mark.parametrize("size", [-1, -(1 << 31), 1 << 20])

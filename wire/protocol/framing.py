@@ -122,7 +122,9 @@ class FrameReader:
 
     @property
     def buffered(self) -> int:
-        return self._buffered
+        """Bytes received of frames not yet taken out, the size prefix of a pending one included
+        (a server that holds some times a request that is arriving from one that is idle)."""
+        return self._buffered + (4 if self._need is not None else 0)
 
     def feed(self, data) -> None:
         if data:
