@@ -122,8 +122,9 @@ class FrameReader:
 
     @property
     def buffered(self) -> int:
-        """Bytes received of frames not yet taken out, the size prefix of a pending one included
-        (a server that holds some times a request that is arriving from one that is idle)."""
+        """Bytes received of frames not yet taken out, the size prefix of a pending one included:
+        so a server tells a connection with a request on its way in (timed by the request read
+        timeout) from an idle one."""
         return self._buffered + (4 if self._need is not None else 0)
 
     def feed(self, data) -> None:
