@@ -85,13 +85,9 @@ def _shape(data, pos: int, *, headers: bool = False) -> _Shape | None:
         p += max(value_length, 0)
         if key_length < -1 or value_length < -1:
             return None
-        if data[p] == 0:
-            header_bytes = ((p - pos, b"\x00"),)
-            p += 1
-        elif not headers:
+        if data[p] != 0 and not headers:
             return None
-        else:
-            header_bytes, p = _header_bytes(data, p, pos, record_end)
+        header_bytes, p = _header_bytes(data, p, pos, record_end)
         if p != record_end:
             return None
     except (DecodeError, IndexError, UnicodeDecodeError):

@@ -204,7 +204,7 @@ def test_runs_of_records_differing_only_in_value_length_are_judged_exactly_as_on
 @pytest.mark.parametrize("count,headers", [
     (70, (("raftkafka.sink", b"s1:0:3:"),)),  # the Spark sink's tag, its row number added below
     (300, (("trace-id", b"0123456789abcdef"), ("empty", b""), ("null", None))),
-    (150, ((("ключ"), b"v"),)),  # a UTF-8 key of two-byte characters
+    (150, (("ключ", b"v"),)),  # a UTF-8 key of two-byte characters
 ])
 def test_runs_of_records_with_headers_are_judged_exactly_as_one_by_one(count, headers):
     """Records whose headers repeat their keys and value lengths are checked a column at a time;
