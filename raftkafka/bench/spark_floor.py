@@ -1,10 +1,15 @@
 """Spark's floor for the Spark benchmark: a Python data source yielding ready-made Arrow
 batches in the Kafka schema, so a query over it costs what Spark itself costs per row.
 Options `rows` (per batch) and `batches` (per partition) size it; 4 partitions. As a
-streaming source it gives micro-batches of ready-made rows (`streamReader`)."""
+streaming source it gives micro-batches of ready-made rows (`streamReader`); as a streaming
+sink it takes Spark's Arrow batches and drops them (`streamWriter`), so a copy query into
+it costs what moving rows into a Python sink costs in Spark."""
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamArrowWriter, \
+    DataSourceStreamReader, InputPartition, WriterCommitMessage
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 FLOOR_PARTITIONS, FLOOR_BATCHES, FLOOR_ROWS = 4, 7, 36_000
@@ -60,6 +65,27 @@ class _StreamFloorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass
 
 
+class _DroppingStreamWriter(DataSourceStreamArrowWriter):
+    """Takes every Arrow batch Spark hands a task and keeps nothing but the row count."""
+
+    def write(self, iterator):
+        rows = 0
+        for batch in iterator:
+            rows += batch.num_rows
+        return _Dropped(rows)
+
+    def commit(self, messages, batchId: int) -> None:
+        pass
+
+    def abort(self, messages, batchId: int) -> None:
+        pass
+
+
+@dataclass
+class _Dropped(WriterCommitMessage):
+    rows: int
+
+
 class SparkFloor(DataSource):
     """Ready-made Arrow batches in the Kafka schema: the per-row cost of Spark alone."""
 
@@ -78,3 +104,7 @@ class SparkFloor(DataSource):
         """Options `perBatch`, `total`, `tasks`: what a micro-batch of the noop sink costs in Spark."""
         return _StreamFloorReader(int(self.options["perBatch"]), int(self.options["total"]),
                                   int(self.options["tasks"]))
+
+    def streamWriter(self, schema, overwrite: bool):
+        """Drops what it is given: what a streaming copy into a Python sink costs in Spark."""
+        return _DroppingStreamWriter()

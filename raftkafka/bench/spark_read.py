@@ -23,7 +23,8 @@ librdkafka's figures on the same cluster in the same run.
    (sinkId, availableNow, 250,000 rows per micro-batch); rows/s over the query's run and
    over the micro-batches after the first, and the target's record count checked against N;
    the CPU every kind of process on the machine spent meanwhile (Spark's JVM, its Python
-   workers, the brokers).
+   workers, the brokers). For scale, the same copy into a sink that drops the rows (our read
+   and Spark's copy, no write), and Spark's floor: ready-made rows into that sink.
 """
 from __future__ import annotations
 
@@ -204,6 +205,9 @@ def start_session():
     return spark
 
 
+_SINK_PER_TRIGGER = 250_000  # rows per micro-batch of the sink queries
+
+
 def micro_batches(query) -> list[dict]:
     """Spark's `durationMs` of each micro-batch that read rows."""
     return [p["durationMs"] for p in query.recentProgress if p["numInputRows"]]
@@ -306,31 +310,52 @@ def run(args, bootstrap: str) -> None:
               f"median {statistics.median(floor):.0f} ms (min {min(floor)}, max {max(floor)}); "
               f"by phase: {phase_medians(query)}", flush=True)
 
-    with tempfile.TemporaryDirectory(prefix="raftkafka-bench-sink-") as checkpoint:
-        cpu_before = cpu_by_process()
-        started = time.perf_counter()
-        query = (spark.readStream.format("raftkafka").option("kafka.bootstrap.servers", bootstrap)
-                 .option("subscribe", topic).option("startingOffsets", "earliest")
-                 .option("maxOffsetsPerTrigger", "250000").load().selectExpr("key", "value")
-                 .writeStream.format("raftkafka").option("kafka.bootstrap.servers", bootstrap)
-                 .option("topic", copy).option("sinkId", f"bench-{suffix}")
-                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
-        query.awaitTermination()
-        took = time.perf_counter() - started
-        cpu = cpu_spent(cpu_before, cpu_by_process())
-    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    def copy_query(frame, sink: str, **options) -> tuple[list, float]:
+        """A streaming copy of `frame`'s key and value into `sink`, availableNow: the progress of
+        the micro-batches that read rows, and the query's seconds."""
+        with tempfile.TemporaryDirectory(prefix="raftkafka-bench-sink-") as checkpoint:
+            writer = frame.selectExpr("key", "value").writeStream.format(sink).option("checkpointLocation", checkpoint)
+            for key, value in options.items():
+                writer = writer.option(key, value)
+            started = time.perf_counter()
+            query = writer.trigger(availableNow=True).start()
+            query.awaitTermination()
+            return [p for p in query.recentProgress if p["numInputRows"]], time.perf_counter() - started
+
+    def steady_rate(progress: list) -> float:
+        """Rows/s over the micro-batches after the first (which also starts the sink's Python workers)."""
+        steady = progress[1:] or progress
+        return sum(p["numInputRows"] for p in steady) / (sum(p["durationMs"]["triggerExecution"] for p in steady)
+                                                         / 1000)
+
+    def stream_of(name: str):
+        return (spark.readStream.format("raftkafka").option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", name).option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", str(_SINK_PER_TRIGGER)).load())
+
+    cpu_before = cpu_by_process()
+    progress, took = copy_query(stream_of(topic), "raftkafka", **{
+        "kafka.bootstrap.servers": bootstrap, "topic": copy, "sinkId": f"bench-{suffix}"})
+    cpu = cpu_spent(cpu_before, cpu_by_process())
     took_ms = [p["durationMs"]["triggerExecution"] for p in progress]
-    steady = progress[1:] or progress  # the first micro-batch also starts the sink's Python workers
-    steady_rate = sum(p["numInputRows"] for p in steady) / (sum(p["durationMs"]["triggerExecution"] for p in steady)
-                                                            / 1000)
     with BlockingAdmin(bootstrap) as admin:
         written = sum(o for o, _ in admin.list_offsets({(copy, p): -1 for p in range(args.partitions)}).values())
     print(f"sink (exactly-once, streaming): {args.records:,} rows in {took:.2f}s = {args.records / took:,.0f} rows/s; "
-          f"micro-batches {took_ms} ms, after the first {steady_rate:,.0f} rows/s (read + write); "
+          f"micro-batches {took_ms} ms, after the first {steady_rate(progress):,.0f} rows/s (read + write); "
           f"target holds {written:,} records", flush=True)
     if cpu:
         print("  CPU seconds during the sink query, by process kind: " + ", ".join(
             f"{kind} {seconds:.2f}" for kind, seconds in sorted(cpu.items(), key=lambda kv: -kv[1])), flush=True)
+    # The same copy with Spark's parts alone: our source into a sink that drops the rows, and
+    # ready-made rows (as many per task as ours) into it.
+    progress, _ = copy_query(stream_of(topic), SparkFloor.name())
+    print(f"  the same query into a sink that drops the rows (our read, Spark's copy): after the first "
+          f"{steady_rate(progress):,.0f} rows/s", flush=True)
+    floor = (spark.readStream.format(SparkFloor.name()).option("perBatch", _SINK_PER_TRIGGER)
+             .option("total", args.records).option("tasks", args.partitions).load())
+    progress, _ = copy_query(floor, SparkFloor.name())
+    print(f"  Spark's floor: ready-made rows into a sink that drops them, {_SINK_PER_TRIGGER:,} per micro-batch in "
+          f"{args.partitions} tasks: after the first {steady_rate(progress):,.0f} rows/s", flush=True)
     spark.stop()
 
 
