@@ -41,7 +41,7 @@ from wire.protocol import InitProducerIdRequest, ProduceRequest
 
 __all__ = ["AmbiguousWriteError", "BatchAppender", "Section", "seal_batch"]
 
-Section = tuple[tuple[str, int], bytes, int]  # (topic partition, records section, record count)
+Section = tuple[tuple[str, int], bytes | memoryview, int]  # (topic partition, records section, record count)
 # Batches of a partition in flight at once (idempotent): the last 5 are what the broker deduplicates.
 _PIPELINE = 5
 
@@ -128,7 +128,7 @@ class BatchAppender:
         if failures:
             raise AmbiguousWriteError(f"{len(failures)} partition(s) not fully acknowledged: {failures[0]}")
 
-    async def _seal(self, cluster, tp, section: bytes, count: int, timestamp_ms: int) -> "_Batch":
+    async def _seal(self, cluster, tp, section: bytes | memoryview, count: int, timestamp_ms: int) -> "_Batch":
         producer_id, epoch, sequence = await self._next_sequence(cluster, tp, count)
         data = seal_batch(section, count, timestamp_ms=timestamp_ms, producer_id=producer_id, producer_epoch=epoch,
                           base_sequence=sequence, compression=self.compression)
@@ -226,7 +226,7 @@ def _retriable(error: KafkaError) -> bool:
     return isinstance(error, (KafkaConnectionError, KafkaTimeoutError)) or bool(getattr(error, "retriable", False))
 
 
-def seal_batch(section: bytes, count: int, *, timestamp_ms: int, producer_id: int = -1, producer_epoch: int = -1,
+def seal_batch(section: bytes | memoryview, count: int, *, timestamp_ms: int, producer_id: int = -1, producer_epoch: int = -1,
                base_sequence: int = -1, compression: Compression = Compression.NONE) -> bytes:
     """A whole RecordBatch v2 (base offset 0, CreateTime) around a records section of the shape
     `arrow_encode.encode_records` writes: every timestamp `timestamp_ms`, offset deltas 0..count-1."""
