@@ -29,6 +29,7 @@ librdkafka's figures on the same cluster in the same run.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import re
@@ -37,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -164,8 +166,11 @@ def without_spark(bootstrap: str, topic: str, partitions: int) -> None:
         client.close()
 
 
-_KINDS = (("Spark's JVM", "java"), ("brokers", "raftkafka node"), ("Spark's Python workers", "pyspark.daemon"),
-          ("Spark's Python workers", "pyspark.worker"), ("this benchmark", "spark_read"))
+# Spark runs a streaming source's and sink's driver-side calls (offsets, planning, commits) in
+# runner processes of their own, one per query; its executors' Python workers fork from its daemon.
+_KINDS = (("Spark's JVM", "java"), ("brokers", "raftkafka node"), ("Spark's Python runners", "python_streaming_"),
+          ("Spark's Python workers", "pyspark.daemon"), ("Spark's Python workers", "pyspark.worker"),
+          ("this benchmark", "spark_read"))
 
 
 def cpu_by_process() -> dict[tuple[int, str], float]:
@@ -184,6 +189,57 @@ def cpu_by_process() -> dict[tuple[int, str], float]:
         kind = next((name for name, needle in _KINDS if needle in command), "other")
         out[(int(entry.name), kind)] = spent
     return out
+
+
+class CpuSamples:
+    """`cpu_by_process()` every `every` seconds in a thread while the with-block runs."""
+
+    def __init__(self, every: float = 0.2):
+        self.every, self.samples = every, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append((time.time(), cpu_by_process()))
+            if self._stop.wait(self.every):
+                self.samples.append((time.time(), cpu_by_process()))
+                return
+
+    def __enter__(self) -> "CpuSamples":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def first_time(self) -> float:
+        return self.samples[0][0]
+
+    @property
+    def last_time(self) -> float:
+        return self.samples[-1][0]
+
+    def spent(self, start: float, end: float) -> dict[str, float]:
+        """CPU per kind between the samples nearest `start` and `end` (wall-clock seconds)."""
+        def nearest(t: float) -> dict:
+            return min(self.samples, key=lambda sample: abs(sample[0] - t))[1]
+
+        return cpu_spent(nearest(start), nearest(end))
+
+
+def _ended_at(progress: dict) -> float:
+    """Wall-clock time a micro-batch ended: its start (Spark's progress timestamp) plus its duration."""
+    started = datetime.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+    return started + progress["durationMs"]["triggerExecution"] / 1000
+
+
+def _cpu_text(cpu: dict[str, float]) -> str:
+    if not cpu:
+        return "not measured (no /proc)"
+    return ", ".join(f"{kind} {seconds:.2f}" for kind, seconds in sorted(cpu.items(), key=lambda kv: -kv[1]))
 
 
 def cpu_spent(before: dict, after: dict) -> dict[str, float]:
@@ -310,17 +366,23 @@ def run(args, bootstrap: str) -> None:
               f"median {statistics.median(floor):.0f} ms (min {min(floor)}, max {max(floor)}); "
               f"by phase: {phase_medians(query)}", flush=True)
 
-    def copy_query(frame, sink: str, **options) -> tuple[list, float]:
+    def copy_query(frame, sink: str, **options) -> tuple[list, float, str]:
         """A streaming copy of `frame`'s key and value into `sink`, availableNow: the progress of
-        the micro-batches that read rows, and the query's seconds."""
+        the micro-batches that read rows, the query's seconds, and the CPU each kind of process
+        on the machine spent in the whole query and after its first micro-batch."""
         with tempfile.TemporaryDirectory(prefix="raftkafka-bench-sink-") as checkpoint:
             writer = frame.selectExpr("key", "value").writeStream.format(sink).option("checkpointLocation", checkpoint)
             for key, value in options.items():
                 writer = writer.option(key, value)
-            started = time.perf_counter()
-            query = writer.trigger(availableNow=True).start()
-            query.awaitTermination()
-            return [p for p in query.recentProgress if p["numInputRows"]], time.perf_counter() - started
+            with CpuSamples() as samples:
+                started = time.perf_counter()
+                query = writer.trigger(availableNow=True).start()
+                query.awaitTermination()
+                took = time.perf_counter() - started
+        progress = [p for p in query.recentProgress if p["numInputRows"]]
+        whole = samples.spent(samples.first_time, samples.last_time)
+        steady = samples.spent(_ended_at(progress[0]), samples.last_time) if len(progress) > 1 else {}
+        return progress, took, f"{_cpu_text(whole)}; after the first micro-batch: {_cpu_text(steady)}"
 
     def steady_rate(progress: list) -> float:
         """Rows/s over the micro-batches after the first (which also starts the sink's Python workers)."""
@@ -333,29 +395,26 @@ def run(args, bootstrap: str) -> None:
                 .option("subscribe", name).option("startingOffsets", "earliest")
                 .option("maxOffsetsPerTrigger", str(_SINK_PER_TRIGGER)).load())
 
-    cpu_before = cpu_by_process()
-    progress, took = copy_query(stream_of(topic), "raftkafka", **{
+    progress, took, cpu = copy_query(stream_of(topic), "raftkafka", **{
         "kafka.bootstrap.servers": bootstrap, "topic": copy, "sinkId": f"bench-{suffix}"})
-    cpu = cpu_spent(cpu_before, cpu_by_process())
     took_ms = [p["durationMs"]["triggerExecution"] for p in progress]
     with BlockingAdmin(bootstrap) as admin:
         written = sum(o for o, _ in admin.list_offsets({(copy, p): -1 for p in range(args.partitions)}).values())
     print(f"sink (exactly-once, streaming): {args.records:,} rows in {took:.2f}s = {args.records / took:,.0f} rows/s; "
           f"micro-batches {took_ms} ms, after the first {steady_rate(progress):,.0f} rows/s (read + write); "
           f"target holds {written:,} records", flush=True)
-    if cpu:
-        print("  CPU seconds during the sink query, by process kind: " + ", ".join(
-            f"{kind} {seconds:.2f}" for kind, seconds in sorted(cpu.items(), key=lambda kv: -kv[1])), flush=True)
+    print(f"  CPU seconds during the sink query, by process kind: {cpu}", flush=True)
     # The same copy with Spark's parts alone: our source into a sink that drops the rows, and
     # ready-made rows (as many per task as ours) into it.
-    progress, _ = copy_query(stream_of(topic), SparkFloor.name())
+    progress, _, cpu = copy_query(stream_of(topic), SparkFloor.name())
     print(f"  the same query into a sink that drops the rows (our read, Spark's copy): after the first "
-          f"{steady_rate(progress):,.0f} rows/s", flush=True)
+          f"{steady_rate(progress):,.0f} rows/s; CPU seconds: {cpu}", flush=True)
     floor = (spark.readStream.format(SparkFloor.name()).option("perBatch", _SINK_PER_TRIGGER)
              .option("total", args.records).option("tasks", args.partitions).load())
-    progress, _ = copy_query(floor, SparkFloor.name())
+    progress, _, cpu = copy_query(floor, SparkFloor.name())
     print(f"  Spark's floor: ready-made rows into a sink that drops them, {_SINK_PER_TRIGGER:,} per micro-batch in "
-          f"{args.partitions} tasks: after the first {steady_rate(progress):,.0f} rows/s", flush=True)
+          f"{args.partitions} tasks: after the first {steady_rate(progress):,.0f} rows/s; CPU seconds: {cpu}",
+          flush=True)
     spark.stop()
 
 
