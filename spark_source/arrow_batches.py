@@ -9,9 +9,13 @@ are read for all records at once, and key/value/header bytes are gathered into A
 contiguous binary layout by one `take` over a binary array whose offsets interleave the
 fields with the gaps between them.
 
-Only finding where each record starts is sequential (each starts where the previous
-ends). `record_starts` walks it in strides: records of one size in a row (the usual
-case) are confirmed together, and only size changes cost a Python step.
+When every batch's records are runs of one shape each (`wire.record_runs`: the same
+lengths and header-less, as producers mostly send; the runs are validated there a column
+at a time), the columns come straight from the runs: record i of a run starts at
+`i * size`, its key and value at fixed places, and only the timestamp deltas are read.
+Otherwise only finding where each record starts is sequential (each starts where the
+previous ends): `record_starts` walks it in strides, records of one size in a row
+confirmed together, and every record's varint fields are read for all records at once.
 
 Decoding is as strict as `wire.records.decode_records` (lengths within the record,
 increasing offset deltas, nothing trailing); on any violation that function is run on
@@ -28,7 +32,9 @@ from spark_source.arrow_rows import arrow_schema as _arrow_schema
 from wire.batch_header import HEADER_SIZE, BatchHeader, iter_batches
 from wire.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from wire.errors import CorruptRecordError
+from wire.record_runs import uniform_run_shape
 from wire.record_scan import _varint as varint_at  # one scalar zigzag varint (the broker's record scan)
+from wire.varint import decode_varint
 from wire.records import ControlType, decode_records, parse_control_record
 
 __all__ = ["decode_fetched", "record_starts", "record_columns", "RecordColumns"]
@@ -246,6 +252,9 @@ def record_columns(regions: list, headers: list[BatchHeader]) -> RecordColumns:
     data = regions[0] if len(regions) == 1 else b"".join(regions)
     data = bytes(data) if not isinstance(data, bytes) else data
     arr = np.frombuffer(data, dtype=np.uint8)
+    runs = _runs(data, regions, headers)
+    if runs is not None:
+        return _run_columns(data, arr, runs, headers)
     counts = np.array([h.records_count for h in headers], dtype=np.int64)
     n = int(counts.sum())
     starts = record_starts(data, n)
@@ -308,3 +317,51 @@ def record_columns(regions: list, headers: list[BatchHeader]) -> RecordColumns:
     return RecordColumns(data, offsets, timestamps, per_batch([int(h.log_append_time) for h in headers], np.int32),
                          key_at, key_len, value_at, value_len, header_counts, h_key_at, h_key_len, h_value_at,
                          h_value_len)
+
+
+def _runs(data: bytes, regions: list, headers: list[BatchHeader]) -> list[tuple] | None:
+    """(batch number, position, first index, count, shape) of runs that make up every batch's
+    records exactly, or None if some batch is not made of runs."""
+    runs, pos = [], 0
+    for number, (region, header) in enumerate(zip(regions, headers)):
+        end, index, count = pos + len(region), 0, header.records_count
+        while index < count:
+            run = uniform_run_shape(data, pos, index, count)
+            if run is None or index + run[0] - 1 > header.last_offset_delta:
+                return None
+            runs.append((number, pos, index, *run))
+            pos, index = pos + run[0] * run[1].size, index + run[0]
+        if pos != end:
+            return None
+    return runs
+
+
+def _run_columns(data: bytes, arr: np.ndarray, runs: list[tuple], headers: list[BatchHeader]) -> RecordColumns:
+    """The columns of records laid out in runs (`_runs`): each field at a fixed place in its record."""
+    n = sum(run[3] for run in runs)
+    offsets, timestamps = np.empty(n, np.int64), np.empty(n, np.int64)
+    timestamp_types = np.empty(n, np.int32)
+    key_at, key_len, value_at, value_len = (np.empty(n, np.int64) for _ in range(4))
+    k = 0
+    for number, pos, index, count, shape in runs:
+        header, rows = headers[number], slice(k, k + count)
+        starts = pos + shape.size * np.arange(count, dtype=np.int64)
+        offsets[rows] = header.base_offset + index + np.arange(count, dtype=np.int64)
+        timestamp_types[rows] = int(header.log_append_time)
+        if header.log_append_time:
+            timestamps[rows] = header.max_timestamp
+        else:
+            at, stop = pos + shape.ts_at, pos + count * shape.size
+            raw = arr[at:stop:shape.size].astype(np.int64)
+            if shape.ts_width == 2:
+                raw = (raw & 0x7F) | (arr[at + 1:stop:shape.size].astype(np.int64) << 7)
+            timestamps[rows] = header.base_timestamp + ((raw >> 1) ^ -(raw & 1))
+        for at, length_bytes, field_at, field_len in ((shape.key_at, shape.key_bytes, key_at, key_len),
+                                                      (shape.value_at, shape.value_bytes, value_at, value_len)):
+            length, size = decode_varint(length_bytes, 0)
+            field_at[rows] = starts + at + size
+            field_len[rows] = length
+        k += count
+    none = np.zeros(0, np.int64)
+    return RecordColumns(data, offsets, timestamps, timestamp_types, key_at, key_len, value_at, value_len,
+                         np.zeros(n, np.int64), none, none, none, none)

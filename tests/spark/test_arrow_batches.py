@@ -16,6 +16,7 @@ from spark_source.arrow_rows import arrow_schema
 from spark_source.sink_rows import SinkRows, murmur2_partitions
 from wire.errors import CorruptRecordError
 from wire.records import Compression, SimpleRecord, build_batch, build_end_txn_marker, decode_batch, iter_records
+from wire.records import seal_batch as records_seal
 
 
 def _random_records(rng: random.Random, n: int, first_ts: int) -> list[SimpleRecord]:
@@ -241,3 +242,72 @@ def test_a_writer_groups_sparks_batches_into_chunks_of_at_least_the_chunk_size_i
     assert [len(group) for group in groups] == [2, 3]  # the last group holds what is left
     assert all(sum(b.nbytes for b in group) >= batches[1].nbytes for group in groups[:-1])
     assert list(_grouped(iter([]), min_bytes=1)) == []
+
+
+def _uniform_log(rng: random.Random, batches: int) -> tuple[bytes, int]:
+    """Batches of header-less records of one shape each (what producers mostly send: the
+    record-runs path), with timestamp deltas of one and two bytes and now and then a record of
+    another size, key or timestamp, so some batches are several runs and some none."""
+    data, offset = b"", 0
+    for i in range(batches):
+        n = rng.choice([8, 30, 300, 3000])
+        key = rng.choice([None, b"", b"k" * 5])
+        size = rng.choice([0, 1, 100])
+        step = rng.choice([0, 1, 3])  # ms between records: deltas up to 2 bytes for 3,000 records
+        records = [SimpleRecord(key, bytes(rng.randrange(256) for _ in range(size)), (), 10_000 + offset + step * j)
+                   for j in range(n)]
+        if rng.random() < 0.3:
+            odd = rng.randrange(n)
+            records[odd] = SimpleRecord(b"other", b"x" * (size + 2), (), records[odd].timestamp + 70_000)
+        data += build_batch(records, base_offset=offset, compression=Compression(rng.choice([0, 0, 2, 4])),
+                            log_append_time=rng.random() < 0.2)
+        offset += n
+    return data, offset
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_records_in_runs_decode_as_the_field_by_field_path_does(seed, monkeypatch):
+    from spark_source import arrow_batches
+    rng = random.Random(seed)
+    data, end = _uniform_log(rng, rng.randrange(1, 5))
+    start, stop = rng.randrange(0, 10), end - rng.randrange(0, 10)
+    taken = []
+    runs = arrow_batches._runs
+    monkeypatch.setattr(arrow_batches, "_runs", lambda *a: taken.append(runs(*a)) or taken[-1])
+    by_runs = decode_fetched(data, start, stop, topic="t", partition=1, include_headers=True)
+    monkeypatch.setattr(arrow_batches, "_runs", lambda *a: None)
+    field_by_field = decode_fetched(data, start, stop, topic="t", partition=1, include_headers=True)
+    assert by_runs[1] == field_by_field[1]
+    assert by_runs[0].equals(field_by_field[0])
+    assert [(r["key"], r["value"], r["offset"]) for r in by_runs[0].to_pylist()] == \
+        [(e["key"], e["value"], e["offset"]) for e in _expected(data, start, stop)]
+
+
+def test_batches_of_one_shape_take_the_runs_path(monkeypatch):
+    from spark_source import arrow_batches
+    data = b"".join(build_batch([SimpleRecord(None, b"v%03d" % j, (), 7_000 + j) for j in range(300)],
+                                base_offset=300 * i, compression=Compression(2 * i)) for i in range(3))
+    taken = []
+    runs = arrow_batches._runs
+    monkeypatch.setattr(arrow_batches, "_runs", lambda *a: taken.append(runs(*a)) or taken[-1])
+    batch, next_offset = decode_fetched(data, 0, 900, topic="t", partition=0)
+    assert taken[0] is not None and len(taken[0]) == 6  # two per batch: deltas take a second byte from 64
+    assert batch.column("value").to_pylist() == [b"v%03d" % j for j in range(300)] * 3
+    assert batch.column("offset").to_pylist() == list(range(900)) and next_offset == 900
+
+
+def test_a_damaged_record_in_a_run_is_refused():
+    records = [SimpleRecord(None, b"v" * 100, (), 5_000 + i) for i in range(50)]
+    good = build_batch(records, base_offset=0)
+    payload = bytearray(good[61:])
+    stride = len(payload) // 50
+    payload[20 * stride] ^= 0x40  # record 20's length varint
+    bad = seal_batch(bytes(payload), 50, timestamp_ms=5_000)
+    with pytest.raises(CorruptRecordError):
+        decode_fetched(bad, 0, 50, topic="t", partition=0)
+    trailing = seal_batch(good[61:] + b"\x00\x00", 50, timestamp_ms=5_000)  # bytes after the last record
+    with pytest.raises(CorruptRecordError):
+        decode_fetched(trailing, 0, 50, topic="t", partition=0)
+    short = records_seal(good[61:], 50, last_offset_delta=40, base_timestamp=5_000, max_timestamp=5_049)
+    with pytest.raises(CorruptRecordError):  # 50 records, but the header says deltas end at 40
+        decode_fetched(short, 0, 50, topic="t", partition=0)
