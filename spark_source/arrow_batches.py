@@ -34,8 +34,8 @@ from wire.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from wire.errors import CorruptRecordError
 from wire.record_runs import uniform_run_shape
 from wire.record_scan import _varint as varint_at  # one scalar zigzag varint (the broker's record scan)
-from wire.varint import decode_varint
 from wire.records import ControlType, decode_records, parse_control_record
+from wire.varint import decode_varint
 
 __all__ = ["decode_fetched", "record_starts", "record_columns", "RecordColumns"]
 

@@ -226,8 +226,8 @@ def _retriable(error: KafkaError) -> bool:
     return isinstance(error, (KafkaConnectionError, KafkaTimeoutError)) or bool(getattr(error, "retriable", False))
 
 
-def seal_batch(section: bytes | memoryview, count: int, *, timestamp_ms: int, producer_id: int = -1, producer_epoch: int = -1,
-               base_sequence: int = -1, compression: Compression = Compression.NONE) -> bytes:
+def seal_batch(section: bytes | memoryview, count: int, *, timestamp_ms: int, producer_id: int = -1,
+               producer_epoch: int = -1, base_sequence: int = -1, compression: Compression = Compression.NONE) -> bytes:
     """A whole RecordBatch v2 (base offset 0, CreateTime) around a records section of the shape
     `arrow_encode.encode_records` writes: every timestamp `timestamp_ms`, offset deltas 0..count-1."""
     return records.seal_batch(section, count, last_offset_delta=count - 1, base_timestamp=timestamp_ms,
