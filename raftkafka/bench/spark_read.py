@@ -173,9 +173,10 @@ _KINDS = (("Spark's JVM", "java"), ("brokers", "raftkafka node"), ("Spark's Pyth
           ("this benchmark", "spark_read"))
 
 
-def cpu_by_process() -> dict[tuple[int, str], float]:
-    """CPU seconds (user + system) of every process on the machine, by (pid, kind); empty
-    where there is no /proc."""
+def cpu_by_process() -> dict[int, tuple[str, float]]:
+    """Every process on the machine: pid -> (kind, CPU seconds, user + system); empty where
+    there is no /proc. A child that has exited but is not yet reaped reads as "other" (its
+    command line is empty then)."""
     out = {}
     for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
         if not entry.name.isdigit():
@@ -187,7 +188,7 @@ def cpu_by_process() -> dict[tuple[int, str], float]:
         except OSError:
             continue  # gone meanwhile
         kind = next((name for name, needle in _KINDS if needle in command), "other")
-        out[(int(entry.name), kind)] = spent
+        out[int(entry.name)] = (kind, spent)
     return out
 
 
@@ -196,15 +197,23 @@ class CpuSamples:
 
     def __init__(self, every: float = 0.2):
         self.every, self.samples = every, []
+        self.kinds: dict[int, str] = {}  # pid -> its kind while it ran (not "other" once exited)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while True:
-            self.samples.append((time.time(), cpu_by_process()))
+            self._sample()
             if self._stop.wait(self.every):
-                self.samples.append((time.time(), cpu_by_process()))
+                self._sample()
                 return
+
+    def _sample(self) -> None:
+        sample = cpu_by_process()
+        for pid, (kind, _) in sample.items():
+            if kind != "other":
+                self.kinds.setdefault(pid, kind)
+        self.samples.append((time.time(), sample))
 
     def __enter__(self) -> "CpuSamples":
         self._thread.start()
@@ -227,7 +236,7 @@ class CpuSamples:
         def nearest(t: float) -> dict:
             return min(self.samples, key=lambda sample: abs(sample[0] - t))[1]
 
-        return cpu_spent(nearest(start), nearest(end))
+        return cpu_spent(nearest(start), nearest(end), self.kinds)
 
 
 def _ended_at(progress: dict) -> float:
@@ -242,10 +251,18 @@ def _cpu_text(cpu: dict[str, float]) -> str:
     return ", ".join(f"{kind} {seconds:.2f}" for kind, seconds in sorted(cpu.items(), key=lambda kv: -kv[1]))
 
 
-def cpu_spent(before: dict, after: dict) -> dict[str, float]:
+def cpu_spent(before: dict, after: dict, kinds: dict[int, str] | None = None) -> dict[str, float]:
+    """CPU per kind between two `cpu_by_process()` samples. A process counts under the kind
+    `kinds` knows it by (its kind while it ran), else its kind in either sample; a pid whose
+    CPU went down is a new process under a reused pid."""
+    kinds = kinds or {}
     spent: dict[str, float] = {}
-    for key, seconds in after.items():
-        spent[key[1]] = spent.get(key[1], 0.0) + seconds - before.get(key, 0.0)
+    for pid, (kind, seconds) in after.items():
+        earlier_kind, earlier = before.get(pid, (kind, 0.0))
+        if seconds < earlier:
+            earlier_kind, earlier = kind, 0.0
+        kind = kinds.get(pid) or (kind if kind != "other" else earlier_kind)
+        spent[kind] = spent.get(kind, 0.0) + seconds - earlier
     return {kind: seconds for kind, seconds in spent.items() if seconds >= 0.05}
 
 

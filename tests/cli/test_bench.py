@@ -165,3 +165,32 @@ def test_entry_point_in_a_subprocess(brokers):
     missing = subprocess.run([sys.executable, "-m", "raftkafka", "topics", "--bootstrap-server", brokers,
                               "--describe", "--topic", "no-such-topic"], capture_output=True, text=True, timeout=60)
     assert (missing.returncode, missing.stderr) == (1, "error: Topic 'no-such-topic' does not exist as expected\n")
+
+
+def test_spark_bench_cpu_counts_an_exited_child_under_its_kind():
+    """A child that has exited but is not yet reaped reads with an empty command line; the
+    Spark benchmark's CPU sampler still counts it under the kind it ran as, and only for the
+    CPU it spent between the two samples."""
+    import time
+
+    from raftkafka.bench.spark_read import CpuSamples, cpu_spent
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5); sum(range(10**7))",
+                              "raftkafka node --config"])  # "raftkafka node" in its command: a broker
+    try:
+        with CpuSamples(every=0.05) as samples:
+            while not samples.samples or child.pid not in samples.samples[-1][1]:
+                time.sleep(0.01)
+            while samples.samples[-1][1][child.pid][0] != "other":  # exited, not reaped
+                time.sleep(0.01)
+        first, last = ({child.pid: sample[child.pid]} for _, sample in (samples.samples[0], samples.samples[-1]))
+        assert first[child.pid][0] == "brokers" and last[child.pid][0] == "other"
+        spent = last[child.pid][1] - first[child.pid][1]
+        assert spent > 0.1
+        assert cpu_spent(first, last, samples.kinds) == {"brokers": spent}
+        # Without the kinds seen while it ran, its kind in the earlier sample.
+        assert cpu_spent(first, last) == {"brokers": spent}
+        # A pid whose CPU went down is a new process under a reused pid: all of it counts.
+        assert cpu_spent({7: ("brokers", 5.0)}, {7: ("other", 1.0)}) == {"other": 1.0}
+    finally:
+        child.wait()
