@@ -175,13 +175,14 @@ def test_spark_bench_cpu_counts_an_exited_child_under_its_kind():
 
     from raftkafka.bench.spark_read import CpuSamples, cpu_spent
 
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5); sum(range(10**7))",
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5); sum(range(3 * 10**7))",
                               "raftkafka node --config"])  # "raftkafka node" in its command: a broker
     try:
+        deadline = time.monotonic() + 60
         with CpuSamples(every=0.05) as samples:
-            while not samples.samples or child.pid not in samples.samples[-1][1]:
-                time.sleep(0.01)
-            while samples.samples[-1][1][child.pid][0] != "other":  # exited, not reaped
+            # Until a sample sees it exited (not reaped: nothing waits for it yet).
+            while not samples.samples or samples.samples[-1][1].get(child.pid, ("",))[0] != "other":
+                assert time.monotonic() < deadline, "the child never showed as exited"
                 time.sleep(0.01)
         first, last = ({child.pid: sample[child.pid]} for _, sample in (samples.samples[0], samples.samples[-1]))
         assert first[child.pid][0] == "brokers" and last[child.pid][0] == "other"
