@@ -98,12 +98,17 @@ class SinkRows:
         if not batches:
             return cls([], np.zeros(0, dtype=np.int64), pa.array([], pa.binary()), pa.array([], pa.binary()),
                        first_row=first_row)
-        table = pa.Table.from_batches(batches).combine_chunks()
+        table = pa.Table.from_batches(batches)
         names = {name.lower(): name for name in table.column_names}
         n = table.num_rows
 
         def column(name):
-            return table.column(names[name]).combine_chunks() if name in names else None
+            # One copy of a column spread over several batches, none of one in a single batch
+            # (ChunkedArray.combine_chunks copies even a single chunk).
+            if name not in names:
+                return None
+            chunks = table.column(names[name])
+            return chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
 
         values = column("value").cast(pa.binary())
         keys = column("key")
