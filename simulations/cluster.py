@@ -336,9 +336,14 @@ class SimCluster:
         self._durable_seen.pop(node_id, None)
         statuses = [st for h in self.hosts.values() if h.up and (st := h.status()) is not None]
         committed = [st.high_watermark for st in statuses]
-        # A leader may still count what the node acknowledged before it lost its disk.
+        # A leader may still count what the node acknowledged before it lost its disk: what it
+        # has counted already, and a fetch the node sent before it went down that the leader
+        # has not read yet (at most the node's log end then; membership seed 21001).
         acknowledged = [r.log_end_offset for st in statuses if st.role is Role.LEADER for r in st.voters
                         if r.replica_id == node_id]
+        last = host.status()  # the state the node went down in
+        if last is not None:
+            acknowledged.append(last.log_end_offset)
         self.checker.forget_disk(node_id, max(committed + acknowledged, default=0), self.directory_id(host, host.wipes))
         self.trace.record(host.name, "wiped", wipes=host.wipes)
 
@@ -593,7 +598,7 @@ class SimCluster:
             st = host.status() if host.up else None
             if st is not None and st.role is Role.LEADER:
                 self.checker.check_majority(node_id, st.high_watermark, durable,
-                                            leader_voters=[r.replica_id for r in st.voters])
+                                            leader_voters=[(r.replica_id, r.directory_id) for r in st.voters])
         return durable
 
     async def durable_log(self, node_id: int) -> DurableLog | None:

@@ -12,7 +12,9 @@ Modelled on Kafka's RaftEventSimulationTest (reference/simulation.md §3.5, §6.
   crash would keep), every entry below a leader's HW, with the right epochs. The voters are
   the set in force at the HW's last entry (the latest committed Voters record before it,
   KIP-853, else the initial set) or the leader's latest set, which commits everything before
-  it as soon as it is appended (one change at a time: the two majorities overlap).
+  it as soon as it is appended (one change at a time: the two majorities overlap). A voter
+  whose disk was wiped holds nothing; what it had acknowledged needs one holder fewer, until
+  a set names it again with its new directory.
 - ConsistentCommittedData: the first entry ever applied at an offset is the only
   one any node may apply there; each node applies a gapless sequence; a
   snapshot's content matches the committed prefix it claims to cover.
@@ -193,15 +195,22 @@ class RaftChecker:
         self.new_directories[node] = directory_id
 
     def check_majority(self, leader: int, hw: int, durable: dict[int, "DurableLog"], *,
-                       leader_voters: list[int] | None = None) -> None:
-        """A majority of voters must durably hold [0, hw) as committed."""
+                       leader_voters: list[tuple[int, str]] | None = None) -> None:
+        """A majority of voters must durably hold [0, hw) as committed. `leader_voters`: the
+        leader's latest set as (id, directory id); a wiped node that set names with its new
+        directory is a voter again there, its new copy counting as any voter's (the leader
+        counts it so)."""
         if hw <= 0:
             return
-        lost = sum(1 for end in self.replaced.values() if hw <= end)
-        candidates = [self.voters_at(hw - 1)] + ([sorted(leader_voters)] if leader_voters else [])
+        candidates = [(self.voters_at(hw - 1), set())]
+        if leader_voters:
+            again = {v for v, directory in leader_voters if v in self.replaced and self.new_directories.get(v) == directory}
+            candidates.append((sorted(v for v, _ in leader_voters), again))
         holders = []
-        for voters in candidates:
-            holders = [v for v in voters if v in durable and v not in self.replaced
+        for voters, again in candidates:
+            replaced = {v: end for v, end in self.replaced.items() if v not in again}
+            lost = sum(1 for v in voters if v in replaced and hw <= replaced[v])
+            holders = [v for v in voters if v in durable and v not in replaced
                        and durable[v].holds(hw, self.committed)]
             if len(holders) >= len(voters) // 2 + 1 - lost:
                 return

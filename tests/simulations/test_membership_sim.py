@@ -20,6 +20,16 @@ def test_voter_changes_under_faults_keep_every_invariant(seed):
     assert result["workload"]["voter_changes"]["done"] > 0  # the set did change
 
 
+@pytest.mark.parametrize("seed", [20931, 21001, 21966])
+def test_seeds_where_the_checker_miscounted_a_wiped_voter(seed):
+    """Fuzz seeds of the membership workload (30 s) that the checker wrongly failed
+    (MajorityReachedHighWatermark). 21001: the leader read a fetch the wiped voter had sent
+    before it went down, and counted it, after the wipe. 20931 and 21966: the leader's latest
+    set named the wiped voter again with its new directory, and counted its new copy."""
+    result = run_simulation(SimOptions(seed=seed, workload="membership", duration=30.0))
+    assert result["violations"] == [], result["violations"]
+
+
 def test_a_second_change_while_one_is_pending_is_caught():
     found = first_violation(by_name("voter_change_while_one_is_pending").apply, run, limit=100)
     assert found is not None, "the mutation survived 100 seeds"
