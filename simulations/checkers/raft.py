@@ -204,7 +204,8 @@ class RaftChecker:
             return
         candidates = [(self.voters_at(hw - 1), set())]
         if leader_voters:
-            again = {v for v, directory in leader_voters if v in self.replaced and self.new_directories.get(v) == directory}
+            again = {v for v, directory in leader_voters
+                     if v in self.replaced and self.new_directories.get(v) == directory}
             candidates.append((sorted(v for v, _ in leader_voters), again))
         holders = []
         for voters, again in candidates:

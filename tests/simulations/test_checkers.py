@@ -110,9 +110,10 @@ def test_what_a_wiped_voter_acknowledged_needs_one_holder_fewer():
     full = DurableLog(0, 3, {0: 1, 1: 1, 2: 1}, 0)
     empty = DurableLog(0, 0, {}, 0)
     c.forget_disk(4, 3, "new")
-    c.check_majority(1, 3, {1: full, 2: full, 3: empty, 4: empty}, leader_voters=[(1, "a"), (2, "b"), (3, "c"), (4, "d")])
+    voters = [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
+    c.check_majority(1, 3, {1: full, 2: full, 3: empty, 4: empty}, leader_voters=voters)
     assert c.ok
-    c.check_majority(1, 3, {1: full, 2: empty, 3: empty, 4: empty}, leader_voters=[(1, "a"), (2, "b"), (3, "c"), (4, "d")])
+    c.check_majority(1, 3, {1: full, 2: empty, 3: empty, 4: empty}, leader_voters=voters)
     assert invariants(c) == ["MajorityReachedHighWatermark"]
 
 
