@@ -6,7 +6,9 @@ observers. Every round the workload reads the voter set of whoever leads now (re
 the checkers read roles) and asks a random controller to change it by one: add a controller
 that is not a voter (by its current directory id, so a wiped voter comes back as the new
 replica it is), or remove a voter (the leader too), keeping between `min_voters` and every
-controller. Refusals (not caught up, previous change uncommitted, no leader) and lost answers
+controller: a removal is asked only while the set keeps `min_voters` after every removal still
+unanswered (two asked of one set of three would leave two, one of them perhaps a wiped voter's
+old replica, which no node can lead without). Refusals (not caught up, previous change uncommitted, no leader) and lost answers
 are expected: the next round decides again from what the leader holds.
 """
 from __future__ import annotations
@@ -37,6 +39,7 @@ class MembershipWorkload:
         self.mean_gap = mean_gap
         self.min_voters = min_voters
         self.counts = {"asked": 0, "done": 0, "refused": 0, "unknown": 0}
+        self.removals_unanswered = 0
 
     async def run(self, until: float) -> None:
         """Changes are asked without waiting for the previous answer (operators retry, tools
@@ -69,13 +72,23 @@ class MembershipWorkload:
             host = self.cluster.hosts[node_id]
             return AddVoterRequest(CLUSTER_ID, int(CALL_TIMEOUT * 1000), node_id,
                                    self.cluster.directory_id(host, host.wipes), host.name, CONTROLLER_PORT)
-        if len(ids) > self.min_voters:
+        if len(ids) - self.removals_unanswered > self.min_voters:
             voter = self.rng.choice(list(voters))
             return RemoveVoterRequest(CLUSTER_ID, voter.node_id, voter.directory_id)
         return None
 
     async def _ask(self, request) -> None:
         kind = "add" if isinstance(request, AddVoterRequest) else "remove"
+        if kind == "remove":
+            self.removals_unanswered += 1
+            try:
+                await self._call(kind, request)
+            finally:
+                self.removals_unanswered -= 1
+        else:
+            await self._call(kind, request)
+
+    async def _call(self, kind: str, request) -> None:
         target = self.rng.choice(self.cluster.voters)
         host, port = self.cluster.address(target)
         self.counts["asked"] += 1
