@@ -7,9 +7,10 @@ the checkers read roles) and asks a random controller to change it by one: add a
 that is not a voter (by its current directory id, so a wiped voter comes back as the new
 replica it is), or remove a voter (the leader too), keeping between `min_voters` and every
 controller: a removal is asked only while the set keeps `min_voters` after every removal still
-unanswered (two asked of one set of three would leave two, one of them perhaps a wiped voter's
-old replica, which no node can lead without). Refusals (not caught up, previous change uncommitted, no leader) and lost answers
-are expected: the next round decides again from what the leader holds.
+unanswered (two asked of one set of three would leave two voters; if one of them is a wiped
+voter's old replica, no node can be elected). Refusals (not caught up, previous change
+uncommitted, no leader) and lost answers are expected: the next round decides again from what
+the leader holds.
 """
 from __future__ import annotations
 

@@ -83,15 +83,19 @@ def test_majority_must_durably_hold_the_hw():
     assert invariants(c) == ["MajorityReachedHighWatermark"]
 
 
+def three_committed_entries() -> tuple[RaftChecker, DurableLog, DurableLog]:
+    """A checker with offsets 0-2 committed in epoch 1; a log holding them and an empty one."""
+    c = checker()
+    for off in range(3):
+        c.on_apply(1, off, 1, b"%d" % off, False)
+    return c, DurableLog(0, 3, {0: 1, 1: 1, 2: 1}, 0), DurableLog(0, 0, {}, 0)
+
+
 def test_a_wiped_voter_named_again_with_its_new_directory_counts_in_the_leaders_set():
     """Voters 1-3; voter 3's disk is wiped (it had acknowledged nothing the HW needs) and
     formatted with directory "new". The leader's latest set, uncommitted, adds voter 4 and
     names 3 by "new": 1, 3 and 4 hold the HW's entries, a majority of that set."""
-    c = checker()
-    for off in range(3):
-        c.on_apply(1, off, 1, b"%d" % off, False)
-    full = DurableLog(0, 3, {0: 1, 1: 1, 2: 1}, 0)
-    empty = DurableLog(0, 0, {}, 0)
+    c, full, empty = three_committed_entries()
     c.forget_disk(3, 0, "new")
     logs = {1: full, 2: empty, 3: full, 4: full}
     c.check_majority(1, 3, logs, leader_voters=[(1, "a"), (2, "b"), (3, "new"), (4, "d")])
@@ -104,11 +108,7 @@ def test_a_wiped_voter_named_again_with_its_new_directory_counts_in_the_leaders_
 def test_what_a_wiped_voter_acknowledged_needs_one_holder_fewer():
     """A voter of the leader's set wiped after acknowledging the HW's entries: two others of
     the four holding them suffice, one does not."""
-    c = checker()
-    for off in range(3):
-        c.on_apply(1, off, 1, b"%d" % off, False)
-    full = DurableLog(0, 3, {0: 1, 1: 1, 2: 1}, 0)
-    empty = DurableLog(0, 0, {}, 0)
+    c, full, empty = three_committed_entries()
     c.forget_disk(4, 3, "new")
     voters = [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
     c.check_majority(1, 3, {1: full, 2: full, 3: empty, 4: empty}, leader_voters=voters)
