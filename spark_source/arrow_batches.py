@@ -326,8 +326,8 @@ def _runs(data: bytes, regions: list, headers: list[BatchHeader]) -> list[tuple]
     for number, (region, header) in enumerate(zip(regions, headers)):
         end, index, count = pos + len(region), 0, header.records_count
         while index < count:
-            run = uniform_run_shape(data, pos, index, count)
-            if run is None or index + run[0] - 1 > header.last_offset_delta:
+            run = uniform_run_shape(data, pos, index, count, header.last_offset_delta)
+            if run is None:
                 return None
             runs.append((number, pos, index, *run))
             pos, index = pos + run[0] * run[1].size, index + run[0]

@@ -152,11 +152,16 @@ def uniform_run(data, pos: int, index: int, count: int) -> tuple[int, int, int, 
     return n, pos + n * shape.size, low, high, n if shape.keyless else 0
 
 
-def uniform_run_shape(data, pos: int, index: int, count: int) -> tuple[int, _Shape] | None:
+def uniform_run_shape(data, pos: int, index: int, count: int,
+                      last_offset_delta: int) -> tuple[int, _Shape] | None:
     """`uniform_run`'s run of records without headers as (how many records, their shape), for a
     reader that slices their fields out as columns (each record is `shape.size` bytes; offset
-    deltas are the indexes)."""
-    return _uniform_run(data, pos, index, count, headers=False)
+    deltas are the indexes). None also when the run reaches past the batch's
+    `last_offset_delta`: the one-by-one reader refuses that record."""
+    run = _uniform_run(data, pos, index, count, headers=False)
+    if run is None or index + run[0] - 1 > last_offset_delta:
+        return None
+    return run
 
 
 def _uniform_run(data, pos: int, index: int, count: int, *, headers: bool) -> tuple[int, _Shape] | None:

@@ -150,8 +150,8 @@ def decode_columns(header: BatchHeader, payload, *, min_offset: int = -1,
     while index < count:
         # A run's offset deltas are its indexes: usable while every delta so far was its index.
         if index >= retry_at and previous_delta == index - 1:
-            run = uniform_run_shape(data, pos, index, count)
-            if run is not None and index + run[0] - 1 <= header.last_offset_delta:
+            run = uniform_run_shape(data, pos, index, count, header.last_offset_delta)
+            if run is not None:
                 n, shape = run
                 _run_columns(columns, header, data, pos, index, n, shape)
                 pos += n * shape.size

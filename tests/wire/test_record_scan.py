@@ -235,4 +235,4 @@ def test_readers_that_slice_columns_take_no_runs_with_headers():
 
     data = build_batch([SimpleRecord(None, b"v", headers=(("h", b"x"),)) for _ in range(40)])[HEADER_SIZE:]
     assert uniform_run(data, 0, 0, 40)[0] == 40
-    assert uniform_run_shape(data, 0, 0, 40) is None
+    assert uniform_run_shape(data, 0, 0, 40, 39) is None
