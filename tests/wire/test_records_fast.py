@@ -141,3 +141,18 @@ def test_damaged_bytes_inside_runs_are_judged_as_one_by_one(shape):
                 decode_columns(header, bytes(damaged))
         else:
             assert _columns_as_records(decode_columns(header, bytes(damaged))) == expected
+
+
+def test_a_run_past_the_last_offset_delta_is_refused():
+    """80 records of one shape whose header says the offset deltas end at 40: the columnar
+    reader refuses the batch, as the one-by-one reader does."""
+    from wire.records import seal_batch
+
+    records = [SimpleRecord(None, b"v" * 100, (), T0) for _ in range(80)]
+    section = build_batch(records)[HEADER_SIZE:]
+    batch = seal_batch(section, 80, last_offset_delta=40, base_timestamp=T0, max_timestamp=T0)
+    header = validate_batch(batch, 0)
+    with pytest.raises(CorruptRecordError):
+        _one_at_a_time(header, bytes(batch[HEADER_SIZE:]))
+    with pytest.raises(CorruptRecordError):
+        decode_columns(header, bytes(batch[HEADER_SIZE:]))
