@@ -15,8 +15,9 @@ seed) and `--save-failing DIR` (fuzzing: DIR/seed-N.json per failing seed) write
 run applied; `--replay FILE` runs that seed again under exactly those faults
 (simulations/fault_schedule.py), which stays meaningful when a code change moves the seed's
 own draws. A `--save-failing` file is a reproduction (simulations/repro.py): the schedule plus
-the first violation and the trace tail; `--repro FILE` replays it and says whether the same
-invariant breaks, `--shrink FILE` drops faults while it does (FILE.shrunk.json).
+the first violation, the trace hash and tail; `--repro FILE` replays it and says whether the same
+invariant breaks (if not, it runs the seed with its own draws, the recorded run itself while the
+code is unchanged), `--shrink FILE` drops faults while it does (FILE.shrunk.json).
 A run prints its coverage counters (simulations/coverage.py); a fuzz run prints their sums.
 Exit status: 0 clean, 1 a violation, 2 bad usage.
 The simulation package is imported only when the command runs.
@@ -177,11 +178,12 @@ def _repro(args) -> int:
     repro_only = bool(getattr(args, "repro", None))
     path = args.repro if repro_only else args.shrink
     try:
-        schedule, violation, recorded_heal = load_repro(path)
-        heal_timeout = _duration(args.heal_timeout, "--heal-timeout") if args.heal_timeout else recorded_heal
+        recorded = load_repro(path)
+        heal_timeout = _duration(args.heal_timeout, "--heal-timeout") if args.heal_timeout else recorded.heal_timeout
         heal_timeout = 30.0 if heal_timeout is None else heal_timeout
     except ValueError as e:
         return _usage_error(str(e))
+    schedule, violation = recorded.schedule, recorded.violation
     invariant = violation["invariant"] if violation else None
     if violation:
         print(f"recorded: {violation['invariant']}: {violation['message']}")
@@ -196,7 +198,8 @@ def _repro(args) -> int:
             print(f"last {TAIL_EVENTS} events:")
             for line in trace.last(TAIL_EVENTS):
                 print(f"  {line}")
-        return 1 if result["violations"] else 0
+            return 1
+        return _rerun_seed(recorded, invariant, heal_timeout) if violation else (1 if result["violations"] else 0)
 
     def progress(run: int, faults: int, failed: bool) -> None:
         print(f"  run {run}: {faults} faults: {'still fails' if failed else 'passes'}", flush=True)
@@ -212,6 +215,34 @@ def _repro(args) -> int:
     kinds = ", ".join(sorted({e["kind"] for e in small.events})) or "none"
     print(f"{len(small.events)} of {len(schedule.events)} faults left ({kinds}); written to {out}")
     return 0
+
+
+def _rerun_seed(recorded, invariant: str, heal_timeout: float) -> int:
+    """The schedule's replay ran clean: run the seed with its own draws, which is the recorded
+    run itself while the code is unchanged (simulations/repro.py)."""
+    from simulations.repro import breaks, rerun_seed
+
+    schedule = recorded.schedule
+    settings = "".join(f" --set {k}={v}" for k, v in sorted(schedule.node_settings.items()))
+    command = (f"python -m raftkafka simulate --seed {schedule.seed} --duration {schedule.duration:g}s "
+               f"--faults {schedule.faults} --nodes {schedule.controllers} --brokers {schedule.brokers} "
+               f"--workload {schedule.workload} --heal-timeout {heal_timeout:g}s{settings}")
+    print(f"the seed's own run: {command}")
+    result = rerun_seed(schedule, heal_timeout=heal_timeout)
+    result.pop("schedule")
+    trace = result.pop("trace")
+    _print_summary(result)
+    same = ("the recorded run exactly (the same trace hash)" if result["hash"] == recorded.trace_hash else
+            "not the recorded run (another trace hash: the code changed)" if recorded.trace_hash else
+            "the file has no trace hash to compare")
+    if breaks(result, invariant):
+        print(f"reproduced by the seed's own run: {invariant}; {same}")
+        print(f"last {TAIL_EVENTS} events:")
+        for line in trace.last(TAIL_EVENTS):
+            print(f"  {line}")
+        return 1
+    print(f"the seed's own run did NOT reproduce it either; {same}")
+    return 1 if result["violations"] else 0
 
 
 def _print_summary(result: dict) -> None:

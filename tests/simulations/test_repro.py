@@ -51,3 +51,45 @@ def test_a_failing_seed_writes_a_reproduction_that_replays_and_shrinks(tmp_path)
     assert small.returncode == 0, small.stdout + small.stderr
     shrunk = json.loads((out / "seed-5.shrunk.json").read_text())
     assert shrunk["events"] == [] and shrunk["violation"]["invariant"] == "Liveness"  # it needs no fault at all
+
+
+def test_a_reproduction_whose_replay_runs_clean_falls_back_to_the_seeds_own_run(tmp_path, monkeypatch, capsys):
+    # The replay of a schedule runs without the nemesis's draws, so its tasks interleave
+    # differently and a violation may not recur; the seed's own run is the recorded run.
+    from raftkafka.cli.main import main
+
+    out = tmp_path / "failing"
+    done = subprocess.run([sys.executable, "-m", "raftkafka", "simulate", "--seeds", "5..5", "--duration", "2s",
+                           "--workload", "raft", "--faults", "crash", "--heal-timeout", "0s",
+                           "--save-failing", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    path = out / "seed-5.json"
+    recorded_hash = json.loads(path.read_text())["hash"]
+
+    def clean_replay(schedule, **options):  # as a replay whose interleaving misses the failure
+        return run_simulation(SimOptions.replaying(schedule, heal_timeout=30.0))
+    monkeypatch.setattr(repro, "replay", clean_replay)
+
+    def repro_run() -> tuple[int, str]:
+        try:
+            main(["simulate", "--repro", str(path)])
+        except SystemExit as e:
+            return e.code, capsys.readouterr().out
+        raise AssertionError("the command did not exit")
+
+    code, printed = repro_run()
+    assert code == 1, printed
+    assert "did NOT reproduce: Liveness" in printed
+    assert ("the seed's own run: python -m raftkafka simulate --seed 5 --duration 2s --faults crash --nodes 3 "
+            "--brokers 3 --workload raft --heal-timeout 0s") in printed
+    assert f"hash={recorded_hash}" in printed
+    assert "reproduced by the seed's own run: Liveness; the recorded run exactly (the same trace hash)" in printed
+
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "hash": "0" * 16}))  # as if recorded by other code
+    code, printed = repro_run()
+    assert code == 1 and "reproduced by the seed's own run: Liveness; not the recorded run" in printed, printed
+
+    path.write_text(json.dumps({**data, "heal_timeout": 30.0}))  # the seed's own run converges too
+    code, printed = repro_run()
+    assert code == 0 and "the seed's own run did NOT reproduce it either" in printed, printed
