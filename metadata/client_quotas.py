@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
+from metadata.errors import bounded_message
 from metadata.records import EntityPart
 from wire.error_codes import ErrorCode
 
@@ -51,6 +52,9 @@ _INTEGRAL_MAX = float(2 ** 63 - 1)
 class QuotaError:
     code: ErrorCode
     message: str
+
+    def __post_init__(self):
+        object.__setattr__(self, "message", bounded_message(self.message))
 
 
 def entity_of(parts) -> Entity:
@@ -106,6 +110,7 @@ EXACT, DEFAULT, SPECIFIED = 0, 1, 2  # DescribeClientQuotas match types
 
 class QuotaFilterError(Exception):
     def __init__(self, code: ErrorCode, message: str):
+        message = bounded_message(message)
         super().__init__(message)
         self.code = code
         self.message = message

@@ -108,6 +108,17 @@ def test_describe_refuses_the_filters_kafka_refuses(components, code):
     assert refused.value.code == code
 
 
+def test_messages_quoting_a_longest_name_fit_an_int16_string():
+    # A v0 request's string holds 32,767 bytes; the message quoting it must still fit one.
+    name = "t" * 32767
+    with pytest.raises(QuotaFilterError) as refused:
+        describe(QUOTAS, [(name, 0, "x")], False)
+    _, results = alter_client_quotas(EMPTY_IMAGE, [change([(name, "x")], ("consumer_byte_rate", 1.0, False))])
+    for message in (refused.value.message, results[0][1]):
+        assert message.startswith(("Unsupported entity type ttt", "Unhandled client quota entity type: ttt"))
+        assert len(message.encode()) <= 1003
+
+
 def test_an_address_takes_its_own_ip_quota_else_the_default_ip_quota():
     quotas = {(P("ip", "10.0.0.7"),): {"connection_creation_rate": 2.0},
               (P("ip", None),): {"connection_creation_rate": 50.0},
