@@ -22,7 +22,7 @@ import trio
 
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.broker_config import BrokerConfig
-from broker.controller_channel import ControllerChannel, CreatableTopic
+from broker.controller_channel import ControllerChannel, ControllerUnavailableError, CreatableTopic
 from broker.fetch_purgatory import FetchPurgatory
 from broker.fetch_session import FetchSessionCache
 from broker.group_driver import GroupDriver
@@ -300,6 +300,8 @@ class Broker:
             for result in reply.results:
                 if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                     log.info("auto-creating topic %s failed: %s %s", result.name, result.error.name, result.message)
+        except ControllerUnavailableError as exc:  # the client's next Metadata request asks again
+            log.warning("auto-creating topics %s failed: %s", names, exc)
         except Exception:
             log.exception("auto-creating topics %s failed", names)
         finally:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from raft.entry import Entry
 from raft.leader import LeaderState
 from raft.quorum_state import Role
-from raft.voter_set import Voter, decode_voters, encode_voters, unwrap_snapshot, wrap_snapshot
+from raft.voter_set import Voter, decode_voters, encode_voters, endpoint_ok, unwrap_snapshot, wrap_snapshot
 from wire.error_codes import ErrorCode
 
 __all__ = ["Membership", "VoterChange"]
@@ -112,7 +112,7 @@ class Membership:
         return self.peer_endpoints().get(leader, ("", 0))
 
     def _learn_endpoint(self, node_id: int | None, host: str, port: int) -> None:
-        if node_id is not None and node_id != self.node_id and 0 < len(host) < 256 and 0 < port < 65536:
+        if node_id is not None and node_id != self.node_id and endpoint_ok(host, port):
             self.learned_endpoints[node_id] = (host, port)
 
     def _load_voter_history(self) -> None:
@@ -198,7 +198,7 @@ class Membership:
     def _add_refused(self, voter: Voter, now: float) -> VoterChange | None:
         if voter.node_id in self.voters:
             return VoterChange(ErrorCode.DUPLICATE_VOTER, f"node {voter.node_id} is already a voter")
-        if not voter.directory_id or not voter.host or not 0 < voter.port < 65536:
+        if not voter.directory_id or not endpoint_ok(voter.host, voter.port):
             return VoterChange(ErrorCode.INVALID_REQUEST, "a new voter needs its directory id and a controller endpoint")
         st: LeaderState = self.quorum.role_state
         progress = st.observers.get(voter.node_id)
@@ -228,8 +228,12 @@ class Membership:
         current = next((v for v in self.voter_set if v.key_matches(voter.node_id, voter.directory_id)), None)
         if refused is None and current is None:
             refused = VoterChange(ErrorCode.VOTER_NOT_FOUND, f"({voter.node_id}, {voter.directory_id}) is not a voter")
-        if refused is None and (not voter.host or not 0 < voter.port < 65536):
+        if refused is None and not endpoint_ok(voter.host, voter.port):
             refused = VoterChange(ErrorCode.INVALID_REQUEST, "a voter needs a controller endpoint")
+        if refused is None and voter.node_id == self.node_id and self.own_endpoint is not None \
+                and (voter.host, voter.port) != self.own_endpoint:
+            refused = VoterChange(ErrorCode.INVALID_REQUEST, f"the leader listens on {self.own_endpoint[0]}:"
+                                                             f"{self.own_endpoint[1]}; it records its own endpoint")
         if refused is not None:
             return refused, self._finish(now)
         updated = Voter(current.node_id, current.directory_id or voter.directory_id, voter.host, voter.port)

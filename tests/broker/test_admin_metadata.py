@@ -88,6 +88,28 @@ async def test_auto_topic_creation_when_enabled_and_allowed():
         assert c.controller.calls.count("create_topics") == 1
 
 
+async def test_auto_topic_creation_without_a_controller_logs_one_line_and_asks_again(caplog):
+    from metadata.controller.client import ControllerUnavailableError
+
+    async with running_cluster() as c:
+        create_topics, attempts = c.controller.create_topics, []
+
+        async def unavailable(topics, **kwargs):
+            attempts.append([t.name for t in topics])
+            if len(attempts) == 1:
+                raise ControllerUnavailableError("no active controller answered CreateTopicsRequest within 30.0s")
+            return await create_topics(topics, **kwargs)
+        c.controller.create_topics = unavailable
+        client = await RawClient.connect(c.brokers[0].port)
+        with trio.fail_after(10):
+            while (await client.call(B.metadata("auto"), 5)).topics[0].error_code != E.NONE:
+                await trio.sleep(0.01)
+        assert attempts == [["auto"], ["auto"]]
+        failed = [r for r in caplog.records if "auto-creating topics" in r.getMessage()]
+        assert [(r.levelname, r.exc_info) for r in failed] == [("WARNING", None)]
+        assert "no active controller answered" in failed[0].getMessage()
+
+
 async def test_auto_topic_creation_disabled_by_config():
     async with running_cluster(static={"auto.create.topics.enable": "false"}) as c:
         client = await RawClient.connect(c.brokers[0].port)
