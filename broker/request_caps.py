@@ -19,23 +19,68 @@ API because an item costs about the same everywhere:
   about half a second, whatever the frame size.
 
 The count is taken while decoding (wire.protocol.decode_request, RequestHeader.item_count).
+
+One kind of item costs far more: a group or transactional id is hashed a character at a
+time (Java's String.hashCode, broker.groups.hashing) to find its coordinator, ~0.06 µs per
+character, and a frame may hold a hundred million. MAX_COORDINATOR_KEY_CHARS bounds the
+characters of the ids one request names, answered INVALID_REQUEST above it: a few
+hundred ids of the longest a Kafka log can store (32,767 bytes), 70 ms of hashing.
 """
 from __future__ import annotations
 
+from typing import Callable, Iterable
+
 import trio
 
-__all__ = ["MAX_REQUEST_ITEMS", "MAX_DECODED_ITEMS", "YIELD_EVERY", "over_item_cap", "Pacer"]
+from wire.protocol.registry import ApiKey
+
+__all__ = ["MAX_REQUEST_ITEMS", "MAX_DECODED_ITEMS", "MAX_COORDINATOR_KEY_CHARS", "YIELD_EVERY", "over_cap",
+           "Pacer"]
 
 MAX_REQUEST_ITEMS = 100_000
 MAX_DECODED_ITEMS = 4 * MAX_REQUEST_ITEMS
+MAX_COORDINATOR_KEY_CHARS = 1 << 20
 YIELD_EVERY = 256  # items a handler loop handles between two scheduler turns
 
 
-def over_item_cap(header) -> str | None:
-    """Why the decoded request names too many items, or None when it is within the cap."""
-    if header.item_count <= MAX_REQUEST_ITEMS:
-        return None
-    return f"{header.item_count} items (topics, partitions, ...) in one request, more than {MAX_REQUEST_ITEMS}"
+def _group(request) -> tuple:
+    return (request.group_id,)
+
+
+def _transaction(request) -> tuple:
+    return (request.transactional_id,)
+
+
+def _transaction_and_group(request) -> tuple:
+    return (request.transactional_id, request.group_id)
+
+
+# The group and transactional ids each request names (None: a non-transactional producer's).
+_COORDINATOR_KEYS: dict[int, Callable[[object], Iterable[str | None]]] = {
+    ApiKey.OFFSET_COMMIT: _group, ApiKey.OFFSET_FETCH: _group, ApiKey.JOIN_GROUP: _group,
+    ApiKey.HEARTBEAT: _group, ApiKey.LEAVE_GROUP: _group, ApiKey.SYNC_GROUP: _group,
+    ApiKey.OFFSET_DELETE: _group,
+    ApiKey.FIND_COORDINATOR: lambda r: (r.key,),
+    ApiKey.DESCRIBE_GROUPS: lambda r: r.groups,
+    ApiKey.DELETE_GROUPS: lambda r: r.group_names,
+    ApiKey.INIT_PRODUCER_ID: _transaction, ApiKey.END_TXN: _transaction,
+    ApiKey.ADD_OFFSETS_TO_TXN: _transaction_and_group, ApiKey.TXN_OFFSET_COMMIT: _transaction_and_group,
+    ApiKey.ADD_PARTITIONS_TO_TXN: lambda r: (r.transactional_id, *(t.transactional_id for t in r.transactions or ())),
+    ApiKey.DESCRIBE_TRANSACTIONS: lambda r: r.transactional_ids,
+}
+
+
+def over_cap(header, request) -> str | None:
+    """Why the decoded request names too much to handle, or None when it is within the caps."""
+    if header.item_count > MAX_REQUEST_ITEMS:
+        return f"{header.item_count} items (topics, partitions, ...) in one request, more than {MAX_REQUEST_ITEMS}"
+    keys = _COORDINATOR_KEYS.get(header.api_key)
+    if keys is not None:
+        chars = sum(len(key) for key in keys(request) or () if key)
+        if chars > MAX_COORDINATOR_KEY_CHARS:
+            return (f"group and transactional ids of {chars} characters in one request, "
+                    f"more than {MAX_COORDINATOR_KEY_CHARS}")
+    return None
 
 
 class Pacer:

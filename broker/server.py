@@ -47,7 +47,7 @@ from broker.handlers import HANDLERS
 from broker.handlers.api_versions import fallback_response
 from broker.quotas.run_time import RunTime
 from broker.records_slice import RecordsSlice
-from broker.request_caps import MAX_DECODED_ITEMS, over_item_cap
+from broker.request_caps import MAX_DECODED_ITEMS, over_cap
 from broker.request_errors import CLOSE, CloseAfter, CloseConnection
 from broker.request_reader import RequestReader
 from broker.sasl_authenticator import sasl_phase
@@ -204,7 +204,7 @@ class KafkaServer:
         if handler is None:
             log.info("closing connection: api key %d is not implemented", header.api_key)
             return CLOSE
-        too_many = over_item_cap(header)
+        too_many = over_cap(header, request)
         if too_many is not None:
             log.info("refusing %s v%d: %s", ApiKey(header.api_key).name, header.api_version, too_many)
             return _error_answer(handler, self.broker, header, request, ErrorCode.INVALID_REQUEST)

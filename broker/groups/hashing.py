@@ -7,15 +7,19 @@ tool and broker agrees on this mapping, so ours must match bit for bit.
 """
 from __future__ import annotations
 
+import sys
+
 __all__ = ["java_string_hash", "partition_for_group"]
+
+
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
 
 
 def java_string_hash(text: str) -> int:
     """java.lang.String.hashCode(): s[0]*31^(n-1) + ... + s[n-1] over UTF-16 units, as a signed int32."""
     h = 0
-    units = text.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    for unit in memoryview(text.encode(_UTF16_NATIVE, "surrogatepass")).cast("H"):
+        h = (31 * h + unit) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
 
 

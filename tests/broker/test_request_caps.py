@@ -38,3 +38,29 @@ async def test_a_request_holding_more_than_the_decoding_limit_closes_only_its_co
         assert await client.is_closed(timeout=60)
         assert c.brokers[0].server.closed_for_bad_input == 1
         assert (await healthy.call(ApiVersionsRequest(), 0)).error_code == 0
+
+
+async def test_group_ids_beyond_the_hashing_cap_are_answered_invalid_request():
+    # Found by the protocol fuzzer: DeleteGroups naming 2,000 ids of 32,767 characters held
+    # the event loop ~8 s, hashing each id a character at a time to find its coordinator.
+    from broker.request_caps import MAX_COORDINATOR_KEY_CHARS
+    from wire.protocol import DeleteGroupsRequest, OffsetFetchRequest
+
+    longest = 32767  # what a Kafka log's int16 string holds
+    fits = MAX_COORDINATOR_KEY_CHARS // longest
+    async with running_cluster() as c:
+        client = await RawClient.connect(c.brokers[0].port)
+        at_cap = [f"{i:05d}".ljust(longest, "g") for i in range(fits)]
+        answered = await client.call(DeleteGroupsRequest(group_names=at_cap), 1, timeout=60)
+        assert [r.group_id for r in answered.results] == at_cap
+        handled = {ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        assert {r.error_code for r in answered.results} <= handled  # looked up, not refused
+        over = at_cap + ["x".ljust(longest, "g")]
+        refused = await client.call(DeleteGroupsRequest(group_names=over), 1, timeout=60)
+        assert [r.group_id for r in refused.results] == over
+        assert {r.error_code for r in refused.results} == {ErrorCode.INVALID_REQUEST}
+        # A flexible version's string has no int16 bound: one id can be over the cap alone.
+        one = "g" * (MAX_COORDINATOR_KEY_CHARS + 1)
+        fetched = await client.call(OffsetFetchRequest(group_id=one, topics=None), 7, timeout=60)
+        assert fetched.error_code == ErrorCode.INVALID_REQUEST
+        assert (await client.call(ApiVersionsRequest(), 0)).error_code == 0  # the connection stays open
