@@ -34,6 +34,7 @@ from raft.errors import LogInvariantError, NotLeaderError
 from raft.leader import LeaderState
 from raft.log import RaftLog
 from raft.messages import (
+    MAX_EPOCH,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -271,8 +272,10 @@ class RaftCore(Membership, Replication):
         # The only voter needs no one's vote and can split none: it campaigns at once, as
         # Kafka's KafkaRaftClient.initialize has it, not after an election timeout.
         timeout = 0.0 if self._only_voter() else random_election_timeout(self.config.election_timeout, self.rng)
+        # At MAX_EPOCH no election can start: the node looks for a leader as an observer does.
+        campaigns = self.may_campaign and epoch < MAX_EPOCH
         self._transition(
-            UnattachedState(self.may_campaign, now + timeout, discover_at=now, retries=retries),
+            UnattachedState(campaigns, now + timeout, discover_at=now, retries=retries),
             epoch=epoch,
             voted_id=voted_id,
         )
@@ -285,6 +288,9 @@ class RaftCore(Membership, Replication):
         self._send_fetch(st, now)
 
     def _become_prospective(self, now: float) -> None:
+        if self.quorum.epoch >= MAX_EPOCH:  # an election would need an epoch past int32
+            self._become_unattached(self.quorum.epoch, now)
+            return
         retries = self._retries() + 1
         timeout = random_election_timeout(self.config.election_timeout, self.rng)
         st = ProspectiveState(

@@ -38,6 +38,7 @@ from process.halt import DirectoryHalt
 from raft.actions import Actions
 from raft.entry import Entry
 from raft.errors import NotLeaderError
+from raft.messages import MAX_EPOCH
 from raft.node_storage import NodeStorage
 from raft.voter_set import unwrap_snapshot
 from storage.env import Env
@@ -337,6 +338,10 @@ class RaftDriver:
             self._role = now_role
             log.info("raft: %s in epoch %d, leader %s, log end %d, HW %d",
                      st.role, st.epoch, st.leader_id, st.log_end_offset, st.high_watermark)
+            if st.epoch >= MAX_EPOCH:
+                log.error("raft: epoch %d is the last an int32 holds: no controller at it can start an "
+                          "election. Only a peer (or anyone, on a PLAINTEXT controller listener) can have "
+                          "raised it this far: secure the controller listener (docs/security.md)", st.epoch)
 
     def _apply(self, entries: list[Entry], high_watermark: int) -> None:
         self.sm.apply(entries, high_watermark)

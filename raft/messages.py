@@ -32,6 +32,7 @@ __all__ = [
     "REQUEST_TYPES",
     "RESPONSE_TYPES",
     "well_formed",
+    "MAX_EPOCH",
 ]
 
 
@@ -220,6 +221,9 @@ Message = (
 
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
+# Epochs are int32 in Kafka's messages and in our log's entries: a node at this epoch can
+# follow a leader of it but never start an election (its epoch would not fit).
+MAX_EPOCH = INT32_MAX
 
 
 def _is_int(v: object) -> bool:

@@ -69,7 +69,10 @@ class Replication:
         )
 
     def _send_discovery_fetch(self, now: float) -> None:
-        voter = self.voters[self.rng.randrange(len(self.voters))]
+        others = [v for v in self.voters if v != self.node_id]
+        if not others:
+            return
+        voter = others[self.rng.randrange(len(others))]
         self._send(
             voter,
             FetchRequest(

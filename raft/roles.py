@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from raft.election import VoteTally
+from raft.messages import MAX_EPOCH
 from raft.quorum_state import Role
 
 if TYPE_CHECKING:
@@ -179,7 +180,7 @@ class ResignedState(RoleState):
         return min(self.election_deadline, self.resend_at if self.unacked else float("inf"))
 
     def tick(self, core: "RaftCore", now: float) -> None:
-        if now >= self.election_deadline:
-            core._become_unattached(core.quorum.epoch + 1, now)
+        if now >= self.election_deadline:  # never the same leader twice in an epoch
+            core._become_unattached(min(core.quorum.epoch + 1, MAX_EPOCH), now)
         elif self.unacked and now >= self.resend_at:
             core._send_end_quorum_epoch(now)
