@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from raft.entry import Entry
 from raft.leader import LeaderState
 from raft.quorum_state import Role
-from raft.voter_set import Voter, decode_voters, encode_voters, endpoint_ok, unwrap_snapshot, wrap_snapshot
+from raft.voter_set import Voter, decode_voters, encode_voters, unwrap_snapshot, wrap_snapshot
+from wire.endpoints import endpoint_ok
 from wire.error_codes import ErrorCode
 
 __all__ = ["Membership", "VoterChange"]

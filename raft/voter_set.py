@@ -12,7 +12,6 @@ the set is dynamic (a snapshot of a static quorum stays the state machine's byte
 """
 from __future__ import annotations
 
-import re
 import struct
 from dataclasses import dataclass
 
@@ -21,7 +20,6 @@ import msgpack
 __all__ = [
     "Voter",
     "VoterHistory",
-    "endpoint_ok",
     "encode_voters",
     "decode_voters",
     "wrap_snapshot",
@@ -32,15 +30,6 @@ __all__ = [
 MAX_VOTERS = 255  # bounds a decoded record; Kafka's quorums are a handful of controllers
 _SNAPSHOT_MAGIC = b"RKVS"  # never the first bytes of a msgpack map (the state machines' format)
 _LEN = struct.Struct(">I")
-# A host name (letters, digits, dots, hyphens, underscores) or an IPv4 or IPv6 address
-# (colons, a %zone): what a controller listener is reached on, at most 255 characters.
-_HOST = re.compile(r"[A-Za-z0-9._:%-]{1,255}")
-
-
-def endpoint_ok(host: str, port: int) -> bool:
-    """Whether (host, port) can be a controller endpoint: a peer's request or answer names one,
-    and every node then connects to it."""
-    return isinstance(host, str) and _HOST.fullmatch(host) is not None and type(port) is int and 0 < port < 65536
 
 
 @dataclass(slots=True, frozen=True)

@@ -20,16 +20,25 @@ from metadata.image import MetadataImage
 from metadata.records import (
     BrokerRegistrationChange, Endpoint, Record, RegisterBroker, UnregisterBroker,
 )
+from wire.endpoints import host_ok
 from wire.error_codes import ErrorCode
 
 __all__ = [
-    "BrokerRegistrationRequest", "RegistrationResult", "register_broker",
+    "BrokerRegistrationRequest", "RegistrationResult", "register_broker", "registration_error",
     "HeartbeatRequest", "HeartbeatResult", "broker_heartbeat", "fence_stale_broker",
     "fence_broker", "fence_closed_broker", "unregister_broker", "BrokerState",
 ]
 
 Batches = list[list[Record]]
 MAX_NAMED_PARTITIONS = 20  # an UnregisterBroker refusal names this many of the partitions held
+# What a registration may name: node ids are int32 in every Kafka message, a rack and a
+# listener name travel in int16-length strings, security protocols are Kafka's four; the
+# counts bound the record every snapshot carries (real brokers have a few of each).
+MAX_BROKER_ID = (1 << 31) - 1
+MAX_ENDPOINTS = 100
+MAX_LOG_DIRS = 1000
+MAX_NAME_BYTES = 32767
+SECURITY_PROTOCOL_IDS = range(4)  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +60,30 @@ class RegistrationResult:
     message: str | None = None
 
 
+def registration_error(req: BrokerRegistrationRequest) -> str | None:
+    """Why the metadata cannot hold this registration (every client's Metadata answer names its
+    id and endpoints), or None."""
+    if not 0 <= req.broker_id <= MAX_BROKER_ID:
+        return f"broker id {req.broker_id} is not between 0 and {MAX_BROKER_ID}"
+    if len(req.endpoints) > MAX_ENDPOINTS or len(req.log_dirs) > MAX_LOG_DIRS:
+        return (f"{len(req.endpoints)} endpoints and {len(req.log_dirs)} log dirs: a broker registers "
+                f"at most {MAX_ENDPOINTS} endpoints and {MAX_LOG_DIRS} log dirs")
+    for e in req.endpoints:  # port 0: a listener not bound yet
+        if not (0 < len(e.name.encode()) <= MAX_NAME_BYTES and host_ok(e.host) and 0 <= e.port < 65536
+                and e.security_protocol in SECURITY_PROTOCOL_IDS):
+            return f"endpoint {e.name[:100]!r} {e.host[:100]!r}:{e.port} ({e.security_protocol}) cannot be reached"
+    if req.rack is not None and len(req.rack.encode()) > MAX_NAME_BYTES:
+        return f"a rack of {len(req.rack.encode())} bytes is longer than {MAX_NAME_BYTES}"
+    return None
+
+
 def register_broker(image: MetadataImage, req: BrokerRegistrationRequest, *, next_offset: int,
                     heartbeats: BrokerHeartbeatManager, now: float,
                     static: Mapping[str, str] | None = None,
                     ) -> tuple[Batches, RegistrationResult]:
+    refused = registration_error(req)
+    if refused is not None:
+        return [], RegistrationResult(ErrorCode.INVALID_REQUEST, -1, refused)
     existing = image.brokers.get(req.broker_id)
     if existing is not None and existing.incarnation_id == req.incarnation_id:
         # A retry of a registration we already accepted: same epoch, nothing to write.

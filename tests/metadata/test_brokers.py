@@ -40,6 +40,33 @@ def test_registration_epochs_and_duplicates():
     assert res.broker_epoch == 60 and apply(img, batches).brokers[1].epoch == 60
 
 
+def test_a_registration_no_metadata_answer_could_carry_is_refused():
+    # Found by hand after the protocol fuzzer: a broker id of 2^62 registered, heartbeated and
+    # unfenced made every Metadata answer fail to encode (node ids are int32).
+    from metadata.records import Endpoint
+
+    img = cluster(0)
+    good = Endpoint("PLAINTEXT", "broker-1.example.com", 9092, 0)
+    refused = [
+        BrokerRegistrationRequest(1 << 62, uuid.UUID(int=5), (good,)),
+        BrokerRegistrationRequest(1 << 31, uuid.UUID(int=5), (good,)),
+        BrokerRegistrationRequest(-7, uuid.UUID(int=5), (good,)),
+        BrokerRegistrationRequest(1, uuid.UUID(int=5), (good._replace(host="\x00"),)),
+        BrokerRegistrationRequest(1, uuid.UUID(int=5), (good._replace(port=70000),)),
+        BrokerRegistrationRequest(1, uuid.UUID(int=5), (good._replace(security_protocol=9),)),
+        BrokerRegistrationRequest(1, uuid.UUID(int=5), (good._replace(name=""),)),
+        BrokerRegistrationRequest(1, uuid.UUID(int=5), (good,) * 101),
+        BrokerRegistrationRequest(1, uuid.UUID(int=5), (good,), rack="r" * 32768),
+        BrokerRegistrationRequest(1, uuid.UUID(int=5), (good,), log_dirs=(uuid.UUID(int=1),) * 1001),
+    ]
+    for req in refused:
+        batches, res = register_broker(img, req, next_offset=40, heartbeats=BrokerHeartbeatManager(), now=0.0)
+        assert (batches, res.error) == ([], ErrorCode.INVALID_REQUEST), req
+    largest = BrokerRegistrationRequest((1 << 31) - 1, uuid.UUID(int=5), (good, good._replace(port=0)), rack="r" * 32767)
+    _, res = register_broker(img, largest, next_offset=40, heartbeats=BrokerHeartbeatManager(), now=0.0)
+    assert res.error == ErrorCode.NONE
+
+
 def heartbeat(img, hb, bid, now, offset=10**6, next_offset=10**6, **kw):
     req = HeartbeatRequest(bid, img.brokers[bid].epoch, offset, **kw)
     batches, res = broker_heartbeat(img, req, heartbeats=hb, now=now, next_offset=next_offset)

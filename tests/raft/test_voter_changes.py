@@ -13,8 +13,7 @@ from raft.log import RaftLog
 from raft.messages import FetchRequest
 from raft.node_rpc import describe_from_status
 from raft.quorum_state import Role
-from raft.voter_set import (Voter, VoterHistory, decode_voters, encode_voters, endpoint_ok, unwrap_snapshot,
-                            wrap_snapshot)
+from raft.voter_set import Voter, VoterHistory, decode_voters, encode_voters, unwrap_snapshot, wrap_snapshot
 from tests.raft.cluster import Network, SimNode
 from wire.error_codes import ErrorCode
 
@@ -310,16 +309,6 @@ def test_a_voter_on_a_new_endpoint_asks_to_have_it_recorded():
     q.run_until(lambda: q.committed(change) and node4.endpoint_update() is None)
     for node in q.nodes.values():
         q.run_until(lambda: (9104, directory(4)) in [(v.port, v.directory_id) for v in node.core.voter_set])
-
-
-@pytest.mark.parametrize("host, port, ok", [
-    ("127.0.0.1", 9093, True), ("controller-1.example.com", 1, True), ("::1", 65535, True),
-    ("fe80::1%eth0", 9093, True), ("c_1", 9093, True),
-    ("", 9093, False), ("\x00", 1, False), ("a b", 9093, False), ("h/..", 9093, False), ("hôte", 9093, False),
-    ("h" * 256, 9093, False), ("h", 0, False), ("h", 65536, False), ("h", True, False), ("h", 9093.0, False),
-])
-def test_a_controller_endpoint_is_a_host_name_or_address_and_a_port(host, port, ok):
-    assert endpoint_ok(host, port) is ok
 
 
 def test_voter_changes_naming_an_endpoint_no_node_can_reach_are_refused():

@@ -1,11 +1,11 @@
-"""A Vote naming epoch 2^31-1 on a PLAINTEXT controller listener (the protocol fuzzer's
-finding: the node then campaigned for epoch 2^31, failed to write it into its log and
-exited). The node keeps running, says why its quorum can elect no more, and its Kafka
-listener keeps serving the partitions it leads."""
+"""What anyone on a PLAINTEXT controller listener (which admits everyone, as Kafka's does)
+can send with the cluster's id, and what a node must survive: found after the protocol
+fuzzer's runs with `--cluster-id`. Each test runs a one-node `dev` cluster."""
 from __future__ import annotations
 
 import socket
 import time
+import uuid
 
 import pytest
 
@@ -19,6 +19,8 @@ pytestmark = pytest.mark.e2e
 
 
 def test_a_vote_for_the_last_epoch_leaves_the_node_running(processes, tmp_path):
+    """The node campaigned for epoch 2^31, failed to write it into its log and exited. Now it
+    keeps running, says why its quorum can elect no more, and keeps serving its partitions."""
     import raft.codec  # noqa: F401  (registers the Raft messages for encode_frame)
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -52,3 +54,24 @@ def test_a_vote_for_the_last_epoch_leaves_the_node_running(processes, tmp_path):
         got = [m.value() for m in consumer.consume(1, 0.5) if m.error() is None]
     consumer.close()
     assert got == [b"after"]
+
+
+def test_a_registration_with_an_id_past_int32_leaves_metadata_answering(processes, tmp_path):
+    """A broker id of 2^62 registered and heartbeated (so unfenced) made every Metadata answer
+    fail to encode: no client could do anything. Now the registration is refused."""
+    import metadata.controller.rpc as rpc
+    from confluent_kafka.admin import AdminClient
+
+    base = free_base_port()
+    data = tmp_path / "data"
+    _, pids = processes.dev(1, base, str(data))
+    cluster_id = read_meta_properties(RealEnv().fs, str(data / "node-1")).cluster_id
+    endpoint = rpc.EndpointInfo("PLAINTEXT", "127.0.0.1", 1234, 0)
+    for message in (rpc.BrokerRegistrationRequest(cluster_id, 1 << 62, uuid.uuid4(), [endpoint], None, []),
+                    rpc.BrokerHeartbeatRequest(cluster_id, 1 << 62, 5, 10**6)):
+        with socket.create_connection((HOST, base + 1), timeout=10) as s:
+            s.sendall(encode_frame(message, 1))
+            assert s.recv(4)  # answered
+    admin = AdminClient({"bootstrap.servers": f"{HOST}:{base}"})
+    assert sorted(admin.list_topics(timeout=10).brokers) == [1]
+    assert pid_alive(pids[1]) and "Traceback" not in (data / "node-1" / "node.log").read_text()
