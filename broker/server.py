@@ -58,6 +58,7 @@ from wire.connection_limits import ConnectionQuotas, RequestMemoryPool
 from wire.error_codes import ErrorCode
 from wire.errors import DecodeError
 from wire.protocol import ApiKey, UnsupportedRequestError, decode_request, encode_response_parts
+from wire.rpc import FrameTooLargeError
 from wire.security.connection_security import ConnectionSecurity, is_member
 
 __all__ = ["KafkaServer"]
@@ -228,6 +229,9 @@ class KafkaServer:
             return CLOSE
         except trio.Cancelled:
             raise
+        except FrameTooLargeError as exc:  # forwarded to the controller, it would be refused unread
+            log.info("refusing %s v%d: %s", ApiKey(header.api_key).name, header.api_version, exc)
+            code = ErrorCode.INVALID_REQUEST
         except KafkaStorageError as exc:  # a log dir failed under this request (the broker halts)
             log.warning("%s v%d failed: %s", ApiKey(header.api_key).name, header.api_version, exc)
             code = ErrorCode.KAFKA_STORAGE_ERROR

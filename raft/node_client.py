@@ -18,7 +18,7 @@ from raft import codec  # noqa: F401  (registers the message types)
 from raft.rpc_authentication import open_rpc_stream
 from storage.env import Env
 from wire.errors import DecodeError
-from wire.rpc import FrameDecoder, encode_frame
+from wire.rpc import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, FrameTooLargeError, encode_frame
 
 __all__ = ["RpcClient", "open_client", "ConnectionLost"]
 
@@ -38,16 +38,21 @@ class RpcClient:
         self._lost: Exception | None = None
 
     async def call(self, request, *, timeout: float = 10.0):
-        """Send `request` and wait for its answer; TooSlowError on timeout, ConnectionLost if cut."""
+        """Send `request` and wait for its answer; TooSlowError on timeout, ConnectionLost if cut,
+        FrameTooLargeError (nothing sent) for a request no peer reads."""
         if self._lost is not None:
             raise ConnectionLost(str(self._lost))
         self._next_corr += 1
         corr = self._next_corr
+        frame = encode_frame(request, corr)
+        if len(frame) - 4 > DEFAULT_MAX_FRAME_SIZE:  # the peer would close the connection on it
+            raise FrameTooLargeError(f"a {type(request).__name__} of {len(frame) - 4} bytes is over the "
+                                     f"{DEFAULT_MAX_FRAME_SIZE}-byte frame limit of the controller listener")
         slot = self._waiting[corr] = [trio.Event(), None]
         try:
             with self.env.fail_after(timeout):
                 async with self._send_lock:
-                    await self.stream.send_all(encode_frame(request, corr))
+                    await self.stream.send_all(frame)
                 await slot[0].wait()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             raise ConnectionLost(str(e)) from None

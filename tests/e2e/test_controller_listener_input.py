@@ -8,6 +8,7 @@ import time
 import uuid
 
 import pytest
+import trio
 
 from raft.messages import MAX_EPOCH, VoteRequest
 from storage.env import RealEnv
@@ -75,3 +76,28 @@ def test_a_registration_with_an_id_past_int32_leaves_metadata_answering(processe
     admin = AdminClient({"bootstrap.servers": f"{HOST}:{base}"})
     assert sorted(admin.list_topics(timeout=10).brokers) == [1]
     assert pid_alive(pids[1]) and "Traceback" not in (data / "node-1" / "node.log").read_text()
+
+
+def test_an_admin_request_too_large_to_forward_is_refused_at_once(processes, tmp_path):
+    """A 70 MB AlterUserScramCredentials (the fuzzer's case 56809 of seed 20261131) fits a
+    Kafka request (100 MiB) but not the controller listener's frame (64 MiB): the controller
+    closed each forwarding connection unread, and the broker sent it again until its 30 s
+    passed. Now the broker answers INVALID_REQUEST at once, and the node serves on."""
+    from tests.broker.harness import RawClient
+    from wire.protocol import AlterUserScramCredentialsRequest as A, ApiVersionsRequest
+
+    base = free_base_port()
+    _, pids = processes.dev(1, base, str(tmp_path / "data"))
+    upsertions = [A.ScramCredentialUpsertion(name=f"user-{i}", mechanism=1, iterations=4096, salt=b"s" * 16,
+                                             salted_password=bytes(70_000)) for i in range(1000)]
+
+    async def check():
+        client = await RawClient.connect(base)
+        started = time.monotonic()
+        answer = await client.call(A(deletions=[], upsertions=upsertions), 0, timeout=60)
+        assert time.monotonic() - started < 20  # not the forward's 30 s
+        assert {r.error_code for r in answer.results} == {42}  # INVALID_REQUEST, each user
+        assert (await client.call(ApiVersionsRequest(), 0)).error_code == 0
+
+    trio.run(check)
+    assert pid_alive(pids[1])
