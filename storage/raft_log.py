@@ -8,13 +8,19 @@ entry is one self-checking frame:
 
 Why not RecordBatch v2 as Kafka does: the Raft core ships single opaque entries,
 never client batches, so a flat frame keeps recovery to one loop and needs no
-record codec. Every frame is checked on open. A torn tail — bad bytes after the
-last good frame, with nothing valid behind them: a write a crash cut short, never
-fsynced, so never acknowledged — is cut. Bad bytes with a valid frame somewhere
-after them are damage to entries that were durable and may be committed: the
-store refuses to open (DataDirError, one line naming the file and offset) unless
-the caller allows cutting there (`cut_damage`, for an observer, which re-fetches
-what it lost from the leader and has no vote to give on the strength of it).
+record codec. Every frame is checked on open.
+
+The recovery point (file `recovery-point`: an offset) is where the last segment
+starts once every earlier segment is fsynced whole; it is written at the first
+flush after a segment rolls, so once per segment. Damage at or past it is a torn
+tail and is cut: a power loss in the middle of writeback keeps any subset of the
+unsynced sectors, so bad bytes there may have whole valid frames after them, and
+none of it was flushed, so none of it was acknowledged (Kafka's recovery of its
+active segment cuts there too). Damage before it, with a valid frame somewhere
+after it, is damage to entries that were durable and may be committed: the store
+refuses to open (DataDirError, one line naming the file and offset) unless the
+caller allows cutting there (`cut_damage`, for an observer, which re-fetches what
+it lost from the leader and has no vote to give on the strength of it).
 
 Segments roll at `segment_bytes`; a new segment file is made durable with a
 directory fsync at the next `flush()`. Appends are buffered in the page cache
@@ -32,10 +38,13 @@ from typing import Iterable, NamedTuple, Sequence
 
 from crc32c import crc32c
 
-from storage.env import File, FileSystem
+from storage.env import File, FileSystem, write_file_atomic
 from storage.meta_properties import DataDirError
 
-__all__ = ["LogRecord", "RaftLogStore", "segment_name", "DEFAULT_SEGMENT_BYTES", "MAX_ENTRY_BYTES"]
+__all__ = ["LogRecord", "RaftLogStore", "segment_name", "DEFAULT_SEGMENT_BYTES", "MAX_ENTRY_BYTES",
+           "RECOVERY_POINT_FILE"]
+
+RECOVERY_POINT_FILE = "recovery-point"
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +98,7 @@ class RaftLogStore:
         self._dir_dirty = False  # a segment was created/removed since the last directory fsync
         self._unsynced: list[File] = []  # files written since their last fsync, in order
         self.recovered_bytes_cut = 0  # how many bytes recovery dropped (for logging)
+        self.recovery_point = 0  # entries before it are durable (the module docstring says how)
 
     # ------------------------------------------------------------------ open
     @classmethod
@@ -108,6 +118,7 @@ class RaftLogStore:
         """
         fs.makedirs(directory)
         store = cls(fs, directory, segment_bytes)
+        store.recovery_point = store._read_recovery_point()
         records = store._recover(cut_damage)
         if not store._segments:
             store._new_segment(start_offset)
@@ -135,8 +146,9 @@ class RaftLogStore:
             good = self._scan(seg, records)
             if good < seg.file.size():
                 later = bases[i + 1:]
-                if self._frame_after(seg.file, good, seg.end_offset) or any(
-                        self._starts_with_frame(b) for b in later):
+                durable = seg.end_offset < self.recovery_point
+                if durable and (self._frame_after(seg.file, good, seg.end_offset) or any(
+                        self._starts_with_frame(b) for b in later)):
                     where = f"{path} at byte {good} (offset {seg.end_offset})"
                     if not cut_damage:
                         raise DataDirError(f"metadata log segment {where} is damaged and valid entries follow: "
@@ -147,6 +159,29 @@ class RaftLogStore:
                 seg.file.truncate(good)
                 self._mark(seg.file)
         return records
+
+    def _recovery_point_path(self) -> str:
+        return posixpath.join(self.directory, RECOVERY_POINT_FILE)
+
+    def _read_recovery_point(self) -> int:
+        """The stored recovery point; 0 (nothing known durable) without a readable one."""
+        path = self._recovery_point_path()
+        if not self.fs.exists(path):
+            return 0
+        f = self.fs.open(path)
+        try:
+            text = f.read(0, min(f.size(), 32))
+        finally:
+            f.close()
+        try:
+            return max(0, int(text.decode("ascii").strip()))
+        except (UnicodeDecodeError, ValueError):
+            log.warning("%s is unreadable: recovering the whole metadata log as possibly torn", path)
+            return 0
+
+    async def _set_recovery_point(self, offset: int) -> None:
+        await write_file_atomic(self.fs, self._recovery_point_path(), b"%d\n" % offset)
+        self.recovery_point = offset
 
     def _scan(self, seg: _Segment, out: list[LogRecord]) -> int:
         """Read the frames of one segment into `out`; return the position of the first bad byte."""
@@ -286,6 +321,8 @@ class RaftLogStore:
         if self._dir_dirty:
             await self.fs.sync_dir(self.directory)
             self._dir_dirty = False
+        if self._segments[-1].base_offset > self.recovery_point:  # every earlier segment is synced whole
+            await self._set_recovery_point(self._segments[-1].base_offset)
 
     async def truncate_to(self, end_offset: int) -> None:
         """Drop every entry at or after `end_offset`; afterwards the whole log is durable."""
@@ -294,6 +331,8 @@ class RaftLogStore:
             return
         if end_offset < self.start_offset:
             raise ValueError(f"truncate to {end_offset} below log start {self.start_offset}")
+        if end_offset < self.recovery_point:  # entries rewritten below it are not durable yet
+            await self._set_recovery_point(max(self.start_offset, self._base_of(end_offset)))
         # Later segments go first (the directory is synced before the cut), so a crash
         # in between leaves a contiguous log that still ends at or after the cut.
         while len(self._segments) > 1 and self._segments[-1].base_offset >= end_offset:
@@ -312,6 +351,10 @@ class RaftLogStore:
         await self.flush()
         self._last_epoch = self._epoch_before(end_offset)
 
+    def _base_of(self, offset: int) -> int:
+        """The base offset of the segment holding `offset` (the last one if past the end)."""
+        return max((s.base_offset for s in self._segments if s.base_offset <= offset), default=self.start_offset)
+
     def _epoch_before(self, end_offset: int) -> int:
         if end_offset <= self.start_offset:
             return -1
@@ -328,6 +371,7 @@ class RaftLogStore:
         self._last_epoch = -1
         await self.fs.sync_dir(self.directory)
         self._dir_dirty = False
+        await self._set_recovery_point(start_offset)
 
     async def delete_before(self, offset: int) -> int:
         """Remove whole segments that end at or before `offset`; return the new start offset."""
