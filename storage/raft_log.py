@@ -362,6 +362,7 @@ class RaftLogStore:
 
     async def reset(self, start_offset: int) -> None:
         """Drop the whole log and start empty at `start_offset` (after installing a snapshot)."""
+        await self._set_recovery_point(start_offset)  # first: nothing past it is durable from now on
         for seg in self._segments:
             seg.file.close()
             self.fs.remove(self._path(seg.base_offset))
@@ -371,7 +372,6 @@ class RaftLogStore:
         self._last_epoch = -1
         await self.fs.sync_dir(self.directory)
         self._dir_dirty = False
-        await self._set_recovery_point(start_offset)
 
     async def delete_before(self, offset: int) -> int:
         """Remove whole segments that end at or before `offset`; return the new start offset."""
