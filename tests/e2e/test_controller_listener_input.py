@@ -3,6 +3,8 @@ can send with the cluster's id, and what a node must survive: found after the pr
 fuzzer's runs with `--cluster-id`. Each test runs a one-node `dev` cluster."""
 from __future__ import annotations
 
+import os
+import pathlib
 import socket
 import time
 import uuid
@@ -100,4 +102,45 @@ def test_an_admin_request_too_large_to_forward_is_refused_at_once(processes, tmp
         assert (await client.call(ApiVersionsRequest(), 0)).error_code == 0
 
     trio.run(check)
+    assert pid_alive(pids[1])
+
+
+def test_requests_forwarded_while_no_controller_leads_leave_one_connection(processes, tmp_path):
+    """With no controller leading (here: the quorum raised to the last epoch), every
+    forwarded request retried until its timeout, and concurrent retries each opened a
+    connection to the controller listener, of which only the last was kept and closed: a
+    three-node fuzz run leaked ~18,000 descriptors in minutes, until the metadata log could
+    not open a file and the node halted. Now they share one connection."""
+    from tests.broker import builders as B
+    from tests.broker.harness import RawClient
+
+    base = free_base_port()
+    data = tmp_path / "data"
+    _, pids = processes.dev(1, base, str(data))
+    cluster_id = read_meta_properties(RealEnv().fs, str(data / "node-1")).cluster_id
+    with socket.create_connection((HOST, base + 1), timeout=10) as s:
+        s.sendall(encode_frame(VoteRequest(cluster_id, MAX_EPOCH, 99, 10**9, MAX_EPOCH - 1), 1))
+        assert s.recv(4)
+
+    def sockets() -> int:
+        fds = pathlib.Path(f"/proc/{pids[1]}/fd")
+        return sum(1 for fd in fds.iterdir() if os.readlink(fd).startswith("socket:"))
+
+    before = sockets()
+
+    async def create(i: int) -> None:
+        client = await RawClient.connect(base)
+        with trio.move_on_after(1):  # the client gives up; the node keeps forwarding
+            await client.call(B.create_topic(f"t{i}", 1), 4)
+        await client.stream.aclose()
+
+    async def many() -> None:
+        async with trio.open_nursery() as nursery:
+            for i in range(200):
+                nursery.start_soon(create, i)
+                await trio.sleep(0.01)
+
+    trio.run(many)
+    time.sleep(8)  # several of the forwards' retries (each up to 5 s per try)
+    assert sockets() <= before + 4  # the broker's controller connection, both ends, and slack
     assert pid_alive(pids[1])
