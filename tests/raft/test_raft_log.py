@@ -62,21 +62,29 @@ async def test_segments_roll_and_survive_crash_after_flush():
     assert store2.segment_bases() == bases
 
 
+async def _crash_with_an_unflushed_tail(rng, *, segment_bytes: int, durable: int, unflushed: int,
+                                        size: int, sectors: bool = False):
+    """Flush `durable` entries, append `unflushed` more, lose power; the reopened store, what
+    it loaded, and what had been flushed."""
+    fs = MemFileSystem()
+    store, _ = await open_store(fs, segment_bytes=segment_bytes)
+    store.append(recs(0, durable, size=rng.randint(1, 40)))
+    await store.flush()
+    flushed = store.read(0)
+    store.append(recs(durable, unflushed, size=size))  # never flushed
+    fs.crash(rng, sectors=sectors)
+    store2, loaded = await open_store(fs, segment_bytes=segment_bytes)
+    # Everything flushed survives; of the rest, only a clean prefix may survive.
+    assert loaded[: len(flushed)] == flushed
+    assert [r.offset for r in loaded] == list(range(len(loaded)))
+    return fs, store2, loaded
+
+
 async def test_unflushed_tail_is_cut_cleanly_on_crash():
     for seed in range(40):
         rng = random.Random(seed)
-        fs = MemFileSystem()
-        store, _ = await open_store(fs, segment_bytes=300)
-        durable = rng.randint(0, 30)
-        store.append(recs(0, durable, size=rng.randint(1, 40)))
-        await store.flush()
-        expect = store.read(0)
-        store.append(recs(durable, rng.randint(1, 30), size=25))  # never flushed
-        fs.crash(rng)
-        store2, loaded = await open_store(fs, segment_bytes=300)
-        # Everything flushed survives; of the rest, only a clean prefix may survive.
-        assert loaded[: len(expect)] == expect, seed
-        assert [r.offset for r in loaded] == list(range(len(loaded)))
+        fs, store2, loaded = await _crash_with_an_unflushed_tail(
+            rng, segment_bytes=300, durable=rng.randint(0, 30), unflushed=rng.randint(1, 30), size=25)
         assert store2.end_offset == len(loaded)
         # And the recovered log accepts appends again.
         store2.append(recs(store2.end_offset, 2, epoch=5))
@@ -278,15 +286,7 @@ async def test_a_sector_torn_power_loss_always_recovers_what_was_flushed():
     start, taking them for damage to durable entries."""
     for seed in range(300):
         rng = random.Random(seed)
-        fs = MemFileSystem()
-        store, _ = await open_store(fs, segment_bytes=1500)
-        durable = rng.randint(0, 60)
-        store.append(recs(0, durable, size=rng.randint(1, 60)))
-        await store.flush()
-        expect = store.read(0)
-        store.append(recs(durable, rng.randint(20, 80), size=rng.randint(5, 40)))  # several sectors, unsynced
-        fs.crash(rng, sectors=True)
-        store2, loaded = await open_store(fs, segment_bytes=1500)
-        assert loaded[: len(expect)] == expect, seed
-        assert [r.offset for r in loaded] == list(range(len(loaded))), seed
+        _, store2, _ = await _crash_with_an_unflushed_tail(  # several sectors unflushed
+            rng, segment_bytes=1500, durable=rng.randint(0, 60), unflushed=rng.randint(20, 80),
+            size=rng.randint(5, 40), sectors=True)
         store2.close()
