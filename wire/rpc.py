@@ -58,11 +58,12 @@ __all__ = [
 ]
 
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024  # Raft Fetch responses and snapshot chunks stay well below
+_LENGTH = struct.Struct(">I")
 
 
 class FrameTooLargeError(ValueError):
     """A request whose frame the peer would refuse unread (over DEFAULT_MAX_FRAME_SIZE)."""
-_LENGTH = struct.Struct(">I")
+
 
 Converter = Callable[[Any, str], Any]
 
