@@ -70,7 +70,6 @@ class ControllerConnection:
         self.leader: int | None = None
         self._client: RpcClient | None = None
         self._client_node: int | None = None
-        self._connecting = trio.Lock()  # one connection attempt at a time: concurrent callers share it
         self._nursery: trio.Nursery | None = None
         self._next_guess = 0
         self.generation = 0  # counts connections made: which one an answer came on
@@ -90,15 +89,14 @@ class ControllerConnection:
         deadline = self.env.now() + timeout
         while True:
             node = self._target()
-            reply = client = None
+            reply = None
             try:
                 client = await self._connect(node)
                 per_call = max(0.01, min(CALL_TIMEOUT, deadline - self.env.now()))
                 reply = await client.call(request, timeout=per_call)
             except (OSError, ConnectionLost, trio.TooSlowError) as e:
                 log.debug("controller %d unreachable: %s", node, e)
-                if client is not None:
-                    self._drop(client)
+                self._drop(node)
                 self.leader = None
             if reply is not None:
                 error = getattr(reply, "error", None)
@@ -127,30 +125,30 @@ class ControllerConnection:
         return node
 
     async def _connect(self, node: int) -> RpcClient:
-        async with self._connecting:
-            current = self._client
-            if current is not None and self._client_node == node and not current.lost:
-                return current
-            if current is not None:
-                self._drop(current)
-            host, port = self.voters[node]
-            with self.env.fail_after(CALL_TIMEOUT):
-                stream = await open_rpc_stream(self.env, host, port, tls=self.tls, login=self.login)
-            client = RpcClient(self.env, stream, on_lost=self._lost)
-            self._client, self._client_node = client, node
-            self.generation += 1
-            self._nursery.start_soon(client.run)
-            return client
+        if self._client is not None and self._client_node == node and not self._client.lost:
+            return self._client
+        self._drop(self._client_node)
+        host, port = self.voters[node]
+        with self.env.fail_after(CALL_TIMEOUT):
+            stream = await open_rpc_stream(self.env, host, port, tls=self.tls, login=self.login)
+        if self._client is not None:  # a concurrent caller connected meanwhile
+            if self._client_node == node and not self._client.lost:  # share its connection
+                self._nursery.start_soon(trio.aclose_forcefully, stream)
+                return self._client
+            self._drop(self._client_node)  # replaced: closed, never left open behind our back
+        client = RpcClient(self.env, stream, on_lost=self._lost)
+        self._client, self._client_node = client, node
+        self.generation += 1
+        self._nursery.start_soon(client.run)
+        return client
 
     def _lost(self) -> None:
         if self.on_lost is not None:
             self.on_lost()
 
-    def _drop(self, client: RpcClient) -> None:
-        """Close `client`'s connection; forget it if it is the current one (a call that failed
-        on an older connection leaves a newer one alone)."""
-        self._nursery.start_soon(trio.aclose_forcefully, client.stream)
-        if self._client is client:
+    def _drop(self, node: int | None) -> None:
+        if self._client is not None and self._client_node == node:
+            self._nursery.start_soon(trio.aclose_forcefully, self._client.stream)
             self._client = self._client_node = None
 
 
