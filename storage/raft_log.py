@@ -3,24 +3,27 @@
 The metadata log holds opaque entries `(offset, epoch, payload, control)`. Each
 entry is one self-checking frame:
 
-    length u32 | crc32c u32 | offset i64 | epoch i32 | flags u8 | payload
+    length u32 | crc32c u32 | offset i64 | epoch i32 | flags u8 | flushed i64 | payload
     `length` counts the bytes after itself; the CRC-32C covers offset..payload.
+    `flushed` is the log's end offset as of the last completed flush when the frame was
+    written (frames of older logs lack it: flag 0x02 clear).
 
 Why not RecordBatch v2 as Kafka does: the Raft core ships single opaque entries,
 never client batches, so a flat frame keeps recovery to one loop and needs no
 record codec. Every frame is checked on open.
 
-The recovery point (file `recovery-point`: an offset) is where the last segment
-starts once every earlier segment is fsynced whole; it is written at the first
-flush after a segment rolls, so once per segment. Damage at or past it is a torn
-tail and is cut: a power loss in the middle of writeback keeps any subset of the
-unsynced sectors, so bad bytes there may have whole valid frames after them, and
-none of it was flushed, so none of it was acknowledged (Kafka's recovery of its
-active segment cuts there too). Damage before it, with a valid frame somewhere
-after it, is damage to entries that were durable and may be committed: the store
-refuses to open (DataDirError, one line naming the file and offset) unless the
-caller allows cutting there (`cut_damage`, for an observer, which re-fetches what
-it lost from the leader and has no vote to give on the strength of it).
+Bad bytes at offset h are a torn tail, and are cut, unless a valid frame after them
+says that h had been flushed (its `flushed` > h). A power loss in the middle of
+writeback keeps any subset of the unsynced sectors, so a torn tail can have whole
+valid frames after the hole; but each of those was written after the last flush
+that completed, and no flush completed past h, so none of them says so. Bad bytes
+that a later frame proves flushed are damage to entries that were durable and may
+be committed: the store refuses to open (DataDirError, one line naming the file
+and offset) unless the caller allows cutting there (`cut_damage`, for an observer,
+which re-fetches what it lost from the leader and has no vote to give on the
+strength of it). A frame without `flushed` (an older log) after the bad bytes
+counts as proof. Damage in the last flushed batch, with nothing written after it,
+cannot be told from a torn tail and is cut.
 
 Segments roll at `segment_bytes`; a new segment file is made durable with a
 directory fsync at the next `flush()`. Appends are buffered in the page cache
@@ -38,13 +41,10 @@ from typing import Iterable, NamedTuple, Sequence
 
 from crc32c import crc32c
 
-from storage.env import File, FileSystem, write_file_atomic
+from storage.env import File, FileSystem
 from storage.meta_properties import DataDirError
 
-__all__ = ["LogRecord", "RaftLogStore", "segment_name", "DEFAULT_SEGMENT_BYTES", "MAX_ENTRY_BYTES",
-           "RECOVERY_POINT_FILE"]
-
-RECOVERY_POINT_FILE = "recovery-point"
+__all__ = ["LogRecord", "RaftLogStore", "segment_name", "DEFAULT_SEGMENT_BYTES", "MAX_ENTRY_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,13 @@ SUFFIX = ".log"
 
 _PREFIX = struct.Struct(">II")  # length, crc
 _BODY = struct.Struct(">qiB")  # offset, epoch, flags
-HEADER_SIZE = _PREFIX.size + _BODY.size
+_FLUSHED = struct.Struct(">q")  # the log's flushed end offset when the frame was written
+HEADER_SIZE = _PREFIX.size + _BODY.size + _FLUSHED.size  # of the frames written now
 _FLAG_CONTROL = 0x01
+_FLAG_FLUSHED = 0x02
+_FLAGS = _FLAG_CONTROL | _FLAG_FLUSHED
+_UNKNOWN_FLUSHED = 1 << 63  # an older frame's: taken as proof that what precedes it was flushed
+_MIN_FRAME = _PREFIX.size + _BODY.size  # an older frame's header
 
 
 class LogRecord(NamedTuple):
@@ -69,9 +74,15 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}{SUFFIX}"
 
 
-def encode_frame(offset: int, epoch: int, payload: bytes, control: bool) -> bytes:
-    body = _BODY.pack(offset, epoch, _FLAG_CONTROL if control else 0) + payload
+def encode_frame(offset: int, epoch: int, payload: bytes, control: bool, flushed: int) -> bytes:
+    flags = _FLAG_FLUSHED | (_FLAG_CONTROL if control else 0)
+    body = _BODY.pack(offset, epoch, flags) + _FLUSHED.pack(flushed) + payload
     return _PREFIX.pack(len(body) + 4, crc32c(body)) + body
+
+
+def _payload_start(flags: int) -> int:
+    """Where a frame body's payload starts."""
+    return _BODY.size + (_FLUSHED.size if flags & _FLAG_FLUSHED else 0)
 
 
 @dataclass
@@ -98,7 +109,7 @@ class RaftLogStore:
         self._dir_dirty = False  # a segment was created/removed since the last directory fsync
         self._unsynced: list[File] = []  # files written since their last fsync, in order
         self.recovered_bytes_cut = 0  # how many bytes recovery dropped (for logging)
-        self.recovery_point = 0  # entries before it are durable (the module docstring says how)
+        self._flushed_end = 0  # the end offset as of the last completed flush: each new frame says it
 
     # ------------------------------------------------------------------ open
     @classmethod
@@ -118,7 +129,6 @@ class RaftLogStore:
         """
         fs.makedirs(directory)
         store = cls(fs, directory, segment_bytes)
-        store.recovery_point = store._read_recovery_point()
         records = store._recover(cut_damage)
         if not store._segments:
             store._new_segment(start_offset)
@@ -145,10 +155,7 @@ class RaftLogStore:
             self._segments.append(seg)
             good = self._scan(seg, records)
             if good < seg.file.size():
-                later = bases[i + 1:]
-                durable = seg.end_offset < self.recovery_point
-                if durable and (self._frame_after(seg.file, good, seg.end_offset) or any(
-                        self._starts_with_frame(b) for b in later)):
+                if self._flushed_after(seg.file, good, seg.end_offset, bases[i + 1:]) > seg.end_offset:
                     where = f"{path} at byte {good} (offset {seg.end_offset})"
                     if not cut_damage:
                         raise DataDirError(f"metadata log segment {where} is damaged and valid entries follow: "
@@ -160,29 +167,6 @@ class RaftLogStore:
                 self._mark(seg.file)
         return records
 
-    def _recovery_point_path(self) -> str:
-        return posixpath.join(self.directory, RECOVERY_POINT_FILE)
-
-    def _read_recovery_point(self) -> int:
-        """The stored recovery point; 0 (nothing known durable) without a readable one."""
-        path = self._recovery_point_path()
-        if not self.fs.exists(path):
-            return 0
-        f = self.fs.open(path)
-        try:
-            text = f.read(0, min(f.size(), 32))
-        finally:
-            f.close()
-        try:
-            return max(0, int(text.decode("ascii").strip()))
-        except (UnicodeDecodeError, ValueError):
-            log.warning("%s is unreadable: recovering the whole metadata log as possibly torn", path)
-            return 0
-
-    async def _set_recovery_point(self, offset: int) -> None:
-        await write_file_atomic(self.fs, self._recovery_point_path(), b"%d\n" % offset)
-        self.recovery_point = offset
-
     def _scan(self, seg: _Segment, out: list[LogRecord]) -> int:
         """Read the frames of one segment into `out`; return the position of the first bad byte."""
         f = seg.file
@@ -192,12 +176,12 @@ class RaftLogStore:
         buf = b""
         buf_start = 0
         expected = seg.base_offset
-        while pos + HEADER_SIZE <= size:
-            if pos + HEADER_SIZE > buf_start + len(buf):
+        while pos + _MIN_FRAME <= size:
+            if pos + _MIN_FRAME > buf_start + len(buf):
                 buf_start, buf = pos, f.read(pos, max(1 << 20, HEADER_SIZE))
             length, crc = _PREFIX.unpack_from(buf, pos - buf_start)
             end = pos + 4 + length
-            if length < _BODY.size + 4 or length > MAX_ENTRY_BYTES + _BODY.size + 4 or end > size:
+            if length < _BODY.size + 4 or length > MAX_ENTRY_BYTES + HEADER_SIZE - 4 or end > size:
                 break
             if end > buf_start + len(buf):
                 buf_start, buf = pos, f.read(pos, max(1 << 20, end - pos))
@@ -205,40 +189,54 @@ class RaftLogStore:
             if crc32c(body) != crc:
                 break
             offset, epoch, flags = _BODY.unpack_from(body)
-            if offset != expected or epoch < self._last_epoch or flags & ~_FLAG_CONTROL:
+            start = _payload_start(flags)
+            if offset != expected or epoch < self._last_epoch or flags & ~_FLAGS or len(body) < start:
                 break
-            out.append(LogRecord(offset, epoch, bytes(body[_BODY.size :]), bool(flags & _FLAG_CONTROL)))
+            out.append(LogRecord(offset, epoch, bytes(body[start:]), bool(flags & _FLAG_CONTROL)))
             seg.positions.append(pos)
             self._last_epoch = epoch
             expected += 1
             pos = end
         return pos
 
-    def _starts_with_frame(self, base: int) -> bool:
+    def _flushed_after(self, f: File, bad: int, offset: int, later: list[int]) -> int:
+        """The largest `flushed` of the valid frames (of `offset` or later) anywhere after
+        position `bad` of `f` and in the `later` segments; -1 when there is none."""
+        found = -1
+        for data, pos in [(f.read(bad, f.size() - bad), 1)] + [(self._read_all(b), 0) for b in later]:
+            while pos <= len(data) - _MIN_FRAME:
+                flushed = self._frame_at(data, pos, offset)
+                if flushed is None:
+                    pos += 1  # look for the next frame a byte further
+                else:
+                    found = max(found, flushed)
+                    pos += 4 + _PREFIX.unpack_from(data, pos)[0]  # frames follow one another
+        return found
+
+    def _read_all(self, base: int) -> bytes:
         f = self.fs.open(self._path(base))
         try:
-            return self._frame_at(f.read(0, min(f.size(), MAX_ENTRY_BYTES + HEADER_SIZE)), 0, base)
+            return f.read(0, f.size())
         finally:
             f.close()
 
-    def _frame_after(self, f: File, bad: int, offset: int) -> bool:
-        """Whether a valid frame (of `offset` or later) starts anywhere after position `bad`."""
-        data = f.read(bad, f.size() - bad)
-        return any(self._frame_at(data, pos, offset, exact=False) for pos in range(1, len(data) - HEADER_SIZE + 1))
-
     @staticmethod
-    def _frame_at(data: bytes, pos: int, offset: int, *, exact: bool = True) -> bool:
-        """Whether a frame with a good CRC for `offset` (or, not `exact`, a plausible later
-        one) starts at `pos` in `data`."""
-        if pos + HEADER_SIZE > len(data):
-            return False
+    def _frame_at(data: bytes, pos: int, offset: int) -> int | None:
+        """The `flushed` of a frame with a good CRC and a plausible offset (`offset` or later)
+        starting at `pos` in `data` (_UNKNOWN_FLUSHED for an older frame); None if none does."""
+        if pos + _MIN_FRAME > len(data):
+            return None
         length, crc = _PREFIX.unpack_from(data, pos)
         if length < _BODY.size + 4 or pos + 4 + length > len(data):
-            return False
-        found, _, _ = _BODY.unpack_from(data, pos + _PREFIX.size)
-        if found != offset if exact else not offset <= found < offset + len(data):
-            return False
-        return crc32c(data[pos + _PREFIX.size: pos + 4 + length]) == crc
+            return None
+        found, _, flags = _BODY.unpack_from(data, pos + _PREFIX.size)
+        if not offset <= found < offset + len(data) or len(data) - pos < _PREFIX.size + _payload_start(flags):
+            return None
+        if crc32c(data[pos + _PREFIX.size: pos + 4 + length]) != crc:
+            return None
+        if not flags & _FLAG_FLUSHED:
+            return _UNKNOWN_FLUSHED
+        return _FLUSHED.unpack_from(data, pos + _MIN_FRAME)[0]
 
     # ------------------------------------------------------------ accessors
     @property
@@ -273,7 +271,7 @@ class RaftLogStore:
             while pos < len(data):
                 (length,) = struct.unpack_from(">I", data, pos)
                 offset, epoch, flags = _BODY.unpack_from(data, pos + _PREFIX.size)
-                payload = data[pos + HEADER_SIZE : pos + 4 + length]
+                payload = data[pos + _PREFIX.size + _payload_start(flags) : pos + 4 + length]
                 out.append(LogRecord(offset, epoch, payload, bool(flags & _FLAG_CONTROL)))
                 pos += 4 + length
         return out
@@ -296,7 +294,7 @@ class RaftLogStore:
                 chunks = []
                 seg = self._new_segment(seg.end_offset)
                 pos = 0
-            frame = encode_frame(r.offset, r.epoch, bytes(r.payload), bool(r.control))
+            frame = encode_frame(r.offset, r.epoch, bytes(r.payload), bool(r.control), self._flushed_end)
             chunks.append(frame)
             seg.positions.append(pos)
             pos += len(frame)
@@ -321,8 +319,7 @@ class RaftLogStore:
         if self._dir_dirty:
             await self.fs.sync_dir(self.directory)
             self._dir_dirty = False
-        if self._segments[-1].base_offset > self.recovery_point:  # every earlier segment is synced whole
-            await self._set_recovery_point(self._segments[-1].base_offset)
+        self._flushed_end = self.end_offset
 
     async def truncate_to(self, end_offset: int) -> None:
         """Drop every entry at or after `end_offset`; afterwards the whole log is durable."""
@@ -331,8 +328,6 @@ class RaftLogStore:
             return
         if end_offset < self.start_offset:
             raise ValueError(f"truncate to {end_offset} below log start {self.start_offset}")
-        if end_offset < self.recovery_point:  # entries rewritten below it are not durable yet
-            await self._set_recovery_point(max(self.start_offset, self._base_of(end_offset)))
         # Later segments go first (the directory is synced before the cut), so a crash
         # in between leaves a contiguous log that still ends at or after the cut.
         while len(self._segments) > 1 and self._segments[-1].base_offset >= end_offset:
@@ -351,10 +346,6 @@ class RaftLogStore:
         await self.flush()
         self._last_epoch = self._epoch_before(end_offset)
 
-    def _base_of(self, offset: int) -> int:
-        """The base offset of the segment holding `offset` (the last one if past the end)."""
-        return max((s.base_offset for s in self._segments if s.base_offset <= offset), default=self.start_offset)
-
     def _epoch_before(self, end_offset: int) -> int:
         if end_offset <= self.start_offset:
             return -1
@@ -362,7 +353,6 @@ class RaftLogStore:
 
     async def reset(self, start_offset: int) -> None:
         """Drop the whole log and start empty at `start_offset` (after installing a snapshot)."""
-        await self._set_recovery_point(start_offset)  # first: nothing past it is durable from now on
         for seg in self._segments:
             seg.file.close()
             self.fs.remove(self._path(seg.base_offset))
@@ -372,6 +362,7 @@ class RaftLogStore:
         self._last_epoch = -1
         await self.fs.sync_dir(self.directory)
         self._dir_dirty = False
+        self._flushed_end = start_offset
 
     async def delete_before(self, offset: int) -> int:
         """Remove whole segments that end at or before `offset`; return the new start offset."""

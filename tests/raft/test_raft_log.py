@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import random
+import struct
 
 import pytest
+from crc32c import crc32c
 
 from storage.env import RealFileSystem
 from storage.memfs import MemFileSystem
@@ -95,40 +97,40 @@ async def test_unflushed_tail_is_cut_cleanly_on_crash():
 
 
 async def test_damage_followed_by_valid_entries_is_refused_with_one_line_on_real_files(tmp_path):
-    """A flipped byte before the recovery point is damage to durable (maybe committed)
-    entries, not a torn tail: the store refuses to open, naming the file, rather than silently
-    cut offsets 6..19. An observer (cut_damage) cuts there and re-fetches. Real files, as a
-    node has them."""
+    """A flipped byte in an entry that a later frame proves flushed is damage to durable
+    (maybe committed) entries, not a torn tail: the store refuses to open, naming the file,
+    rather than silently cut offsets 6..19. An observer (cut_damage) cuts there and re-fetches.
+    Real files, as a node has them."""
     fs = RealFileSystem()
     directory = str(tmp_path / "__cluster_metadata-0")
-    frame = HEADER_SIZE + 10
-    store, _ = await RaftLogStore.open(fs, directory, segment_bytes=10 * frame)
-    store.append(recs(0, 20))
+    store, _ = await RaftLogStore.open(fs, directory)
+    store.append(recs(0, 10))
     await store.flush()
-    assert store.segment_bases() == [0, 10] and store.recovery_point == 10  # segment 0 is durable
+    store.append(recs(10, 10))  # written after offsets 0..9 were flushed: each frame says so
+    await store.flush()
     store.close()
+    frame = HEADER_SIZE + 10
     path = tmp_path / "__cluster_metadata-0" / segment_name(0)
     raw = bytearray(path.read_bytes())
     raw[frame * 6 + HEADER_SIZE + 3] ^= 0xFF  # the payload of offset 6
     path.write_bytes(bytes(raw))
     with pytest.raises(DataDirError) as refused:
-        await RaftLogStore.open(fs, directory, segment_bytes=10 * frame)
+        await RaftLogStore.open(fs, directory)
     assert str(path) in str(refused.value) and "\n" not in str(refused.value)
     assert path.read_bytes() == bytes(raw)  # nothing was cut
-    store2, loaded = await RaftLogStore.open(fs, directory, segment_bytes=10 * frame, cut_damage=True)
+    store2, loaded = await RaftLogStore.open(fs, directory, cut_damage=True)
     assert loaded == recs(0, 6)
-    assert store2.end_offset == 6 and store2.recovered_bytes_cut == 4 * frame + 10 * frame
+    assert store2.end_offset == 6 and store2.recovered_bytes_cut == 14 * frame
     store2.close()
 
 
-async def test_damage_past_the_recovery_point_is_cut_as_a_torn_tail():
-    """Past the recovery point nothing is known flushed: a hole with valid frames after it is
-    what a power loss during writeback leaves, and it is cut (offsets 6..9)."""
+async def test_damage_in_the_last_flushed_batch_cannot_be_told_from_a_torn_tail_and_is_cut():
+    """No frame written after offsets 0..9 says they were flushed: a hole at 6 with valid
+    frames after it is what a power loss during writeback leaves, and it is cut."""
     fs = MemFileSystem()
     store, _ = await open_store(fs)
     store.append(recs(0, 10))
     await store.flush()
-    assert store.recovery_point == 0
     store.close()
     f = fs.open(f"{DIR}/{segment_name(0)}")
     frame = HEADER_SIZE + 10
@@ -137,12 +139,34 @@ async def test_damage_past_the_recovery_point_is_cut_as_a_torn_tail():
     assert loaded == recs(0, 6) and store2.recovered_bytes_cut == 4 * frame
 
 
+async def test_frames_of_an_older_log_without_the_flushed_end_still_count_as_proof():
+    """A log written before frames carried `flushed`: damage followed by valid frames is refused
+    as it was then."""
+    fs = MemFileSystem()
+    store, _ = await open_store(fs)
+    store.close()
+    f = fs.open(f"{DIR}/{segment_name(0)}")
+    old_frames = []
+    for r in recs(0, 5):
+        body = struct.pack(">qiB", r.offset, r.epoch, int(r.control)) + r.payload
+        old_frames.append(struct.pack(">II", len(body) + 4, crc32c(body)) + body)
+    f.append(b"".join(old_frames))
+    _, loaded = await open_store(fs)
+    assert loaded == recs(0, 5)
+    f.write_at(len(old_frames[0]) + 5, b"\xff")  # offset 1's header
+    with pytest.raises(DataDirError):
+        await open_store(fs)
+
+
 async def test_damage_in_an_earlier_segment_is_refused_and_a_torn_last_frame_is_cut():
     fs = MemFileSystem()
     store, _ = await open_store(fs, segment_bytes=150)
-    store.append(recs(0, 30, size=20))
+    store.append(recs(0, 15, size=20))
+    await store.flush()
+    store.append(recs(15, 15, size=20))  # its frames say 0..14 were flushed
     await store.flush()
     bases = store.segment_bases()
+    assert bases[1] <= 15
     f = fs.open(f"{DIR}/{segment_name(bases[0])}")
     size = f.size()
     f.write_at(size - 5, b"\xff")  # the last frame of the first segment; later segments are valid

@@ -29,8 +29,8 @@ def test_seeds_that_failed_a_sweep(seed):
     asked of one set of three took it to two voters, one a wiped voter's old replica, that no
     node could lead (Liveness); the workload now keeps its minimum of voters. 24231: a
     sector-torn power loss left a hole with valid frames after it in a voter's unflushed
-    metadata log, and the voter refused to start (DurableState); recovery now cuts past the
-    recovery point (storage.raft_log)."""
+    metadata log, and the voter refused to start (DurableState); recovery now cuts bad bytes
+    that no later frame proves flushed (storage.raft_log)."""
     result = run_simulation(SimOptions(seed=seed, workload="membership", duration=30.0))
     assert result["violations"] == [], result["violations"]
 
