@@ -230,8 +230,8 @@ class RaftLogStore:
         if length < _BODY.size + 4 or pos + 4 + length > len(data):
             return None
         found, _, flags = _BODY.unpack_from(data, pos + _PREFIX.size)
-        if not offset <= found < offset + len(data) or len(data) - pos < _PREFIX.size + _payload_start(flags):
-            return None
+        if not offset <= found < offset + len(data) or length + 4 < _PREFIX.size + _payload_start(flags):
+            return None  # not a later entry, or too short to hold its own header
         if crc32c(data[pos + _PREFIX.size: pos + 4 + length]) != crc:
             return None
         if not flags & _FLAG_FLUSHED:
