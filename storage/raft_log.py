@@ -33,6 +33,7 @@ its predecessor ends (left over from a truncation interrupted by a crash).
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import posixpath
 import struct
@@ -155,7 +156,7 @@ class RaftLogStore:
             self._segments.append(seg)
             good = self._scan(seg, records)
             if good < seg.file.size():
-                if self._flushed_after(seg.file, good, seg.end_offset, bases[i + 1:]) > seg.end_offset:
+                if self._proven_flushed(seg.file, good, seg.end_offset, bases[i + 1:]):
                     where = f"{path} at byte {good} (offset {seg.end_offset})"
                     if not cut_damage:
                         raise DataDirError(f"metadata log segment {where} is damaged and valid entries follow: "
@@ -199,19 +200,21 @@ class RaftLogStore:
             pos = end
         return pos
 
-    def _flushed_after(self, f: File, bad: int, offset: int, later: list[int]) -> int:
-        """The largest `flushed` of the valid frames (of `offset` or later) anywhere after
-        position `bad` of `f` and in the `later` segments; -1 when there is none."""
-        found = -1
-        for data, pos in [(f.read(bad, f.size() - bad), 1)] + [(self._read_all(b), 0) for b in later]:
+    def _proven_flushed(self, f: File, bad: int, offset: int, later: list[int]) -> bool:
+        """Whether a valid frame (of `offset` or later) after position `bad` of `f`, or in one of
+        the `later` segments, says a flush had passed `offset`. Reads a later segment only
+        while no frame has said so."""
+        regions = itertools.chain([(f.read(bad, f.size() - bad), 1)], ((self._read_all(b), 0) for b in later))
+        for data, pos in regions:
             while pos <= len(data) - _MIN_FRAME:
                 flushed = self._frame_at(data, pos, offset)
                 if flushed is None:
                     pos += 1  # look for the next frame a byte further
+                elif flushed > offset:
+                    return True
                 else:
-                    found = max(found, flushed)
                     pos += 4 + _PREFIX.unpack_from(data, pos)[0]  # frames follow one another
-        return found
+        return False
 
     def _read_all(self, base: int) -> bytes:
         f = self.fs.open(self._path(base))
