@@ -21,10 +21,26 @@ from wire.rpc import encode_frame
 pytestmark = pytest.mark.e2e
 
 
+def _cluster_id(data) -> str:
+    return read_meta_properties(RealEnv().fs, str(data / "node-1")).cluster_id
+
+
+def _send_to_controller(base: int, message) -> None:
+    """`message` on a connection of its own to the node's controller listener; it is answered."""
+    import raft.codec  # noqa: F401  (registers the Raft messages for encode_frame)
+
+    with socket.create_connection((HOST, base + 1), timeout=10) as s:
+        s.sendall(encode_frame(message, 1))
+        assert s.recv(4)
+
+
+def _vote_for_the_last_epoch(base: int, data) -> None:
+    _send_to_controller(base, VoteRequest(_cluster_id(data), MAX_EPOCH, 99, 10**9, MAX_EPOCH - 1))
+
+
 def test_a_vote_for_the_last_epoch_leaves_the_node_running(processes, tmp_path):
     """The node campaigned for epoch 2^31, failed to write it into its log and exited. Now it
     keeps running, says why its quorum can elect no more, and keeps serving its partitions."""
-    import raft.codec  # noqa: F401  (registers the Raft messages for encode_frame)
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -34,11 +50,7 @@ def test_a_vote_for_the_last_epoch_leaves_the_node_running(processes, tmp_path):
     bootstrap = f"{HOST}:{base}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic("kept", 1)])["kept"].result(30)
-    cluster_id = read_meta_properties(RealEnv().fs, str(data / "node-1")).cluster_id
-
-    with socket.create_connection((HOST, base + 1), timeout=10) as s:
-        s.sendall(encode_frame(VoteRequest(cluster_id, MAX_EPOCH, 99, 10**9, MAX_EPOCH - 1), 1))
-        assert s.recv(4)  # answered
+    _vote_for_the_last_epoch(base, data)
     log = data / "node-1" / "node.log"
     wait_until(lambda: "is the last an int32 holds" in log.read_text(), 30, "the epoch warning")
     time.sleep(3)  # several election timeouts of a one-node quorum
@@ -68,13 +80,10 @@ def test_a_registration_with_an_id_past_int32_leaves_metadata_answering(processe
     base = free_base_port()
     data = tmp_path / "data"
     _, pids = processes.dev(1, base, str(data))
-    cluster_id = read_meta_properties(RealEnv().fs, str(data / "node-1")).cluster_id
+    cluster_id = _cluster_id(data)
     endpoint = rpc.EndpointInfo("PLAINTEXT", "127.0.0.1", 1234, 0)
-    for message in (rpc.BrokerRegistrationRequest(cluster_id, 1 << 62, uuid.uuid4(), [endpoint], None, []),
-                    rpc.BrokerHeartbeatRequest(cluster_id, 1 << 62, 5, 10**6)):
-        with socket.create_connection((HOST, base + 1), timeout=10) as s:
-            s.sendall(encode_frame(message, 1))
-            assert s.recv(4)  # answered
+    _send_to_controller(base, rpc.BrokerRegistrationRequest(cluster_id, 1 << 62, uuid.uuid4(), [endpoint], None, []))
+    _send_to_controller(base, rpc.BrokerHeartbeatRequest(cluster_id, 1 << 62, 5, 10**6))
     admin = AdminClient({"bootstrap.servers": f"{HOST}:{base}"})
     assert sorted(admin.list_topics(timeout=10).brokers) == [1]
     assert pid_alive(pids[1]) and "Traceback" not in (data / "node-1" / "node.log").read_text()
@@ -117,10 +126,7 @@ def test_requests_forwarded_while_no_controller_leads_leave_one_connection(proce
     base = free_base_port()
     data = tmp_path / "data"
     _, pids = processes.dev(1, base, str(data))
-    cluster_id = read_meta_properties(RealEnv().fs, str(data / "node-1")).cluster_id
-    with socket.create_connection((HOST, base + 1), timeout=10) as s:
-        s.sendall(encode_frame(VoteRequest(cluster_id, MAX_EPOCH, 99, 10**9, MAX_EPOCH - 1), 1))
-        assert s.recv(4)
+    _vote_for_the_last_epoch(base, data)
 
     def sockets() -> int:
         fds = pathlib.Path(f"/proc/{pids[1]}/fd")
